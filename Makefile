@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Each creates .venv when missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m scheduler_core demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict agent deviceplugin_api scheduler_core tests benchmarks
+
+unit: $(STAMP)
+	$(BIN)/pytest -q
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.placement_speed
+	$(BIN)/python -m benchmarks.trace_replay
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""The per-node agent (kubelet device plugin for Ascend NPUs); built by later issues."""

@@ -1,0 +1,1 @@
+"""kubelet device-plugin gRPC contracts and a kubelet simulator; built by later issues."""

@@ -1,0 +1,93 @@
+"""``python -m scheduler_core``: the placement engine from a shell.
+
+``place`` reads a JSON request on stdin and prints the decision; ``demo`` places a small
+mixed workload on an example cluster and draws the rings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from scheduler_core.diagram import ring_diagram
+from scheduler_core.engine import Session
+from scheduler_core.model import InvalidInput, Job, NodeState, Task
+from scheduler_core.policies import DEFAULT_POLICY, POLICIES, policy_by_name
+from scheduler_core.products import product_by_name
+from scheduler_core.request_json import decision_to_json, parse_request
+
+EXIT_BAD_INPUT = 2
+
+
+def _place(policy_name: str) -> int:
+    try:
+        request = parse_request(sys.stdin.read())
+        session = Session(request.nodes, policy_by_name(policy_name))
+    except InvalidInput as bad:
+        print(f"error: {bad}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    decision = session.place(request.job, explain=True)
+    print(json.dumps(decision_to_json(decision)))
+    return 0
+
+
+def _demo_cluster() -> list[NodeState]:
+    full = tuple(range(8))
+    return [
+        NodeState("node-a", "module910x8", full, 8),
+        NodeState("node-b", "module910x8", full, 8),
+        NodeState("node-c", "module910x8", (0, 1, 2, 4, 5, 6, 7), 7, unhealthy=frozenset({3})),
+        NodeState("node-d", "module910x8", full, 8),
+        NodeState("node-e", "module910x8", full, 8),
+    ]
+
+
+def _demo_jobs() -> list[Job]:
+    sizes = [
+        ("train-1", 1),
+        ("train-2", 2),
+        ("infer-1", 1),
+        ("train-4", 4),
+        ("debug-1", 1),
+        ("train-2b", 2),
+        ("train-8", 8),
+    ]
+    jobs = [Job(name, "module910x8", (Task(f"{name}-0", n),)) for name, n in sizes]
+    jobs.append(Job("gang-16", "module910x8", (Task("gang-16-0", 8), Task("gang-16-1", 8))))
+    return jobs
+
+
+def _demo(policy_name: str) -> int:
+    session = Session(_demo_cluster(), policy_by_name(policy_name))
+    product = product_by_name("module910x8")
+    print(f"policy {policy_name}: rings [0-3|4-7], '.' free, '#' held, 'x' unhealthy")
+    for job in _demo_jobs():
+        decision = session.place(job)
+        if decision.feasible:
+            where = ", ".join(f"{p.node}:{','.join(p.chip_names)}" for p in decision.placements)
+            print(f"  {job.name:9} ({sum(t.npu for t in job.tasks):2} chips) -> {where}")
+        else:
+            print(f"  {job.name:9} cannot be placed: {decision.reason}")
+    for name, node in session.nodes.items():
+        print(f"  {name}  {ring_diagram(product, session.usable(name), node.unhealthy)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scheduler_core", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, text in (
+        ("place", "place the job of a JSON request read on stdin"),
+        ("demo", "place an example workload and draw the rings"),
+    ):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("--policy", choices=sorted(POLICIES), default=DEFAULT_POLICY.name)
+    args = parser.parse_args(argv)
+    if args.command == "place":
+        return _place(args.policy)
+    return _demo(args.policy)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""The JSON placement request / answer of ``python -m scheduler_core place``.
+
+Every malformed value raises InvalidInput whose message starts with the path of the
+offending field (``nodes[1].free[2]: ...``) so a script's author sees what to fix.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler_core.engine import check_node_chips
+from scheduler_core.model import (
+    Decision,
+    InvalidInput,
+    Job,
+    NodeState,
+    Task,
+    parse_chip_name,
+)
+from scheduler_core.products import product_by_name, product_for_selector
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementRequest:
+    nodes: tuple[NodeState, ...]
+    job: Job
+
+
+def _field(obj: Mapping[str, Any], key: str, path: str, kind: type, required: bool = True) -> Any:
+    if key not in obj:
+        if required:
+            raise InvalidInput(f"{path}.{key}: missing")
+        return None
+    value = obj[key]
+    # bool is an int subclass; a count of True chips is a mistake, not a number.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise InvalidInput(f"{path}.{key}: expected {kind.__name__}, got {json.dumps(value)}")
+    return value
+
+
+def _object(value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{path}: expected an object")
+    return value
+
+
+def _chips(obj: Mapping[str, Any], key: str, path: str) -> tuple[int, ...]:
+    names = _field(obj, key, path, list, required=key == "free") or []
+    chips: list[int] = []
+    for i, name in enumerate(names):
+        try:
+            chips.append(parse_chip_name(name))
+        except InvalidInput as bad:
+            raise InvalidInput(f"{path}.{key}[{i}]: {bad}") from None
+    if len(set(chips)) != len(chips):
+        raise InvalidInput(f"{path}.{key}: names a chip twice")
+    return tuple(chips)
+
+
+def _strings(obj: Mapping[str, Any], key: str, path: str) -> dict[str, str]:
+    value = _field(obj, key, path, dict, required=False) or {}
+    for k, v in value.items():
+        if not isinstance(v, str):
+            raise InvalidInput(f"{path}.{key}.{k}: expected str, got {json.dumps(v)}")
+    return dict(value)
+
+
+def _node(raw: Any, path: str) -> NodeState:
+    obj = _object(raw, path)
+    name = _field(obj, "name", path, str)
+    product_name = _field(obj, "product", path, str)
+    try:
+        product = product_by_name(product_name)
+    except InvalidInput as bad:
+        raise InvalidInput(f"{path}.product: {bad}") from None
+    unhealthy = _chips(obj, "unhealthy", path)
+    allocatable = _field(obj, "allocatable", path, int, required=False)
+    if allocatable is None:
+        allocatable = product.capacity - len(unhealthy)
+    free = _chips(obj, "free", path)
+    network_unhealthy = _chips(obj, "network_unhealthy", path)
+    try:
+        node = NodeState(
+            name=name,
+            product=product_name,
+            free=free,
+            allocatable=allocatable,
+            unhealthy=frozenset(unhealthy),
+            network_unhealthy=frozenset(network_unhealthy),
+        )
+        check_node_chips(node)
+    except InvalidInput as bad:
+        raise InvalidInput(f"{path}: {bad}") from None
+    return node
+
+
+def _task(raw: Any, path: str) -> Task:
+    obj = _object(raw, path)
+    name = _field(obj, "name", path, str)
+    npu = _field(obj, "npu", path, int)
+    try:
+        return Task(name, npu)
+    except InvalidInput as bad:
+        raise InvalidInput(f"{path}: {bad}") from None
+
+
+def _job(raw: Any) -> Job:
+    obj = _object(raw, "job")
+    selector = _strings(obj, "selector", "job")
+    product = _field(obj, "product", "job", str, required=False)
+    try:
+        product = product_by_name(product).name if product else product_for_selector(selector).name
+    except InvalidInput as bad:
+        raise InvalidInput(f"job.product: {bad}") from None
+    tasks = tuple(
+        _task(t, f"job.tasks[{i}]") for i, t in enumerate(_field(obj, "tasks", "job", list))
+    )
+    name = _field(obj, "name", "job", str)
+    namespace = _field(obj, "namespace", "job", str, required=False) or "default"
+    labels = _strings(obj, "labels", "job")
+    try:
+        return Job(name, product, tasks, namespace, labels, selector)
+    except InvalidInput as bad:
+        raise InvalidInput(f"job: {bad}") from None
+
+
+def parse_request(text: str) -> PlacementRequest:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as bad:
+        raise InvalidInput(f"request: not JSON ({bad})") from None
+    obj = _object(raw, "request")
+    nodes = _field(obj, "nodes", "request", list)
+    parsed = tuple(_node(n, f"nodes[{i}]") for i, n in enumerate(nodes))
+    names = [n.name for n in parsed]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise InvalidInput(f"nodes[{i}].name: {name!r} appears twice")
+    if "job" not in obj:
+        raise InvalidInput("request.job: missing")
+    return PlacementRequest(parsed, _job(obj["job"]))
+
+
+def decision_to_json(decision: Decision) -> dict[str, Any]:
+    if not decision.feasible:
+        answer: dict[str, Any] = {"feasible": False, "reason": decision.reason}
+        if decision.rejected:
+            answer["rejected"] = dict(sorted(decision.rejected.items()))
+        return answer
+    return {
+        "feasible": True,
+        "placements": [
+            {"task": p.task, "node": p.node, "chips": list(p.chip_names)}
+            for p in decision.placements
+        ],
+        "scores": dict(sorted(decision.scores.items())),
+        "rejected": dict(sorted(decision.rejected.items())),
+    }

@@ -1,0 +1,164 @@
+"""``python -m scheduler_core place``: the JSON contract, and clear errors for bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from scheduler_core.__main__ import main
+
+NODES = [
+    {
+        "name": "n1",
+        "product": "module910x8",
+        "allocatable": 8,
+        "free": ["Ascend910-0", "Ascend910-4", "Ascend910-5"],
+    },
+    {
+        "name": "n2",
+        "product": "module910x8",
+        "allocatable": 8,
+        "free": [f"Ascend910-{i}" for i in range(8)],
+    },
+    {
+        "name": "n3",
+        "product": "module910x8",
+        "allocatable": 7,
+        "unhealthy": ["Ascend910-7"],
+        "free": [f"Ascend910-{i}" for i in range(7)],
+    },
+]
+
+
+def run(
+    request: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    policy: str = "huawei",
+) -> tuple[int, Any, str]:
+    text = request if isinstance(request, str) else json.dumps(request)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    code = main(["place", "--policy", policy])
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if out else None, err
+
+
+def one_task(npu: int, **job: Any) -> dict[str, Any]:
+    return {
+        "nodes": NODES,
+        "job": {
+            "name": "j",
+            "product": "module910x8",
+            "tasks": [{"name": "t0", "npu": npu}],
+            **job,
+        },
+    }
+
+
+def test_a_feasible_request_prints_placements_and_scores(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, answer, _ = run(one_task(1), monkeypatch, capsys)
+    assert code == 0
+    assert answer["feasible"] is True
+    assert answer["placements"] == [{"task": "t0", "node": "n1", "chips": ["Ascend910-0"]}]
+    # n1: ring of 1 → 8·32 + 5; n2: rings of 4 → 8·29; n3: 7 healthy, rings 4 and 3 → 8·27 + 1
+    assert answer["scores"] == {"n1": 261.0, "n2": 232.0, "n3": 217.0}
+
+
+def test_an_infeasible_request_prints_the_reason(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    request = one_task(8)
+    request["job"]["tasks"].append({"name": "t1", "npu": 8})
+    code, answer, _ = run(request, monkeypatch, capsys)
+    assert code == 0
+    assert answer["feasible"] is False
+    assert "task t1" in answer["reason"] and "0/3 nodes are available" in answer["reason"]
+
+
+def test_the_binpack_policy_is_selectable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, answer, _ = run(one_task(4), monkeypatch, capsys, policy="binpack")
+    assert answer["placements"][0]["node"] == "n3"
+
+
+def test_the_product_may_come_from_the_accelerator_type_selector(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    request = one_task(1, selector={"accelerator-type": "module-910b-8"})
+    del request["job"]["product"]
+    _, answer, _ = run(request, monkeypatch, capsys)
+    assert answer["feasible"] is False
+    assert "check Node n1 label [accelerator-type] Failed, value is module" in answer["reason"]
+
+
+def broken(path: str, value: Any) -> dict[str, Any]:
+    request: Any = json.loads(json.dumps(one_task(2)))
+    *parents, last = path.split(".")
+    target = request
+    for part in parents:
+        target = target[int(part)] if part.isdigit() else target[part]
+    if value is KeyError:
+        del target[last]
+    else:
+        target[last] = value
+    return dict(request)
+
+
+@pytest.mark.parametrize(
+    ("request_obj", "error"),
+    [
+        ("{not json", "request: not JSON"),
+        ([], "request: expected an object"),
+        (broken("nodes", KeyError), "request.nodes: missing"),
+        (broken("nodes.0.free", ["Ascend910-0", "Ascend-1"]), "nodes[0].free[1]: chip name"),
+        (broken("nodes.1.allocatable", "8"), 'nodes[1].allocatable: expected int, got "8"'),
+        (broken("nodes.0.product", "module910x9"), "nodes[0].product: unknown product"),
+        (broken("nodes.0.free", ["Ascend910-9"]), "nodes[0]: node n1: free chip Ascend910-9"),
+        (broken("nodes.2.name", "n1"), "nodes[2].name: 'n1' appears twice"),
+        (broken("nodes.0.free", ["Ascend910-1", "Ascend910-1"]), "nodes[0].free: names a chip"),
+        (broken("job", KeyError), "request.job: missing"),
+        (broken("job.tasks.0.npu", -1), "job.tasks[0]: task t0: npu -1 is negative"),
+        (broken("job.tasks.0.npu", True), "job.tasks[0].npu: expected int, got true"),
+        (broken("job.tasks", {}), "job.tasks: expected list"),
+        (broken("job.selector", {"accelerator-type": 3}), "job.selector.accelerator-type"),
+    ],
+)
+def test_malformed_input_exits_2_with_one_line_naming_the_field(
+    request_obj: Any,
+    error: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, answer, err = run(request_obj, monkeypatch, capsys)
+    assert code == 2
+    assert answer is None
+    assert err.startswith(f"error: {error}")
+    assert err.count("\n") == 1
+
+
+def test_the_module_runs_as_a_command() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "scheduler_core", "place"],
+        input=json.dumps(one_task(2)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["placements"][0]["chips"] == ["Ascend910-4", "Ascend910-5"]
+    bad = subprocess.run(
+        [sys.executable, "-m", "scheduler_core", "place"],
+        input="{}",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2 and bad.stderr == "error: request.nodes: missing\n"

@@ -1,0 +1,156 @@
+"""The session: ledger, gangs, faults, filter reasons and the two policies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler_core import BINPACK, HUAWEI, InvalidInput, Session
+from tests.unit.helpers import chips_of, job, node, place
+
+FULL = range(8)
+
+
+def test_a_chip_chosen_for_one_pod_is_not_offered_to_the_next_pod_of_the_round() -> None:
+    session = Session([node("n", [0, 1])])
+    first = chips_of(session.place(job(1, name="a")))
+    second = chips_of(session.place(job(1, name="b")))
+    assert {first[0][1][0], second[0][1][0]} == {0, 1}
+    assert not session.place(job(1, name="c")).feasible
+
+
+def test_chips_of_terminating_pods_are_not_offered() -> None:
+    session = Session([node("n", [0, 1, 2, 3])])
+    session.mark_terminating("n", [0, 1])
+    assert chips_of(session.place(job(2))) == [("n", (2, 3))]
+    assert not session.place(job(2, name="other")).feasible
+
+
+def test_terminating_chips_return_when_the_pod_is_gone() -> None:
+    session = Session([node("n", [0, 1, 2, 3])])
+    session.mark_terminating("n", [0, 1, 2, 3])
+    session.clear_terminating("n", [0, 1, 2, 3])
+    assert session.place(job(4)).feasible
+
+
+def test_releasing_a_job_returns_its_chips() -> None:
+    session = Session([node("n", FULL)])
+    session.place(job(8, name="big"))
+    assert not session.place(job(1, name="small")).feasible
+    released = session.release_job("default/big")
+    assert [h.chips for h in released] == [tuple(FULL)]
+    assert session.place(job(1, name="small")).feasible
+
+
+def test_a_job_cannot_be_placed_twice_in_one_session() -> None:
+    session = Session([node("a", FULL), node("b", FULL)])
+    session.place(job(1))
+    assert "already holds chips" in session.place(job(1)).reason
+
+
+def test_a_gang_of_two_takes_two_whole_free_nodes() -> None:
+    nodes = [node("a", FULL), node("b", [0, 1, 2, 3]), node("c", FULL)]
+    assert chips_of(place(nodes, 8, 8)) == [("a", tuple(FULL)), ("c", tuple(FULL))]
+
+
+def test_a_gang_that_does_not_fit_whole_takes_nothing() -> None:
+    session = Session([node("a", FULL), node("b", FULL), node("c", [0])])
+    decision = session.place(job(8, 8, 8, name="gang"))
+    assert not decision.feasible
+    assert "task gang-2" in decision.reason
+    assert session.ledger.holdings() == []
+    assert session.usable("a") == tuple(FULL)
+    assert session.usable("b") == tuple(FULL)
+
+
+def test_a_distributed_job_avoids_network_unhealthy_chips() -> None:
+    nodes = [node("a", FULL, network_unhealthy=[3]), node("b", FULL), node("c", FULL)]
+    assert [n for n, _ in chips_of(place(nodes, 8, 8))] == ["b", "c"]
+
+
+def test_a_single_pod_job_may_use_network_unhealthy_chips() -> None:
+    assert chips_of(place([node("a", FULL, network_unhealthy=[3])], 8))[0][0] == "a"
+
+
+def test_a_node_of_another_product_is_rejected_with_upstreams_label_message() -> None:
+    session = Session([node("b8", FULL, product="module910bx8")])
+    status = session.filter(job(1), 1)["b8"]
+    assert status.reason == "check Node b8 label [accelerator-type] Failed, value is module-910b-8"
+
+
+def test_an_infeasible_job_says_why_for_every_node() -> None:
+    session = Session([node("a", [0, 4]), node("b8", FULL, product="module910bx8")])
+    reason = session.place(job(2)).reason
+    assert reason.startswith("task job-0 of default/job (2 x module910x8): 0/2 nodes are available")
+    assert "1 npu topology not meet job require" in reason
+    assert "1 check Node b8 label [accelerator-type]" in reason
+
+
+def test_explain_scores_every_passing_node_and_gives_reasons_for_the_others() -> None:
+    session = Session([node("a", [0]), node("b", [0, 1, 2]), node("c", [0, 4])])
+    decision = session.place(job(2), explain=True)
+    assert decision.scores == {"b": 8 * 30 + 5}
+    assert set(decision.rejected) == {"a", "c"}
+
+
+def test_an_invalid_job_is_rejected_before_any_node_is_looked_at() -> None:
+    decision = place([node("a", FULL)], 3)
+    assert not decision.feasible
+    assert "req npu not in [1,2,4,8]" in decision.reason
+
+
+def test_a_node_snapshot_update_keeps_the_ledger() -> None:
+    session = Session([node("n", [0, 1, 2, 3])])
+    assert chips_of(session.place(job(2, name="a"))) == [("n", (0, 1))]
+    session.upsert_node(node("n", [0, 1, 2, 3, 4]))  # the DeviceInfo has not caught up yet
+    assert session.usable("n") == (2, 3, 4)
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"free": [9]}, "free chip Ascend910-9 is outside module910x8"),
+        ({"free": [0], "allocatable": 9}, "allocatable 9 exceeds"),
+        ({"free": [0], "unhealthy": [8]}, "unhealthy chip Ascend910-8"),
+    ],
+)
+def test_a_node_naming_chips_its_product_lacks_is_refused(
+    bad: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        Session([node("n", **bad)])
+
+
+# ---- policies --------------------------------------------------------------------------
+
+
+def test_huawei_parks_one_chip_on_a_partly_used_node_with_the_best_ring() -> None:
+    nodes = [node("a", FULL), node("b", [0, 1, 2, 3, 4, 5])]
+    assert chips_of(place(nodes, 1, policy=HUAWEI)) == [("b", (4,))]
+
+
+def test_binpack_takes_the_node_with_the_fewest_free_chips_that_fits() -> None:
+    nodes = [node("a", [0, 1, 2, 4]), node("b", [0, 1]), node("c", FULL)]
+    assert chips_of(place(nodes, 2, policy=BINPACK)) == [("b", (0, 1))]
+
+
+def test_binpack_takes_the_tightest_ring_inside_the_node() -> None:
+    assert chips_of(place([node("n", [0, 1, 2, 4, 5])], 1, policy=BINPACK)) == [("n", (4,))]
+
+
+def test_binpack_keeps_whole_free_nodes_whole_and_prefers_healthy_partial_nodes() -> None:
+    faulty = node("a-faulty", [0, 1, 2, 4, 5, 6, 7], unhealthy=[3])
+    partial = node("b-partial", [0, 1, 2, 3, 4, 5])
+    whole = node("c-whole", FULL)
+    assert chips_of(place([faulty, partial, whole], 1, policy=BINPACK))[0][0] == "b-partial"
+    assert chips_of(place([faulty, whole], 1, policy=BINPACK))[0][0] == "a-faulty"
+
+
+def test_binpack_leaves_room_for_a_gang_where_huawei_does_not() -> None:
+    """Huawei breaks a whole healthy node for a 4-chip pod rather than use the faulty one."""
+    nodes = [node("a", FULL), node("b", FULL), node("c", [0, 1, 2, 4, 5, 6, 7], unhealthy=[3])]
+    for policy, gang_fits in ((HUAWEI, False), (BINPACK, True)):
+        session = Session(nodes, policy)
+        assert session.place(job(4, name="four")).feasible
+        assert session.place(job(8, 8, name="gang")).feasible is gang_fits
