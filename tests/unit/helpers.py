@@ -12,6 +12,7 @@ from scheduler_core.products import product_by_name
 def node(
     name: str,
     free: Iterable[int],
+    *,
     product: str = "module910x8",
     allocatable: int | None = None,
     unhealthy: Iterable[int] = (),
@@ -49,9 +50,12 @@ def job(
 
 
 def place(
-    nodes: Sequence[NodeState], *requests: int, policy: Policy = DEFAULT_POLICY, **kw: str
+    nodes: Sequence[NodeState],
+    *requests: int,
+    policy: Policy = DEFAULT_POLICY,
+    product: str = "module910x8",
 ) -> Decision:
-    return Session(nodes, policy).place(job(*requests, **kw))
+    return Session(nodes, policy).place(job(*requests, product=product))
 
 
 def chips_of(decision: Decision) -> list[tuple[str, tuple[int, ...]]]:

@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from scheduler_core import InvalidInput, JobInvalid, product_for_selector, validate_job
 from tests.unit.helpers import job
 
 
-def rejection(*requests: int, **kw: str | dict[str, str]) -> str:
+def rejection(
+    *requests: int,
+    name: str = "job",
+    namespace: str = "default",
+    product: str = "module910x8",
+    labels: dict[str, str] | None = None,
+    selector: dict[str, str] | None = None,
+) -> str:
+    built = job(
+        *requests,
+        name=name,
+        namespace=namespace,
+        product=product,
+        labels=labels,
+        selector=selector,
+    )
     with pytest.raises(JobInvalid) as raised:
-        validate_job(job(*requests, **kw))  # type: ignore[arg-type]
+        validate_job(built)
     return str(raised.value)
 
 
@@ -87,5 +104,5 @@ def test_the_handler_comes_from_the_accelerator_type_selector_defaulting_to_modu
 
 
 def test_an_unknown_accelerator_type_is_not_supported() -> None:
-    with pytest.raises(InvalidInput, match="not support huawei.com/Ascend910chip-x"):
+    with pytest.raises(InvalidInput, match=re.escape("not support huawei.com/Ascend910chip-x")):
         product_for_selector({"accelerator-type": "chip-x"})
