@@ -1,0 +1,82 @@
+"""How fast the engine decides: one pod over 1,000 / 10,000 nodes, and a round of 1,000 pods.
+
+Run: ``.venv/bin/python -m benchmarks.placement_speed`` (``make bench`` runs it too).
+Targets (issue 2): ≤ 5 ms median for one pod over 10,000 nodes; ≥ 1,000 pods/s for a
+round of 1,000 pods on 1,000 nodes. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+
+from scheduler_core import POLICIES, Job, NodeState, Session, Task
+
+SIZES = (1, 1, 1, 1, 2, 4, 8)  # roughly the ITP trace's mix by count, 8N left out
+
+
+def mixed_cluster(count: int, seed: int) -> list[NodeState]:
+    """Nodes of 8 chips with random occupancy; one in 20 has a faulty chip."""
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(count):
+        chips = list(range(8))
+        rng.shuffle(chips)
+        free = sorted(chips[: rng.choice((0, 1, 2, 3, 4, 5, 6, 7, 8, 8, 8))])
+        unhealthy = frozenset({rng.randrange(8)}) if rng.random() < 0.05 else frozenset()
+        nodes.append(
+            NodeState(f"node-{i:05d}", "module910x8", tuple(free), 8 - len(unhealthy), unhealthy)
+        )
+    return nodes
+
+
+def one_pod(nodes: list[NodeState], policy: str, repeats: int) -> tuple[float, float, float]:
+    """(index build ms, first-pod ms, median ms of later pods); each pod is released again."""
+    start = time.perf_counter()
+    session = Session(nodes, POLICIES[policy])
+    built = time.perf_counter() - start
+    timings = []
+    for i in range(repeats):
+        job = Job(f"pod-{i}", "module910x8", (Task("t", SIZES[i % len(SIZES)]),))
+        start = time.perf_counter()
+        decision = session.place(job)
+        timings.append(time.perf_counter() - start)
+        if decision.feasible:
+            session.release_job(job.key)
+    return built * 1e3, timings[0] * 1e3, statistics.median(timings[1:]) * 1e3
+
+
+def round_of_pods(nodes: int, pods: int, policy: str, seed: int) -> tuple[float, int]:
+    """(pods/s, pods placed) for one session placing ``pods`` pods one after another."""
+    rng = random.Random(seed)
+    cluster = [NodeState(f"node-{i:05d}", "module910x8", tuple(range(8)), 8) for i in range(nodes)]
+    jobs = [Job(f"pod-{i}", "module910x8", (Task("t", rng.choice(SIZES)),)) for i in range(pods)]
+    session = Session(cluster, POLICIES[policy])
+    start = time.perf_counter()
+    placed = sum(session.place(job).feasible for job in jobs)
+    return pods / (time.perf_counter() - start), placed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=301)
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args()
+    print("one pod (validate + filter + score + select), module910x8 nodes of mixed occupancy")
+    for policy in sorted(POLICIES):
+        for count in (1_000, 10_000):
+            built, first, median = one_pod(mixed_cluster(count, args.seed), policy, args.repeats)
+            print(
+                f"  {policy:8} {count:>6} nodes: index {built:7.1f} ms once, first pod "
+                f"{first:6.2f} ms, then median {median:6.3f} ms/pod"
+            )
+    print("round of 1,000 pods (sizes 1,1,1,1,2,4,8) on 1,000 empty nodes")
+    for policy in sorted(POLICIES):
+        rate, placed = round_of_pods(1_000, 1_000, policy, args.seed)
+        print(f"  {policy:8} {rate:8.0f} pods/s ({placed} placed)")
+
+
+if __name__ == "__main__":
+    main()

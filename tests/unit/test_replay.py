@@ -1,0 +1,64 @@
+"""The trace replay: queueing, gangs, fragmentation accounting, and the shipped ITP data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.trace_replay import load
+from scheduler_core import BINPACK, HUAWEI, POLICIES, Policy
+from scheduler_core.replay import QueueMode, TraceJob, replay
+
+DATA = Path(__file__).parents[2] / "benchmarks" / "data" / "itp"
+
+
+def tj(idx: int, submit: float, duration: float, chips: int) -> TraceJob:
+    pods = chips // 8 if chips > 8 else 1
+    return TraceJob(idx, submit, duration, min(chips, 8), pods)
+
+
+@pytest.mark.parametrize("policy", [HUAWEI, BINPACK])
+def test_a_second_whole_node_job_waits_for_the_first_to_end(policy: Policy) -> None:
+    result = replay([tj(0, 0, 10, 8), tj(1, 0, 10, 8)], nodes=1, policy=policy)
+    assert result.overall.mean == 5.0
+    assert result.makespan == 20.0
+
+
+def test_fifo_blocks_behind_the_head_and_backfill_lets_small_jobs_pass() -> None:
+    jobs = [tj(0, 0, 10, 4), tj(1, 1, 10, 8), tj(2, 2, 1, 1)]
+    fifo = replay(jobs, nodes=1, policy=HUAWEI, mode=QueueMode.FIFO)
+    backfill = replay(jobs, nodes=1, policy=HUAWEI, mode=QueueMode.BACKFILL)
+    # FIFO: the 8-chip job starts at 10, the 1-chip job behind it at 20 (waits 18).
+    assert fifo.by_class["1"].mean == 18.0
+    assert backfill.by_class["1"].mean == 0.0
+
+
+def test_a_gang_starts_only_when_all_its_nodes_are_free() -> None:
+    jobs = [tj(0, 0, 30, 1), tj(1, 1, 5, 16)]
+    result = replay(jobs, nodes=2, policy=HUAWEI)
+    assert result.by_class["8N"].mean == 29.0
+
+
+def test_a_job_blocked_by_split_rings_counts_as_fragmentation_blocked() -> None:
+    # Rings after t=5: ring 0 has chips 2,3 free, ring 1 has 6,7: four free, no ring of 4.
+    jobs = [tj(0, 0, 100, 2), tj(1, 0, 5, 2), tj(2, 0, 100, 2), tj(3, 6, 10, 4)]
+    result = replay(jobs, nodes=1, policy=HUAWEI)
+    assert result.fragmentation_blocked == 1
+    assert result.by_class["4"].mean == 94.0
+
+
+def test_a_job_larger_than_the_cluster_stays_unplaced() -> None:
+    result = replay([tj(0, 0, 5, 24)], nodes=2, policy=HUAWEI)
+    assert result.unfinished == 1
+    assert result.overall.count == 0
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_a_week_of_the_itp_trace_replays_with_no_rule_broken(policy: str) -> None:
+    jobs = load(DATA / "npu_jobs_cluster04_first7d.csv")
+    assert len(jobs) == 1823
+    result = replay(jobs, nodes=80, policy=POLICIES[policy])
+    assert result.violations == 0
+    assert result.unfinished == 0
+    assert result.overall.count == len(jobs)
