@@ -92,7 +92,7 @@ class Session:
 
     def __init__(self, nodes: Iterable[NodeState] = (), policy: Policy = DEFAULT_POLICY) -> None:
         self.policy = policy
-        self.ledger = SessionLedger()
+        self._ledger = SessionLedger()
         self._nodes: dict[str, NodeState] = {}
         self._usable: dict[str, tuple[int, ...]] = {}
         self._signature: dict[str, Signature] = {}
@@ -120,26 +120,30 @@ class Session:
             self._unindex(name)
             del self._nodes[name]
 
+    def holdings(self, job: str | None = None) -> list[Holding]:
+        """Chips taken this session (all of them, or one job's)."""
+        return self._ledger.holdings(job)
+
     def usable(self, name: str) -> tuple[int, ...]:
         """Chips of a node that may be offered now, in DeviceInfo order."""
         return self._usable[name]
 
     def mark_terminating(self, node: str, chips: Iterable[int]) -> None:
-        self.ledger.mark_terminating(node, chips)
+        self._ledger.mark_terminating(node, chips)
         self._refresh(node)
 
     def clear_terminating(self, node: str, chips: Iterable[int]) -> None:
-        self.ledger.clear_terminating(node, chips)
+        self._ledger.clear_terminating(node, chips)
         self._refresh(node)
 
     def release_job(self, job: str) -> list[Holding]:
-        released = self.ledger.release_job(job)
+        released = self._ledger.release_job(job)
         for node in {h.node for h in released}:
             self._refresh(node)
         return released
 
     def release_task(self, job: str, task: str) -> Holding | None:
-        holding = self.ledger.release_task(job, task)
+        holding = self._ledger.release_task(job, task)
         if holding is not None:
             self._refresh(holding.node)
         return holding
@@ -169,7 +173,7 @@ class Session:
         except JobInvalid as invalid:
             return Decision(job.key, False, reason=str(invalid))
         tasks = job.npu_tasks
-        if self.ledger.holds(job.key):
+        if self._ledger.holds(job.key):
             return Decision(
                 job.key, False, reason=f"job {job.key} already holds chips this session"
             )
@@ -197,7 +201,7 @@ class Session:
             chips = self.policy.select(product, usable, task.npu, job.distributed)
             if len(chips) != task.npu:
                 raise AssertionError(f"{self.policy.name} selected {chips} on {node} for {task}")
-            self.ledger.take(job.key, task.name, node, chips)
+            self._ledger.take(job.key, task.name, node, chips)
             self._refresh(node)
             placements.append(Placement(task.name, node, chips))
         return Decision(job.key, True, tuple(placements), scores=scores, rejected=rejected)
@@ -256,7 +260,7 @@ class Session:
 
     def _reindex(self, name: str) -> None:
         node = self._nodes[name]
-        blocked = node.unhealthy | self.ledger.unavailable(name)
+        blocked = node.unhealthy | self._ledger.unavailable(name)
         usable = tuple(c for c in node.free if c not in blocked)
         signature = _signature(node, usable)
         self._usable[name] = usable

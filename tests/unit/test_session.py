@@ -59,7 +59,7 @@ def test_a_gang_that_does_not_fit_whole_takes_nothing() -> None:
     decision = session.place(job(8, 8, 8, name="gang"))
     assert not decision.feasible
     assert "task gang-2" in decision.reason
-    assert session.ledger.holdings() == []
+    assert session.holdings() == []
     assert session.usable("a") == tuple(FULL)
     assert session.usable("b") == tuple(FULL)
 
