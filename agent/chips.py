@@ -1,0 +1,52 @@
+"""What a driver tells the agent about a node's NPUs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+HEALTHY = "Healthy"
+UNHEALTHY = "Unhealthy"
+
+
+class DriverError(RuntimeError):
+    """The driver could not report chips (bad state file, npu-smi failure, DCMI error)."""
+
+
+class Network(Enum):
+    UP = "up"
+    DOWN = "down"
+
+
+@dataclass(frozen=True, slots=True)
+class Chip:
+    """One NPU chip. ``id`` is the physical id: ``/dev/davinci<id>``, ``Ascend910-<id>``."""
+
+    id: int
+    logic_id: int
+    healthy: bool = True
+    network: Network = Network.UP
+    fault_codes: tuple[str, ...] = ()
+    ip: str = ""
+    model: str = ""
+
+    @property
+    def health(self) -> str:
+        return HEALTHY if self.healthy else UNHEALTHY
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChips:
+    """A snapshot of a node's chips. ``resource`` is the device type (``Ascend910``),
+    ``product`` the scheduler_core topology (``module910x8``) or None when no ring rule is
+    known for the hardware."""
+
+    resource: str
+    product: str | None
+    chips: tuple[Chip, ...]
+
+    def device_id(self, chip: Chip) -> str:
+        return f"{self.resource}-{chip.id}"
+
+    def by_device_id(self) -> dict[str, Chip]:
+        return {self.device_id(c): c for c in self.chips}

@@ -1,0 +1,238 @@
+"""The real driver: chips from Huawei's ``npu-smi`` tool.
+
+Parsing is pure and tested on recorded public outputs of every chip generation
+(``tests/data/npu_smi``). It has not run against real NPU hardware in this project.
+
+Table layouts differ by generation (80 to 116 columns, see the samples' README), so rows
+are split on ``|``, never on column offsets. Row 2's header says which ids it carries:
+``Chip`` (910 A1/A2), ``Chip  Phy-ID`` (A3: the physical id), ``Chip  Device`` (310
+family: the logic id).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.chips import Chip, DriverError, NodeChips
+
+HEALTHY_STATES = frozenset({"OK", "Warning"})  # Warning = minor alarm; the chip still works
+_DCMI_ERROR = re.compile(r"dcmi .*initiali[sz]e[d]? failed.*ret is (-?\d+)", re.IGNORECASE)
+_COLUMNS = re.compile(r"\s{2,}")
+
+
+class NpuSmiError(DriverError):
+    """npu-smi printed an error or no chip table."""
+
+
+@dataclass(frozen=True, slots=True)
+class TableChip:
+    npu_id: int
+    chip_index: int
+    model: str
+    health: str
+    second_id: int | None  # Phy-ID (A3) or Device (310 family), when the layout has one
+
+
+@dataclass(frozen=True, slots=True)
+class MappingRow:
+    npu_id: int
+    chip_id: int
+    logic_id: int
+    phy_id: int | None
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    second_column: str  # "", "Phy-ID" or "Device"
+    has_hbm: bool
+    chips: tuple[TableChip, ...]
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def _check_dcmi(text: str) -> None:
+    for line in text.splitlines():
+        if _DCMI_ERROR.search(line):
+            raise NpuSmiError(f"npu-smi: {line.strip()}")
+
+
+def parse_table(text: str) -> Table:
+    """``npu-smi info``: one TableChip per chip, in table order."""
+    _check_dcmi(text)
+    second_column, has_hbm, in_header = "", False, False
+    rows: list[list[str]] = []
+    for line in text.splitlines():
+        if "|" not in line:
+            continue
+        cells = _cells(line)
+        first = cells[0].split()
+        if first[:2] == ["NPU", "Name"]:
+            in_header = True
+            continue
+        if first[:2] == ["NPU", "Chip"] or "Process id" in line:
+            break  # the process table: its rows also start with integers
+        if in_header and first and first[0] == "Chip":
+            second_column = first[1] if len(first) > 1 else ""
+            has_hbm = "HBM-Usage" in line
+            in_header = False
+            continue
+        if first and first[0].isdigit():
+            rows.append(cells)
+    if not rows:
+        raise NpuSmiError("npu-smi printed no chip table")
+    if len(rows) % 2:
+        raise NpuSmiError(f"npu-smi table is cut: chip row {len(rows) // 2} has no second row")
+    chips = []
+    for top, bottom in zip(rows[::2], rows[1::2], strict=True):
+        head, ids = top[0].split(), bottom[0].split()
+        if len(head) < 2 or len(top) < 2 or not ids[0].isdigit():
+            raise NpuSmiError(f"npu-smi row not understood: {' | '.join(top)}")
+        second = int(ids[1]) if second_column and len(ids) > 1 and ids[1].isdigit() else None
+        if second_column and second is None:
+            raise NpuSmiError(f"npu-smi row lacks its {second_column}: {' | '.join(bottom)}")
+        chips.append(TableChip(int(head[0]), int(ids[0]), " ".join(head[1:]), top[1], second))
+    return Table(second_column, has_hbm, tuple(chips))
+
+
+def parse_mapping(text: str) -> list[MappingRow]:
+    """``npu-smi info -m``: (NPU ID, Chip ID) → logic id (and physical id when printed).
+    MCU rows (logic id ``-``) and invalid rows (NPU ID ``-1``) are skipped."""
+    _check_dcmi(text)
+    header: list[str] | None = None
+    rows = []
+    for line in text.splitlines():
+        fields = _COLUMNS.split(line.strip())
+        if fields[0] == "NPU ID":
+            header = fields
+            continue
+        if header is None or len(fields) < len(header):
+            continue
+        row = dict(zip(header, fields, strict=False))
+        npu, chip, logic = (
+            row.get("NPU ID", ""),
+            row.get("Chip ID", ""),
+            row.get("Chip Logic ID", ""),
+        )
+        if not (npu.isdigit() and chip.isdigit() and logic.isdigit()):
+            continue
+        phy = row.get("Chip Phy-ID", "")
+        rows.append(
+            MappingRow(
+                int(npu),
+                int(chip),
+                int(logic),
+                int(phy) if phy.isdigit() else None,
+                row.get("Chip Name", ""),
+            )
+        )
+    if header is None:
+        raise NpuSmiError("npu-smi info -m printed no mapping header")
+    return rows
+
+
+def resource_of(model: str, table: Table) -> str:
+    """The device type the kubelet sees (reference §1.2)."""
+    upper = model.upper()
+    if "310P" in upper:
+        return "Ascend310P"
+    if "310" in upper or upper == "MINID":
+        return "Ascend310"
+    if "910" in upper or table.has_hbm:
+        return "Ascend910"
+    raise NpuSmiError(f"npu-smi chip model {model!r} is not an Ascend 310/310P/910 chip")
+
+
+def product_of(resource: str, model: str, table: Table, count: int) -> str | None:
+    """The scheduler_core topology, when one is known for this hardware."""
+    if resource != "Ascend910" or table.second_column == "Phy-ID":
+        return None  # inference cards have no HCCS rings; A3 has no handler here
+    if "910B" in model.upper():
+        return {8: "module910bx8", 16: "module910bx16"}.get(count)
+    # A container may see a subset of a server: only a full server's count is trusted.
+    return {8: "module910x8"}.get(count)
+
+
+def discover(info: str, mapping: str | None = None) -> NodeChips:
+    """Chips from ``npu-smi info`` (and ``npu-smi info -m`` when given).
+
+    Logic id: the ``-m`` mapping, else the table's Device column (310 family), else the
+    chip's position (DCMI numbers logic ids 0..n-1 in table order). Physical id: the A3
+    ``Phy-ID`` column or a ``Chip Phy-ID`` mapping column, else the logic id, which is what
+    they are on a bare-metal host; the DCMI path is the authority where ids are remapped.
+    """
+    table = parse_table(info)
+    by_card = {(r.npu_id, r.chip_id): r for r in parse_mapping(mapping)} if mapping else {}
+    chips = []
+    for position, row in enumerate(table.chips):
+        mapped = by_card.get((row.npu_id, row.chip_index))
+        if mapping and mapped is None:
+            raise NpuSmiError(
+                f"npu-smi info -m has no row for NPU {row.npu_id} chip {row.chip_index}"
+            )
+        if mapped is not None:
+            logic = mapped.logic_id
+        elif table.second_column == "Device" and row.second_id is not None:
+            logic = row.second_id
+        else:
+            logic = position
+        if table.second_column == "Phy-ID" and row.second_id is not None:
+            phy = row.second_id
+        elif mapped is not None and mapped.phy_id is not None:
+            phy = mapped.phy_id
+        else:
+            phy = logic
+        chips.append(Chip(phy, logic, healthy=row.health in HEALTHY_STATES, model=row.model))
+    ids = [c.id for c in chips]
+    if len(set(ids)) != len(ids):
+        raise NpuSmiError(f"npu-smi reports physical ids {ids}: some appear twice")
+    resource = resource_of(chips[0].model, table)
+    return NodeChips(
+        resource, product_of(resource, chips[0].model, table, len(chips)), tuple(chips)
+    )
+
+
+Runner = Callable[[list[str]], str | None]
+
+
+def run_npu_smi(args: list[str], timeout: float = 10.0) -> str:
+    """Run npu-smi without a shell; its failures become NpuSmiError."""
+    try:
+        done = subprocess.run(
+            ["npu-smi", *args], capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except FileNotFoundError:
+        raise NpuSmiError("npu-smi not found on PATH (is the Ascend driver mounted?)") from None
+    except subprocess.TimeoutExpired:
+        raise NpuSmiError(f"npu-smi {' '.join(args)} did not answer within {timeout} s") from None
+    if done.returncode != 0:
+        _check_dcmi(done.stdout + done.stderr)
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise NpuSmiError(f"npu-smi {' '.join(args)} exited {done.returncode}: {last[0]}")
+    return done.stdout
+
+
+def replay_runner(directory: Path) -> Runner:
+    """Answers from recorded outputs: ``info.txt`` and, when present, ``info-m.txt``
+    (None when the mapping was not recorded)."""
+
+    def run(args: list[str]) -> str | None:
+        path = directory / ("info-m.txt" if "-m" in args else "info.txt")
+        if not path.is_file():
+            return None
+        return path.read_text(encoding="utf-8", errors="replace")
+
+    return run
+
+
+def read_chips(run: Runner = run_npu_smi) -> NodeChips:
+    info = run(["info"])
+    if info is None:
+        raise NpuSmiError("no npu-smi info output (replay directory without info.txt?)")
+    return discover(info, run(["info", "-m"]))
