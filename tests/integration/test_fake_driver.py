@@ -1,0 +1,113 @@
+"""The fake driver: YAML state, field-naming errors, and live reloads through watchdog."""
+
+from __future__ import annotations
+
+import os
+import queue
+from pathlib import Path
+
+import pytest
+
+from agent.chips import DriverError, Network, NodeChips
+from agent.driver import FakeDriver, parse_fake_state
+
+EIGHT = "product: module910x8\nchips:\n" + "".join(f"  - id: {i}\n" for i in range(8))
+
+
+def test_everything_but_the_id_is_optional() -> None:
+    state = parse_fake_state(EIGHT)
+    assert state.product == "module910x8" and state.resource == "Ascend910"
+    chip = state.chips[3]
+    assert (chip.id, chip.logic_id, chip.healthy, chip.network, chip.ip) == (
+        3,
+        3,
+        True,
+        Network.UP,
+        "",
+    )
+
+
+def test_all_fields_are_read() -> None:
+    state = parse_fake_state(
+        "chips:\n  - {id: 5, logic_id: 1, health: Unhealthy, network: down,"
+        " fault_codes: ['80e18402'], ip: 10.0.0.15}\n"
+    )
+    chip = state.chips[0]
+    assert (chip.id, chip.logic_id, chip.healthy, chip.network) == (5, 1, False, Network.DOWN)
+    assert (chip.fault_codes, chip.ip) == (("80E18402",), "10.0.0.15")
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("chips: [", "not YAML"),
+        ("- 1\n", "expected a mapping"),
+        ("chips:\n  - {logic_id: 1}\n", "chips[0].id: missing"),
+        ("chips:\n  - {id: 1}\n  - {id: 1}\n", "chips[1].id: chip 1 is named twice"),
+        ("chips:\n  - {id: 8}\n", "chips[0].id: 8 is outside module910x8"),
+        ("chips:\n  - {id: 1, health: Sick}\n", "chips[0].health: expected Healthy or Unhealthy"),
+        ("chips:\n  - {id: 1, network: flaky}\n", "chips[0].network: expected up or down"),
+        ("chips:\n  - {id: 1, fault_codes: [zz]}\n", "chips[0].fault_codes[0]"),
+        ("chips:\n  - {id: '1'}\n", "chips[0].id: expected int"),
+        ("product: gpu\nchips: []\n", "state.product: unknown product"),
+    ],
+)
+def test_a_bad_state_file_names_what_is_wrong(text: str, error: str) -> None:
+    with pytest.raises(DriverError) as raised:
+        parse_fake_state(text)
+    assert error in str(raised.value)
+
+
+def test_a_bad_edit_keeps_the_last_good_state(tmp_path: Path) -> None:
+    path = tmp_path / "state.yaml"
+    path.write_text(EIGHT)
+    driver = FakeDriver(path)
+    good = driver.read()
+    path.write_text("chips:\n  - {id: 1}\n  - {id: 1}\n")
+    assert driver.read() == good
+    assert "named twice" in driver.last_error
+
+
+def test_an_unreadable_first_state_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(DriverError, match=r"state\.yaml"):
+        FakeDriver(tmp_path / "state.yaml").read()
+
+
+def changes(path: Path) -> tuple[FakeDriver, queue.Queue[NodeChips]]:
+    seen: queue.Queue[NodeChips] = queue.Queue()
+    driver = FakeDriver(path)
+    driver.read()
+    driver.watch(seen.put)
+    return driver, seen
+
+
+def test_an_edit_in_place_is_noticed(tmp_path: Path) -> None:
+    path = tmp_path / "state.yaml"
+    path.write_text(EIGHT)
+    driver, seen = changes(path)
+    try:
+        path.write_text(EIGHT.replace("id: 6\n", "{id: 6, health: Unhealthy}\n"))
+        state = seen.get(timeout=5)
+        assert not state.chips[6].healthy
+    finally:
+        driver.close()
+
+
+def test_a_new_file_renamed_over_the_old_one_counts_as_a_change(tmp_path: Path) -> None:
+    path = tmp_path / "state.yaml"
+    path.write_text(EIGHT)
+    driver, seen = changes(path)
+    try:
+        new = tmp_path / ".state.yaml.swp"
+        new.write_text(EIGHT.replace("id: 2\n", "{id: 2, health: Unhealthy}\n"))
+        os.replace(new, path)
+        state = seen.get(timeout=5)
+        assert not state.chips[2].healthy
+        while not seen.empty():
+            seen.get()
+        path.write_text("not: [valid")  # a broken save is reported, not delivered
+        with pytest.raises(queue.Empty):
+            seen.get(timeout=1)
+        assert "not YAML" in driver.last_error
+    finally:
+        driver.close()
