@@ -1,0 +1,89 @@
+"""A node in a box: fake driver state file, kubelet simulator and agent, over real sockets.
+
+Socket paths must stay under 107 bytes, so the directory lives under /tmp, not under
+pytest's long tmp_path.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from agent.driver import FakeDriver
+from agent.manager import Agent
+from deviceplugin_api.kubelet_sim import KubeletSimulator
+
+RESOURCE = "huawei.com/Ascend910"
+
+
+def state_yaml(
+    unhealthy: tuple[int, ...] = (), product: str = "module910x8", count: int = 8
+) -> str:
+    lines = [f"product: {product}", "chips:"]
+    for i in range(count):
+        health = "Unhealthy" if i in unhealthy else "Healthy"
+        lines.append(f"  - {{id: {i}, logic_id: {i}, health: {health}, ip: 10.0.0.{10 + i}}}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Node:
+    dir: Path
+    state: Path
+    kubelet: KubeletSimulator
+    agent: Agent
+
+    def write_state(self, text: str) -> None:
+        partial = self.state.with_suffix(".tmp")
+        partial.write_text(text)
+        partial.replace(self.state)
+
+    def new_agent(self, ascend_runtime: bool = True) -> Agent:
+        self.agent = Agent(FakeDriver(self.state), self.dir, ascend_runtime=ascend_runtime)
+        self.agent.start()
+        return self.agent
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="dp", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def make_node(directory: Path, ascend_runtime: bool) -> Node:
+    state = directory / "state.yaml"
+    state.write_text(state_yaml())
+    kubelet = KubeletSimulator(directory / "plugins", directory / "podres.sock")
+    kubelet.start()
+    node = Node(
+        directory / "plugins",
+        state,
+        kubelet,
+        Agent(FakeDriver(state), directory / "plugins", ascend_runtime),
+    )
+    node.agent.start()
+    assert node.agent.wait_registered(5), "the agent did not register"
+    assert kubelet.wait_for(lambda: kubelet.allocatable(RESOURCE) == 8)
+    return node
+
+
+@pytest.fixture
+def node(short_dir: Path) -> Iterator[Node]:
+    built = make_node(short_dir, ascend_runtime=True)
+    yield built
+    built.agent.stop()
+    built.kubelet.close()
+
+
+@pytest.fixture
+def node_without_runtime(short_dir: Path) -> Iterator[Node]:
+    built = make_node(short_dir, ascend_runtime=False)
+    yield built
+    built.agent.stop()
+    built.kubelet.close()
