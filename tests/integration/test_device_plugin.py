@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import stat
 import threading
+from concurrent import futures
 from pathlib import Path
 
 import grpc
@@ -196,3 +197,49 @@ def test_concurrent_allocate_calls_each_get_their_own_answer(node: Node) -> None
             t.join()
     assert not errors
     assert answers == {i: str(i % 8) for i in range(64)}
+
+
+class RecordingRegistration(dp_grpc.RegistrationServicer):
+    """A kubelet that records registrations and never dials back (so no stream exists)."""
+
+    def __init__(self) -> None:
+        self.requests: list[dp.RegisterRequest] = []
+        self.arrived = threading.Semaphore(0)
+
+    def Register(self, request: dp.RegisterRequest, context: grpc.ServicerContext) -> dp.Empty:  # noqa: N802
+        self.requests.append(request)
+        self.arrived.release()
+        return dp.Empty()
+
+
+def serve_registration(directory: Path, servicer: RecordingRegistration) -> grpc.Server:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    dp_grpc.add_RegistrationServicer_to_server(servicer, server)
+    server.add_insecure_port(f"unix://{directory / 'kubelet.sock'}")
+    server.start()
+    return server
+
+
+def test_a_new_kubelet_socket_alone_triggers_a_new_registration(short_dir: Path) -> None:
+    plugins = short_dir / "plugins"
+    plugins.mkdir()
+    (short_dir / "state.yaml").write_text(state_yaml())
+    kubelet = RecordingRegistration()
+    server = serve_registration(plugins, kubelet)
+    agent = Agent(FakeDriver(short_dir / "state.yaml"), plugins, ascend_runtime=True)
+    agent.start()
+    try:
+        assert kubelet.arrived.acquire(timeout=5)
+        request = kubelet.requests[0]
+        assert (request.version, request.endpoint, request.resource_name) == (
+            "v1beta1",
+            "Ascend910.sock",
+            RESOURCE,
+        )
+        server.stop(grace=None).wait()
+        (plugins / "kubelet.sock").unlink(missing_ok=True)
+        server = serve_registration(plugins, kubelet)
+        assert kubelet.arrived.acquire(timeout=5), "the new kubelet.sock was not noticed"
+    finally:
+        agent.stop()
+        server.stop(grace=None).wait()

@@ -1,0 +1,180 @@
+"""``python -m agent``: the node agent (``serve``, the default) and ``devices``.
+
+Huawei's device-plugin spellings are accepted where one exists (``-listWatchPeriod=5``,
+``-volcanoType=true``, ``-useAscendDocker=true``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from agent.chips import DriverError
+from agent.driver import FakeDriver, NpuDriver, NpuSmiDriver
+from agent.manager import Agent
+from agent.npu_smi import replay_runner, run_npu_smi
+
+log = logging.getLogger("agent")
+
+DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
+EXIT_BAD_INPUT = 2
+
+
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _period(text: str) -> int:
+    value = int(text)
+    if not 3 <= value <= 1800:
+        raise argparse.ArgumentTypeError(f"list-watch period {value} s is outside [3, 1800]")
+    return value
+
+
+def _driver_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--driver", choices=["fake", "npu-smi"], default="npu-smi")
+    parser.add_argument("--fake-state", type=Path, help="YAML chip state for --driver fake")
+    parser.add_argument(
+        "--npu-smi-replay",
+        type=Path,
+        help="read DIR/info.txt (and DIR/info-m.txt) instead of running npu-smi",
+    )
+    parser.add_argument(
+        "--product",
+        help="scheduler_core topology (module910x8, module910bx8, …) when npu-smi cannot tell",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m agent", description=__doc__)
+    commands = parser.add_subparsers(dest="command")
+    serve = commands.add_parser("serve", help="run the device plugin (the default)")
+    _driver_flags(serve)
+    serve.add_argument("--plugin-dir", type=Path, default=DEFAULT_PLUGIN_DIR)
+    serve.add_argument(
+        "--list-watch-period",
+        "-listWatchPeriod",
+        type=_period,
+        default=5,
+        dest="period",
+        help="seconds between driver health polls (npu-smi) [3, 1800]",
+    )
+    serve.add_argument(
+        "--ascend-runtime",
+        "-useAscendDocker",
+        type=_bool,
+        default=None,
+        help="answer with ASCEND_VISIBLE_DEVICES for the Ascend container runtime "
+        "(default: env ASCEND_DOCKER_RUNTIME == True, as Huawei's plugin decides)",
+    )
+    serve.add_argument(
+        "--volcano-type",
+        "-volcanoType",
+        type=_bool,
+        default=False,
+        help="give containers the scheduler's chips from pod annotations (needs --kube)",
+    )
+    serve.add_argument(
+        "--kube",
+        choices=["off"],
+        default="off",
+        help="off: no Kubernetes API, the kubelet's device IDs are the chips",
+    )
+    serve.add_argument("--log-level", default="INFO")
+    devices = commands.add_parser("devices", help="print the chips the driver discovers, as JSON")
+    _driver_flags(devices)
+    return parser
+
+
+def make_driver(args: argparse.Namespace, period: float = 5.0) -> NpuDriver:
+    if args.driver == "fake":
+        if args.fake_state is None:
+            raise DriverError("--driver fake needs --fake-state FILE")
+        return FakeDriver(args.fake_state)
+    run = replay_runner(args.npu_smi_replay) if args.npu_smi_replay else run_npu_smi
+    return NpuSmiDriver(run, period=period, product=args.product)
+
+
+def _devices(args: argparse.Namespace) -> int:
+    try:
+        node = make_driver(args).read()
+    except DriverError as failed:
+        print(f"error: {failed}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(
+        json.dumps(
+            [
+                {
+                    "id": c.id,
+                    "logic_id": c.logic_id,
+                    "name": node.device_id(c),
+                    "health": c.health,
+                    "model": c.model,
+                }
+                for c in node.chips
+            ]
+        )
+    )
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    if args.volcano_type:
+        print("error: -volcanoType needs the Kubernetes API, and --kube is off", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    ascend_runtime = (
+        args.ascend_runtime
+        if args.ascend_runtime is not None
+        else os.environ.get("ASCEND_DOCKER_RUNTIME") == "True"
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: shutting down", signum)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    try:
+        agent = Agent(make_driver(args, args.period), args.plugin_dir, ascend_runtime)
+        agent.start()
+    except DriverError as failed:
+        print(f"error: {failed}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    log.info(
+        "serving %s from %s (ascend runtime: %s)", args.plugin_dir, args.driver, ascend_runtime
+    )
+    stop.wait()
+    agent.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments or arguments[0] not in ("serve", "devices", "-h", "--help"):
+        arguments.insert(0, "serve")
+    args = parser.parse_args(arguments)
+    if args.command == "devices":
+        return _devices(args)
+    return _serve(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

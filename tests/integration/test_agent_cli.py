@@ -1,0 +1,96 @@
+"""``python -m agent`` as a user runs it: a real process, real sockets, real signals."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from deviceplugin_api.kubelet_sim import KubeletSimulator
+from tests.integration.conftest import RESOURCE, state_yaml
+
+SAMPLES = Path(__file__).parents[1] / "data" / "npu_smi"
+
+
+def agent(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_devices_prints_the_chips_of_a_recorded_npu_smi_run(tmp_path: Path) -> None:
+    shutil.copy(SAMPLES / "910-atlas800-9010-npu-smi-info-22.0.3.1.txt", tmp_path / "info.txt")
+    shutil.copy(SAMPLES / "910-atlas800-9010-npu-smi-info-m.txt", tmp_path / "info-m.txt")
+    done = agent("devices", "--driver", "npu-smi", "--npu-smi-replay", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    chips = json.loads(done.stdout)
+    assert chips[7] == {
+        "id": 7,
+        "logic_id": 7,
+        "name": "Ascend910-7",
+        "health": "Healthy",
+        "model": "910A",
+    }
+
+
+def test_devices_reports_a_dcmi_error_and_exits_2(tmp_path: Path) -> None:
+    shutil.copy(SAMPLES / "npu-smi-error-dcmi-init-8005-container.txt", tmp_path / "info.txt")
+    done = agent("devices", "--npu-smi-replay", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stderr == "error: npu-smi: dcmi module initialize failed. ret is -8005\n"
+
+
+def test_devices_reads_the_fake_state(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(state_yaml(unhealthy=(5,)))
+    done = agent("devices", "--driver", "fake", "--fake-state", str(tmp_path / "s.yaml"))
+    assert [c["health"] for c in json.loads(done.stdout)].count("Unhealthy") == 1
+
+
+def test_huawei_flag_spellings_are_accepted_and_checked(short_dir: Path) -> None:
+    done = agent("-listWatchPeriod=2", "--driver", "fake", "--fake-state", "x")
+    assert done.returncode == 2 and "outside [3, 1800]" in done.stderr
+    done = agent("-volcanoType=true", "--driver", "fake", "--fake-state", "x")
+    assert done.returncode == 2 and "-volcanoType needs the Kubernetes API" in done.stderr
+
+
+def test_serve_registers_with_the_kubelet_and_sigterm_removes_its_socket(short_dir: Path) -> None:
+    (short_dir / "state.yaml").write_text(state_yaml())
+    plugins = short_dir / "plugins"
+    kubelet = KubeletSimulator(plugins)
+    kubelet.start()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agent",
+            "--plugin-dir",
+            str(plugins),
+            "--driver",
+            "fake",
+            "--fake-state",
+            str(short_dir / "state.yaml"),
+            "-useAscendDocker=true",
+            "-listWatchPeriod=5",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert kubelet.wait_for(lambda: kubelet.allocatable(RESOURCE) == 8, timeout=20)
+        allocation = kubelet.allocate("default/p", "main", RESOURCE, 4)
+        assert "ASCEND_VISIBLE_DEVICES" in allocation.response.envs
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+        assert not (plugins / "Ascend910.sock").exists()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        kubelet.close()
