@@ -17,6 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+# gRPC's C core logs every GOAWAY of a restarting kubelet at info level: keep errors only.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 from agent.chips import DriverError
 from agent.driver import FakeDriver, NpuDriver, NpuSmiDriver
 from agent.manager import Agent

@@ -34,6 +34,7 @@ API_VERSION = "v1beta1"
 KUBELET_SOCKET = "kubelet.sock"
 RESOURCE_DOMAIN = "huawei.com"
 MAX_MESSAGE = 4 * 1024 * 1024  # Huawei's plugin: max receive 4 MiB
+STOP_GRACE = 0.05  # lets an in-flight Allocate answer; a restart must stay well under 1 s
 
 
 class Allocator(Protocol):
@@ -220,8 +221,9 @@ class PluginServer:
         return f"{RESOURCE_DOMAIN}/{self.resource}"
 
     def serve(self) -> None:
-        """Serve on a fresh socket (an old file is removed first), mode 0600."""
-        self.stop()
+        """Serve on a fresh socket (an old file is removed first), mode 0600. The old server
+        stops at once: its kubelet is gone and so is any caller it could still answer."""
+        self.stop(grace=None)
         self.socket.unlink(missing_ok=True)
         self._service = DevicePluginService(
             self._state, self._allocator, self._ascend_runtime, self._on_stream_closed
@@ -250,10 +252,10 @@ class PluginServer:
                 wait_for_ready=False,
             )
 
-    def stop(self) -> None:
+    def stop(self, grace: float | None = STOP_GRACE) -> None:
         if self._service is not None:
             self._service.stop()
         if self._server is not None:
-            self._server.stop(grace=0.2).wait()
+            self._server.stop(grace=grace).wait()
             self._server = None
             self.socket.unlink(missing_ok=True)

@@ -150,8 +150,8 @@ class KubeletSimulator:
                     endpoint.devices = {d.ID: d.health for d in update.devices}
                     endpoint.updates += 1
                     self._changed.notify_all()
-        except grpc.RpcError:
-            pass
+        except (grpc.RpcError, ValueError):
+            pass  # ValueError: a restart closed the channel before the stream was opened
         with self._changed:
             # A plugin that disconnects keeps its capacity but no allocatable devices.
             endpoint.connected = False
