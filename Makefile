@@ -30,6 +30,7 @@ test: lint typecheck unit
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.placement_speed
 	$(BIN)/python -m benchmarks.trace_replay
+	$(BIN)/python -m benchmarks.agent_plugin
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
