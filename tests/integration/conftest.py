@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,17 +74,23 @@ def make_node(directory: Path, ascend_runtime: bool) -> Node:
     return node
 
 
+@contextmanager
+def running_node(directory: Path, ascend_runtime: bool) -> Iterator[Node]:
+    built = make_node(directory, ascend_runtime)
+    try:
+        yield built
+    finally:
+        built.agent.stop()
+        built.kubelet.close()
+
+
 @pytest.fixture
 def node(short_dir: Path) -> Iterator[Node]:
-    built = make_node(short_dir, ascend_runtime=True)
-    yield built
-    built.agent.stop()
-    built.kubelet.close()
+    with running_node(short_dir, ascend_runtime=True) as built:
+        yield built
 
 
 @pytest.fixture
 def node_without_runtime(short_dir: Path) -> Iterator[Node]:
-    built = make_node(short_dir, ascend_runtime=False)
-    yield built
-    built.agent.stop()
-    built.kubelet.close()
+    with running_node(short_dir, ascend_runtime=False) as built:
+        yield built
