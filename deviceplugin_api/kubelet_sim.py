@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -290,9 +290,3 @@ class _PodResources(pr_grpc.PodResourcesListerServicer):
             healthy = [d for d, h in self._kubelet.devices(resource).items() if h == HEALTHY]
             answer.devices.add(resource_name=resource, device_ids=sorted(healthy))
         return answer
-
-
-def stream_devices(stub: dp_grpc.DevicePluginStub) -> Iterator[dict[str, str]]:
-    """Follow a plugin's ListAndWatch as plain ``{id: health}`` maps (test helper)."""
-    for update in stub.ListAndWatch(dp.Empty()):
-        yield {d.ID: d.health for d in update.devices}

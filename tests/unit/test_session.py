@@ -43,6 +43,14 @@ def test_releasing_a_job_returns_its_chips() -> None:
     assert session.place(job(1, name="small")).feasible
 
 
+def test_a_removed_node_is_no_longer_offered() -> None:
+    session = Session([node("a", FULL), node("b", FULL)])
+    session.remove_node("a")
+    assert chips_of(session.place(job(8)))[0][0] == "b"
+    assert not session.place(job(8, name="second")).feasible
+    assert "0/1 nodes are available" in session.place(job(8, name="third")).reason
+
+
 def test_a_job_cannot_be_placed_twice_in_one_session() -> None:
     session = Session([node("a", FULL), node("b", FULL)])
     session.place(job(1))
