@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -24,6 +25,7 @@ from agent.chips import DriverError
 from agent.driver import FakeDriver, NpuDriver, NpuSmiDriver
 from agent.manager import Agent
 from agent.npu_smi import replay_runner, run_npu_smi
+from agent.publish import configmap, device_info
 
 log = logging.getLogger("agent")
 
@@ -99,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="INFO")
     devices = commands.add_parser("devices", help="print the chips the driver discovers, as JSON")
     _driver_flags(devices)
+    info = commands.add_parser(
+        "deviceinfo", help="print the DeviceInfo ConfigMap this node publishes"
+    )
+    _driver_flags(info)
+    info.add_argument("--node", required=True, help="the node name (NODE_NAME in the DaemonSet)")
+    info.add_argument("--update-time", type=int, default=None, help="UpdateTime (default: now)")
     return parser
 
 
@@ -131,6 +139,17 @@ def _devices(args: argparse.Namespace) -> int:
             ]
         )
     )
+    return 0
+
+
+def _deviceinfo(args: argparse.Namespace) -> int:
+    try:
+        node = make_driver(args).read()
+    except DriverError as failed:
+        print(f"error: {failed}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    update_time = int(time.time()) if args.update_time is None else args.update_time
+    print(json.dumps(configmap(args.node, device_info(node, (), update_time)), indent=2))
     return 0
 
 
@@ -171,11 +190,13 @@ def _serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if not arguments or arguments[0] not in ("serve", "devices", "-h", "--help"):
+    if not arguments or arguments[0] not in ("serve", "devices", "deviceinfo", "-h", "--help"):
         arguments.insert(0, "serve")
     args = parser.parse_args(arguments)
     if args.command == "devices":
         return _devices(args)
+    if args.command == "deviceinfo":
+        return _deviceinfo(args)
     return _serve(args)
 
 

@@ -94,3 +94,24 @@ def test_serve_registers_with_the_kubelet_and_sigterm_removes_its_socket(short_d
         if process.poll() is None:
             process.kill()
         kubelet.close()
+
+
+def test_deviceinfo_prints_the_configmap_the_agent_would_publish(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(state_yaml(unhealthy=(7,)))
+    done = agent(
+        "deviceinfo",
+        "--driver",
+        "fake",
+        "--fake-state",
+        str(tmp_path / "s.yaml"),
+        "--node",
+        "n1",
+        "--update-time",
+        "1657527526",
+    )
+    assert done.returncode == 0, done.stderr
+    published = json.loads(done.stdout)
+    assert published["metadata"]["name"] == "mindx-dl-deviceinfo-n1"
+    cache = json.loads(published["data"]["DeviceInfoCfg"])
+    assert cache["DeviceInfo"]["DeviceList"]["huawei.com/Ascend910-Unhealthy"] == "Ascend910-7"
+    assert cache["DeviceInfo"]["UpdateTime"] == 1657527526

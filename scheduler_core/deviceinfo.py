@@ -1,0 +1,158 @@
+"""The ``mindx-dl-deviceinfo-<node>`` ConfigMap: the agent writes it, schedulers read it.
+
+Wire format of Huawei's device plugin (reference §1.10): data key ``DeviceInfoCfg`` holds
+``{"DeviceInfo":{"DeviceList":{…},"UpdateTime":n},"CheckCode":"<sha256>"}`` where the
+CheckCode is the SHA-256 of Go's ``json.Marshal`` of ``{"DeviceList":…,"UpdateTime":n}``:
+compact, map keys sorted, and Go's escaping (``<``, ``>``, ``&``, U+2028/2029 as ``\\u…``).
+Pure: values in, text out, and back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from scheduler_core.model import InvalidInput, chip_name, parse_chip_name
+
+NAMESPACE = "kube-system"
+NAME_PREFIX = "mindx-dl-deviceinfo-"
+DATA_KEY = "DeviceInfoCfg"
+SEPARATED_KEY = "ManuallySeparateNPU"
+CONSUMER_LABEL = ("mx-consumer-cim", "true")
+
+RESOURCE = "huawei.com/Ascend910"
+FREE_KEY = RESOURCE
+UNHEALTHY_KEY = f"{RESOURCE}-Unhealthy"
+NETWORK_UNHEALTHY_KEY = f"{RESOURCE}-NetworkUnhealthy"
+FAULT_KEY = f"{RESOURCE}-Fault"
+
+_GO_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+
+
+def go_json(value: object) -> str:
+    """Go's ``json.Marshal`` of maps (sorted keys), lists, strings, ints and bools."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    for raw, escaped in _GO_ESCAPES.items():
+        text = text.replace(raw, escaped)
+    return text
+
+
+def check_code(device_list: Mapping[str, str], update_time: int) -> str:
+    payload = (
+        '{"DeviceList":' + go_json(dict(device_list)) + ',"UpdateTime":' + str(update_time) + "}"
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def configmap_name(node: str) -> str:
+    return f"{NAME_PREFIX}{node}"
+
+
+def node_of(configmap: str) -> str | None:
+    return configmap[len(NAME_PREFIX) :] if configmap.startswith(NAME_PREFIX) else None
+
+
+def chip_list(chips: Iterable[int]) -> str:
+    """Comma list sorted as strings, as the device plugin's ``sets.String.List()`` does."""
+    return ",".join(sorted(chip_name(c) for c in chips))
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    chip: int
+    network: bool  # CardNetworkUnhealthy instead of CardUnhealthy
+    level: str
+    codes: tuple[str, ...]
+
+    def to_go(self) -> str:
+        # Struct field order of the device plugin, not sorted: write it by hand.
+        return (
+            '{"fault_type":'
+            + go_json("CardNetworkUnhealthy" if self.network else "CardUnhealthy")
+            + ',"npu_name":'
+            + go_json(chip_name(self.chip))
+            + ',"large_model_fault_level":'
+            + go_json(self.level)
+            + ',"fault_level":'
+            + go_json(self.level)
+            + ',"fault_code":'
+            + go_json(",".join(self.codes))
+            + "}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """What one node publishes: free, unhealthy and network-unhealthy chips, faults."""
+
+    free: frozenset[int]
+    unhealthy: frozenset[int]
+    network_unhealthy: frozenset[int]
+    faults: tuple[Fault, ...] = ()
+    update_time: int = 0
+
+    def device_list(self) -> dict[str, str]:
+        return {
+            FREE_KEY: chip_list(self.free),
+            UNHEALTHY_KEY: chip_list(self.unhealthy),
+            NETWORK_UNHEALTHY_KEY: chip_list(self.network_unhealthy),
+            FAULT_KEY: "[" + ",".join(f.to_go() for f in self.faults) + "]",
+        }
+
+
+def encode(info: DeviceInfo, separated: Iterable[int] = ()) -> dict[str, str]:
+    """The ConfigMap's ``data``."""
+    devices = info.device_list()
+    body = (
+        '{"DeviceInfo":{"DeviceList":'
+        + go_json(devices)
+        + ',"UpdateTime":'
+        + str(info.update_time)
+        + '},"CheckCode":'
+        + go_json(check_code(devices, info.update_time))
+        + "}"
+    )
+    return {DATA_KEY: body, SEPARATED_KEY: chip_list(separated)}
+
+
+def _chips(text: str, key: str) -> frozenset[int]:
+    if not text:
+        return frozenset()
+    try:
+        return frozenset(parse_chip_name(name) for name in text.split(","))
+    except InvalidInput as bad:
+        raise InvalidInput(f"{DATA_KEY}.DeviceList[{key}]: {bad}") from None
+
+
+def decode(data: Mapping[str, str]) -> DeviceInfo:
+    """Read a published ConfigMap; a missing field or a CheckCode that does not match its
+    content raises InvalidInput (VOL-v5 ignores such a ConfigMap, and so do we)."""
+    if DATA_KEY not in data:
+        raise InvalidInput(f"no {DATA_KEY} key")
+    try:
+        cache = json.loads(data[DATA_KEY])
+        devices = cache["DeviceInfo"]["DeviceList"]
+        update_time = cache["DeviceInfo"]["UpdateTime"]
+        code = cache["CheckCode"]
+    except (ValueError, KeyError, TypeError) as bad:
+        raise InvalidInput(f"{DATA_KEY} is not a DeviceInfo cache: {bad!r}") from None
+    if not isinstance(devices, dict) or not all(isinstance(v, str) for v in devices.values()):
+        raise InvalidInput(f"{DATA_KEY}.DeviceList is not a map of strings")
+    if not isinstance(update_time, int) or isinstance(update_time, bool):
+        raise InvalidInput(f"{DATA_KEY}.UpdateTime {update_time!r} is not an integer")
+    if code != check_code(devices, update_time):
+        raise InvalidInput(f"{DATA_KEY}.CheckCode does not match the content (stale or edited)")
+    return DeviceInfo(
+        free=_chips(devices.get(FREE_KEY, ""), FREE_KEY),
+        unhealthy=_chips(devices.get(UNHEALTHY_KEY, ""), UNHEALTHY_KEY),
+        network_unhealthy=_chips(devices.get(NETWORK_UNHEALTHY_KEY, ""), NETWORK_UNHEALTHY_KEY),
+        update_time=update_time,
+    )

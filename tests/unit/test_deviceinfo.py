@@ -1,0 +1,137 @@
+"""The DeviceInfo ConfigMap: Huawei's layout and CheckCode, byte for byte."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.chips import Chip, Network, NodeChips
+from agent.publish import configmap, device_info
+from scheduler_core import InvalidInput
+from scheduler_core.deviceinfo import DeviceInfo, check_code, chip_list, decode, encode, go_json
+
+EIGHT = ",".join(f"Ascend910-{i}" for i in range(8))
+
+
+def test_upstream_case22_the_check_code_of_the_reference_vector() -> None:
+    devices = {
+        "huawei.com/Ascend910": EIGHT,
+        "huawei.com/Ascend910-NetworkUnhealthy": "",
+        "huawei.com/Ascend910-Unhealthy": "",
+    }
+    assert check_code(devices, 1657527526) == (
+        "6b8de396fd9945be231d24720ca66ed950baf0a5972717f335aad7571cb6457a"
+    )
+
+
+def test_the_check_code_of_an_empty_device_list() -> None:
+    assert check_code({}, 1657527526) == (
+        "ef1abff02045b3c185193664567966e9bebef4c08fa4a7c7f2d861739a4041b8"
+    )
+
+
+def test_go_escapes_html_characters_and_line_separators_but_not_other_unicode() -> None:
+    assert go_json({"b": "<&>", "a": "\u2028é"}) == '{"a":"\\u2028é","b":"\\u003c\\u0026\\u003e"}'
+
+
+def test_chip_lists_are_sorted_as_strings_like_the_device_plugin() -> None:
+    assert (
+        chip_list([2, 10, 1, 9, 0])
+        == "Ascend910-0,Ascend910-1,Ascend910-10,Ascend910-2,Ascend910-9"
+    )
+
+
+def test_the_configmap_layout_is_the_device_plugins() -> None:
+    data = encode(
+        DeviceInfo(frozenset({0, 1}), frozenset({7}), frozenset(), update_time=1700000000)
+    )
+    assert data["ManuallySeparateNPU"] == ""
+    body = data["DeviceInfoCfg"]
+    assert body.startswith(
+        '{"DeviceInfo":{"DeviceList":{"huawei.com/Ascend910":"Ascend910-0,Ascend910-1",'
+        '"huawei.com/Ascend910-Fault":"[]","huawei.com/Ascend910-NetworkUnhealthy":"",'
+        '"huawei.com/Ascend910-Unhealthy":"Ascend910-7"},"UpdateTime":1700000000},"CheckCode":"'
+    )
+    cache = json.loads(body)
+    assert cache["CheckCode"] == check_code(cache["DeviceInfo"]["DeviceList"], 1700000000)
+
+
+def test_what_is_encoded_decodes_to_the_same_chips() -> None:
+    info = DeviceInfo(frozenset({0, 3, 12}), frozenset({5}), frozenset({3}), update_time=42)
+    back = decode(encode(info))
+    assert (back.free, back.unhealthy, back.network_unhealthy, back.update_time) == (
+        info.free,
+        info.unhealthy,
+        info.network_unhealthy,
+        42,
+    )
+
+
+def test_a_configmap_whose_check_code_does_not_match_is_refused() -> None:
+    data = encode(DeviceInfo(frozenset({0, 1}), frozenset(), frozenset(), update_time=1))
+    edited = {"DeviceInfoCfg": data["DeviceInfoCfg"].replace("Ascend910-1", "Ascend910-2")}
+    with pytest.raises(InvalidInput, match="CheckCode does not match"):
+        decode(edited)
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        ({}, "no DeviceInfoCfg"),
+        ({"DeviceInfoCfg": "{"}, "not a DeviceInfo cache"),
+        (
+            {"DeviceInfoCfg": '{"DeviceInfo":{"DeviceList":[],"UpdateTime":1},"CheckCode":""}'},
+            "map of strings",
+        ),
+        (
+            {"DeviceInfoCfg": '{"DeviceInfo":{"DeviceList":{},"UpdateTime":"1"},"CheckCode":""}'},
+            "not an integer",
+        ),
+    ],
+)
+def test_a_malformed_configmap_is_refused_with_the_reason(data: dict[str, str], error: str) -> None:
+    with pytest.raises(InvalidInput, match=error):
+        decode(data)
+
+
+def test_the_free_list_never_names_a_chip_a_live_pod_holds() -> None:
+    node = NodeChips(
+        "Ascend910",
+        "module910x8",
+        (
+            Chip(0, 0),
+            Chip(1, 1, healthy=False, fault_codes=("80E18402",)),
+            Chip(2, 2, network=Network.DOWN),
+            Chip(3, 3),
+        ),
+    )
+    info = device_info(node, held=[3], update_time=7)
+    assert (info.free, info.unhealthy, info.network_unhealthy) == (
+        frozenset({0, 2}),
+        frozenset({1}),
+        frozenset({2}),
+    )
+    faults = json.loads(info.device_list()["huawei.com/Ascend910-Fault"])
+    assert faults == [
+        {
+            "fault_type": "CardUnhealthy",
+            "npu_name": "Ascend910-1",
+            "large_model_fault_level": "SeparateNPU",
+            "fault_level": "SeparateNPU",
+            "fault_code": "80E18402",
+        },
+        {
+            "fault_type": "CardNetworkUnhealthy",
+            "npu_name": "Ascend910-2",
+            "large_model_fault_level": "PreSeparateNPU",
+            "fault_level": "PreSeparateNPU",
+            "fault_code": "81078603",
+        },
+    ]
+    cm = configmap("node-a", info)
+    assert cm["metadata"] == {
+        "name": "mindx-dl-deviceinfo-node-a",
+        "namespace": "kube-system",
+        "labels": {"mx-consumer-cim": "true"},
+    }
