@@ -1,0 +1,97 @@
+"""The agent's one port to Kubernetes: only the calls it makes, on plain JSON objects.
+
+Adapters: ``MemoryCluster`` (tests, demo) and the official ``kubernetes`` client
+(``agent.kube_client``). Objects travel as the API server's JSON (dicts), so one conversion
+(``pod_info``) serves both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agent.handshake import RESOURCE, PodInfo
+
+Obj = dict[str, Any]
+
+
+class KubeError(RuntimeError):
+    """The API server refused or could not be reached; the message says which call."""
+
+
+class Conflict(KubeError):
+    """A resourceVersion precondition failed (HTTP 409): re-read and decide again."""
+
+
+class NotFound(KubeError):
+    """HTTP 404."""
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    type: str  # ADDED, MODIFIED, DELETED
+    object: Obj
+
+
+class KubeGateway(Protocol):
+    def list_pods(self, node: str) -> tuple[list[Obj], str]:
+        """Pods bound to ``node`` and the list's resourceVersion."""
+        ...
+
+    def watch_pods(self, node: str, resource_version: str, timeout: float) -> Iterator[WatchEvent]:
+        """Changes after ``resource_version``; ends on timeout (KubeError when it expired)."""
+        ...
+
+    def get_pod(self, namespace: str, name: str) -> Obj: ...
+
+    def patch_pod_annotations(
+        self, namespace: str, name: str, annotations: Mapping[str, str], resource_version: str
+    ) -> Obj:
+        """Merge-patch annotations, only if the pod still has ``resource_version`` (Conflict)."""
+        ...
+
+    def get_configmap(self, namespace: str, name: str) -> Obj: ...
+
+    def create_configmap(self, body: Obj) -> Obj: ...
+
+    def update_configmap(self, body: Obj) -> Obj: ...
+
+    def get_node(self, name: str) -> Obj: ...
+
+    def patch_node_labels(self, name: str, labels: Mapping[str, str]) -> Obj: ...
+
+    def create_event(self, namespace: str, body: Obj) -> Obj: ...
+
+
+def npu_limit(pod: Obj) -> int:
+    total = 0
+    for container in pod.get("spec", {}).get("containers", []) or []:
+        limit = ((container.get("resources") or {}).get("limits") or {}).get(RESOURCE)
+        if isinstance(limit, int) or (isinstance(limit, str) and limit.isdigit()):
+            total += int(limit)
+    return total
+
+
+def pod_info(pod: Obj) -> PodInfo:
+    meta = pod.get("metadata", {})
+    status = pod.get("status", {}) or {}
+    return PodInfo(
+        namespace=meta.get("namespace", "default"),
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        phase=status.get("phase", "Pending") or "Pending",
+        deleting=bool(meta.get("deletionTimestamp")),
+        reason=status.get("reason", "") or "",
+        npu_limit=npu_limit(pod),
+        resource_version=meta.get("resourceVersion", ""),
+        annotations=dict(meta.get("annotations") or {}),
+    )
+
+
+def node_address(node: Obj) -> str:
+    """The node's InternalIP (the rank table's ``server_id``), or "" when it has none."""
+    for address in (node.get("status") or {}).get("addresses") or []:
+        if address.get("type") == "InternalIP":
+            return str(address.get("address", ""))
+    return ""

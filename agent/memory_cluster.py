@@ -1,0 +1,198 @@
+"""An in-memory Kubernetes store for the demo and fast tests (like client-go's fake clientset).
+
+It keeps the API server's rules the agent depends on: every write bumps a cluster-wide
+resourceVersion, a precondition on a stale resourceVersion is a Conflict, watches deliver
+every change after the version they start from, and the server can be made unreachable.
+"""
+
+from __future__ import annotations
+
+import copy
+import queue
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from agent.kube import Conflict, KubeError, NotFound, Obj, WatchEvent
+
+Key = tuple[str, str, str]  # kind, namespace, name
+
+
+class MemoryCluster:
+    def __init__(self) -> None:
+        self._objects: dict[Key, Obj] = {}
+        self._history: list[tuple[int, str, WatchEvent]] = []
+        self._version = 0
+        self._lock = threading.Lock()
+        self._watchers: list[queue.Queue[WatchEvent]] = []
+        self.reachable = True
+        self.events: list[Obj] = []
+
+    # ---- store -----------------------------------------------------------------------
+
+    def _check(self, call: str) -> None:
+        if not self.reachable:
+            raise KubeError(f"{call}: the API server is unreachable")
+
+    def _write(self, kind: str, obj: Obj, event: str) -> Obj:
+        meta = obj.setdefault("metadata", {})
+        key = (kind, meta.get("namespace", ""), meta["name"])
+        self._version += 1
+        meta["resourceVersion"] = str(self._version)
+        if event == "DELETED":
+            self._objects.pop(key, None)
+        else:
+            self._objects[key] = obj
+        change = WatchEvent(event, copy.deepcopy(obj))
+        self._history.append((self._version, kind, change))
+        if kind == "Pod":
+            for watcher in self._watchers:
+                watcher.put(change)
+        return copy.deepcopy(obj)
+
+    def put(self, kind: str, obj: Obj) -> Obj:
+        """Create or replace an object (test and demo setup, no precondition)."""
+        with self._lock:
+            meta = obj.setdefault("metadata", {})
+            exists = (kind, meta.get("namespace", ""), meta["name"]) in self._objects
+            return self._write(kind, copy.deepcopy(obj), "MODIFIED" if exists else "ADDED")
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        with self._lock:
+            obj = self._objects.get((kind, namespace, name))
+            if obj is None:
+                raise NotFound(f"{kind} {namespace}/{name} not found")
+            self._write(kind, obj, "DELETED")
+
+    def get(self, kind: str, namespace: str, name: str) -> Obj:
+        with self._lock:
+            self._check(f"get {kind}")
+            obj = self._objects.get((kind, namespace, name))
+            if obj is None:
+                raise NotFound(f"{kind} {namespace}/{name} not found")
+            return copy.deepcopy(obj)
+
+    # ---- the gateway -----------------------------------------------------------------
+
+    def list_pods(self, node: str) -> tuple[list[Obj], str]:
+        with self._lock:
+            self._check("list pods")
+            pods = [
+                copy.deepcopy(o)
+                for (kind, _, _), o in sorted(self._objects.items())
+                if kind == "Pod" and o.get("spec", {}).get("nodeName") == node
+            ]
+            return pods, str(self._version)
+
+    def watch_pods(self, node: str, resource_version: str, timeout: float) -> Iterator[WatchEvent]:
+        feed: queue.Queue[WatchEvent] = queue.Queue()
+        with self._lock:
+            self._check("watch pods")
+            since = int(resource_version or 0)
+            for version, kind, change in self._history:
+                if version > since and kind == "Pod":
+                    feed.put(change)
+            self._watchers.append(feed)
+        deadline = time.monotonic() + timeout
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                if not self.reachable:
+                    raise KubeError("watch pods: the API server is unreachable")
+                try:
+                    change = feed.get(timeout=min(left, 0.1))
+                except queue.Empty:
+                    continue
+                if change.object.get("spec", {}).get("nodeName") == node:
+                    yield change
+        finally:
+            with self._lock:
+                self._watchers.remove(feed)
+
+    def get_pod(self, namespace: str, name: str) -> Obj:
+        return self.get("Pod", namespace, name)
+
+    def patch_pod_annotations(
+        self, namespace: str, name: str, annotations: Mapping[str, str], resource_version: str
+    ) -> Obj:
+        with self._lock:
+            self._check("patch pod")
+            pod = self._objects.get(("Pod", namespace, name))
+            if pod is None:
+                raise NotFound(f"pod {namespace}/{name} not found")
+            current = pod["metadata"]["resourceVersion"]
+            if resource_version and resource_version != current:
+                raise Conflict(
+                    f"pod {namespace}/{name}: resourceVersion {resource_version} is stale "
+                    f"(now {current})"
+                )
+            updated = copy.deepcopy(pod)
+            updated["metadata"].setdefault("annotations", {}).update(annotations)
+            return self._write("Pod", updated, "MODIFIED")
+
+    def get_configmap(self, namespace: str, name: str) -> Obj:
+        return self.get("ConfigMap", namespace, name)
+
+    def create_configmap(self, body: Obj) -> Obj:
+        with self._lock:
+            self._check("create configmap")
+            meta = body["metadata"]
+            if ("ConfigMap", meta["namespace"], meta["name"]) in self._objects:
+                raise Conflict(f"configmap {meta['namespace']}/{meta['name']} already exists")
+            return self._write("ConfigMap", copy.deepcopy(body), "ADDED")
+
+    def update_configmap(self, body: Obj) -> Obj:
+        with self._lock:
+            self._check("update configmap")
+            meta = body["metadata"]
+            if ("ConfigMap", meta["namespace"], meta["name"]) not in self._objects:
+                raise NotFound(f"configmap {meta['namespace']}/{meta['name']} not found")
+            return self._write("ConfigMap", copy.deepcopy(body), "MODIFIED")
+
+    def get_node(self, name: str) -> Obj:
+        return self.get("Node", "", name)
+
+    def patch_node_labels(self, name: str, labels: Mapping[str, str]) -> Obj:
+        with self._lock:
+            self._check("patch node")
+            node = self._objects.get(("Node", "", name))
+            if node is None:
+                raise NotFound(f"node {name} not found")
+            updated = copy.deepcopy(node)
+            updated["metadata"].setdefault("labels", {}).update(labels)
+            return self._write("Node", updated, "MODIFIED")
+
+    def create_event(self, namespace: str, body: Obj) -> Obj:
+        with self._lock:
+            self._check("create event")
+            self.events.append(copy.deepcopy(body))
+            return copy.deepcopy(body)
+
+
+def pod_object(
+    namespace: str,
+    name: str,
+    node: str,
+    npu: int,
+    *,
+    annotations: Mapping[str, str] | None = None,
+    phase: str = "Pending",
+) -> dict[str, Any]:
+    """A minimal pod as the API server returns it (for tests and the demo)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "namespace": namespace,
+            "name": name,
+            "uid": f"uid-{namespace}-{name}",
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {"name": "main", "resources": {"limits": {"huawei.com/Ascend910": str(npu)}}}
+            ],
+        },
+        "status": {"phase": phase},
+    }
