@@ -23,6 +23,11 @@ class InvalidRequest(ValueError):
     """A kubelet request the plugin refuses; the message names the offending part."""
 
 
+class AllocationFailed(RuntimeError):
+    """A valid request that cannot be served now (no pod waiting for it, chips refused, API
+    server unreachable); the kubelet fails the pod's admission with this message."""
+
+
 def check_device_ids(ids: Sequence[str], known: dict[str, Chip], what: str) -> list[Chip]:
     if not ids:
         raise InvalidRequest(f"{what}: no device ids")

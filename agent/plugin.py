@@ -18,6 +18,7 @@ from typing import Protocol
 import grpc
 
 from agent.allocation import (
+    AllocationFailed,
     InvalidRequest,
     check_allocate_request,
     check_device_ids,
@@ -185,6 +186,9 @@ class DevicePluginService(dp_grpc.DevicePluginServicer):
         except InvalidRequest as bad:
             log.warning("refused Allocate: %s", bad)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(bad))
+        except AllocationFailed as failed:
+            log.warning("Allocate failed: %s", failed)
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(failed))
         return answer
 
     def PreStartContainer(  # noqa: N802

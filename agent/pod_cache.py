@@ -1,0 +1,99 @@
+"""This node's pods, kept current by a watch, so Allocate needs no API round trip.
+
+List once, then watch from the list's resourceVersion, resuming each watch window from the
+last version seen, like an informer; on any error list again (after a short backoff while
+the API server is unreachable). Our own writes are applied to
+the cache at once, so a pod consumed by one Allocate is never offered to the next.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from agent.handshake import PodInfo
+from agent.kube import KubeError, KubeGateway, Obj, pod_info
+
+log = logging.getLogger(__name__)
+
+WATCH_SECONDS = 30.0
+RETRY_SECONDS = 0.5
+
+
+class PodCache:
+    def __init__(
+        self, gateway: KubeGateway, node: str, watch_seconds: float = WATCH_SECONDS
+    ) -> None:
+        self._gateway = gateway
+        self._node = node
+        self._watch_seconds = watch_seconds
+        self._pods: dict[str, PodInfo] = {}
+        self._synced = False
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def synced(self) -> bool:
+        with self._changed:
+            return self._synced
+
+    def pods(self) -> list[PodInfo]:
+        with self._changed:
+            return list(self._pods.values())
+
+    def apply(self, obj: Obj, deleted: bool = False) -> None:
+        """Record a pod as the API server returned it (newer resourceVersions win)."""
+        info = pod_info(obj)
+        with self._changed:
+            old = self._pods.get(info.key)
+            if deleted:
+                self._pods.pop(info.key, None)
+            elif old is None or _newer(info.resource_version, old.resource_version):
+                self._pods[info.key] = info
+            self._changed.notify_all()
+
+    def wait_change(self, timeout: float) -> None:
+        with self._changed:
+            self._changed.wait(timeout)
+
+    def resync(self) -> str:
+        """Replace the cache with a fresh list; return its resourceVersion."""
+        objects, version = self._gateway.list_pods(self._node)
+        fresh = {info.key: info for info in map(pod_info, objects)}
+        with self._changed:
+            self._pods = fresh
+            self._synced = True
+            self._changed.notify_all()
+        return version
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="pod-cache", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self._watch_seconds + 1)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                version = self.resync()
+                while not self._stop.is_set():
+                    for change in self._gateway.watch_pods(
+                        self._node, version, self._watch_seconds
+                    ):
+                        self.apply(change.object, deleted=change.type == "DELETED")
+                        version = change.object["metadata"].get("resourceVersion", version)
+            except KubeError as failed:
+                with self._changed:
+                    self._synced = False
+                log.warning("pod watch failed (%s); listing again in %.1f s", failed, RETRY_SECONDS)
+                self._stop.wait(RETRY_SECONDS)
+
+
+def _newer(candidate: str, current: str) -> bool:
+    if candidate.isdigit() and current.isdigit():
+        return int(candidate) >= int(current)
+    return True

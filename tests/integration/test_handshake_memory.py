@@ -1,0 +1,241 @@
+"""The Allocate handshake end to end on one node: in-memory cluster, pod cache, annotation
+allocator, agent and kubelet simulator over real sockets."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from agent.annotation_allocator import AnnotationAllocator
+from agent.driver import FakeDriver
+from agent.kube import Obj
+from agent.manager import Agent
+from agent.memory_cluster import MemoryCluster, pod_object
+from agent.pod_cache import PodCache
+from deviceplugin_api.kubelet_sim import KubeletError, KubeletSimulator
+from tests.integration.conftest import RESOURCE, state_yaml
+
+NODE = "node-1"
+
+
+@dataclass
+class Cluster:
+    api: MemoryCluster
+    kubelet: KubeletSimulator
+    cache: PodCache
+    agent: Agent
+    state: Path
+
+    def bind(self, name: str, chips: str, when: str, npu: int | None = None) -> None:
+        count = len(chips.split(",")) if npu is None else npu
+        annotations = {"huawei.com/Ascend910": chips, "predicate-time": when}
+        self.api.put("Pod", pod_object("ns", name, NODE, count, annotations=annotations))
+
+    def annotations(self, name: str) -> Mapping[str, str]:
+        pod: Obj = self.api.get_pod("ns", name)
+        return dict(pod["metadata"]["annotations"])
+
+
+class ConsumedByAnotherPlugin(MemoryCluster):
+    """Another device-plugin instance consumes the pod right before our first patch lands."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conflicts = 0
+
+    def patch_pod_annotations(
+        self, namespace: str, name: str, annotations: Mapping[str, str], resource_version: str
+    ) -> Obj:
+        if self.conflicts == 0:
+            self.conflicts += 1
+            pod = self.get_pod(namespace, name)
+            pod["metadata"]["annotations"]["predicate-time"] = "18446744073709551615"
+            pod["metadata"]["annotations"]["huawei.com/AscendReal"] = "Ascend910-1"
+            self.put("Pod", pod)
+        return super().patch_pod_annotations(namespace, name, annotations, resource_version)
+
+
+def build(short_dir: Path, api: MemoryCluster) -> Cluster:
+    state = short_dir / "state.yaml"
+    state.write_text(state_yaml(unhealthy=(7,)))
+    api.put(
+        "Node",
+        {
+            "metadata": {"name": NODE},
+            "status": {"addresses": [{"type": "InternalIP", "address": "192.168.10.11"}]},
+        },
+    )
+    kubelet = KubeletSimulator(short_dir / "plugins")
+    kubelet.start()
+    cache = PodCache(api, NODE, watch_seconds=0.3)
+    cache.start()
+    allocator = AnnotationAllocator(api, cache, "192.168.10.11", wait_for_pod=0.5)
+    agent = Agent(
+        FakeDriver(state), short_dir / "plugins", ascend_runtime=True, allocator=allocator
+    )
+    agent.start()
+    assert agent.wait_registered(5)
+    assert kubelet.wait_for(lambda: kubelet.allocatable(RESOURCE) == 7)
+    return Cluster(api, kubelet, cache, agent, state)
+
+
+@pytest.fixture
+def cluster(short_dir: Path) -> Iterator[Cluster]:
+    built = build(short_dir, MemoryCluster())
+    yield built
+    built.agent.stop()
+    built.cache.stop()
+    built.kubelet.close()
+
+
+def test_the_container_gets_the_scheduler_chips_and_the_pod_records_them(cluster: Cluster) -> None:
+    cluster.bind("train", "Ascend910-4,Ascend910-5", "100")
+    allocation = cluster.kubelet.allocate("ns/train", "main", RESOURCE, 2)
+    assert allocation.response.envs["ASCEND_VISIBLE_DEVICES"] == "4,5"
+    written = cluster.annotations("train")
+    assert written["predicate-time"] == "18446744073709551615"
+    assert written["huawei.com/AscendReal"] == "Ascend910-4,Ascend910-5"
+    # GetPreferredAllocation steered the kubelet to the same chips: its records tell the truth.
+    assert written["huawei.com/kltDev"] == written["huawei.com/AscendReal"]
+    assert (
+        '"server_id":"192.168.10.11"'
+        in written["ascend.kubectl.kubernetes.io/ascend-910-configuration"]
+    )
+
+
+def test_two_pending_pods_with_equal_counts_are_served_oldest_first(cluster: Cluster) -> None:
+    cluster.bind("late", "Ascend910-0,Ascend910-1", "200")
+    cluster.bind("early", "Ascend910-4,Ascend910-5", "100")
+    first = cluster.kubelet.allocate("ns/early", "main", RESOURCE, 2)
+    second = cluster.kubelet.allocate("ns/late", "main", RESOURCE, 2)
+    assert first.response.envs["ASCEND_VISIBLE_DEVICES"] == "4,5"
+    assert second.response.envs["ASCEND_VISIBLE_DEVICES"] == "0,1"
+
+
+def test_a_malformed_predicate_time_waits_behind_valid_ones(cluster: Cluster) -> None:
+    cluster.bind("garbled", "Ascend910-0", "abcdef")
+    cluster.bind("valid", "Ascend910-3", "5")
+    assert (
+        cluster.kubelet.allocate("ns/x", "main", RESOURCE, 1).response.envs[
+            "ASCEND_VISIBLE_DEVICES"
+        ]
+        == "3"
+    )
+    assert (
+        cluster.kubelet.allocate("ns/y", "main", RESOURCE, 1).response.envs[
+            "ASCEND_VISIBLE_DEVICES"
+        ]
+        == "0"
+    )
+
+
+@pytest.mark.parametrize(
+    ("chips", "reason"),
+    [
+        ("Ascend910-9", "Ascend910-9 does not exist on this node"),
+        ("Ascend910-7", "Ascend910-7 is unhealthy"),
+    ],
+)
+def test_chips_that_cannot_be_given_fail_allocate_with_an_event(
+    cluster: Cluster, chips: str, reason: str
+) -> None:
+    cluster.bind("bad", chips, "100")
+    with pytest.raises(KubeletError, match=reason):
+        cluster.kubelet.allocate("ns/bad", "main", RESOURCE, 1)
+    assert [e["message"] for e in cluster.api.events][-1].endswith(reason)
+    assert cluster.annotations("bad")["predicate-time"] == "100", "a refused pod is not consumed"
+
+
+def test_a_chip_held_by_a_running_pod_is_never_handed_out_twice(cluster: Cluster) -> None:
+    cluster.bind("first", "Ascend910-2", "100")
+    cluster.kubelet.allocate("ns/first", "main", RESOURCE, 1)
+    cluster.bind("second", "Ascend910-2", "200")
+    with pytest.raises(KubeletError, match="Ascend910-2 is held by ns/first"):
+        cluster.kubelet.allocate("ns/second", "main", RESOURCE, 1)
+
+
+def test_no_waiting_pod_fails_with_the_reference_message(cluster: Cluster) -> None:
+    with pytest.raises(KubeletError, match="not get valid pod"):
+        cluster.kubelet.allocate("ns/ghost", "main", RESOURCE, 1)
+
+
+def test_a_pod_that_arrives_just_after_allocate_starts_is_still_found(cluster: Cluster) -> None:
+    late = threading.Timer(0.1, cluster.bind, args=("slow", "Ascend910-6", "100"))
+    late.start()
+    allocation = cluster.kubelet.allocate("ns/slow", "main", RESOURCE, 1)
+    late.join()
+    assert allocation.response.envs["ASCEND_VISIBLE_DEVICES"] == "6"
+
+
+def test_a_pod_consumed_by_someone_else_meanwhile_is_reread_and_never_given_twice(
+    short_dir: Path,
+) -> None:
+    api = ConsumedByAnotherPlugin()
+    built = build(short_dir, api)
+    try:
+        built.bind("p", "Ascend910-1", "100")
+        built.bind("q", "Ascend910-2", "200")
+        allocation = built.kubelet.allocate("ns/q", "main", RESOURCE, 1)
+        assert api.conflicts == 1
+        assert allocation.response.envs["ASCEND_VISIBLE_DEVICES"] == "2", "decided again: q"
+        assert "huawei.com/kltDev" not in built.annotations("p"), "p was not consumed twice"
+        assert built.annotations("q")["huawei.com/AscendReal"] == "Ascend910-2"
+    finally:
+        built.agent.stop()
+        built.cache.stop()
+        built.kubelet.close()
+
+
+def test_with_the_api_server_down_allocate_fails_cleanly_and_health_still_flows(
+    cluster: Cluster,
+) -> None:
+    cluster.bind("p", "Ascend910-1", "100")
+    assert cluster.kubelet.wait_for(lambda: any(p.name == "p" for p in cluster.cache.pods()))
+    cluster.api.reachable = False
+    with pytest.raises(KubeletError, match="API server"):
+        cluster.kubelet.allocate("ns/p", "main", RESOURCE, 1)
+    cluster.state.write_text(state_yaml(unhealthy=(6, 7)))
+    assert cluster.kubelet.wait_for(lambda: cluster.kubelet.allocatable(RESOURCE) == 6)
+    cluster.api.reachable = True
+    assert (
+        cluster.kubelet.allocate("ns/p", "main", RESOURCE, 1).response.envs[
+            "ASCEND_VISIBLE_DEVICES"
+        ]
+        == "1"
+    )
+
+
+def admit(cluster: Cluster, pod: str, errors: list[Exception]) -> None:
+    try:
+        cluster.kubelet.allocate(pod, "main", RESOURCE, 1)
+    except KubeletError as failed:
+        errors.append(failed)
+
+
+def test_a_hundred_pods_pass_through_one_node_without_a_chip_given_twice(cluster: Cluster) -> None:
+    chips = [0, 1, 2, 3, 4, 5, 6]
+    for wave in range(15):
+        names = []
+        for i, chip in enumerate(chips[: 7 if wave < 14 else 2]):
+            name = f"p{wave}-{i}"
+            cluster.bind(name, f"Ascend910-{chip}", str(1000 * wave + i))
+            names.append(name)
+        errors: list[Exception] = []
+        threads = [threading.Thread(target=admit, args=(cluster, f"ns/{n}", errors)) for n in names]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        real = [cluster.annotations(n)["huawei.com/AscendReal"] for n in names]
+        assert len(set(real)) == len(real), "no chip twice at once"
+        for name in names:  # the wave finishes: pods succeed, the kubelet frees their IDs
+            pod = cluster.api.get_pod("ns", name)
+            pod["status"]["phase"] = "Succeeded"
+            cluster.api.put("Pod", pod)
+            cluster.kubelet.release(f"ns/{name}")
+    assert sum(1 for a in cluster.api.list_pods(NODE)[0]) == 100
