@@ -118,6 +118,18 @@ def held_chips(pods: Iterable[PodInfo], other_than: str = "") -> dict[int, str]:
     return held
 
 
+def reserved_chips(pods: Iterable[PodInfo]) -> set[int]:
+    """Chips the scheduler gave to pods not yet admitted: not free, though not held yet."""
+    reserved: set[int] = set()
+    for pod in pods:
+        if pod.live and not pod.consumed and CHIPS_ANNOTATION in pod.annotations:
+            try:
+                reserved.update(parse_chips(pod.annotations[CHIPS_ANNOTATION], pod.key))
+            except ChipsRefused:
+                continue
+    return reserved
+
+
 def check_chips(pod: PodInfo, node: NodeChips, held: Mapping[int, str]) -> list[Chip]:
     """The annotated chips, if every one exists here, is healthy and is not held."""
     wanted = parse_chips(pod.annotations.get(CHIPS_ANNOTATION, ""), f"{pod.key} {CHIPS_ANNOTATION}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from agent.handshake import PodInfo
 from agent.kube import KubeError, KubeGateway, Obj, pod_info
@@ -32,6 +33,15 @@ class PodCache:
         self._changed = threading.Condition()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._listeners: list[Callable[[], None]] = []
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after every change to the cache."""
+        self._listeners.append(listener)
+
+    def _notify(self) -> None:
+        for listener in self._listeners:
+            listener()
 
     @property
     def synced(self) -> bool:
@@ -52,6 +62,7 @@ class PodCache:
             elif old is None or _newer(info.resource_version, old.resource_version):
                 self._pods[info.key] = info
             self._changed.notify_all()
+        self._notify()
 
     def wait_change(self, timeout: float) -> None:
         with self._changed:
@@ -65,6 +76,7 @@ class PodCache:
             self._pods = fresh
             self._synced = True
             self._changed.notify_all()
+        self._notify()
         return version
 
     def start(self) -> None:

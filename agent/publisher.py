@@ -1,0 +1,112 @@
+"""Publishes this node's DeviceInfo ConfigMap (``kube-system/mindx-dl-deviceinfo-<node>``).
+
+Written when its content changes and at least once per period; a failed write is retried on
+the next wake-up with a growing delay. Never written while the pod cache is not synced: an
+unknown set of held chips could publish a free list that contradicts a live pod.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from agent.handshake import ChipsRefused, held_chips, parse_chips, reserved_chips
+from agent.kube import KubeError, KubeGateway, NotFound
+from agent.plugin import DeviceState
+from agent.pod_cache import PodCache
+from agent.publish import configmap, device_info
+from scheduler_core import deviceinfo
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF = 30.0
+
+
+class DeviceInfoPublisher:
+    def __init__(
+        self,
+        gateway: KubeGateway,
+        node: str,
+        *,
+        state: DeviceState,
+        cache: PodCache,
+        period: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._gateway = gateway
+        self._node = node
+        self._state = state
+        self._cache = cache
+        self._period = period
+        self._clock = clock
+        self._last: dict[str, str] | None = None
+        self._last_time = 0.0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.writes = 0
+
+    def nudge(self) -> None:
+        """Something changed (chips, pods): publish soon."""
+        self._wake.set()
+
+    def _separated(self, current: dict[str, str]) -> set[int]:
+        text = current.get(deviceinfo.SEPARATED_KEY, "")
+        try:
+            return set(parse_chips(text, deviceinfo.SEPARATED_KEY))
+        except ChipsRefused as bad:
+            log.warning("ignoring a malformed %s: %s", deviceinfo.SEPARATED_KEY, bad)
+            return set()
+
+    def publish_once(self) -> bool:
+        """Write the ConfigMap if it changed or the period passed; True when written."""
+        if not self._cache.synced:
+            return False
+        name = deviceinfo.configmap_name(self._node)
+        try:
+            current = self._gateway.get_configmap(deviceinfo.NAMESPACE, name)
+        except NotFound:
+            current = None
+        data = dict((current or {}).get("data") or {})
+        separated = self._separated(data)
+        pods = self._cache.pods()
+        taken = set(held_chips(pods)) | reserved_chips(pods) | separated
+        now = self._clock()
+        info = device_info(self._state.node, taken, int(now))
+        lists = info.device_list()
+        if lists == self._last and now - self._last_time < self._period:
+            return False
+        body = configmap(self._node, info, separated)
+        body["data"] = {**data, **body["data"]}  # keys written by others are kept
+        if current is None:
+            self._gateway.create_configmap(body)
+        else:
+            body["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion", "")
+            self._gateway.update_configmap(body)
+        self._last, self._last_time = lists, now
+        self.writes += 1
+        return True
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="deviceinfo", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        delay = 0.0
+        while not self._stop.is_set():
+            try:
+                self.publish_once()
+                delay = 0.0
+            except KubeError as failed:
+                delay = min(max(delay * 2, 0.5), MAX_BACKOFF)
+                log.warning("DeviceInfo not written (%s); retrying in %.1f s", failed, delay)
+            self._wake.wait(delay or self._period)
+            self._wake.clear()

@@ -1,0 +1,126 @@
+"""The DeviceInfo ConfigMap as the agent keeps it published."""
+
+from __future__ import annotations
+
+import json
+
+from agent.chips import Chip, NodeChips
+from agent.memory_cluster import MemoryCluster, pod_object
+from agent.plugin import DeviceState
+from agent.pod_cache import PodCache
+from agent.publisher import DeviceInfoPublisher
+from scheduler_core.deviceinfo import decode
+
+NODE = NodeChips("Ascend910", "module910x8", tuple(Chip(i, i, healthy=i != 7) for i in range(8)))
+CM = ("kube-system", "mindx-dl-deviceinfo-n1")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def setup(api: MemoryCluster) -> tuple[DeviceInfoPublisher, PodCache, DeviceState, Clock]:
+    cache = PodCache(api, "n1")
+    cache.resync()
+    state = DeviceState(NODE)
+    clock = Clock()
+    return (
+        DeviceInfoPublisher(api, "n1", state=state, cache=cache, period=5, clock=clock),
+        cache,
+        state,
+        clock,
+    )
+
+
+def free_chips(api: MemoryCluster) -> set[int]:
+    return set(decode(api.get_configmap(*CM)["data"]).free)
+
+
+def test_the_free_list_leaves_out_unhealthy_held_and_reserved_chips() -> None:
+    api = MemoryCluster()
+    api.put(
+        "Pod",
+        pod_object(
+            "ns",
+            "running",
+            "n1",
+            2,
+            annotations={
+                "huawei.com/Ascend910": "Ascend910-0,Ascend910-1",
+                "predicate-time": "18446744073709551615",
+                "huawei.com/AscendReal": "Ascend910-0,Ascend910-1",
+            },
+        ),
+    )
+    api.put(
+        "Pod",
+        pod_object(
+            "ns",
+            "bound",
+            "n1",
+            1,
+            annotations={"huawei.com/Ascend910": "Ascend910-4", "predicate-time": "5"},
+        ),
+    )
+    api.put(
+        "Pod",
+        pod_object(
+            "ns",
+            "done",
+            "n1",
+            1,
+            phase="Succeeded",
+            annotations={"huawei.com/AscendReal": "Ascend910-5"},
+        ),
+    )
+    publisher, *_ = setup(api)
+    assert publisher.publish_once()
+    assert free_chips(api) == {2, 3, 5, 6}
+    written = api.get_configmap(*CM)
+    assert written["metadata"]["labels"] == {"mx-consumer-cim": "true"}
+    cache = json.loads(written["data"]["DeviceInfoCfg"])
+    assert cache["DeviceInfo"]["DeviceList"]["huawei.com/Ascend910-Unhealthy"] == "Ascend910-7"
+    assert cache["DeviceInfo"]["UpdateTime"] == 1_700_000_000
+
+
+def test_it_writes_on_change_and_at_least_every_period() -> None:
+    api = MemoryCluster()
+    publisher, _, state, clock = setup(api)
+    assert publisher.publish_once()
+    clock.now += 1
+    assert not publisher.publish_once(), "nothing changed within the period"
+    state.update(
+        NodeChips("Ascend910", "module910x8", tuple(Chip(i, i, healthy=i < 6) for i in range(8)))
+    )
+    assert publisher.publish_once(), "a health change is written at once"
+    clock.now += 5
+    assert publisher.publish_once(), "the period passed"
+    assert publisher.writes == 3
+
+
+def test_manually_separated_chips_stay_out_of_the_free_list_and_other_keys_are_kept() -> None:
+    api = MemoryCluster()
+    api.create_configmap(
+        {
+            "metadata": {"namespace": CM[0], "name": CM[1]},
+            "data": {"ManuallySeparateNPU": "Ascend910-3", "SomethingElse": "kept"},
+        }
+    )
+    publisher, *_ = setup(api)
+    publisher.publish_once()
+    data = api.get_configmap(*CM)["data"]
+    assert 3 not in free_chips(api)
+    assert data["ManuallySeparateNPU"] == "Ascend910-3"
+    assert data["SomethingElse"] == "kept"
+
+
+def test_nothing_is_written_while_the_pods_are_unknown() -> None:
+    api = MemoryCluster()
+    cache = PodCache(api, "n1")  # never synced
+    publisher = DeviceInfoPublisher(api, "n1", state=DeviceState(NODE), cache=cache, period=5)
+    assert not publisher.publish_once()
+    assert api.list_pods("n1") == ([], "0")
