@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m scheduler_core demo
+	$(BIN)/python -m agent demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

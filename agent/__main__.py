@@ -21,6 +21,7 @@ from types import FrameType
 # gRPC's C core logs every GOAWAY of a restarting kubelet at info level: keep errors only.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
+from agent import demo as demo_cluster
 from agent.chips import DriverError
 from agent.driver import FakeDriver, NpuDriver, NpuSmiDriver
 from agent.manager import Agent
@@ -101,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="INFO")
     devices = commands.add_parser("devices", help="print the chips the driver discovers, as JSON")
     _driver_flags(devices)
+    demo = commands.add_parser("demo", help="run the simulated-cluster demo")
+    demo.add_argument("--nodes", type=int, default=5)
+    demo.add_argument("--policy", choices=["huawei", "binpack"], default="huawei")
     info = commands.add_parser(
         "deviceinfo", help="print the DeviceInfo ConfigMap this node publishes"
     )
@@ -190,13 +194,23 @@ def _serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if not arguments or arguments[0] not in ("serve", "devices", "deviceinfo", "-h", "--help"):
+    if not arguments or arguments[0] not in (
+        "serve",
+        "devices",
+        "deviceinfo",
+        "demo",
+        "-h",
+        "--help",
+    ):
         arguments.insert(0, "serve")
     args = parser.parse_args(arguments)
     if args.command == "devices":
         return _devices(args)
     if args.command == "deviceinfo":
         return _deviceinfo(args)
+    if args.command == "demo":
+        logging.basicConfig(level=logging.ERROR)
+        return demo_cluster.run(args.nodes, args.policy)
     return _serve(args)
 
 

@@ -59,9 +59,17 @@ class Endpoint:
 
 
 class KubeletSimulator:
-    def __init__(self, plugin_dir: Path, pod_resources_socket: Path | None = None) -> None:
+    def __init__(
+        self,
+        plugin_dir: Path,
+        pod_resources_socket: Path | None = None,
+        use_preferred: bool = True,
+        seed: int = 0,
+    ) -> None:
         self.plugin_dir = plugin_dir
         self.pod_resources_socket = pod_resources_socket
+        # False: never ask GetPreferredAllocation, as a kubelet without that call would not.
+        self.use_preferred = use_preferred
         self.registrations: list[str] = []
         self.rejections: list[str] = []
         self.allocations: list[Allocation] = []
@@ -69,7 +77,7 @@ class KubeletSimulator:
         self._changed = threading.Condition()
         self._server: grpc.Server | None = None
         self._pod_resources: grpc.Server | None = None
-        self._rng = random.Random(0)
+        self._rng = random.Random(seed)
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -194,7 +202,7 @@ class KubeletSimulator:
         if len(free) < count:
             raise KubeletError(f"requested number of devices unavailable for {resource}")
         chosen: list[str] = []
-        if endpoint.options.get_preferred_allocation_available:
+        if self.use_preferred and endpoint.options.get_preferred_allocation_available:
             preference = dp.PreferredAllocationRequest(
                 container_requests=[
                     dp.ContainerPreferredAllocationRequest(
