@@ -75,17 +75,20 @@ class MemoryCluster:
 
     # ---- the gateway -----------------------------------------------------------------
 
-    def list_pods(self, node: str) -> tuple[list[Obj], str]:
+    def list_pods(self, node: str | None) -> tuple[list[Obj], str]:
+        """Pods bound to ``node`` (every pod when None) and the list's resourceVersion."""
         with self._lock:
             self._check("list pods")
             pods = [
                 copy.deepcopy(o)
                 for (kind, _, _), o in sorted(self._objects.items())
-                if kind == "Pod" and o.get("spec", {}).get("nodeName") == node
+                if kind == "Pod" and node in (None, o.get("spec", {}).get("nodeName"))
             ]
             return pods, str(self._version)
 
-    def watch_pods(self, node: str, resource_version: str, timeout: float) -> Iterator[WatchEvent]:
+    def watch_pods(
+        self, node: str | None, resource_version: str, timeout: float
+    ) -> Iterator[WatchEvent]:
         feed: queue.Queue[WatchEvent] = queue.Queue()
         with self._lock:
             self._check("watch pods")
@@ -103,7 +106,7 @@ class MemoryCluster:
                     change = feed.get(timeout=min(left, 0.1))
                 except queue.Empty:
                     continue
-                if change.object.get("spec", {}).get("nodeName") == node:
+                if node in (None, change.object.get("spec", {}).get("nodeName")):
                     yield change
         finally:
             with self._lock:
@@ -112,23 +115,43 @@ class MemoryCluster:
     def get_pod(self, namespace: str, name: str) -> Obj:
         return self.get("Pod", namespace, name)
 
+    def patch_metadata(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        changes: Mapping[str, Mapping[str, str | None]],
+        resource_version: str = "",
+    ) -> Obj:
+        """A merge patch of ``metadata.annotations`` / ``metadata.labels`` (None removes a
+        key), only if the object still has ``resource_version`` when one is given."""
+        with self._lock:
+            self._check(f"patch {kind}")
+            obj = self._objects.get((kind, namespace, name))
+            if obj is None:
+                raise NotFound(f"{kind} {namespace}/{name} not found")
+            current = obj["metadata"]["resourceVersion"]
+            if resource_version and resource_version != current:
+                raise Conflict(
+                    f"{kind} {namespace}/{name}: resourceVersion {resource_version} is stale "
+                    f"(now {current})"
+                )
+            updated = copy.deepcopy(obj)
+            for field_name, values in changes.items():
+                target = updated["metadata"].setdefault(field_name, {})
+                for key, value in values.items():
+                    if value is None:
+                        target.pop(key, None)
+                    else:
+                        target[key] = value
+            return self._write(kind, updated, "MODIFIED")
+
     def patch_pod_annotations(
         self, namespace: str, name: str, annotations: Mapping[str, str], resource_version: str
     ) -> Obj:
-        with self._lock:
-            self._check("patch pod")
-            pod = self._objects.get(("Pod", namespace, name))
-            if pod is None:
-                raise NotFound(f"pod {namespace}/{name} not found")
-            current = pod["metadata"]["resourceVersion"]
-            if resource_version and resource_version != current:
-                raise Conflict(
-                    f"pod {namespace}/{name}: resourceVersion {resource_version} is stale "
-                    f"(now {current})"
-                )
-            updated = copy.deepcopy(pod)
-            updated["metadata"].setdefault("annotations", {}).update(annotations)
-            return self._write("Pod", updated, "MODIFIED")
+        return self.patch_metadata(
+            "Pod", namespace, name, {"annotations": annotations}, resource_version
+        )
 
     def get_configmap(self, namespace: str, name: str) -> Obj:
         return self.get("ConfigMap", namespace, name)
@@ -142,25 +165,25 @@ class MemoryCluster:
             return self._write("ConfigMap", copy.deepcopy(body), "ADDED")
 
     def update_configmap(self, body: Obj) -> Obj:
+        """Replace a ConfigMap; a resourceVersion in the body is a precondition."""
         with self._lock:
             self._check("update configmap")
             meta = body["metadata"]
-            if ("ConfigMap", meta["namespace"], meta["name"]) not in self._objects:
+            current = self._objects.get(("ConfigMap", meta["namespace"], meta["name"]))
+            if current is None:
                 raise NotFound(f"configmap {meta['namespace']}/{meta['name']} not found")
+            wanted = meta.get("resourceVersion", "")
+            if wanted and wanted != current["metadata"]["resourceVersion"]:
+                raise Conflict(
+                    f"configmap {meta['namespace']}/{meta['name']}: stale resourceVersion"
+                )
             return self._write("ConfigMap", copy.deepcopy(body), "MODIFIED")
 
     def get_node(self, name: str) -> Obj:
         return self.get("Node", "", name)
 
     def patch_node_labels(self, name: str, labels: Mapping[str, str]) -> Obj:
-        with self._lock:
-            self._check("patch node")
-            node = self._objects.get(("Node", "", name))
-            if node is None:
-                raise NotFound(f"node {name} not found")
-            updated = copy.deepcopy(node)
-            updated["metadata"].setdefault("labels", {}).update(labels)
-            return self._write("Node", updated, "MODIFIED")
+        return self.patch_metadata("Node", "", name, {"labels": labels})
 
     def create_event(self, namespace: str, body: Obj) -> Obj:
         with self._lock:
