@@ -1,0 +1,221 @@
+"""The gateway on the official ``kubernetes`` client: what the agent runs with in a cluster.
+
+Responses are read as raw JSON (``_preload_content=False``) so the agent sees exactly the
+objects the API server sent, as the in-memory store gives them. HTTP 404 and 409 become
+NotFound and Conflict; any other failure, including an unreachable server, a KubeError.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+from agent.kube import Conflict, KubeError, NotFound, Obj, WatchEvent
+
+REQUEST_TIMEOUT = 10.0
+T = TypeVar("T")
+
+
+def _call(what: str, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except ApiException as failed:
+        message = f"{what}: HTTP {failed.status} {failed.reason}"
+        if failed.status == 404:
+            raise NotFound(message) from None
+        if failed.status == 409:
+            raise Conflict(message) from None
+        raise KubeError(message) from None
+    except (urllib3.exceptions.HTTPError, OSError) as failed:
+        raise KubeError(
+            f"{what}: the API server is unreachable ({type(failed).__name__})"
+        ) from None
+
+
+def _raw(body: Obj) -> Any:
+    """The client sends a plain dict as it is; its stubs only name the model classes."""
+    return body
+
+
+def _json(response: Any) -> Obj:
+    body = json.loads(response.data)
+    if not isinstance(body, dict):
+        raise KubeError("the API server answered with something other than an object")
+    return body
+
+
+class KubernetesGateway:
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self._core = client.CoreV1Api(api_client)
+
+    @staticmethod
+    def for_url(url: str) -> KubernetesGateway:
+        """A client for a plain-HTTP API server (the loopback fake)."""
+        configuration = client.Configuration()
+        configuration.host = url
+        configuration.retries = False  # an unreachable server fails fast; the caller retries
+        return KubernetesGateway(client.ApiClient(configuration))
+
+    @staticmethod
+    def from_environment(kubeconfig: Path | None = None) -> KubernetesGateway:
+        """In-cluster service account, or a kubeconfig file when one is given."""
+        configuration = client.Configuration()
+        try:
+            if kubeconfig is not None:
+                config.load_kube_config(
+                    config_file=str(kubeconfig), client_configuration=configuration
+                )
+            else:
+                config.load_incluster_config(client_configuration=configuration)
+        except config.ConfigException as failed:
+            raise KubeError(f"no Kubernetes configuration: {failed}") from None
+        return KubernetesGateway(client.ApiClient(configuration))
+
+    def list_pods(self, node: str) -> tuple[list[Obj], str]:
+        body = _call(
+            "list pods",
+            lambda: _json(
+                self._core.list_pod_for_all_namespaces(
+                    field_selector=f"spec.nodeName={node}",
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            ),
+        )
+        return list(body.get("items") or []), str(
+            body.get("metadata", {}).get("resourceVersion", "")
+        )
+
+    def watch_pods(self, node: str, resource_version: str, timeout: float) -> Iterator[WatchEvent]:
+        stream = watch.Watch().stream(
+            self._core.list_pod_for_all_namespaces,
+            field_selector=f"spec.nodeName={node}",
+            resource_version=resource_version,
+            timeout_seconds=max(1, round(timeout)),
+            _request_timeout=timeout + REQUEST_TIMEOUT,
+        )
+        while True:
+            event = _call("watch pods", lambda: next(stream, None))
+            if event is None:
+                return
+            if event["type"] == "ERROR":
+                raise KubeError(f"watch pods: {event['raw_object'].get('message', 'error')}")
+            yield WatchEvent(event["type"], event["raw_object"])
+
+    def get_pod(self, namespace: str, name: str) -> Obj:
+        return _call(
+            f"get pod {namespace}/{name}",
+            lambda: _json(
+                self._core.read_namespaced_pod(
+                    name,
+                    namespace,
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            ),
+        )
+
+    def patch_pod_annotations(
+        self, namespace: str, name: str, annotations: Mapping[str, str], resource_version: str
+    ) -> Obj:
+        # A resourceVersion inside a patch is a precondition: 409 if the pod has changed.
+        body = {"metadata": {"annotations": dict(annotations), "resourceVersion": resource_version}}
+        return _call(
+            f"patch pod {namespace}/{name}",
+            lambda: _json(
+                self._core.patch_namespaced_pod(
+                    name,
+                    namespace,
+                    _raw(body),
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            ),
+        )
+
+    def get_configmap(self, namespace: str, name: str) -> Obj:
+        return _call(
+            f"get configmap {namespace}/{name}",
+            lambda: _json(
+                self._core.read_namespaced_config_map(
+                    name,
+                    namespace,
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            ),
+        )
+
+    def create_configmap(self, body: Obj) -> Obj:
+        namespace = body["metadata"]["namespace"]
+        return _call(
+            f"create configmap {namespace}",
+            lambda: _json(
+                self._core.create_namespaced_config_map(
+                    namespace,
+                    _raw(body),
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            ),
+        )
+
+    def update_configmap(self, body: Obj) -> Obj:
+        meta = body["metadata"]
+        return _call(
+            f"update configmap {meta['namespace']}/{meta['name']}",
+            lambda: _json(
+                self._core.replace_namespaced_config_map(
+                    meta["name"],
+                    meta["namespace"],
+                    _raw(body),
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            ),
+        )
+
+    def get_node(self, name: str) -> Obj:
+        return _call(
+            f"get node {name}",
+            lambda: _json(
+                self._core.read_node(
+                    name,
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            ),
+        )
+
+    def patch_node_labels(self, name: str, labels: Mapping[str, str]) -> Obj:
+        body = {"metadata": {"labels": dict(labels)}}
+        return _call(
+            f"patch node {name}",
+            lambda: _json(
+                self._core.patch_node(
+                    name,
+                    _raw(body),
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            ),
+        )
+
+    def create_event(self, namespace: str, body: Obj) -> Obj:
+        return _call(
+            f"create event in {namespace}",
+            lambda: _json(
+                self._core.create_namespaced_event(
+                    namespace,
+                    _raw(body),
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            ),
+        )

@@ -1,0 +1,134 @@
+"""Both gateway adapters keep one contract: the in-memory store, and the official kubernetes
+client over HTTP against the loopback API server (real serialization, watch streams, field
+selectors, resourceVersion preconditions and 409s)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from agent.kube import Conflict, KubeError, KubeGateway, NotFound, WatchEvent
+from agent.kube_client import KubernetesGateway
+from agent.loopback_apiserver import LoopbackApiServer
+from agent.memory_cluster import MemoryCluster, pod_object
+
+
+@dataclass
+class Setup:
+    store: MemoryCluster
+    gateway: KubeGateway
+    server: LoopbackApiServer | None
+
+
+@pytest.fixture(params=["memory", "http"])
+def setup(request: pytest.FixtureRequest) -> Iterator[Setup]:
+    store = MemoryCluster()
+    store.put("Pod", pod_object("ns", "a", "node-1", 2, annotations={"predicate-time": "1"}))
+    store.put("Pod", pod_object("ns", "b", "node-2", 1))
+    store.put("Node", {"metadata": {"name": "node-1", "labels": {"x": "1"}}})
+    if request.param == "memory":
+        yield Setup(store, store, None)
+        return
+    server = LoopbackApiServer(store)
+    gateway = KubernetesGateway.for_url(server.start())
+    yield Setup(store, gateway, server)
+    server.stop()
+
+
+def test_pods_are_listed_by_node_through_the_field_selector(setup: Setup) -> None:
+    pods, version = setup.gateway.list_pods("node-1")
+    assert [p["metadata"]["name"] for p in pods] == ["a"]
+    assert pods[0]["spec"]["containers"][0]["resources"]["limits"] == {"huawei.com/Ascend910": "2"}
+    assert version == "3"
+
+
+def test_a_patch_lands_and_a_stale_precondition_is_a_conflict(setup: Setup) -> None:
+    pod = setup.gateway.get_pod("ns", "a")
+    version = pod["metadata"]["resourceVersion"]
+    patched = setup.gateway.patch_pod_annotations("ns", "a", {"k": "v"}, version)
+    assert patched["metadata"]["annotations"] == {"predicate-time": "1", "k": "v"}
+    with pytest.raises(Conflict):
+        setup.gateway.patch_pod_annotations("ns", "a", {"k": "w"}, version)
+    with pytest.raises(NotFound):
+        setup.gateway.get_pod("ns", "missing")
+
+
+def test_a_watch_streams_changes_of_its_node_from_a_version(setup: Setup) -> None:
+    _, version = setup.gateway.list_pods("node-1")
+    seen: list[WatchEvent] = []
+
+    def follow() -> None:
+        seen.extend(setup.gateway.watch_pods("node-1", version, timeout=1.0))
+
+    watcher = threading.Thread(target=follow)
+    watcher.start()
+    time.sleep(0.2)
+    setup.store.put("Pod", pod_object("ns", "c", "node-1", 1))
+    setup.store.put("Pod", pod_object("ns", "d", "node-2", 1))
+    setup.store.patch_pod_annotations("ns", "a", {"x": "1"}, "")
+    watcher.join()
+    assert [(e.type, e.object["metadata"]["name"]) for e in seen] == [
+        ("ADDED", "c"),
+        ("MODIFIED", "a"),
+    ]
+    assert seen[1].object["metadata"]["annotations"]["x"] == "1"
+
+
+def test_configmaps_are_created_read_and_replaced_with_a_precondition(setup: Setup) -> None:
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "namespace": "kube-system",
+            "name": "cm",
+            "labels": {"mx-consumer-cim": "true"},
+        },
+        "data": {"k": "v"},
+    }
+    with pytest.raises(NotFound):
+        setup.gateway.get_configmap("kube-system", "cm")
+    created = setup.gateway.create_configmap(body)
+    with pytest.raises(Conflict):
+        setup.gateway.create_configmap(body)
+    replaced = setup.gateway.update_configmap({**created, "data": {"k": "w"}})
+    assert setup.gateway.get_configmap("kube-system", "cm")["data"] == {"k": "w"}
+    with pytest.raises(Conflict):
+        setup.gateway.update_configmap({**created, "data": {"k": "stale"}})
+    assert replaced["metadata"]["labels"] == {"mx-consumer-cim": "true"}
+
+
+def test_node_labels_are_merged_and_events_created(setup: Setup) -> None:
+    node = setup.gateway.patch_node_labels("node-1", {"servertype": "Ascend910-32"})
+    assert node["metadata"]["labels"] == {"x": "1", "servertype": "Ascend910-32"}
+    assert setup.gateway.get_node("node-1")["metadata"]["labels"]["servertype"] == "Ascend910-32"
+    setup.gateway.create_event(
+        "ns",
+        {
+            "metadata": {"generateName": "a.", "namespace": "ns"},
+            "involvedObject": {"kind": "Pod", "namespace": "ns", "name": "a"},
+            "reason": "NPUAllocationFailed",
+            "message": "m",
+            "type": "Warning",
+        },
+    )
+    assert setup.store.events[-1]["reason"] == "NPUAllocationFailed"
+
+
+def test_an_api_server_that_is_down_fails_calls_quickly_and_comes_back(setup: Setup) -> None:
+    if setup.server is None:
+        setup.store.reachable = False
+    else:
+        setup.server.stop()
+    start = time.monotonic()
+    with pytest.raises(KubeError):
+        setup.gateway.list_pods("node-1")
+    assert time.monotonic() - start < 5
+    if setup.server is None:
+        setup.store.reachable = True
+    else:
+        setup.server.start()
+    assert len(setup.gateway.list_pods("node-1")[0]) == 1
