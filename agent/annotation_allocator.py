@@ -78,6 +78,19 @@ class AnnotationAllocator:
             log.warning("could not record an event on %s: %s", pod.key, failed)
         return AllocationFailed(reason)
 
+    def _refresh(self, pod: PodInfo) -> bool:
+        """Re-read a pod into the cache; True when the API server's copy differs from it."""
+        try:
+            fresh = self._gateway.get_pod(pod.namespace, pod.name)
+        except NotFound:
+            gone = {"metadata": {"namespace": pod.namespace, "name": pod.name}}
+            self._cache.apply(gone, deleted=True)
+            return True
+        except KubeError as failed:
+            raise AllocationFailed(f"API server: {failed}") from None
+        self._cache.apply(fresh)
+        return bool(fresh["metadata"].get("resourceVersion") != pod.resource_version)
+
     def allocate(self, requested: list[Chip], node: NodeChips) -> list[Chip]:
         kubelet_ids = [node.device_id(c) for c in requested]
         for _ in range(MAX_CONFLICTS):
@@ -87,6 +100,8 @@ class AnnotationAllocator:
             try:
                 chips = check_chips(pod, node, held_chips(self._cache.pods(), other_than=pod.key))
             except ChipsRefused as refused:
+                if self._refresh(pod):
+                    continue  # the cache was behind: decide again on what the API server has
                 raise self._refuse(pod, str(refused)) from None
             written = consumed_annotations(pod, chips, kubelet_ids, self._server_id)
             try:
@@ -95,14 +110,7 @@ class AnnotationAllocator:
                 )
             except Conflict:
                 log.info("pod %s changed while allocating; deciding again", pod.key)
-                try:
-                    self._cache.apply(self._gateway.get_pod(pod.namespace, pod.name))
-                except NotFound:
-                    self._cache.apply(
-                        {"metadata": {"namespace": pod.namespace, "name": pod.name}}, deleted=True
-                    )
-                except KubeError as failed:
-                    raise AllocationFailed(f"API server: {failed}") from None
+                self._refresh(pod)
                 continue
             except KubeError as failed:
                 raise AllocationFailed(f"API server: {failed}") from None
@@ -120,8 +128,9 @@ class AnnotationAllocator:
         self, node: NodeChips, available: Sequence[str], must_include: Sequence[str], size: int
     ) -> list[str]:
         """The pending pod's own chips when the kubelet may take them all, so the kubelet's
-        records name the real chips; otherwise the HCCS-affine choice."""
-        pod = pick_pod(self._cache.pods(), size)
+        records name the real chips; otherwise the HCCS-affine choice. The kubelet asks right
+        after admitting the pod, so the same bounded wait for the cache applies."""
+        pod = self._find(size)
         if pod is not None:
             try:
                 text = pod.annotations.get(CHIPS_ANNOTATION, "")

@@ -53,6 +53,7 @@ def _node_selector(query: dict[str, list[str]]) -> str | None:
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+    protocol_version = "HTTP/1.1"  # watches stream in chunks, as a real API server sends them
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: tests read results, not access logs."""
@@ -167,22 +168,29 @@ class _Handler(BaseHTTPRequestHandler):
         version = query.get("resourceVersion", [""])[0]
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
-        self.end_headers()  # HTTP/1.0: the stream ends when the connection closes
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
         with self.server.lock:
             self.server.watchers.add(self.connection)
         try:
             for change in store.watch_pods(node, version, timeout):
-                line = json.dumps({"type": change.type, "object": change.object}) + "\n"
-                self.wfile.write(line.encode())
-                self.wfile.flush()
+                self._chunk({"type": change.type, "object": change.object})
+            self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError, OSError):
-            return
+            self.close_connection = True
         except KubeError as failed:
-            error = _status(503, "ServiceUnavailable", str(failed))
-            self.wfile.write((json.dumps({"type": "ERROR", "object": error}) + "\n").encode())
+            self._chunk(
+                {"type": "ERROR", "object": _status(503, "ServiceUnavailable", str(failed))}
+            )
+            self.wfile.write(b"0\r\n\r\n")
         finally:
             with self.server.lock:
                 self.server.watchers.discard(self.connection)
+
+    def _chunk(self, event: Obj) -> None:
+        line = (json.dumps(event) + "\n").encode()
+        self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+        self.wfile.flush()
 
     def do_GET(self) -> None:
         self._dispatch("GET")

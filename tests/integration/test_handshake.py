@@ -1,10 +1,12 @@
-"""The Allocate handshake end to end on one node: in-memory cluster, pod cache, annotation
-allocator, agent and kubelet simulator over real sockets."""
+"""The Allocate handshake end to end on one node: pod cache, annotation allocator, agent and
+kubelet simulator over real sockets, with the in-memory gateway and with the official
+kubernetes client over HTTP against the loopback API server."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +14,9 @@ import pytest
 
 from agent.annotation_allocator import AnnotationAllocator
 from agent.driver import FakeDriver
-from agent.kube import Obj
+from agent.kube import KubeGateway, Obj
+from agent.kube_client import KubernetesGateway
+from agent.loopback_apiserver import LoopbackApiServer
 from agent.manager import Agent
 from agent.memory_cluster import MemoryCluster, pod_object
 from agent.pod_cache import PodCache
@@ -29,11 +33,24 @@ class Cluster:
     cache: PodCache
     agent: Agent
     state: Path
+    server: LoopbackApiServer | None
 
     def bind(self, name: str, chips: str, when: str, npu: int | None = None) -> None:
         count = len(chips.split(",")) if npu is None else npu
         annotations = {"huawei.com/Ascend910": chips, "predicate-time": when}
         self.api.put("Pod", pod_object("ns", name, NODE, count, annotations=annotations))
+
+    def down(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+        else:
+            self.api.reachable = False
+
+    def up(self) -> None:
+        if self.server is not None:
+            self.server.start()
+        else:
+            self.api.reachable = True
 
     def annotations(self, name: str) -> Mapping[str, str]:
         pod: Obj = self.api.get_pod("ns", name)
@@ -47,19 +64,24 @@ class ConsumedByAnotherPlugin(MemoryCluster):
         super().__init__()
         self.conflicts = 0
 
-    def patch_pod_annotations(
-        self, namespace: str, name: str, annotations: Mapping[str, str], resource_version: str
+    def patch_metadata(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        changes: Mapping[str, Mapping[str, str | None]],
+        resource_version: str = "",
     ) -> Obj:
-        if self.conflicts == 0:
+        if self.conflicts == 0 and resource_version:
             self.conflicts += 1
             pod = self.get_pod(namespace, name)
             pod["metadata"]["annotations"]["predicate-time"] = "18446744073709551615"
             pod["metadata"]["annotations"]["huawei.com/AscendReal"] = "Ascend910-1"
             self.put("Pod", pod)
-        return super().patch_pod_annotations(namespace, name, annotations, resource_version)
+        return super().patch_metadata(kind, namespace, name, changes, resource_version)
 
 
-def build(short_dir: Path, api: MemoryCluster) -> Cluster:
+def build(short_dir: Path, api: MemoryCluster, over_http: bool) -> Cluster:
     state = short_dir / "state.yaml"
     state.write_text(state_yaml(unhealthy=(7,)))
     api.put(
@@ -69,27 +91,39 @@ def build(short_dir: Path, api: MemoryCluster) -> Cluster:
             "status": {"addresses": [{"type": "InternalIP", "address": "192.168.10.11"}]},
         },
     )
+    server = LoopbackApiServer(api) if over_http else None
+    gateway: KubeGateway = KubernetesGateway.for_url(server.start()) if server else api
     kubelet = KubeletSimulator(short_dir / "plugins")
     kubelet.start()
-    cache = PodCache(api, NODE, watch_seconds=0.3)
+    cache = PodCache(gateway, NODE, watch_seconds=1)
     cache.start()
-    allocator = AnnotationAllocator(api, cache, "192.168.10.11", wait_for_pod=0.5)
+    allocator = AnnotationAllocator(gateway, cache, "192.168.10.11", wait_for_pod=0.5)
     agent = Agent(
         FakeDriver(state), short_dir / "plugins", ascend_runtime=True, allocator=allocator
     )
     agent.start()
     assert agent.wait_registered(5)
     assert kubelet.wait_for(lambda: kubelet.allocatable(RESOURCE) == 7)
-    return Cluster(api, kubelet, cache, agent, state)
+    return Cluster(api, kubelet, cache, agent, state, server)
 
 
-@pytest.fixture
-def cluster(short_dir: Path) -> Iterator[Cluster]:
-    built = build(short_dir, MemoryCluster())
-    yield built
-    built.agent.stop()
-    built.cache.stop()
-    built.kubelet.close()
+@contextmanager
+def running(short_dir: Path, api: MemoryCluster, over_http: bool) -> Iterator[Cluster]:
+    built = build(short_dir, api, over_http)
+    try:
+        yield built
+    finally:
+        built.agent.stop()
+        built.cache.stop()
+        built.kubelet.close()
+        if built.server is not None:
+            built.server.stop()
+
+
+@pytest.fixture(params=["memory", "http"])
+def cluster(short_dir: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    with running(short_dir, MemoryCluster(), request.param == "http") as built:
+        yield built
 
 
 def test_the_container_gets_the_scheduler_chips_and_the_pod_records_them(cluster: Cluster) -> None:
@@ -171,12 +205,12 @@ def test_a_pod_that_arrives_just_after_allocate_starts_is_still_found(cluster: C
     assert allocation.response.envs["ASCEND_VISIBLE_DEVICES"] == "6"
 
 
+@pytest.mark.parametrize("over_http", [False, True])
 def test_a_pod_consumed_by_someone_else_meanwhile_is_reread_and_never_given_twice(
-    short_dir: Path,
+    short_dir: Path, over_http: bool
 ) -> None:
     api = ConsumedByAnotherPlugin()
-    built = build(short_dir, api)
-    try:
+    with running(short_dir, api, over_http) as built:
         built.bind("p", "Ascend910-1", "100")
         built.bind("q", "Ascend910-2", "200")
         allocation = built.kubelet.allocate("ns/q", "main", RESOURCE, 1)
@@ -184,10 +218,6 @@ def test_a_pod_consumed_by_someone_else_meanwhile_is_reread_and_never_given_twic
         assert allocation.response.envs["ASCEND_VISIBLE_DEVICES"] == "2", "decided again: q"
         assert "huawei.com/kltDev" not in built.annotations("p"), "p was not consumed twice"
         assert built.annotations("q")["huawei.com/AscendReal"] == "Ascend910-2"
-    finally:
-        built.agent.stop()
-        built.cache.stop()
-        built.kubelet.close()
 
 
 def test_with_the_api_server_down_allocate_fails_cleanly_and_health_still_flows(
@@ -195,18 +225,45 @@ def test_with_the_api_server_down_allocate_fails_cleanly_and_health_still_flows(
 ) -> None:
     cluster.bind("p", "Ascend910-1", "100")
     assert cluster.kubelet.wait_for(lambda: any(p.name == "p" for p in cluster.cache.pods()))
-    cluster.api.reachable = False
+    cluster.down()
     with pytest.raises(KubeletError, match="API server"):
         cluster.kubelet.allocate("ns/p", "main", RESOURCE, 1)
     cluster.state.write_text(state_yaml(unhealthy=(6, 7)))
     assert cluster.kubelet.wait_for(lambda: cluster.kubelet.allocatable(RESOURCE) == 6)
-    cluster.api.reachable = True
+    cluster.up()
     assert (
         cluster.kubelet.allocate("ns/p", "main", RESOURCE, 1).response.envs[
             "ASCEND_VISIBLE_DEVICES"
         ]
         == "1"
     )
+
+
+def test_an_agent_restart_mid_stream_loses_nothing_and_gives_nothing_twice(
+    cluster: Cluster,
+) -> None:
+    cluster.bind("first", "Ascend910-0,Ascend910-1", "100")
+    cluster.kubelet.allocate("ns/first", "main", RESOURCE, 2)
+    cluster.bind("second", "Ascend910-1,Ascend910-2", "200")  # a stale decision: chip 1 is taken
+    cluster.bind("third", "Ascend910-4,Ascend910-5", "300")
+    cluster.agent.stop()
+    cluster.cache.stop()
+    gateway: KubeGateway = (
+        KubernetesGateway.for_url(cluster.server.url) if cluster.server else cluster.api
+    )
+    cluster.cache = PodCache(gateway, NODE, watch_seconds=1)
+    cluster.cache.start()
+    allocator = AnnotationAllocator(gateway, cluster.cache, "192.168.10.11", wait_for_pod=0.5)
+    cluster.agent = Agent(FakeDriver(cluster.state), cluster.agent.plugin_dir, True, allocator)
+    cluster.agent.start()
+    assert cluster.agent.wait_registered(5)
+    assert cluster.kubelet.wait_for(lambda: cluster.kubelet.allocatable(RESOURCE) == 7)
+    with pytest.raises(KubeletError, match="Ascend910-1 is held by ns/first"):
+        cluster.kubelet.allocate("ns/second", "main", RESOURCE, 2)
+    cluster.api.delete("Pod", "ns", "second")
+    third = cluster.kubelet.allocate("ns/third", "main", RESOURCE, 2)
+    assert third.response.envs["ASCEND_VISIBLE_DEVICES"] == "4,5"
+    assert cluster.annotations("first")["huawei.com/AscendReal"] == "Ascend910-0,Ascend910-1"
 
 
 def admit(cluster: Cluster, pod: str, errors: list[Exception]) -> None:
