@@ -24,6 +24,9 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 from agent import demo as demo_cluster
 from agent.chips import DriverError
 from agent.driver import FakeDriver, NpuDriver, NpuSmiDriver
+from agent.kube import KubeError
+from agent.kube_client import KubernetesGateway
+from agent.kube_side import KubeSide
 from agent.manager import Agent
 from agent.npu_smi import replay_runner, run_npu_smi
 from agent.publish import configmap, device_info
@@ -95,9 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--kube",
-        choices=["off"],
+        choices=["off", "in-cluster", "kubeconfig"],
         default="off",
-        help="off: no Kubernetes API, the kubelet's device IDs are the chips",
+        help="off: no Kubernetes API, the kubelet's device IDs are the chips; in-cluster: the "
+        "pod's service account; kubeconfig: the file given with --kubeconfig",
+    )
+    serve.add_argument("--kubeconfig", type=Path, help="kubeconfig file for --kube kubeconfig")
+    serve.add_argument(
+        "--node-name",
+        default=os.environ.get("NODE_NAME", ""),
+        help="this node's name (default: env NODE_NAME, from the downward API)",
     )
     serve.add_argument("--log-level", default="INFO")
     devices = commands.add_parser("devices", help="print the chips the driver discovers, as JSON")
@@ -161,8 +171,10 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    if args.volcano_type:
-        print("error: -volcanoType needs the Kubernetes API, and --kube is off", file=sys.stderr)
+    try:
+        kube = _kube_side(args)
+    except (KubeError, ValueError) as failed:
+        print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
     ascend_runtime = (
         args.ascend_runtime
@@ -178,17 +190,53 @@ def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
     try:
-        agent = Agent(make_driver(args, args.period), args.plugin_dir, ascend_runtime)
+        driver = make_driver(args, args.period)
+        allocator = None
+        if kube is not None:
+            kube.start_cache()
+            allocator = kube.allocator()
+        agent = Agent(driver, args.plugin_dir, ascend_runtime, allocator)
         agent.start()
     except DriverError as failed:
+        if kube is not None:
+            kube.stop()
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if kube is not None and agent.state is not None:
+        kube.start_publisher(agent.state)
     log.info(
-        "serving %s from %s (ascend runtime: %s)", args.plugin_dir, args.driver, ascend_runtime
+        "serving %s from %s (ascend runtime: %s, kube: %s)",
+        args.plugin_dir,
+        args.driver,
+        ascend_runtime,
+        args.kube,
     )
     stop.wait()
     agent.stop()
+    if kube is not None:
+        kube.stop()
     return 0
+
+
+def _kube_side(args: argparse.Namespace) -> KubeSide | None:
+    """The Kubernetes side for --kube in-cluster|kubeconfig with --volcano-type, else None."""
+    if args.kube == "off":
+        if args.volcano_type:
+            raise ValueError("-volcanoType needs the Kubernetes API, and --kube is off")
+        return None
+    if not args.volcano_type:
+        raise ValueError(
+            "--kube without --volcano-type is not supported yet: the agent would not know which "
+            "pod holds which chip (the PodResources repair loop is not built)"
+        )
+    if not args.node_name:
+        raise ValueError("--kube needs this node's name: set NODE_NAME or --node-name")
+    if args.kube == "kubeconfig" and args.kubeconfig is None:
+        raise ValueError("--kube kubeconfig needs --kubeconfig FILE")
+    gateway = KubernetesGateway.from_environment(
+        args.kubeconfig if args.kube == "kubeconfig" else None
+    )
+    return KubeSide(gateway, args.node_name, float(args.period))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 30.0
 RETRY_SECONDS = 0.5
+STOP_WAIT = 1.0
 
 
 class PodCache:
@@ -84,9 +85,11 @@ class PodCache:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop following. A watch blocked in the client ends with its window; the thread is
+        a daemon, so shutdown does not wait for it longer than a moment."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=self._watch_seconds + 1)
+            self._thread.join(timeout=STOP_WAIT)
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from agent.kube import NotFound
+from agent.loopback_apiserver import LoopbackApiServer
+from agent.memory_cluster import MemoryCluster, pod_object
 from deviceplugin_api.kubelet_sim import KubeletSimulator
+from scheduler_core.deviceinfo import decode
 from tests.integration.conftest import RESOURCE, state_yaml
 
 SAMPLES = Path(__file__).parents[1] / "data" / "npu_smi"
@@ -115,3 +119,105 @@ def test_deviceinfo_prints_the_configmap_the_agent_would_publish(tmp_path: Path)
     cache = json.loads(published["data"]["DeviceInfoCfg"])
     assert cache["DeviceInfo"]["DeviceList"]["huawei.com/Ascend910-Unhealthy"] == "Ascend910-7"
     assert cache["DeviceInfo"]["UpdateTime"] == 1657527526
+
+
+def test_serve_with_the_kubernetes_api_gives_the_scheduler_chips_and_publishes_deviceinfo(
+    short_dir: Path,
+) -> None:
+    store = MemoryCluster()
+    store.put(
+        "Node",
+        {
+            "metadata": {"name": "n1"},
+            "status": {"addresses": [{"type": "InternalIP", "address": "192.168.1.5"}]},
+        },
+    )
+    server = LoopbackApiServer(store)
+    url = server.start()
+    kubeconfig = short_dir / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        f"clusters: [{{name: c, cluster: {{server: '{url}'}}}}]\n"
+        "users: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+    )
+    (short_dir / "state.yaml").write_text(state_yaml())
+    plugins = short_dir / "plugins"
+    kubelet = KubeletSimulator(plugins, use_preferred=False)
+    kubelet.start()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agent",
+            "--plugin-dir",
+            str(plugins),
+            "--driver",
+            "fake",
+            "--fake-state",
+            str(short_dir / "state.yaml"),
+            "-useAscendDocker=true",
+            "-volcanoType=true",
+            "--kube",
+            "kubeconfig",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--node-name",
+            "n1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert kubelet.wait_for(lambda: kubelet.allocatable(RESOURCE) == 8, timeout=20)
+        store.put(
+            "Pod",
+            pod_object(
+                "ns",
+                "p",
+                "n1",
+                2,
+                annotations={
+                    "huawei.com/Ascend910": "Ascend910-6,Ascend910-7",
+                    "predicate-time": "1",
+                },
+            ),
+        )
+        allocation = kubelet.allocate("ns/p", "main", RESOURCE, 2)
+        assert allocation.response.envs["ASCEND_VISIBLE_DEVICES"] == "6,7"
+        assert store.get_pod("ns", "p")["metadata"]["annotations"]["huawei.com/AscendReal"] == (
+            "Ascend910-6,Ascend910-7"
+        )
+
+        def published_without_6_and_7() -> bool:
+            try:
+                data = store.get_configmap("kube-system", "mindx-dl-deviceinfo-n1")["data"]
+            except NotFound:
+                return False
+            return set(decode(data).free) == {0, 1, 2, 3, 4, 5}
+
+        assert kubelet.wait_for(published_without_6_and_7, timeout=10)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        kubelet.close()
+        server.stop()
+
+
+def test_kube_without_volcano_type_or_node_name_is_refused_with_the_reason() -> None:
+    done = agent("--kube", "in-cluster", "--driver", "fake", "--fake-state", "x")
+    assert done.returncode == 2 and "--kube without --volcano-type" in done.stderr
+    done = agent(
+        "--kube",
+        "in-cluster",
+        "-volcanoType=true",
+        "--node-name",
+        "n1",
+        "--driver",
+        "fake",
+        "--fake-state",
+        "x",
+    )
+    assert done.returncode == 2 and "no Kubernetes configuration" in done.stderr
