@@ -100,7 +100,11 @@ class AnnotationAllocator:
             try:
                 chips = check_chips(pod, node, held_chips(self._cache.pods(), other_than=pod.key))
             except ChipsRefused as refused:
-                if self._refresh(pod):
+                stale = self._refresh(pod)
+                if refused.holder is not None:
+                    holder = next((p for p in self._cache.pods() if p.key == refused.holder), None)
+                    stale = (holder is not None and self._refresh(holder)) or stale
+                if stale:
                     continue  # the cache was behind: decide again on what the API server has
                 raise self._refuse(pod, str(refused)) from None
             written = consumed_annotations(pod, chips, kubelet_ids, self._server_id)

@@ -55,7 +55,12 @@ class PodInfo:
 
 
 class ChipsRefused(ValueError):
-    """The annotated chips cannot be handed out; the message says which and why."""
+    """The annotated chips cannot be handed out; the message says which and why, and
+    ``holder`` names the pod that holds a chip when that is the reason."""
+
+    def __init__(self, message: str, holder: str | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 def predicate_time(pod: PodInfo) -> int:
@@ -142,7 +147,9 @@ def check_chips(pod: PodInfo, node: NodeChips, held: Mapping[int, str]) -> list[
         if not chip.healthy:
             raise ChipsRefused(f"{pod.key}: {chip_name(chip_id)} is unhealthy")
         if chip_id in held:
-            raise ChipsRefused(f"{pod.key}: {chip_name(chip_id)} is held by {held[chip_id]}")
+            raise ChipsRefused(
+                f"{pod.key}: {chip_name(chip_id)} is held by {held[chip_id]}", holder=held[chip_id]
+            )
         chips.append(chip)
     return chips
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent.annotation_allocator import AnnotationAllocator
+from agent.chips import Chip, NodeChips
 from agent.driver import FakeDriver
 from agent.kube import KubeGateway, Obj
 from agent.kube_client import KubernetesGateway
@@ -296,3 +297,37 @@ def test_a_hundred_pods_pass_through_one_node_without_a_chip_given_twice(cluster
             cluster.api.put("Pod", pod)
             cluster.kubelet.release(f"ns/{name}")
     assert sum(1 for a in cluster.api.list_pods(NODE)[0]) == 100
+
+
+def test_a_stale_holder_in_the_cache_is_reread_before_a_chip_is_refused() -> None:
+    api = MemoryCluster()
+    node = NodeChips("Ascend910", "module910x8", tuple(Chip(i, i) for i in range(8)))
+    cache = PodCache(api, NODE)  # resynced by hand, never watching: stale by construction
+    allocator = AnnotationAllocator(api, cache, "", wait_for_pod=0)
+    api.put(
+        "Pod",
+        pod_object(
+            "ns",
+            "first",
+            NODE,
+            1,
+            annotations={"huawei.com/Ascend910": "Ascend910-2", "predicate-time": "1"},
+        ),
+    )
+    cache.resync()
+    assert [c.id for c in allocator.allocate([node.chips[0]], node)] == [2]
+    finished = api.get_pod("ns", "first")
+    finished["status"]["phase"] = "Succeeded"
+    api.put("Pod", finished)  # the cache still shows it running
+    api.put(
+        "Pod",
+        pod_object(
+            "ns",
+            "second",
+            NODE,
+            1,
+            annotations={"huawei.com/Ascend910": "Ascend910-2", "predicate-time": "2"},
+        ),
+    )
+    cache.apply(api.get_pod("ns", "second"))
+    assert [c.id for c in allocator.allocate([node.chips[5]], node)] == [2]
