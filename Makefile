@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.placement_speed
 	$(BIN)/python -m benchmarks.trace_replay
 	$(BIN)/python -m benchmarks.agent_plugin
+	$(BIN)/python -m benchmarks.handshake
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -54,6 +54,9 @@ def _node_selector(query: dict[str, list[str]]) -> str | None:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"  # watches stream in chunks, as a real API server sends them
+    # Headers and body go out as separate writes; with Nagle on, keep-alive requests wait
+    # 40 ms for a delayed ACK.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: tests read results, not access logs."""
