@@ -203,6 +203,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if kube is not None and agent.state is not None:
+        kube.label_node(agent.state.node)
         kube.start_publisher(agent.state)
     log.info(
         "serving %s from %s (ascend runtime: %s, kube: %s)",

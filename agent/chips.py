@@ -44,6 +44,8 @@ class NodeChips:
     resource: str
     product: str | None
     chips: tuple[Chip, ...]
+    # The node label ``servertype`` (``<chip type>-<AI cores>``, e.g. Ascend910-32) when known.
+    server_type: str | None = None
 
     def device_id(self, chip: Chip) -> str:
         return f"{self.resource}-{chip.id}"

@@ -103,7 +103,10 @@ def parse_fake_state(text: str) -> NodeChips:
                 f"chips[{i}].id: {chip.id} is outside {product.name} (0-{product.capacity - 1})"
             )
         seen.add(chip.id)
-    return NodeChips(RESOURCE_910, product.name, chips)
+    server_type = raw.get("servertype")
+    if server_type is not None and (not isinstance(server_type, str) or not server_type):
+        raise DriverError(f"state.servertype: expected text like Ascend910-32, got {server_type!r}")
+    return NodeChips(RESOURCE_910, product.name, chips, server_type)
 
 
 class _FileEvents(FileSystemEventHandler):
@@ -180,7 +183,7 @@ class NpuSmiDriver:
     def read(self) -> NodeChips:
         chips = read_chips(self._run)
         if self._product is not None:
-            chips = NodeChips(chips.resource, self._product, chips.chips)
+            chips = NodeChips(chips.resource, self._product, chips.chips, chips.server_type)
         self._last = chips
         return chips
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 
 from agent.annotation_allocator import AnnotationAllocator
+from agent.chips import NodeChips
 from agent.kube import KubeError, KubeGateway, node_address
 from agent.plugin import DeviceState
 from agent.pod_cache import PodCache
 from agent.publisher import DeviceInfoPublisher
 
 log = logging.getLogger(__name__)
+
+SERVER_TYPE_LABEL = "servertype"
 
 
 class KubeSide:
@@ -28,6 +31,21 @@ class KubeSide:
         except KubeError as failed:
             log.warning("node %s: no InternalIP for the rank table (%s)", self.node, failed)
             return ""
+
+    def label_node(self, chips: NodeChips) -> bool:
+        """Set ``servertype`` when the node lacks it and the driver knows it (never overwrite
+        an admin's value). True when a label was written."""
+        if chips.server_type is None:
+            return False
+        try:
+            labels = self.gateway.get_node(self.node).get("metadata", {}).get("labels") or {}
+            if SERVER_TYPE_LABEL in labels:
+                return False
+            self.gateway.patch_node_labels(self.node, {SERVER_TYPE_LABEL: chips.server_type})
+        except KubeError as failed:
+            log.warning("node %s: label %s not set (%s)", self.node, SERVER_TYPE_LABEL, failed)
+            return False
+        return True
 
     def allocator(self) -> AnnotationAllocator:
         return AnnotationAllocator(self.gateway, self.cache, self.server_id())

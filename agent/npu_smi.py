@@ -193,9 +193,10 @@ def discover(info: str, mapping: str | None = None) -> NodeChips:
     if len(set(ids)) != len(ids):
         raise NpuSmiError(f"npu-smi reports physical ids {ids}: some appear twice")
     resource = resource_of(chips[0].model, table)
-    return NodeChips(
-        resource, product_of(resource, chips[0].model, table, len(chips)), tuple(chips)
-    )
+    product = product_of(resource, chips[0].model, table, len(chips))
+    # Only the 910A's AI-core count (32) is certain from the model name alone.
+    server_type = "Ascend910-32" if chips[0].model.upper() == "910A" else None
+    return NodeChips(resource, product, tuple(chips), server_type)
 
 
 Runner = Callable[[list[str]], str | None]
