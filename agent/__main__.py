@@ -30,6 +30,7 @@ from agent.kube_side import KubeSide
 from agent.manager import Agent
 from agent.npu_smi import replay_runner, run_npu_smi
 from agent.publish import configmap, device_info
+from agent.repair import POD_RESOURCES_SOCKET
 
 log = logging.getLogger("agent")
 
@@ -104,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
         "pod's service account; kubeconfig: the file given with --kubeconfig",
     )
     serve.add_argument("--kubeconfig", type=Path, help="kubeconfig file for --kube kubeconfig")
+    serve.add_argument(
+        "--pod-resources-socket",
+        type=Path,
+        default=POD_RESOURCES_SOCKET,
+        help="the kubelet's PodResources socket (repairs missing chip records)",
+    )
     serve.add_argument(
         "--node-name",
         default=os.environ.get("NODE_NAME", ""),
@@ -194,7 +201,7 @@ def _serve(args: argparse.Namespace) -> int:
         allocator = None
         if kube is not None:
             kube.start_cache()
-            allocator = kube.allocator()
+            allocator = kube.allocator() if args.volcano_type else None
         agent = Agent(driver, args.plugin_dir, ascend_runtime, allocator)
         agent.start()
     except DriverError as failed:
@@ -204,7 +211,9 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     if kube is not None and agent.state is not None:
         kube.label_node(agent.state.node)
-        kube.start_publisher(agent.state)
+        kube.start_repair(agent.state, args.pod_resources_socket)
+        # With the kubelet's choice, its PodResources are the only record of fresh allocations.
+        kube.start_publisher(agent.state, None if args.volcano_type else args.pod_resources_socket)
     log.info(
         "serving %s from %s (ascend runtime: %s, kube: %s)",
         args.plugin_dir,
@@ -220,16 +229,11 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _kube_side(args: argparse.Namespace) -> KubeSide | None:
-    """The Kubernetes side for --kube in-cluster|kubeconfig with --volcano-type, else None."""
+    """The Kubernetes side for --kube in-cluster|kubeconfig, else None."""
     if args.kube == "off":
         if args.volcano_type:
             raise ValueError("-volcanoType needs the Kubernetes API, and --kube is off")
         return None
-    if not args.volcano_type:
-        raise ValueError(
-            "--kube without --volcano-type is not supported yet: the agent would not know which "
-            "pod holds which chip (the PodResources repair loop is not built)"
-        )
     if not args.node_name:
         raise ValueError("--kube needs this node's name: set NODE_NAME or --node-name")
     if args.kube == "kubeconfig" and args.kubeconfig is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from agent.annotation_allocator import AnnotationAllocator
 from agent.chips import NodeChips
@@ -10,6 +11,7 @@ from agent.kube import KubeError, KubeGateway, node_address
 from agent.plugin import DeviceState
 from agent.pod_cache import PodCache
 from agent.publisher import DeviceInfoPublisher
+from agent.repair import RepairLoop, kubelet_devices
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +25,7 @@ class KubeSide:
         self.period = period
         self.cache = PodCache(gateway, node)
         self.publisher: DeviceInfoPublisher | None = None
+        self.repair: RepairLoop | None = None
 
     def server_id(self) -> str:
         """The node's InternalIP for the rank table ("" when the API server cannot tell)."""
@@ -53,9 +56,43 @@ class KubeSide:
     def start_cache(self) -> None:
         self.cache.start()
 
-    def start_publisher(self, state: DeviceState) -> DeviceInfoPublisher:
+    def start_repair(self, state: DeviceState, socket: Path) -> RepairLoop:
+        """Write missing chip records from the kubelet's PodResources every period."""
+        self.repair = RepairLoop(
+            self.gateway,
+            self.cache,
+            node=lambda: state.node,
+            server_id=self.server_id(),
+            socket=socket,
+            period=self.period,
+        )
+        self.repair.start()
+        return self.repair
+
+    def start_publisher(
+        self, state: DeviceState, pod_resources: Path | None = None
+    ) -> DeviceInfoPublisher:
+        """``pod_resources``: also count the chips the kubelet gave (the kubelet's choice mode)."""
+        extra = None
+        if pod_resources is not None:
+            socket = pod_resources
+
+            def extra() -> set[int]:
+                by_device = state.node.by_device_id()
+                return {
+                    by_device[d].id
+                    for ids in kubelet_devices(socket).values()
+                    for d in ids
+                    if d in by_device
+                }
+
         publisher = DeviceInfoPublisher(
-            self.gateway, self.node, state=state, cache=self.cache, period=self.period
+            self.gateway,
+            self.node,
+            state=state,
+            cache=self.cache,
+            period=self.period,
+            extra_held=extra,
         )
         self.cache.subscribe(publisher.nudge)
         publisher.start()
@@ -63,6 +100,8 @@ class KubeSide:
         return publisher
 
     def stop(self) -> None:
+        if self.repair is not None:
+            self.repair.stop()
         if self.publisher is not None:
             self.publisher.stop()
         self.cache.stop()

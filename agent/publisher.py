@@ -10,7 +10,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+
+import grpc
 
 from agent.handshake import ChipsRefused, held_chips, parse_chips, reserved_chips
 from agent.kube import KubeError, KubeGateway, NotFound
@@ -34,6 +36,7 @@ class DeviceInfoPublisher:
         cache: PodCache,
         period: float,
         clock: Callable[[], float] = time.time,
+        extra_held: Callable[[], Iterable[int]] | None = None,
     ) -> None:
         self._gateway = gateway
         self._node = node
@@ -41,6 +44,9 @@ class DeviceInfoPublisher:
         self._cache = cache
         self._period = period
         self._clock = clock
+        # Chips held by pods that carry no record yet (the kubelet's PodResources), when the
+        # kubelet's choice is the chip; raises when that source cannot be read.
+        self._extra_held = extra_held
         self._last: dict[str, str] | None = None
         self._last_time = 0.0
         self._wake = threading.Event()
@@ -73,6 +79,14 @@ class DeviceInfoPublisher:
         separated = self._separated(data)
         pods = self._cache.pods()
         taken = set(held_chips(pods)) | reserved_chips(pods) | separated
+        if self._extra_held is not None:
+            try:
+                taken |= set(self._extra_held())
+            except grpc.RpcError as failed:
+                log.warning(
+                    "not publishing: the kubelet's PodResources are unreadable (%s)", failed.code()
+                )
+                return False
         now = self._clock()
         info = device_info(self._state.node, taken, int(now))
         lists = info.device_list()

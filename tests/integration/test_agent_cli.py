@@ -206,9 +206,9 @@ def test_serve_with_the_kubernetes_api_gives_the_scheduler_chips_and_publishes_d
         server.stop()
 
 
-def test_kube_without_volcano_type_or_node_name_is_refused_with_the_reason() -> None:
-    done = agent("--kube", "in-cluster", "--driver", "fake", "--fake-state", "x")
-    assert done.returncode == 2 and "--kube without --volcano-type" in done.stderr
+def test_kube_without_a_node_name_or_a_configuration_is_refused_with_the_reason() -> None:
+    done = agent("--kube", "in-cluster", "--node-name", "", "--driver", "fake", "--fake-state", "x")
+    assert done.returncode == 2 and "needs this node's name" in done.stderr
     done = agent(
         "--kube",
         "in-cluster",

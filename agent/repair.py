@@ -1,0 +1,165 @@
+"""Repairs pods that miss the chip records, from the kubelet's PodResources.
+
+Allocate writes ``AscendReal`` / ``kltDev`` / the rank table in the same patch that consumes
+the pod, so our own pods never miss them. Pods that do: pods consumed by another device
+plugin (its records come later), and every pod when the kubelet's choice is the chip
+(``--kube`` without ``--volcano-type``: Allocate cannot know the pod). The kubelet's
+PodResources API says which device IDs each pod holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from agent.chips import NodeChips
+from agent.handshake import (
+    CHIPS_ANNOTATION,
+    KUBELET_ANNOTATION,
+    RANK_TABLE_ANNOTATION,
+    REAL_ANNOTATION,
+    RESOURCE,
+    ChipsRefused,
+    PodInfo,
+    parse_chips,
+    rank_table,
+)
+from agent.kube import Conflict, KubeError, KubeGateway
+from agent.pod_cache import PodCache
+from deviceplugin_api.podresources.v1 import api_pb2 as pr
+from deviceplugin_api.podresources.v1 import api_pb2_grpc as pr_grpc
+from scheduler_core import chip_name
+
+log = logging.getLogger(__name__)
+
+POD_RESOURCES_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
+MAX_MESSAGE = 16 * 1024 * 1024
+TIMEOUT = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    pod: PodInfo
+    annotations: dict[str, str]
+
+
+def kubelet_devices(socket: Path, resource: str = RESOURCE) -> dict[str, list[str]]:
+    """``namespace/name`` → the kubelet's device IDs of ``resource`` (PodResources List)."""
+    options = [("grpc.max_receive_message_length", MAX_MESSAGE)]
+    with grpc.insecure_channel(f"unix://{socket}", options=options) as channel:
+        answer = pr_grpc.PodResourcesListerStub(channel).List(
+            pr.ListPodResourcesRequest(), timeout=TIMEOUT
+        )
+    held: dict[str, list[str]] = {}
+    for pod in answer.pod_resources:
+        for container in pod.containers:
+            for devices in container.devices:
+                if devices.resource_name == resource:
+                    held.setdefault(f"{pod.namespace}/{pod.name}", []).extend(devices.device_ids)
+    return held
+
+
+def repairs(
+    pods: Sequence[PodInfo],
+    devices: Mapping[str, list[str]],
+    node: NodeChips,
+    server_id: str,
+) -> list[Repair]:
+    """The records to write on live pods that hold devices but have no ``AscendReal``."""
+    by_device = node.by_device_id()
+    found = []
+    for pod in pods:
+        kubelet_ids = devices.get(pod.key)
+        if not pod.live or REAL_ANNOTATION in pod.annotations or not kubelet_ids:
+            continue
+        if CHIPS_ANNOTATION in pod.annotations:
+            if not pod.consumed:
+                continue  # still waiting for its Allocate: not ours to record yet
+            try:
+                real = parse_chips(pod.annotations[CHIPS_ANNOTATION], pod.key)
+            except ChipsRefused as bad:
+                log.warning("cannot repair %s: %s", pod.key, bad)
+                continue
+        else:
+            real = [by_device[d].id for d in kubelet_ids if d in by_device]
+        chips = [c for c in node.chips if c.id in set(real)]
+        found.append(
+            Repair(
+                pod,
+                {
+                    REAL_ANNOTATION: ",".join(chip_name(c) for c in real),
+                    KUBELET_ANNOTATION: ",".join(kubelet_ids),
+                    RANK_TABLE_ANNOTATION: rank_table(pod, server_id, chips),
+                },
+            )
+        )
+    return found
+
+
+class RepairLoop:
+    """Every period: read PodResources, write the missing records (with a precondition)."""
+
+    def __init__(
+        self,
+        gateway: KubeGateway,
+        cache: PodCache,
+        *,
+        node: Callable[[], NodeChips],
+        server_id: str,
+        socket: Path = POD_RESOURCES_SOCKET,
+        period: float = 5.0,
+    ) -> None:
+        self._gateway = gateway
+        self._cache = cache
+        self._node = node
+        self._server_id = server_id
+        self._socket = socket
+        self._period = period
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.repaired = 0
+
+    def run_once(self) -> int:
+        if not self._cache.synced:
+            return 0
+        try:
+            devices = kubelet_devices(self._socket)
+        except grpc.RpcError as failed:
+            log.warning("PodResources unavailable (%s): no repairs this round", failed.code())
+            return 0
+        done = 0
+        for repair in repairs(self._cache.pods(), devices, self._node(), self._server_id):
+            try:
+                updated = self._gateway.patch_pod_annotations(
+                    repair.pod.namespace,
+                    repair.pod.name,
+                    repair.annotations,
+                    repair.pod.resource_version,
+                )
+            except Conflict:
+                continue  # changed meanwhile: the next round sees the new version
+            except KubeError as failed:
+                log.warning("repair of %s failed: %s", repair.pod.key, failed)
+                return done
+            self._cache.apply(updated)
+            done += 1
+        self.repaired += done
+        return done
+
+    def start(self) -> None:
+        def loop() -> None:
+            while not self._stop.wait(self._period):
+                self.run_once()
+
+        self._thread = threading.Thread(target=loop, name="repair", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=TIMEOUT + 1)
