@@ -55,7 +55,12 @@ def _period(text: str) -> int:
 
 
 def _driver_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--driver", choices=["fake", "npu-smi"], default="npu-smi")
+    parser.add_argument(
+        "--driver",
+        choices=["fake", "npu-smi"],
+        default=None,
+        help="default: fake when --fake-state is given, else npu-smi",
+    )
     parser.add_argument("--fake-state", type=Path, help="YAML chip state for --driver fake")
     parser.add_argument(
         "--npu-smi-replay",
@@ -132,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_driver(args: argparse.Namespace, period: float = 5.0) -> NpuDriver:
-    if args.driver == "fake":
+    if args.driver == "fake" or (args.driver is None and args.fake_state is not None):
         if args.fake_state is None:
             raise DriverError("--driver fake needs --fake-state FILE")
         return FakeDriver(args.fake_state)

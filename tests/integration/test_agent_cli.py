@@ -104,8 +104,6 @@ def test_deviceinfo_prints_the_configmap_the_agent_would_publish(tmp_path: Path)
     (tmp_path / "s.yaml").write_text(state_yaml(unhealthy=(7,)))
     done = agent(
         "deviceinfo",
-        "--driver",
-        "fake",
         "--fake-state",
         str(tmp_path / "s.yaml"),
         "--node",
