@@ -22,7 +22,7 @@ from types import FrameType
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from agent import demo as demo_cluster
-from agent.chips import DriverError
+from agent.chips import DriverError, NodeChips
 from agent.driver import FakeDriver, NpuDriver, NpuSmiDriver
 from agent.kube import KubeError
 from agent.kube_client import KubernetesGateway
@@ -145,34 +145,36 @@ def make_driver(args: argparse.Namespace, period: float = 5.0) -> NpuDriver:
     return NpuSmiDriver(run, period=period, product=args.product)
 
 
-def _devices(args: argparse.Namespace) -> int:
+def _read_chips(args: argparse.Namespace) -> NodeChips | None:
+    """The driver's chips, or None after printing why they cannot be read."""
     try:
-        node = make_driver(args).read()
+        return make_driver(args).read()
     except DriverError as failed:
         print(f"error: {failed}", file=sys.stderr)
+        return None
+
+
+def _devices(args: argparse.Namespace) -> int:
+    node = _read_chips(args)
+    if node is None:
         return EXIT_BAD_INPUT
-    print(
-        json.dumps(
-            [
-                {
-                    "id": c.id,
-                    "logic_id": c.logic_id,
-                    "name": node.device_id(c),
-                    "health": c.health,
-                    "model": c.model,
-                }
-                for c in node.chips
-            ]
-        )
-    )
+    chips = [
+        {
+            "id": c.id,
+            "logic_id": c.logic_id,
+            "name": node.device_id(c),
+            "health": c.health,
+            "model": c.model,
+        }
+        for c in node.chips
+    ]
+    print(json.dumps(chips))
     return 0
 
 
 def _deviceinfo(args: argparse.Namespace) -> int:
-    try:
-        node = make_driver(args).read()
-    except DriverError as failed:
-        print(f"error: {failed}", file=sys.stderr)
+    node = _read_chips(args)
+    if node is None:
         return EXIT_BAD_INPUT
     update_time = int(time.time()) if args.update_time is None else args.update_time
     print(json.dumps(configmap(args.node, device_info(node, (), update_time)), indent=2))

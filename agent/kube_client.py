@@ -38,11 +38,6 @@ def _call(what: str, fn: Callable[[], T]) -> T:
         ) from None
 
 
-def _raw(body: Obj) -> Any:
-    """The client sends a plain dict as it is; its stubs only name the model classes."""
-    return body
-
-
 def _json(response: Any) -> Obj:
     body = json.loads(response.data)
     if not isinstance(body, dict):
@@ -77,16 +72,20 @@ class KubernetesGateway:
             raise KubeError(f"no Kubernetes configuration: {failed}") from None
         return KubernetesGateway(client.ApiClient(configuration))
 
-    def list_pods(self, node: str) -> tuple[list[Obj], str]:
-        body = _call(
-            "list pods",
+    def _read(self, what: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
+        """One call, its answer as the API server's JSON."""
+        return _call(
+            what,
             lambda: _json(
-                self._core.list_pod_for_all_namespaces(
-                    field_selector=f"spec.nodeName={node}",
-                    _preload_content=False,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
+                method(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
             ),
+        )
+
+    def list_pods(self, node: str) -> tuple[list[Obj], str]:
+        body = self._read(
+            "list pods",
+            self._core.list_pod_for_all_namespaces,
+            field_selector=f"spec.nodeName={node}",
         )
         return list(body.get("items") or []), str(
             body.get("metadata", {}).get("resourceVersion", "")
@@ -109,16 +108,8 @@ class KubernetesGateway:
             yield WatchEvent(event["type"], event["raw_object"])
 
     def get_pod(self, namespace: str, name: str) -> Obj:
-        return _call(
-            f"get pod {namespace}/{name}",
-            lambda: _json(
-                self._core.read_namespaced_pod(
-                    name,
-                    namespace,
-                    _preload_content=False,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            ),
+        return self._read(
+            f"get pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace
         )
 
     def patch_pod_annotations(
@@ -126,96 +117,45 @@ class KubernetesGateway:
     ) -> Obj:
         # A resourceVersion inside a patch is a precondition: 409 if the pod has changed.
         body = {"metadata": {"annotations": dict(annotations), "resourceVersion": resource_version}}
-        return _call(
-            f"patch pod {namespace}/{name}",
-            lambda: _json(
-                self._core.patch_namespaced_pod(
-                    name,
-                    namespace,
-                    _raw(body),
-                    _preload_content=False,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            ),
+        return self._read(
+            f"patch pod {namespace}/{name}", self._core.patch_namespaced_pod, name, namespace, body
         )
 
     def get_configmap(self, namespace: str, name: str) -> Obj:
-        return _call(
+        return self._read(
             f"get configmap {namespace}/{name}",
-            lambda: _json(
-                self._core.read_namespaced_config_map(
-                    name,
-                    namespace,
-                    _preload_content=False,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            ),
+            self._core.read_namespaced_config_map,
+            name,
+            namespace,
         )
 
     def create_configmap(self, body: Obj) -> Obj:
         namespace = body["metadata"]["namespace"]
-        return _call(
+        return self._read(
             f"create configmap {namespace}",
-            lambda: _json(
-                self._core.create_namespaced_config_map(
-                    namespace,
-                    _raw(body),
-                    _preload_content=False,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            ),
+            self._core.create_namespaced_config_map,
+            namespace,
+            body,
         )
 
     def update_configmap(self, body: Obj) -> Obj:
         meta = body["metadata"]
-        return _call(
+        return self._read(
             f"update configmap {meta['namespace']}/{meta['name']}",
-            lambda: _json(
-                self._core.replace_namespaced_config_map(
-                    meta["name"],
-                    meta["namespace"],
-                    _raw(body),
-                    _preload_content=False,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            ),
+            self._core.replace_namespaced_config_map,
+            meta["name"],
+            meta["namespace"],
+            body,
         )
 
     def get_node(self, name: str) -> Obj:
-        return _call(
-            f"get node {name}",
-            lambda: _json(
-                self._core.read_node(
-                    name,
-                    _preload_content=False,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            ),
-        )
+        return self._read(f"get node {name}", self._core.read_node, name)
 
     def patch_node_labels(self, name: str, labels: Mapping[str, str]) -> Obj:
         body = {"metadata": {"labels": dict(labels)}}
-        return _call(
-            f"patch node {name}",
-            lambda: _json(
-                self._core.patch_node(
-                    name,
-                    _raw(body),
-                    _preload_content=False,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            ),
-        )
+        return self._read(f"patch node {name}", self._core.patch_node, name, body)
 
     def create_event(self, namespace: str, body: Obj) -> Obj:
-        return _call(
-            f"create event in {namespace}",
-            lambda: _json(
-                self._core.create_namespaced_event(
-                    namespace,
-                    _raw(body),
-                    _preload_content=False,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            ),
+        return self._read(
+            f"create event in {namespace}", self._core.create_namespaced_event, namespace, body
         )

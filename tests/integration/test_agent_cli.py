@@ -29,6 +29,22 @@ def agent(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def serve(plugins: Path, state: Path, *extra: str) -> subprocess.Popen[str]:
+    """``python -m agent`` serving the fake state with the Ascend runtime, as a process."""
+    command = [
+        sys.executable,
+        "-m",
+        "agent",
+        "--plugin-dir",
+        str(plugins),
+        "--fake-state",
+        str(state),
+        "-useAscendDocker=true",
+        *extra,
+    ]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def test_devices_prints_the_chips_of_a_recorded_npu_smi_run(tmp_path: Path) -> None:
     shutil.copy(SAMPLES / "910-atlas800-9010-npu-smi-info-22.0.3.1.txt", tmp_path / "info.txt")
     shutil.copy(SAMPLES / "910-atlas800-9010-npu-smi-info-m.txt", tmp_path / "info-m.txt")
@@ -69,24 +85,7 @@ def test_serve_registers_with_the_kubelet_and_sigterm_removes_its_socket(short_d
     plugins = short_dir / "plugins"
     kubelet = KubeletSimulator(plugins)
     kubelet.start()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "agent",
-            "--plugin-dir",
-            str(plugins),
-            "--driver",
-            "fake",
-            "--fake-state",
-            str(short_dir / "state.yaml"),
-            "-useAscendDocker=true",
-            "-listWatchPeriod=5",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = serve(plugins, short_dir / "state.yaml", "-listWatchPeriod=5")
     try:
         assert kubelet.wait_for(lambda: kubelet.allocatable(RESOURCE) == 8, timeout=20)
         allocation = kubelet.allocate("default/p", "main", RESOURCE, 4)
@@ -142,29 +141,16 @@ def test_serve_with_the_kubernetes_api_gives_the_scheduler_chips_and_publishes_d
     plugins = short_dir / "plugins"
     kubelet = KubeletSimulator(plugins, use_preferred=False)
     kubelet.start()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "agent",
-            "--plugin-dir",
-            str(plugins),
-            "--driver",
-            "fake",
-            "--fake-state",
-            str(short_dir / "state.yaml"),
-            "-useAscendDocker=true",
-            "-volcanoType=true",
-            "--kube",
-            "kubeconfig",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--node-name",
-            "n1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    process = serve(
+        plugins,
+        short_dir / "state.yaml",
+        "-volcanoType=true",
+        "--kube",
+        "kubeconfig",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--node-name",
+        "n1",
     )
     try:
         assert kubelet.wait_for(lambda: kubelet.allocatable(RESOURCE) == 8, timeout=20)
