@@ -24,13 +24,13 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 from agent import demo as demo_cluster
 from agent.chips import DriverError, NodeChips
 from agent.driver import FakeDriver, NpuDriver, NpuSmiDriver
-from agent.kube import KubeError
-from agent.kube_client import KubernetesGateway
 from agent.kube_side import KubeSide
 from agent.manager import Agent
 from agent.npu_smi import replay_runner, run_npu_smi
 from agent.publish import configmap, device_info
 from agent.repair import POD_RESOURCES_SOCKET
+from scheduler_core.kube.client import KubernetesGateway
+from scheduler_core.kube.port import KubeError
 
 log = logging.getLogger("agent")
 

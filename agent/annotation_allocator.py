@@ -26,9 +26,9 @@ from agent.handshake import (
     parse_chips,
     pick_pod,
 )
-from agent.kube import Conflict, KubeError, KubeGateway, NotFound
 from agent.pod_cache import PodCache
 from scheduler_core import chip_name
+from scheduler_core.kube.port import Conflict, KubeError, KubeGateway, NotFound
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,6 @@ from agent.annotation_allocator import AnnotationAllocator
 from agent.driver import FakeDriver
 from agent.handshake import CHIPS_ANNOTATION, PREDICATE_TIME, REAL_ANNOTATION
 from agent.manager import Agent
-from agent.memory_cluster import MemoryCluster, pod_object
 from agent.pod_cache import PodCache
 from agent.publisher import DeviceInfoPublisher
 from deviceplugin_api.kubelet_sim import KubeletError, KubeletSimulator
@@ -36,6 +35,7 @@ from scheduler_core import (
     deviceinfo,
     policy_by_name,
 )
+from scheduler_core.kube.memory import MemoryCluster, pod_object
 
 RESOURCE = "huawei.com/Ascend910"
 PRODUCT = "module910x8"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from agent.annotation_allocator import AnnotationAllocator
 from agent.chips import NodeChips
-from agent.kube import KubeError, KubeGateway, node_address
 from agent.plugin import DeviceState
 from agent.pod_cache import PodCache
 from agent.publisher import DeviceInfoPublisher
 from agent.repair import RepairLoop, kubelet_devices
+from scheduler_core.kube.port import KubeError, KubeGateway, node_address
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ import threading
 from collections.abc import Callable
 
 from agent.handshake import PodInfo
-from agent.kube import KubeError, KubeGateway, Obj, pod_info
+from agent.pods import pod_info
+from scheduler_core.kube.port import KubeError, KubeGateway, Obj
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable
 import grpc
 
 from agent.handshake import ChipsRefused, held_chips, parse_chips, reserved_chips
-from agent.kube import KubeError, KubeGateway, NotFound
 from agent.plugin import DeviceState
 from agent.pod_cache import PodCache
 from agent.publish import configmap, device_info
 from scheduler_core import deviceinfo
+from scheduler_core.kube.port import KubeError, KubeGateway, NotFound
 
 log = logging.getLogger(__name__)
 

@@ -29,11 +29,11 @@ from agent.handshake import (
     parse_chips,
     rank_table,
 )
-from agent.kube import Conflict, KubeError, KubeGateway
 from agent.pod_cache import PodCache
 from deviceplugin_api.podresources.v1 import api_pb2 as pr
 from deviceplugin_api.podresources.v1 import api_pb2_grpc as pr_grpc
 from scheduler_core import chip_name
+from scheduler_core.kube.port import Conflict, KubeError, KubeGateway
 
 log = logging.getLogger(__name__)
 

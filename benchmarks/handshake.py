@@ -19,14 +19,14 @@ import grpc
 
 from agent.annotation_allocator import AnnotationAllocator
 from agent.driver import FakeDriver
-from agent.kube_client import KubernetesGateway
-from agent.loopback_apiserver import LoopbackApiServer
 from agent.manager import Agent
-from agent.memory_cluster import MemoryCluster, pod_object
 from agent.pod_cache import PodCache
 from deviceplugin_api.kubelet_sim import KubeletSimulator
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from deviceplugin_api.v1beta1 import api_pb2_grpc as dp_grpc
+from scheduler_core.kube.client import KubernetesGateway
+from scheduler_core.kube.loopback import LoopbackApiServer
+from scheduler_core.kube.memory import MemoryCluster, pod_object
 
 NODE = "bench-node"
 

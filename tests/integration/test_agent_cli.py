@@ -9,11 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent.kube import NotFound
-from agent.loopback_apiserver import LoopbackApiServer
-from agent.memory_cluster import MemoryCluster, pod_object
 from deviceplugin_api.kubelet_sim import KubeletSimulator
 from scheduler_core.deviceinfo import decode
+from scheduler_core.kube.loopback import LoopbackApiServer
+from scheduler_core.kube.memory import MemoryCluster, pod_object
+from scheduler_core.kube.port import NotFound
 from tests.integration.conftest import RESOURCE, state_yaml
 
 SAMPLES = Path(__file__).parents[1] / "data" / "npu_smi"

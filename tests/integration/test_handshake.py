@@ -15,13 +15,13 @@ import pytest
 from agent.annotation_allocator import AnnotationAllocator
 from agent.chips import Chip, NodeChips
 from agent.driver import FakeDriver
-from agent.kube import KubeGateway, Obj
-from agent.kube_client import KubernetesGateway
-from agent.loopback_apiserver import LoopbackApiServer
 from agent.manager import Agent
-from agent.memory_cluster import MemoryCluster, pod_object
 from agent.pod_cache import PodCache
 from deviceplugin_api.kubelet_sim import KubeletError, KubeletSimulator
+from scheduler_core.kube.client import KubernetesGateway
+from scheduler_core.kube.loopback import LoopbackApiServer
+from scheduler_core.kube.memory import MemoryCluster, pod_object
+from scheduler_core.kube.port import KubeGateway, Obj
 from tests.integration.conftest import RESOURCE, state_yaml
 
 NODE = "node-1"

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from agent.kube import Conflict, KubeError, KubeGateway, NotFound, WatchEvent
-from agent.kube_client import KubernetesGateway
-from agent.loopback_apiserver import LoopbackApiServer
-from agent.memory_cluster import MemoryCluster, pod_object
+from scheduler_core.kube.client import KubernetesGateway
+from scheduler_core.kube.loopback import LoopbackApiServer
+from scheduler_core.kube.memory import MemoryCluster, pod_object
+from scheduler_core.kube.port import Conflict, KubeError, KubeGateway, NotFound, WatchEvent
 
 
 @dataclass

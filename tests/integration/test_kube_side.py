@@ -9,8 +9,8 @@ import pytest
 from agent.chips import DriverError, NodeChips
 from agent.driver import parse_fake_state
 from agent.kube_side import KubeSide
-from agent.memory_cluster import MemoryCluster
 from agent.npu_smi import discover
+from scheduler_core.kube.memory import MemoryCluster
 
 SAMPLES = Path(__file__).parents[1] / "data" / "npu_smi"
 

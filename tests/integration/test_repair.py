@@ -11,13 +11,13 @@ from agent.chips import Chip, NodeChips
 from agent.driver import FakeDriver
 from agent.handshake import CONSUMED, PodInfo
 from agent.manager import Agent
-from agent.memory_cluster import MemoryCluster, pod_object
 from agent.plugin import DeviceState
 from agent.pod_cache import PodCache
 from agent.publisher import DeviceInfoPublisher
 from agent.repair import RepairLoop, kubelet_devices, repairs
 from deviceplugin_api.kubelet_sim import KubeletSimulator
 from scheduler_core.deviceinfo import decode
+from scheduler_core.kube.memory import MemoryCluster, pod_object
 from tests.integration.conftest import RESOURCE, state_yaml
 
 NODE = NodeChips("Ascend910", "module910x8", tuple(Chip(i, i, ip=f"10.0.0.{i}") for i in range(8)))

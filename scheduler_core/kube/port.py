@@ -1,8 +1,9 @@
-"""The agent's one port to Kubernetes: only the calls it makes, on plain JSON objects.
+"""The one port to Kubernetes shared by the agent and the scheduler service: only the calls
+they make, on plain JSON objects.
 
-Adapters: ``MemoryCluster`` (tests, demo) and the official ``kubernetes`` client
-(``agent.kube_client``). Objects travel as the API server's JSON (dicts), so one conversion
-(``pod_info``) serves both.
+Adapters: ``MemoryCluster`` (tests, demo), the official ``kubernetes`` client
+(``scheduler_core.kube.client``), and for testing that client, the loopback fake API server.
+Objects travel as the API server's JSON (dicts).
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent.handshake import RESOURCE, PodInfo
-
 Obj = dict[str, Any]
+NPU_RESOURCE = "huawei.com/Ascend910"
 
 
 class KubeError(RuntimeError):
@@ -65,28 +65,14 @@ class KubeGateway(Protocol):
 
 
 def npu_limit(pod: Obj) -> int:
+    """The pod's NPU chips: the sum of its containers' limits (extended resources cannot be
+    overcommitted, so limits equal requests)."""
     total = 0
     for container in pod.get("spec", {}).get("containers", []) or []:
-        limit = ((container.get("resources") or {}).get("limits") or {}).get(RESOURCE)
+        limit = ((container.get("resources") or {}).get("limits") or {}).get(NPU_RESOURCE)
         if isinstance(limit, int) or (isinstance(limit, str) and limit.isdigit()):
             total += int(limit)
     return total
-
-
-def pod_info(pod: Obj) -> PodInfo:
-    meta = pod.get("metadata", {})
-    status = pod.get("status", {}) or {}
-    return PodInfo(
-        namespace=meta.get("namespace", "default"),
-        name=meta.get("name", ""),
-        uid=meta.get("uid", ""),
-        phase=status.get("phase", "Pending") or "Pending",
-        deleting=bool(meta.get("deletionTimestamp")),
-        reason=status.get("reason", "") or "",
-        npu_limit=npu_limit(pod),
-        resource_version=meta.get("resourceVersion", ""),
-        annotations=dict(meta.get("annotations") or {}),
-    )
 
 
 def node_address(node: Obj) -> str:

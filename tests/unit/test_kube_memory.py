@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
-from agent.kube import Conflict, KubeError, NotFound, node_address, pod_info
-from agent.memory_cluster import MemoryCluster, pod_object
+from agent.pods import pod_info
+from scheduler_core.kube.memory import MemoryCluster, pod_object
+from scheduler_core.kube.port import Conflict, KubeError, NotFound, node_address
 
 
 def cluster_with_pods() -> MemoryCluster:

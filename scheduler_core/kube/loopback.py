@@ -18,8 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from agent.kube import Conflict, KubeError, NotFound, Obj
-from agent.memory_cluster import MemoryCluster
+from scheduler_core.kube.memory import MemoryCluster
+from scheduler_core.kube.port import Conflict, KubeError, NotFound, Obj
 
 PATCH_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
 

@@ -16,7 +16,7 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from agent.kube import Conflict, KubeError, NotFound, Obj, WatchEvent
+from scheduler_core.kube.port import Conflict, KubeError, NotFound, Obj, WatchEvent
 
 REQUEST_TIMEOUT = 10.0
 T = TypeVar("T")

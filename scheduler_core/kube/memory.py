@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from agent.kube import Conflict, KubeError, NotFound, Obj, WatchEvent
+from scheduler_core.kube.port import Conflict, KubeError, NotFound, Obj, WatchEvent
 
 Key = tuple[str, str, str]  # kind, namespace, name
 
