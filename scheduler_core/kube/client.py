@@ -81,12 +81,9 @@ class KubernetesGateway:
             ),
         )
 
-    def list_pods(self, node: str) -> tuple[list[Obj], str]:
-        body = self._read(
-            "list pods",
-            self._core.list_pod_for_all_namespaces,
-            field_selector=f"spec.nodeName={node}",
-        )
+    def list_pods(self, node: str | None) -> tuple[list[Obj], str]:
+        selector = {"field_selector": f"spec.nodeName={node}"} if node else {}
+        body = self._read("list pods", self._core.list_pod_for_all_namespaces, **selector)
         return list(body.get("items") or []), str(
             body.get("metadata", {}).get("resourceVersion", "")
         )
@@ -106,6 +103,37 @@ class KubernetesGateway:
             if event["type"] == "ERROR":
                 raise KubeError(f"watch pods: {event['raw_object'].get('message', 'error')}")
             yield WatchEvent(event["type"], event["raw_object"])
+
+    def list_configmaps(self, namespace: str) -> list[Obj]:
+        body = self._read(
+            f"list configmaps in {namespace}", self._core.list_namespaced_config_map, namespace
+        )
+        return list(body.get("items") or [])
+
+    def list_nodes(self) -> list[Obj]:
+        return list(self._read("list nodes", self._core.list_node).get("items") or [])
+
+    def bind_pod(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
+    ) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": uid,
+                "annotations": dict(annotations),
+            },
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        self._read(
+            f"bind pod {namespace}/{name}",
+            self._core.create_namespaced_pod_binding,
+            name,
+            namespace,
+            body,
+        )
 
     def get_pod(self, namespace: str, name: str) -> Obj:
         return self._read(

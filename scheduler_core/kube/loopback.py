@@ -95,6 +95,17 @@ class _Handler(BaseHTTPRequestHandler):
                 namespace, kind, rest = route[1], route[2], route[3:]
                 self._send(*self._namespaced(method, namespace, kind, rest))
                 return
+            if method == "GET" and route == ["nodes"]:
+                self._send(
+                    200,
+                    {
+                        "kind": "NodeList",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "items": store.list_nodes(),
+                    },
+                )
+                return
             if route[:1] == ["nodes"] and len(route) == 2:
                 if method == "GET":
                     self._send(200, store.get_node(route[1]))
@@ -137,7 +148,24 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "PATCH":
                 changes, version = self._metadata_patch()
                 return 200, store.patch_metadata("Pod", namespace, rest[0], changes, version)
+        if kind == "pods" and rest[1:] == ["binding"] and method == "POST":
+            body = self._body()
+            meta = body.get("metadata") or {}
+            target = (body.get("target") or {}).get("name", "")
+            if not target:
+                raise _BadRequest(422, "Invalid", "binding.target.name is required")
+            store.bind_pod(
+                namespace, rest[0], meta.get("uid", ""), target, meta.get("annotations") or {}
+            )
+            return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
         if kind == "configmaps":
+            if method == "GET" and not rest:
+                return 200, {
+                    "kind": "ConfigMapList",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "items": store.list_configmaps(namespace),
+                }
             if method == "GET" and len(rest) == 1:
                 return 200, store.get_configmap(namespace, rest[0])
             if method == "POST" and not rest:

@@ -112,6 +112,40 @@ class MemoryCluster:
             with self._lock:
                 self._watchers.remove(feed)
 
+    def list_configmaps(self, namespace: str) -> list[Obj]:
+        return self._list("ConfigMap", namespace)
+
+    def list_nodes(self) -> list[Obj]:
+        return self._list("Node", "")
+
+    def _list(self, kind: str, namespace: str) -> list[Obj]:
+        with self._lock:
+            self._check(f"list {kind}")
+            return [
+                copy.deepcopy(o)
+                for (k, ns, _), o in sorted(self._objects.items())
+                if k == kind and ns == namespace
+            ]
+
+    def bind_pod(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
+    ) -> None:
+        with self._lock:
+            self._check("bind pod")
+            pod = self._objects.get(("Pod", namespace, name))
+            if pod is None:
+                raise NotFound(f"pod {namespace}/{name} not found")
+            if uid and pod["metadata"].get("uid") != uid:
+                raise Conflict(f"pod {namespace}/{name}: UID {uid} does not match")
+            if pod.get("spec", {}).get("nodeName"):
+                raise Conflict(
+                    f"pod {namespace}/{name} is already bound to {pod['spec']['nodeName']}"
+                )
+            bound = copy.deepcopy(pod)
+            bound["spec"]["nodeName"] = node
+            bound["metadata"].setdefault("annotations", {}).update(annotations)
+            self._write("Pod", bound, "MODIFIED")
+
     def get_pod(self, namespace: str, name: str) -> Obj:
         return self.get("Pod", namespace, name)
 
@@ -195,7 +229,7 @@ class MemoryCluster:
 def pod_object(
     namespace: str,
     name: str,
-    node: str,
+    node: str | None,
     npu: int,
     *,
     annotations: Mapping[str, str] | None = None,
@@ -212,7 +246,7 @@ def pod_object(
             "annotations": dict(annotations or {}),
         },
         "spec": {
-            "nodeName": node,
+            **({"nodeName": node} if node else {}),
             "containers": [
                 {"name": "main", "resources": {"limits": {"huawei.com/Ascend910": str(npu)}}}
             ],

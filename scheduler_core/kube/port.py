@@ -35,8 +35,19 @@ class WatchEvent:
 
 
 class KubeGateway(Protocol):
-    def list_pods(self, node: str) -> tuple[list[Obj], str]:
-        """Pods bound to ``node`` and the list's resourceVersion."""
+    def list_pods(self, node: str | None) -> tuple[list[Obj], str]:
+        """Pods bound to ``node`` (every pod when None) and the list's resourceVersion."""
+        ...
+
+    def list_configmaps(self, namespace: str) -> list[Obj]: ...
+
+    def list_nodes(self) -> list[Obj]: ...
+
+    def bind_pod(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
+    ) -> None:
+        """Create the pod's Binding; its annotations reach the pod atomically with the node
+        (Conflict when the pod is already bound or its UID differs)."""
         ...
 
     def watch_pods(self, node: str, resource_version: str, timeout: float) -> Iterator[WatchEvent]:

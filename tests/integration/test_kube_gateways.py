@@ -132,3 +132,25 @@ def test_an_api_server_that_is_down_fails_calls_quickly_and_comes_back(setup: Se
     else:
         setup.server.start()
     assert len(setup.gateway.list_pods("node-1")[0]) == 1
+
+
+def test_everything_the_scheduler_reads_is_listed(setup: Setup) -> None:
+    setup.store.put(
+        "ConfigMap", {"metadata": {"namespace": "kube-system", "name": "cm"}, "data": {}}
+    )
+    assert [p["metadata"]["name"] for p in setup.gateway.list_pods(None)[0]] == ["a", "b"]
+    assert [c["metadata"]["name"] for c in setup.gateway.list_configmaps("kube-system")] == ["cm"]
+    assert [n["metadata"]["name"] for n in setup.gateway.list_nodes()] == ["node-1"]
+
+
+def test_a_binding_sets_the_node_and_the_annotations_at_once_and_only_once(setup: Setup) -> None:
+    setup.store.put("Pod", pod_object("ns", "new", None, 2))
+    uid = setup.store.get_pod("ns", "new")["metadata"]["uid"]
+    setup.gateway.bind_pod("ns", "new", uid, "node-1", {"huawei.com/Ascend910": "Ascend910-0"})
+    bound = setup.gateway.get_pod("ns", "new")
+    assert bound["spec"]["nodeName"] == "node-1"
+    assert bound["metadata"]["annotations"]["huawei.com/Ascend910"] == "Ascend910-0"
+    with pytest.raises(Conflict):
+        setup.gateway.bind_pod("ns", "new", uid, "node-2", {})
+    with pytest.raises(NotFound):
+        setup.gateway.bind_pod("ns", "ghost", "", "node-1", {})
