@@ -1,0 +1,154 @@
+"""The scheduler's view of the NPU nodes, built from what the API server lists.
+
+Pure: node, ConfigMap and pod objects (the API server's JSON) and the current time in, node
+states (and the reason every other node is left out) back. Reference §2.3, §2.7:
+
+- a node is an NPU node when its capacity has ``huawei.com/Ascend910`` and it publishes a
+  DeviceInfo ConfigMap whose CheckCode matches and whose UpdateTime is recent;
+- chips held by live pods come from ``huawei.com/AscendReal``, else the scheduler's
+  ``huawei.com/Ascend910`` annotation;
+- available chips are computed by the scheduler itself (``self-maintain-available-card``,
+  the default): all chips minus held minus unhealthy; or taken from the published list;
+- the stability check keeps a node out while the kubelet's idle count and the free list
+  disagree (for instance right after a bind, before the agent has caught up).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from scheduler_core import deviceinfo
+from scheduler_core.kube.port import NPU_RESOURCE, Obj, npu_limit
+from scheduler_core.model import InvalidInput, NodeState, chip_name, parse_chip_name
+from scheduler_core.products import ACCELERATOR_TYPE_LABEL, product_for_selector
+
+REAL_ANNOTATION = "huawei.com/AscendReal"
+CHIPS_ANNOTATION = NPU_RESOURCE
+FINISHED = frozenset({"Succeeded", "Failed"})
+MAX_AGE = 300  # seconds: a DeviceInfo older than this is stale (agents write every few s)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    nodes: tuple[NodeState, ...]
+    left_out: Mapping[str, str] = field(default_factory=dict)  # node → why it is not used
+
+
+def _quantity(node: Obj, where: str) -> int:
+    value = ((node.get("status") or {}).get(where) or {}).get(NPU_RESOURCE, "0")
+    text = str(value)
+    return int(text) if text.isdigit() else 0
+
+
+def pod_chips(pod: Obj) -> list[int]:
+    """The chips a pod holds or has been given; [] when it names none or names them badly."""
+    annotations = pod.get("metadata", {}).get("annotations") or {}
+    for key in (REAL_ANNOTATION, CHIPS_ANNOTATION):
+        text = annotations.get(key, "")
+        if text:
+            try:
+                return [parse_chip_name(name.strip()) for name in text.split(",")]
+            except InvalidInput:
+                continue
+    return []
+
+
+def live(pod: Obj) -> bool:
+    return ((pod.get("status") or {}).get("phase") or "Pending") not in FINISHED
+
+
+def build(
+    nodes: Iterable[Obj],
+    configmaps: Iterable[Obj],
+    pods: Iterable[Obj],
+    now: float,
+    self_maintain: bool = True,
+) -> Snapshot:
+    infos: dict[str, Mapping[str, str]] = {}
+    for cm in configmaps:
+        meta = cm.get("metadata", {})
+        node_name = deviceinfo.node_of(meta.get("name", ""))
+        if meta.get("namespace") == deviceinfo.NAMESPACE and node_name:
+            infos[node_name] = cm.get("data") or {}
+    held: dict[str, set[int]] = {}
+    requested: dict[str, int] = {}
+    for pod in pods:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if node_name and live(pod):
+            held.setdefault(node_name, set()).update(pod_chips(pod))
+            requested[node_name] = requested.get(node_name, 0) + npu_limit(pod)
+    states: list[NodeState] = []
+    left_out: dict[str, str] = {}
+    for node in nodes:
+        name = node.get("metadata", {}).get("name", "")
+        if _quantity(node, "capacity") == 0:
+            continue  # not an NPU node: nothing to say about it
+        state = _node_state(
+            node,
+            infos.get(name),
+            held=held.get(name, set()),
+            requested=requested.get(name, 0),
+            now=now,
+            self_maintain=self_maintain,
+        )
+        if isinstance(state, str):
+            left_out[name] = state
+        else:
+            states.append(state)
+    return Snapshot(tuple(states), left_out)
+
+
+def _node_state(
+    node: Obj,
+    data: Mapping[str, str] | None,
+    *,
+    held: set[int],
+    requested: int,
+    now: float,
+    self_maintain: bool,
+) -> NodeState | str:
+    name = node["metadata"]["name"]
+    if data is None:
+        return f"{name}: no {deviceinfo.configmap_name(name)} ConfigMap"
+    try:
+        info = deviceinfo.decode(data)
+    except InvalidInput as bad:
+        return f"{name}: DeviceInfo ignored: {bad}"
+    if now - info.update_time > MAX_AGE:
+        return f"{name}: DeviceInfo is stale (updated {int(now - info.update_time)} s ago)"
+    labels = node.get("metadata", {}).get("labels") or {}
+    try:
+        product = product_for_selector(
+            {ACCELERATOR_TYPE_LABEL: labels.get(ACCELERATOR_TYPE_LABEL, "module")}
+        )
+    except InvalidInput as bad:
+        return f"{name}: {bad}"
+    allocatable = _quantity(node, "allocatable")
+    if self_maintain:
+        separated = _separated(data)
+        free = set(range(product.capacity)) - held - set(info.unhealthy) - separated
+    else:
+        free = set(info.free)
+    idle = allocatable - requested
+    if len(free) != idle:
+        return (
+            f"{name}'s {NPU_RESOURCE} not stable: {len(free)} listed free, "
+            f"{idle} idle at the kubelet"
+        )
+    return NodeState(
+        name=name,
+        product=product.name,
+        free=tuple(sorted(free, key=chip_name)),  # the published (string) order
+        allocatable=min(allocatable, product.capacity),
+        unhealthy=frozenset(c for c in info.unhealthy if c < product.capacity),
+        network_unhealthy=frozenset(c for c in info.network_unhealthy if c < product.capacity),
+    )
+
+
+def _separated(data: Mapping[str, str]) -> set[int]:
+    text = data.get(deviceinfo.SEPARATED_KEY, "")
+    try:
+        return {parse_chip_name(n) for n in text.split(",") if n}
+    except InvalidInput:
+        return set()

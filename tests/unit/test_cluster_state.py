@@ -1,0 +1,100 @@
+"""The scheduler's view of the nodes, from listed nodes, DeviceInfo ConfigMaps and pods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler_core.cluster_state import build
+from scheduler_core.deviceinfo import DeviceInfo, encode
+from scheduler_core.kube.memory import pod_object
+
+NOW = 1_700_000_000
+
+
+def node(
+    name: str, allocatable: int = 8, capacity: int = 8, accelerator: str | None = None
+) -> dict[str, Any]:
+    labels = {"accelerator-type": accelerator} if accelerator else {}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "status": {
+            "capacity": {"huawei.com/Ascend910": str(capacity)},
+            "allocatable": {"huawei.com/Ascend910": str(allocatable)},
+        },
+    }
+
+
+def cm(
+    name: str, free: set[int], unhealthy: frozenset[int] = frozenset(), age: int = 0
+) -> dict[str, Any]:
+    info = DeviceInfo(frozenset(free), frozenset(unhealthy), frozenset(), update_time=NOW - age)
+    return {
+        "metadata": {"namespace": "kube-system", "name": f"mindx-dl-deviceinfo-{name}"},
+        "data": encode(info),
+    }
+
+
+def bound(
+    name: str, node_name: str, chips: str, real: bool = False, phase: str = "Running"
+) -> dict[str, Any]:
+    key = "huawei.com/AscendReal" if real else "huawei.com/Ascend910"
+    return pod_object(
+        "ns", name, node_name, len(chips.split(",")), annotations={key: chips}, phase=phase
+    )
+
+
+def test_free_chips_are_all_chips_minus_held_minus_unhealthy() -> None:
+    pods = [
+        bound("a", "n1", "Ascend910-0,Ascend910-1", real=True),
+        bound("b", "n1", "Ascend910-4"),
+        bound("done", "n1", "Ascend910-5", phase="Succeeded"),
+    ]
+    snapshot = build(
+        [node("n1", allocatable=7)], [cm("n1", {2, 3, 5, 6}, unhealthy=frozenset({7}))], pods, NOW
+    )
+    (state,) = snapshot.nodes
+    assert state.free == (2, 3, 5, 6)
+    assert (state.allocatable, state.unhealthy) == (7, frozenset({7}))
+
+
+def test_the_published_list_is_used_verbatim_when_the_scheduler_does_not_maintain_it() -> None:
+    snapshot = build(
+        [node("n1")], [cm("n1", {0, 1, 2, 3, 4, 5, 6, 7})], [], NOW, self_maintain=False
+    )
+    assert snapshot.nodes[0].free == tuple(range(8))
+
+
+def test_a_node_whose_free_count_disagrees_with_the_kubelet_is_left_out() -> None:
+    pods = [pod_object("ns", "other", "n1", 2, phase="Running")]  # holds 2 chips, names none
+    snapshot = build([node("n1")], [cm("n1", set(range(8)))], pods, NOW)
+    assert snapshot.nodes == ()
+    assert snapshot.left_out["n1"] == (
+        "n1's huawei.com/Ascend910 not stable: 8 listed free, 6 idle at the kubelet"
+    )
+
+
+def test_a_mismatching_or_stale_configmap_is_never_trusted() -> None:
+    edited = cm("n1", set(range(8)))
+    edited["data"]["DeviceInfoCfg"] = edited["data"]["DeviceInfoCfg"].replace(
+        "Ascend910-7", "Ascend910-9"
+    )
+    snapshot = build(
+        [node("n1"), node("n2"), node("n3")], [edited, cm("n2", set(range(8)), age=301)], [], NOW
+    )
+    assert snapshot.nodes == ()
+    assert "CheckCode does not match" in snapshot.left_out["n1"]
+    assert "stale (updated 301 s ago)" in snapshot.left_out["n2"]
+    assert snapshot.left_out["n3"] == "n3: no mindx-dl-deviceinfo-n3 ConfigMap"
+
+
+def test_the_product_comes_from_the_nodes_accelerator_type_label() -> None:
+    snapshot = build(
+        [node("n1", 16, 16, "module-910b-16"), node("cpu", capacity=0)],
+        [cm("n1", set(range(16)))],
+        [],
+        NOW,
+    )
+    (state,) = snapshot.nodes
+    assert state.product == "module910bx16"
+    assert state.free[:3] == (0, 1, 10), "the published string order"
+    assert "cpu" not in snapshot.left_out
