@@ -206,6 +206,38 @@ class Session:
             placements.append(Placement(task.name, node, chips))
         return Decision(job.key, True, tuple(placements), scores=scores, rejected=rejected)
 
+    def place_on(self, job: Job, node: str) -> Decision:
+        """Place a one-pod job on a given node (the one kube-scheduler chose), or say why not."""
+        try:
+            product = validate_job(job)
+        except JobInvalid as invalid:
+            return Decision(job.key, False, reason=str(invalid))
+        if len(job.npu_tasks) != 1:
+            return Decision(job.key, False, reason=f"{job.key} is not a one-pod job")
+        if node not in self._nodes:
+            return Decision(job.key, False, reason=f"{node} is not a known NPU node")
+        if self._ledger.holds(job.key):
+            return Decision(
+                job.key, False, reason=f"job {job.key} already holds chips this session"
+            )
+        task = job.npu_tasks[0]
+        status = filter_node(self._nodes[node], self._usable[node], product, task.npu, False)
+        if not status.ok:
+            return Decision(job.key, False, reason=f"{node}: {status.reason}")
+        chips = self.policy.select(product, self._usable[node], task.npu, False)
+        self._ledger.take(job.key, task.name, node, chips)
+        self._refresh(node)
+        return Decision(job.key, True, (Placement(task.name, node, chips),))
+
+    def take(self, job: str, task: str, node: str, chips: tuple[int, ...]) -> bool:
+        """Hold chips chosen earlier (a bind the published state does not show yet); False
+        when one of them is no longer usable here."""
+        if node not in self._nodes or not set(chips) <= set(self._usable[node]):
+            return False
+        self._ledger.take(job, task, node, chips)
+        self._refresh(node)
+        return True
+
     # ---- internals -------------------------------------------------------------------
 
     def _score(

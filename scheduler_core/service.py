@@ -1,0 +1,191 @@
+"""The scheduler service: the extender over HTTP, fed by a refresh loop.
+
+``POST /filter``, ``/prioritize``, ``/bind`` take kube-scheduler's extender JSON (Go field
+names: ``Pod``, ``NodeNames``, ``FailedNodes``, ``Host``, ``Score``, ``PodName``, …);
+``GET /healthz``, ``/readyz`` (ready once the cluster has been read) and ``/metrics``
+(Prometheus text). Every ``refresh_period`` the loop lists nodes, DeviceInfo ConfigMaps and
+pods and hands the extender a new snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from scheduler_core import cluster_state, deviceinfo
+from scheduler_core.extender import Extender
+from scheduler_core.kube.port import KubeError, KubeGateway
+
+log = logging.getLogger(__name__)
+
+VERBS = ("filter", "prioritize", "bind")
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls: dict[str, int] = dict.fromkeys(VERBS, 0)
+        self.errors: dict[str, int] = dict.fromkeys(VERBS, 0)
+        self.seconds: dict[str, float] = dict.fromkeys(VERBS, 0.0)
+        self.refresh_errors = 0
+
+    def record(self, verb: str, seconds: float, failed: bool) -> None:
+        with self._lock:
+            self.calls[verb] += 1
+            self.seconds[verb] += seconds
+            self.errors[verb] += int(failed)
+
+    def text(self, binds: int, nodes: int) -> str:
+        with self._lock:
+            lines = ["# TYPE ascend_scheduler_requests_total counter"]
+            lines += [
+                f'ascend_scheduler_requests_total{{verb="{v}"}} {n}' for v, n in self.calls.items()
+            ]
+            lines.append("# TYPE ascend_scheduler_request_errors_total counter")
+            lines += [
+                f'ascend_scheduler_request_errors_total{{verb="{v}"}} {n}'
+                for v, n in self.errors.items()
+            ]
+            lines.append("# TYPE ascend_scheduler_request_seconds_total counter")
+            lines += [
+                f'ascend_scheduler_request_seconds_total{{verb="{v}"}} {s:.6f}'
+                for v, s in self.seconds.items()
+            ]
+            lines += [
+                "# TYPE ascend_scheduler_binds_total counter",
+                f"ascend_scheduler_binds_total {binds}",
+                "# TYPE ascend_scheduler_npu_nodes gauge",
+                f"ascend_scheduler_npu_nodes {nodes}",
+                "# TYPE ascend_scheduler_refresh_errors_total counter",
+                f"ascend_scheduler_refresh_errors_total {self.refresh_errors}",
+            ]
+        return "\n".join(lines) + "\n"
+
+
+class SchedulerService:
+    def __init__(
+        self,
+        gateway: KubeGateway,
+        extender: Extender,
+        refresh_period: float = 1.0,
+        self_maintain: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.gateway = gateway
+        self.extender = extender
+        self.metrics = Metrics()
+        self.nodes = 0
+        self._period = refresh_period
+        self._self_maintain = self_maintain
+        self._clock = clock
+        self._stop = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._threads: list[threading.Thread] = []
+
+    def refresh(self) -> None:
+        """Read the cluster once and give the extender the new snapshot."""
+        nodes = self.gateway.list_nodes()
+        configmaps = self.gateway.list_configmaps(deviceinfo.NAMESPACE)
+        pods, _ = self.gateway.list_pods(None)
+        snapshot = cluster_state.build(nodes, configmaps, pods, self._clock(), self._self_maintain)
+        self.extender.refresh(snapshot, pods)
+        self.nodes = len(snapshot.nodes)
+        for name, reason in snapshot.left_out.items():
+            log.debug("node %s left out: %s", name, reason)
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.refresh()
+            except KubeError as failed:
+                self.metrics.refresh_errors += 1
+                log.warning("cluster not read: %s", failed)
+            self._stop.wait(self._period)
+
+    def handle(self, verb: str, body: Any) -> Any:
+        start = time.perf_counter()
+        failed = True
+        try:
+            if verb == "filter":
+                answer: Any = self.extender.filter(body)
+                failed = bool(answer.get("Error"))
+            elif verb == "prioritize":
+                answer = self.extender.prioritize(body)
+                failed = False
+            else:
+                answer = self.extender.bind(body)
+                failed = bool(answer.get("Error"))
+            return answer
+        finally:
+            self.metrics.record(verb, time.perf_counter() - start, failed)
+
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        self.refresh_once_safely()
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug(format, *args)
+
+            def _send(self, code: int, body: bytes, kind: str = "application/json") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                if self.path == "/healthz":
+                    self._send(200, b"ok\n", "text/plain")
+                elif self.path == "/readyz":
+                    ready = service.extender.ready
+                    self._send(
+                        200 if ready else 503, b"ready\n" if ready else b"not ready\n", "text/plain"
+                    )
+                elif self.path == "/metrics":
+                    text = service.metrics.text(service.extender.binds, service.nodes)
+                    self._send(200, text.encode(), "text/plain; version=0.0.4")
+                else:
+                    self._send(404, b'{"Error":"not found"}')
+
+            def do_POST(self) -> None:
+                verb = self.path.strip("/")
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except ValueError:
+                    self._send(400, json.dumps({"Error": "the body is not JSON"}).encode())
+                    return
+                if verb not in VERBS or not isinstance(body, dict):
+                    self._send(404, json.dumps({"Error": f"no verb {verb!r}"}).encode())
+                    return
+                self._send(200, json.dumps(service.handle(verb, body)).encode())
+
+        server = ThreadingHTTPServer((host, port), Handler)
+        server.daemon_threads = True
+        self._server = server
+        for target in (server.serve_forever, self._refresh_loop):
+            thread = threading.Thread(target=target, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return f"http://{host}:{server.server_address[1]}"
+
+    def refresh_once_safely(self) -> None:
+        try:
+            self.refresh()
+        except KubeError as failed:
+            log.warning("cluster not read yet: %s", failed)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
