@@ -28,6 +28,7 @@ from scheduler_core.kube.port import KubeError, KubeGateway, Obj, npu_limit
 from scheduler_core.model import Job, Placement, Task
 from scheduler_core.policies import DEFAULT_POLICY, Policy
 from scheduler_core.products import ACCELERATOR_TYPE_LABEL, product_by_name, product_for_selector
+from scheduler_core.validation import JobInvalid, validate_job
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +184,10 @@ class Extender:
         self, request: PodRequest, names: list[str]
     ) -> tuple[list[str], dict[str, str]]:
         job = request.job()
+        try:
+            validate_job(job)
+        except JobInvalid as invalid:
+            return [], dict.fromkeys(names, str(invalid))
         held = self._held_for_gangs()
         passing, failed = [], {}
         statuses = self._session.filter(job, request.npu)

@@ -1,0 +1,204 @@
+"""The extender's verbs as kube-scheduler calls them, against the in-memory store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler_core.deviceinfo import DeviceInfo, encode
+from scheduler_core.extender import Extender, normalize
+from scheduler_core.kube.memory import MemoryCluster, pod_object
+from scheduler_core.service import SchedulerService
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def add_node(api: MemoryCluster, name: str, unhealthy: frozenset[int] = frozenset()) -> None:
+    healthy = str(8 - len(unhealthy))
+    api.put(
+        "Node",
+        {
+            "metadata": {"name": name, "labels": {}},
+            "status": {
+                "capacity": {"huawei.com/Ascend910": "8"},
+                "allocatable": {"huawei.com/Ascend910": healthy},
+            },
+        },
+    )
+    info = DeviceInfo(
+        frozenset(range(8)) - unhealthy, unhealthy, frozenset(), update_time=1_700_000_000
+    )
+    api.put(
+        "ConfigMap",
+        {
+            "metadata": {"namespace": "kube-system", "name": f"mindx-dl-deviceinfo-{name}"},
+            "data": encode(info),
+        },
+    )
+
+
+def pending(
+    api: MemoryCluster, name: str, npu: int, gang: str | None = None, size: int = 0
+) -> dict[str, Any]:
+    pod = pod_object("ns", name, None, npu)
+    if gang:
+        pod["metadata"]["labels"] = {"ascend.npu/gang": gang}
+        pod["metadata"]["annotations"]["ascend.npu/gang-size"] = str(size)
+    api.put("Pod", pod)
+    return api.get_pod("ns", name)
+
+
+class Harness:
+    def __init__(self, nodes: int, **kw: float) -> None:
+        self.api = MemoryCluster()
+        self.clock = Clock()
+        for i in range(nodes):
+            add_node(self.api, f"n{i}")
+        self.extender = Extender(self.api, clock=self.clock, **kw)  # type: ignore[arg-type]
+        self.service = SchedulerService(self.api, self.extender, clock=self.clock)
+        self.service.refresh()
+        self.names = [f"n{i}" for i in range(nodes)]
+
+    def filter(self, pod: dict[str, Any]) -> dict[str, Any]:
+        return self.extender.filter({"Pod": pod, "NodeNames": self.names})
+
+    def schedule(self, pod: dict[str, Any]) -> str | None:
+        """kube-scheduler's part: filter, prioritize, the best node, bind."""
+        passing = self.filter(pod)["NodeNames"]
+        if not passing:
+            return None
+        scores = self.extender.prioritize({"Pod": pod, "NodeNames": passing})
+        best = max(scores, key=lambda s: s["Score"])["Host"]
+        meta = pod["metadata"]
+        answer = self.extender.bind(
+            {
+                "PodName": meta["name"],
+                "PodNamespace": meta["namespace"],
+                "PodUID": meta["uid"],
+                "Node": best,
+            }
+        )
+        assert answer == {"Error": ""}, answer
+        return str(best)
+
+    def chips(self, name: str) -> str:
+        return str(self.api.get_pod("ns", name)["metadata"]["annotations"]["huawei.com/Ascend910"])
+
+
+def test_bind_writes_the_scheduler_annotations_with_the_node() -> None:
+    h = Harness(2)
+    pod = pending(h.api, "p", 2)
+    node = h.schedule(pod)
+    bound = h.api.get_pod("ns", "p")
+    assert bound["spec"]["nodeName"] == node
+    assert bound["metadata"]["annotations"]["huawei.com/Ascend910"] == "Ascend910-0,Ascend910-1"
+    assert bound["metadata"]["annotations"]["predicate-time"].isdigit()
+
+
+def test_two_pods_never_get_the_same_chips_before_the_state_catches_up() -> None:
+    h = Harness(1)
+    for i in range(8):
+        h.schedule(pending(h.api, f"p{i}", 1))
+    chips = [h.chips(f"p{i}") for i in range(8)]
+    assert len(set(chips)) == 8
+    answer = h.filter(pending(h.api, "ninth", 1))
+    assert answer["NodeNames"] == []
+    assert "npu topology not meet job require" in answer["FailedNodes"]["n0"]
+
+
+def test_filter_explains_every_rejected_node() -> None:
+    h = Harness(2)
+    h.api.put("Node", {"metadata": {"name": "cpu-node"}, "status": {}})
+    h.names.append("cpu-node")
+    h.names.append("ghost")
+    answer = h.filter(pending(h.api, "p", 3))
+    assert answer["NodeNames"] == []
+    assert "req npu not in [1,2,4,8]" in answer["FailedNodes"]["n0"]
+    answer = h.filter(pending(h.api, "q", 2))
+    assert answer["NodeNames"] == ["n0", "n1"]
+    assert answer["FailedNodes"] == {
+        "cpu-node": "cpu-node is not an Ascend NPU node",
+        "ghost": "ghost is not an Ascend NPU node",
+    }
+
+
+def test_prioritize_maps_the_policy_scores_onto_zero_to_ten() -> None:
+    assert normalize({"a": 263.0, "b": 236.0, "c": None}) == [
+        {"Host": "a", "Score": 10},
+        {"Host": "b", "Score": 0},
+        {"Host": "c", "Score": 0},
+    ]
+    assert normalize({"a": 5.0, "b": 5.0}) == [
+        {"Host": "a", "Score": 10},
+        {"Host": "b", "Score": 10},
+    ]
+
+
+def test_a_gang_is_reserved_whole_only_when_all_its_pods_exist_then_binds_into_it() -> None:
+    h = Harness(3)
+    first = pending(h.api, "g-0", 8, gang="g", size=2)
+    h.service.refresh()
+    answer = h.filter(first)
+    assert answer["NodeNames"] == []
+    assert "1 of 2 pods exist" in answer["FailedNodes"]["n0"]
+    second = pending(h.api, "g-1", 8, gang="g", size=2)
+    h.service.refresh()
+    nodes = {h.schedule(first), h.schedule(second)}
+    assert len(nodes) == 2 and None not in nodes
+    small = pending(h.api, "small", 8)
+    assert h.schedule(small) == ({"n0", "n1", "n2"} - nodes).pop()
+
+
+def test_a_gang_that_does_not_fit_holds_whole_nodes_against_small_pods_within_a_bound() -> None:
+    h = Harness(3, hold_limit=100)
+    h.schedule(pending(h.api, "busy", 1))  # n0 is no longer whole
+    gang = [pending(h.api, f"g-{i}", 8, gang="g", size=3) for i in range(3)]
+    h.service.refresh()
+    assert h.filter(gang[0])["NodeNames"] == [], "3 whole nodes are needed, 2 exist"
+    small = pending(h.api, "small", 1)
+    answer = h.filter(small)
+    assert answer["NodeNames"] == ["n0"], "the whole nodes are held for the gang"
+    assert answer["FailedNodes"]["n1"].startswith("held for gang ns/g")
+    h.clock.now += 101
+    assert h.filter(small)["NodeNames"] == ["n0", "n1", "n2"], "the hold is bounded"
+
+
+def test_a_reservation_expires_when_the_gang_never_binds() -> None:
+    h = Harness(2, gang_ttl=30)
+    gang = [pending(h.api, f"g-{i}", 8, gang="g", size=2) for i in range(2)]
+    h.service.refresh()
+    assert len(h.filter(gang[0])["NodeNames"]) == 2
+    assert h.filter(pending(h.api, "other", 8))["NodeNames"] == [], "the nodes are reserved"
+    h.clock.now += 31
+    h.api.delete("Pod", "ns", "g-0")
+    h.api.delete("Pod", "ns", "g-1")
+    h.service.refresh()
+    assert len(h.filter(h.api.get_pod("ns", "other"))["NodeNames"]) == 2
+
+
+def test_a_bind_that_the_api_server_refuses_gives_its_chips_back() -> None:
+    h = Harness(1)
+    pod = pending(h.api, "p", 8)
+    h.api.delete("Pod", "ns", "p")
+    answer = h.extender.bind(
+        {"PodName": "p", "PodNamespace": "ns", "PodUID": pod["metadata"]["uid"], "Node": "n0"}
+    )
+    assert "not found" in answer["Error"]
+    assert h.filter(pending(h.api, "q", 8))["NodeNames"] == ["n0"]
+
+
+@pytest.mark.parametrize("size", ["x", "0"])
+def test_a_malformed_gang_size_is_refused_with_the_reason(size: str) -> None:
+    h = Harness(1)
+    pod = pending(h.api, "p", 8, gang="g", size=1)
+    pod["metadata"]["annotations"]["ascend.npu/gang-size"] = size
+    answer = h.filter(pod)
+    assert answer["NodeNames"] == []
+    assert "ascend.npu/gang-size" in answer["FailedNodes"]["n0"]
