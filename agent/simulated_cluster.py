@@ -1,0 +1,315 @@
+"""A whole simulated cluster in one process, for end-to-end tests and the demo.
+
+The loopback API server; per node a fake driver, the agent (annotation handshake through the
+official kubernetes client), its DeviceInfo publisher and a kubelet simulator over real gRPC
+unix sockets; the scheduler service over HTTP; and ``KubeScheduler``, a small driver that
+plays kube-scheduler's part: list pending pods, filter, prioritize, pick the best node, bind.
+``admit`` then lets each node's kubelet admit the pods bound to it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.annotation_allocator import AnnotationAllocator
+from agent.driver import FakeDriver
+from agent.manager import Agent
+from agent.pod_cache import PodCache
+from agent.publisher import DeviceInfoPublisher
+from deviceplugin_api.kubelet_sim import Allocation, KubeletError, KubeletSimulator
+from scheduler_core.extender import Extender
+from scheduler_core.kube.client import KubernetesGateway
+from scheduler_core.kube.loopback import LoopbackApiServer
+from scheduler_core.kube.memory import MemoryCluster
+from scheduler_core.kube.port import NPU_RESOURCE, Obj, npu_limit
+from scheduler_core.policies import policy_by_name
+from scheduler_core.service import SchedulerService
+
+
+def state_file(unhealthy: frozenset[int] = frozenset(), chips: int = 8) -> str:
+    lines = ["product: module910x8", "chips:"]
+    for i in range(chips):
+        health = "Unhealthy" if i in unhealthy else "Healthy"
+        lines.append(f"  - {{id: {i}, health: {health}, ip: 10.0.0.{i + 10}}}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class SimNode:
+    name: str
+    home: Path
+    kubelet: KubeletSimulator
+    cache: PodCache
+    agent: Agent
+    publisher: DeviceInfoPublisher
+
+    def write_state(self, unhealthy: frozenset[int]) -> None:
+        partial = self.home / "state.tmp"
+        partial.write_text(state_file(unhealthy))
+        partial.replace(self.home / "state.yaml")
+
+
+@dataclass
+class Admitted:
+    pod: str
+    node: str
+    allocation: Allocation
+
+
+@dataclass
+class SimulatedCluster:
+    store: MemoryCluster
+    api: LoopbackApiServer
+    nodes: dict[str, SimNode]
+    service: SchedulerService
+    url: str
+    stack: ExitStack
+    admitted: dict[str, Admitted] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+
+    def gateway(self) -> KubernetesGateway:
+        return KubernetesGateway.for_url(self.api.url)
+
+    def start_node(self, name: str, home: Path, use_preferred: bool, seed: int) -> SimNode:
+        gateway = self.gateway()
+        kubelet = KubeletSimulator(home / "plugins", home / "podres.sock", use_preferred, seed)
+        kubelet.start()
+        cache = PodCache(gateway, name, watch_seconds=1)
+        cache.start()
+        allocator = AnnotationAllocator(gateway, cache, f"192.168.0.{len(self.nodes) + 1}")
+        agent = Agent(FakeDriver(home / "state.yaml"), home / "plugins", True, allocator)
+        agent.start()
+        assert agent.state is not None
+        publisher = DeviceInfoPublisher(gateway, name, state=agent.state, cache=cache, period=1)
+        cache.subscribe(publisher.nudge)
+        publisher.start()
+        node = SimNode(name, home, kubelet, cache, agent, publisher)
+        self.nodes[name] = node
+        return node
+
+    def stop_node_agent(self, name: str) -> None:
+        node = self.nodes[name]
+        node.publisher.stop()
+        node.agent.stop()
+        node.cache.stop()
+
+    def restart_node_agent(self, name: str) -> None:
+        """The agent process restarts; its kubelet stays."""
+        node = self.nodes[name]
+        self.stop_node_agent(name)
+        gateway = self.gateway()
+        node.cache = PodCache(gateway, name, watch_seconds=1)
+        node.cache.start()
+        allocator = AnnotationAllocator(gateway, node.cache, "")
+        node.agent = Agent(
+            FakeDriver(node.home / "state.yaml"), node.home / "plugins", True, allocator
+        )
+        node.agent.start()
+        assert node.agent.state is not None
+        node.publisher = DeviceInfoPublisher(
+            gateway, name, state=node.agent.state, cache=node.cache, period=1
+        )
+        node.cache.subscribe(node.publisher.nudge)
+        node.publisher.start()
+
+    def sync_node_status(self) -> None:
+        """What each kubelet reports in its node status: capacity and healthy allocatable."""
+        for name, node in self.nodes.items():
+            obj = self.store.get_node(name)
+            devices = node.kubelet.devices(NPU_RESOURCE)
+            obj["status"]["capacity"] = {NPU_RESOURCE: str(len(devices))}
+            obj["status"]["allocatable"] = {
+                NPU_RESOURCE: str(node.kubelet.allocatable(NPU_RESOURCE))
+            }
+            self.store.put("Node", obj)
+
+    def wait_published(self, timeout: float = 15) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(n.publisher.writes > 0 for n in self.nodes.values()):
+                self.service.refresh()
+                return True
+            time.sleep(0.05)
+        return False
+
+    def admit(self) -> list[Admitted]:
+        """Each kubelet admits the pods bound to its node that it has not admitted yet."""
+        done = []
+        pods, _ = self.store.list_pods(None)
+        for pod in pods:
+            meta, spec = pod["metadata"], pod.get("spec") or {}
+            key = f"{meta['namespace']}/{meta['name']}"
+            node = spec.get("nodeName")
+            if (
+                not node
+                or key in self.admitted
+                or key in self.refused
+                or pod["status"].get("phase") != "Pending"
+            ):
+                continue
+            try:
+                allocation = self.nodes[node].kubelet.allocate(
+                    key, "main", NPU_RESOURCE, npu_limit(pod)
+                )
+            except KubeletError as failed:
+                self.refused[key] = str(failed)
+                pod["status"]["phase"], pod["status"]["reason"] = (
+                    "Failed",
+                    "UnexpectedAdmissionError",
+                )
+                self.store.put("Pod", self._fresh(pod))
+                continue
+            self.admitted[key] = Admitted(key, node, allocation)
+            running = self.store.get_pod(meta["namespace"], meta["name"])
+            running["status"]["phase"] = "Running"
+            self.store.put("Pod", running)
+            done.append(self.admitted[key])
+        return done
+
+    def _fresh(self, pod: Obj) -> Obj:
+        current = self.store.get_pod(pod["metadata"]["namespace"], pod["metadata"]["name"])
+        current["status"] = pod["status"]
+        return current
+
+    def finish(self, key: str, delete: bool = False) -> None:
+        """A pod ends (Succeeded) or is deleted: the kubelet frees its device IDs."""
+        namespace, name = key.split("/")
+        if delete:
+            self.store.delete("Pod", namespace, name)
+        else:
+            pod = self.store.get_pod(namespace, name)
+            pod["status"]["phase"] = "Succeeded"
+            self.store.put("Pod", pod)
+        admitted = self.admitted.pop(key, None)
+        if admitted is not None:
+            self.nodes[admitted.node].kubelet.release(key)
+
+
+@contextmanager
+def simulated_cluster(
+    nodes: int, policy: str = "huawei", unhealthy: dict[str, frozenset[int]] | None = None
+) -> Iterator[SimulatedCluster]:
+    root = Path(tempfile.mkdtemp(prefix="sim", dir="/tmp"))
+    with ExitStack() as stack:
+        stack.callback(shutil.rmtree, root, True)
+        store = MemoryCluster()
+        api = LoopbackApiServer(store)
+        api.start()
+        stack.callback(api.stop)
+        service = SchedulerService(
+            KubernetesGateway.for_url(api.url),
+            Extender(KubernetesGateway.for_url(api.url), policy_by_name(policy)),
+            refresh_period=0.5,
+        )
+        cluster = SimulatedCluster(store, api, {}, service, "", stack)
+        for i in range(nodes):
+            name = f"node-{i:02d}"
+            home = root / name
+            home.mkdir()
+            store.put(
+                "Node",
+                {
+                    "metadata": {"name": name, "labels": {}},
+                    "status": {
+                        "capacity": {NPU_RESOURCE: "8"},
+                        "allocatable": {NPU_RESOURCE: "8"},
+                        "addresses": [{"type": "InternalIP", "address": f"192.168.0.{i + 1}"}],
+                    },
+                },
+            )
+            (home / "state.yaml").write_text(state_file((unhealthy or {}).get(name, frozenset())))
+            node = cluster.start_node(name, home, use_preferred=i % 2 == 0, seed=i)
+            stack.callback(_stop_node, node)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(
+            n.kubelet.allocatable(NPU_RESOURCE) == 0 for n in cluster.nodes.values()
+        ):
+            time.sleep(0.02)
+        cluster.sync_node_status()
+        cluster.url = service.start()
+        stack.callback(service.stop)
+        cluster.wait_published()
+        yield cluster
+
+
+def _stop_node(node: SimNode) -> None:
+    node.publisher.stop()
+    node.agent.stop()
+    node.cache.stop()
+    node.kubelet.close()
+
+
+class KubeScheduler:
+    """kube-scheduler's part, against the extender over HTTP: one pod at a time."""
+
+    def __init__(self, cluster: SimulatedCluster) -> None:
+        self.cluster = cluster
+        self.reasons: dict[str, dict[str, str]] = {}
+
+    def _post(self, verb: str, body: dict[str, Any]) -> Any:
+        request = urllib.request.Request(
+            f"{self.cluster.url}/{verb}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return json.loads(response.read())
+
+    def pending(self) -> list[Obj]:
+        pods, _ = self.cluster.store.list_pods(None)
+        return [
+            p
+            for p in pods
+            if not (p.get("spec") or {}).get("nodeName")
+            and p["status"].get("phase") == "Pending"
+            and npu_limit(p) > 0
+        ]
+
+    def schedule_one(self, pod: Obj, nodes: list[str]) -> str | None:
+        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        filtered = self._post("filter", {"Pod": pod, "Nodes": None, "NodeNames": nodes})
+        if not filtered.get("NodeNames"):
+            self.reasons[key] = filtered.get("FailedNodes") or {}
+            return None
+        scores = self._post(
+            "prioritize", {"Pod": pod, "Nodes": None, "NodeNames": filtered["NodeNames"]}
+        )
+        best = max(scores, key=lambda s: (s["Score"], -filtered["NodeNames"].index(s["Host"])))[
+            "Host"
+        ]
+        meta = pod["metadata"]
+        bound = self._post(
+            "bind",
+            {
+                "PodName": meta["name"],
+                "PodNamespace": meta["namespace"],
+                "PodUID": meta["uid"],
+                "Node": best,
+            },
+        )
+        if bound.get("Error"):
+            self.reasons[key] = {best: bound["Error"]}
+            return None
+        self.reasons.pop(key, None)
+        return str(best)
+
+    def cycle(self, settle: Callable[[], None] | None = None) -> int:
+        """One pass over the pending pods; returns how many were bound."""
+        nodes = sorted(self.cluster.nodes)
+        bound = 0
+        for pod in self.pending():
+            if self.schedule_one(pod, nodes) is not None:
+                bound += 1
+        if settle is not None:
+            settle()
+        return bound

@@ -1,0 +1,141 @@
+"""End to end: pods go from creation to a container's environment in a simulated cluster
+(loopback API server, agents over the official client, kubelet simulators over real
+sockets, the scheduler service over HTTP driven as kube-scheduler drives it)."""
+
+from __future__ import annotations
+
+import time
+
+from agent.simulated_cluster import KubeScheduler, SimulatedCluster, simulated_cluster
+from scheduler_core.kube.memory import pod_object
+from scheduler_core.products import MODULE_910X8
+
+
+def submit(
+    cluster: SimulatedCluster, name: str, npu: int, gang: str | None = None, size: int = 0
+) -> None:
+    pod = pod_object("ns", name, None, npu)
+    if gang:
+        pod["metadata"]["labels"] = {"ascend.npu/gang": gang}
+        pod["metadata"]["annotations"]["ascend.npu/gang-size"] = str(size)
+    cluster.store.put("Pod", pod)
+
+
+def run(cluster: SimulatedCluster, scheduler: KubeScheduler, rounds: int = 20) -> None:
+    """Schedule and admit until nothing moves (refreshing the scheduler's view between)."""
+    for _ in range(rounds):
+        bound = scheduler.cycle()
+        cluster.admit()
+        cluster.service.refresh()
+        if bound == 0:
+            return
+
+
+def check_invariants(cluster: SimulatedCluster, scheduler: KubeScheduler) -> None:
+    held: dict[tuple[str, str], str] = {}
+    for key, admitted in cluster.admitted.items():
+        namespace, name = key.split("/")
+        annotations = cluster.store.get_pod(namespace, name)["metadata"]["annotations"]
+        real = annotations["huawei.com/AscendReal"]
+        visible = admitted.allocation.response.envs["ASCEND_VISIBLE_DEVICES"]
+        assert visible == ",".join(c.rsplit("-", 1)[1] for c in real.split(",")), key
+        chips = [int(c) for c in visible.split(",")]
+        if len(chips) <= 4:
+            assert len({MODULE_910X8.group_of(c) for c in chips}) == 1, f"{key} spans rings"
+        if len(chips) == 8:
+            assert sorted(chips) == list(range(8))
+        for chip in chips:
+            assert (admitted.node, str(chip)) not in held, (
+                f"{key} and {held.get((admitted.node, str(chip)))}"
+            )
+            held[(admitted.node, str(chip))] = key
+    assert not cluster.refused, cluster.refused
+    for pod in scheduler.pending():
+        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        assert scheduler.reasons.get(key), f"{key} is pending without a reason"
+
+
+def test_mixed_jobs_fill_a_cluster_and_every_container_gets_its_pods_chips() -> None:
+    with simulated_cluster(6) as cluster:
+        scheduler = KubeScheduler(cluster)
+        sizes = [1, 2, 4, 1, 8, 2, 1, 4, 2, 1, 1, 2]
+        for i, npu in enumerate(sizes):
+            submit(cluster, f"p{i:02d}", npu)
+        submit(cluster, "g-0", 8, gang="g", size=2)
+        submit(cluster, "g-1", 8, gang="g", size=2)
+        cluster.service.refresh()
+        run(cluster, scheduler)
+        check_invariants(cluster, scheduler)
+        assert "ns/g-0" in cluster.admitted and "ns/g-1" in cluster.admitted
+        assert len(cluster.admitted) == len(sizes) + 2
+
+
+def test_two_hundred_pods_at_once_on_twenty_five_nodes() -> None:
+    with simulated_cluster(25) as cluster:
+        scheduler = KubeScheduler(cluster)
+        sizes = [1, 1, 1, 1, 2, 1, 4, 1]
+        for i in range(200):
+            submit(cluster, f"p{i:03d}", sizes[i % len(sizes)])
+        cluster.service.refresh()
+        start = time.perf_counter()
+        run(cluster, scheduler)
+        assert time.perf_counter() - start < 600
+        check_invariants(cluster, scheduler)
+        used = sum(len(a.allocation.device_ids) for a in cluster.admitted.values())
+        assert used == 200 or scheduler.pending(), (
+            "the cluster is full, or someone waits with a reason"
+        )
+        assert len(cluster.admitted) >= 120
+
+
+def test_a_chip_failing_while_pods_run_is_avoided_by_new_pods() -> None:
+    with simulated_cluster(1) as cluster:
+        scheduler = KubeScheduler(cluster)
+        submit(cluster, "running", 2)
+        run(cluster, scheduler)
+        node = cluster.nodes["node-00"]
+        node.write_state(frozenset({3}))
+        assert node.kubelet.wait_for(lambda: node.kubelet.allocatable("huawei.com/Ascend910") == 7)
+        cluster.sync_node_status()
+        time.sleep(1.5)  # the agent republishes DeviceInfo on the change
+        cluster.service.refresh()
+        for i in range(5):
+            submit(cluster, f"after-{i}", 1)
+        run(cluster, scheduler)
+        check_invariants(cluster, scheduler)
+        given = [
+            a.allocation.response.envs["ASCEND_VISIBLE_DEVICES"] for a in cluster.admitted.values()
+        ]
+        assert all("3" not in v.split(",") for v in given[1:]), given
+
+
+def test_a_node_agent_restarting_keeps_scheduling_right() -> None:
+    with simulated_cluster(2) as cluster:
+        scheduler = KubeScheduler(cluster)
+        for i in range(4):
+            submit(cluster, f"before-{i}", 2)
+        run(cluster, scheduler)
+        cluster.restart_node_agent("node-00")
+        assert cluster.nodes["node-00"].agent.wait_registered(10)
+        time.sleep(1.5)
+        for i in range(4):
+            submit(cluster, f"after-{i}", 2)
+        run(cluster, scheduler)
+        check_invariants(cluster, scheduler)
+        assert len(cluster.admitted) == 8
+
+
+def test_a_deleted_pod_frees_its_chips_for_the_next_one() -> None:
+    with simulated_cluster(1) as cluster:
+        scheduler = KubeScheduler(cluster)
+        submit(cluster, "big", 8)
+        run(cluster, scheduler)
+        submit(cluster, "next", 4)
+        run(cluster, scheduler)
+        assert "ns/next" not in cluster.admitted
+        assert "npu topology not meet job require" in scheduler.reasons["ns/next"]["node-00"]
+        cluster.finish("ns/big", delete=True)
+        time.sleep(1.5)
+        run(cluster, scheduler)
+        check_invariants(cluster, scheduler)
+        assert "ns/next" in cluster.admitted
