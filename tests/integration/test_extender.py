@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from scheduler_core import cluster_state
 from scheduler_core.deviceinfo import DeviceInfo, encode
 from scheduler_core.extender import Extender, normalize
 from scheduler_core.kube.memory import MemoryCluster, pod_object
@@ -202,3 +203,14 @@ def test_a_malformed_gang_size_is_refused_with_the_reason(size: str) -> None:
     answer = h.filter(pod)
     assert answer["NodeNames"] == []
     assert "ascend.npu/gang-size" in answer["FailedNodes"]["n0"]
+
+
+def test_a_view_listed_before_a_bind_does_not_offer_that_binds_chips_again() -> None:
+    h = Harness(1)
+    pods_before, _ = h.api.list_pods(None)
+    stale = cluster_state.build(
+        h.api.list_nodes(), h.api.list_configmaps("kube-system"), pods_before, h.clock()
+    )
+    h.schedule(pending(h.api, "first", 8))
+    h.extender.refresh(stale, pods_before)  # a refresh that listed before the bind landed
+    assert h.filter(pending(h.api, "second", 1))["NodeNames"] == []
