@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import signal
 import sys
+import threading
+from pathlib import Path
 
 from scheduler_core.diagram import ring_diagram
 from scheduler_core.engine import Session
+from scheduler_core.extender import Extender
+from scheduler_core.kube.client import KubernetesGateway
+from scheduler_core.kube.port import KubeError
+from scheduler_core.logs import configure
 from scheduler_core.model import InvalidInput, Job, NodeState, Task
 from scheduler_core.policies import DEFAULT_POLICY, POLICIES, policy_by_name
 from scheduler_core.products import product_by_name
 from scheduler_core.request_json import decision_to_json, parse_request
+from scheduler_core.service import SchedulerService
 
 EXIT_BAD_INPUT = 2
 
@@ -74,18 +83,79 @@ def _demo(policy_name: str) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    configure(args.log_level, args.log_format == "json")
+    try:
+        gateway = KubernetesGateway.from_environment(
+            args.kubeconfig if args.kube == "kubeconfig" else None
+        )
+    except KubeError as failed:
+        print(f"error: {failed}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    extender = Extender(
+        gateway, policy_by_name(args.policy), gang_ttl=args.gang_ttl, hold_limit=args.hold_limit
+    )
+    service = SchedulerService(gateway, extender, args.refresh_period, args.self_maintain)
+    host, _, port = args.listen.rpartition(":")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    url = service.start(host or "0.0.0.0", int(port))
+    logging.getLogger("scheduler_core").info("serving the extender on %s", url)
+    stop.wait()
+    service.stop()
+    return 0
+
+
+def _flag(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scheduler_core", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     for name, text in (
         ("place", "place the job of a JSON request read on stdin"),
         ("demo", "place an example workload and draw the rings"),
+        ("serve", "run the kube-scheduler extender service"),
     ):
         command = commands.add_parser(name, help=text)
         command.add_argument("--policy", choices=sorted(POLICIES), default=DEFAULT_POLICY.name)
+    serve = commands.choices["serve"]
+    serve.add_argument("--listen", default="0.0.0.0:8888", help="HOST:PORT")
+    serve.add_argument("--kube", choices=["in-cluster", "kubeconfig"], default="in-cluster")
+    serve.add_argument("--kubeconfig", type=Path)
+    serve.add_argument(
+        "--self-maintain-available-card",
+        dest="self_maintain",
+        type=_flag,
+        default=True,
+        help="compute free chips from pods (default) or trust the agents' published free lists",
+    )
+    serve.add_argument("--refresh-period", type=float, default=1.0, help="seconds between reads")
+    serve.add_argument(
+        "--gang-ttl",
+        type=float,
+        default=60.0,
+        help="seconds a gang reservation waits for its pods to bind",
+    )
+    serve.add_argument(
+        "--hold-limit",
+        type=float,
+        default=600.0,
+        help="seconds whole nodes may be held back for a waiting gang",
+    )
+    serve.add_argument("--log-level", default="INFO")
+    serve.add_argument("--log-format", choices=["text", "json"], default="json")
     args = parser.parse_args(argv)
     if args.command == "place":
         return _place(args.policy)
+    if args.command == "serve":
+        return _serve(args)
     return _demo(args.policy)
 
 

@@ -287,7 +287,13 @@ class Extender:
                 return {"Error": f"bind {request.key} to {node}: {failed}"}
             self._assumed[request.key] = (node, chips, self._clock())
             self.binds += 1
-        log.info("bound %s to %s chips %s", request.key, node, annotations[CHIPS_ANNOTATION])
+        log.info(
+            "bound %s to %s chips %s",
+            request.key,
+            node,
+            annotations[CHIPS_ANNOTATION],
+            extra={"pod": request.key, "node": node, "chips": annotations[CHIPS_ANNOTATION]},
+        )
         return {"Error": ""}
 
     def _choose(self, request: PodRequest, node: str) -> tuple[tuple[int, ...] | None, str]:

@@ -1,0 +1,133 @@
+"""``python -m scheduler_core serve`` as an operator runs it: a process, HTTP, JSON logs."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from scheduler_core.deviceinfo import DeviceInfo, encode
+from scheduler_core.kube.loopback import LoopbackApiServer
+from scheduler_core.kube.memory import MemoryCluster, pod_object
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as failed:
+        return failed.code, failed.read().decode()
+
+
+def post(url: str, body: dict[str, Any]) -> Any:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return json.loads(response.read())
+
+
+def test_the_service_filters_binds_and_reports_health_and_metrics(tmp_path: Path) -> None:
+    store = MemoryCluster()
+    store.put(
+        "Node",
+        {
+            "metadata": {"name": "n1"},
+            "status": {
+                "capacity": {"huawei.com/Ascend910": "8"},
+                "allocatable": {"huawei.com/Ascend910": "8"},
+            },
+        },
+    )
+    info = DeviceInfo(frozenset(range(8)), frozenset(), frozenset(), update_time=int(time.time()))
+    store.put(
+        "ConfigMap",
+        {
+            "metadata": {"namespace": "kube-system", "name": "mindx-dl-deviceinfo-n1"},
+            "data": encode(info),
+        },
+    )
+    store.put("Pod", pod_object("ns", "p", None, 4))
+    server = LoopbackApiServer(store)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        f"clusters: [{{name: c, cluster: {{server: '{server.start()}'}}}}]\n"
+        "users: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+    )
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scheduler_core",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--kube",
+            "kubeconfig",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--refresh-period",
+            "0.2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if get(f"{url}/readyz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)
+        assert get(f"{url}/healthz") == (200, "ok\n")
+        pod = store.get_pod("ns", "p")
+        filtered = post(f"{url}/filter", {"Pod": pod, "Nodes": None, "NodeNames": ["n1", "n2"]})
+        assert filtered["NodeNames"] == ["n1"]
+        assert filtered["FailedNodes"] == {"n2": "n2 is not an Ascend NPU node"}
+        assert post(f"{url}/prioritize", {"Pod": pod, "NodeNames": ["n1"]}) == [
+            {"Host": "n1", "Score": 10}
+        ]
+        bound = post(
+            f"{url}/bind",
+            {"PodName": "p", "PodNamespace": "ns", "PodUID": pod["metadata"]["uid"], "Node": "n1"},
+        )
+        assert bound == {"Error": ""}
+        assert store.get_pod("ns", "p")["metadata"]["annotations"]["huawei.com/Ascend910"] == (
+            "Ascend910-0,Ascend910-1,Ascend910-2,Ascend910-3"
+        )
+        status, metrics = get(f"{url}/metrics")
+        assert status == 200 and "ascend_scheduler_binds_total 1" in metrics
+        assert 'ascend_scheduler_requests_total{verb="filter"} 1' in metrics
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+        logs = [
+            json.loads(line) for line in process.stderr.read().splitlines() if line.startswith("{")
+        ]
+        bind_log = next(e for e in logs if e["message"].startswith("bound "))
+        assert (bind_log["pod"], bind_log["node"]) == ("ns/p", "n1")
+    finally:
+        if process.poll() is None:
+            process.kill()
+        server.stop()
