@@ -121,10 +121,9 @@ def test_the_service_filters_binds_and_reports_health_and_metrics(tmp_path: Path
         assert status == 200 and "ascend_scheduler_binds_total 1" in metrics
         assert 'ascend_scheduler_requests_total{verb="filter"} 1' in metrics
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=20) == 0
-        logs = [
-            json.loads(line) for line in process.stderr.read().splitlines() if line.startswith("{")
-        ]
+        _, stderr = process.communicate(timeout=20)
+        assert process.returncode == 0
+        logs = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
         bind_log = next(e for e in logs if e["message"].startswith("bound "))
         assert (bind_log["pod"], bind_log["node"]) == ("ns/p", "n1")
     finally:
