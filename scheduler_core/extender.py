@@ -265,6 +265,55 @@ class Extender:
             scores = self._session.score(request.job(), request.npu)
         return normalize({n: scores.get(n) for n in names})
 
+    def scores(self, pod: Obj, names: list[str]) -> dict[str, float]:
+        """The policy's raw scores of the nodes that can host the pod (Volcano sums them)."""
+        request = pod_request(pod)
+        with self._lock:
+            if request.gang:
+                reservation = self._reservations.get(request.gang_key)
+                return {
+                    n: float(MAX_SCORE) for n in names if reservation and reservation.free_on(n)
+                }
+            scores = self._session.score(request.job(), request.npu)
+        return {n: scores[n] for n in names if n in scores}
+
+    def annotate(self, pod: Obj, node: str) -> str:
+        """Volcano's allocateFunc: choose the chips on ``node`` and write the scheduler
+        annotations on the pod (Volcano binds it afterwards). Returns an error or ""."""
+        request = pod_request(pod)
+        with self._lock:
+            chips, undo = self._choose(request, node)
+            if chips is None:
+                return f"allocate {request.key} on {node}: {undo}"
+            annotations = {
+                CHIPS_ANNOTATION: ",".join(f"Ascend910-{c}" for c in chips),
+                PREDICATE_TIME: str(time.time_ns()),
+            }
+            try:
+                self._gateway.patch_pod_annotations(
+                    request.namespace, request.name, annotations, ""
+                )
+            except KubeError as failed:
+                self._undo(request, undo)
+                return f"allocate {request.key} on {node}: {failed}"
+            self._assumed[request.key] = (node, chips, self._clock())
+        return ""
+
+    def release(self, pod: Obj) -> None:
+        """Volcano's deallocateFunc: the task leaves the session; its chips come back."""
+        request = pod_request(pod)
+        with self._lock:
+            self._assumed.pop(request.key, None)
+            self._session.release_job(request.job().key)
+            for reservation in self._reservations.values():
+                for task, key in list(reservation.bound.items()):
+                    if key == request.key:
+                        del reservation.bound[task]
+
+    def free_chips(self) -> int:
+        with self._lock:
+            return sum(len(self._session.usable(n)) for n in self._session.nodes)
+
     def bind(self, args: Mapping[str, Any]) -> dict[str, str]:
         namespace, name = args.get("PodNamespace", ""), args.get("PodName", "")
         node, uid = args.get("Node", ""), args.get("PodUID", "")

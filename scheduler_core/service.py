@@ -20,6 +20,7 @@ from typing import Any
 from scheduler_core import cluster_state, deviceinfo
 from scheduler_core.extender import Extender
 from scheduler_core.kube.port import KubeError, KubeGateway
+from scheduler_core.volcano import VolcanoVerbs
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,9 @@ class Metrics:
 
     def record(self, verb: str, seconds: float, failed: bool) -> None:
         with self._lock:
-            self.calls[verb] += 1
-            self.seconds[verb] += seconds
-            self.errors[verb] += int(failed)
+            self.calls[verb] = self.calls.get(verb, 0) + 1
+            self.seconds[verb] = self.seconds.get(verb, 0.0) + seconds
+            self.errors[verb] = self.errors.get(verb, 0) + int(failed)
 
     def text(self, binds: int, nodes: int) -> str:
         with self._lock:
@@ -79,6 +80,7 @@ class SchedulerService:
         self.gateway = gateway
         self.extender = extender
         self.metrics = Metrics()
+        self.volcano = VolcanoVerbs(extender, self.refresh_once_safely)
         self.nodes = 0
         self._period = refresh_period
         self._self_maintain = self_maintain
@@ -108,11 +110,19 @@ class SchedulerService:
             self._stop.wait(self._period)
 
     def handle(self, verb: str, body: Any) -> Any:
+        """One extender call: kube-scheduler's verbs, or ``volcano/<verb>`` (KeyError if none)."""
         start = time.perf_counter()
         failed = True
+        answer: Any
         try:
+            if verb.startswith("volcano/"):
+                answer = self.volcano.handle(verb.removeprefix("volcano/"), body)
+                failed = bool(answer.get("errorMessage")) if isinstance(answer, dict) else False
+                return answer
+            if verb not in VERBS:
+                raise KeyError(verb)
             if verb == "filter":
-                answer: Any = self.extender.filter(body)
+                answer = self.extender.filter(body)
                 failed = bool(answer.get("Error"))
             elif verb == "prioritize":
                 answer = self.extender.prioritize(body)
@@ -164,10 +174,15 @@ class SchedulerService:
                 except ValueError:
                     self._send(400, json.dumps({"Error": "the body is not JSON"}).encode())
                     return
-                if verb not in VERBS or not isinstance(body, dict):
+                if not isinstance(body, dict):
+                    self._send(400, json.dumps({"Error": "the body is not a JSON object"}).encode())
+                    return
+                try:
+                    answer = service.handle(verb, body)
+                except KeyError:
                     self._send(404, json.dumps({"Error": f"no verb {verb!r}"}).encode())
                     return
-                self._send(200, json.dumps(service.handle(verb, body)).encode())
+                self._send(200, json.dumps(answer).encode())
 
         server = ThreadingHTTPServer((host, port), Handler)
         server.daemon_threads = True

@@ -1,0 +1,77 @@
+"""Volcano's extender verbs, with the Go-field-name payloads Volcano sends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.integration.test_extender import Harness, pending
+
+
+def task(pod: dict[str, Any], node: str = "") -> dict[str, Any]:
+    return {
+        "UID": pod["metadata"]["uid"],
+        "Name": pod["metadata"]["name"],
+        "NodeName": node,
+        "Pod": pod,
+    }
+
+
+def call(h: Harness, verb: str, body: dict[str, Any]) -> Any:
+    return h.service.handle(f"volcano/{verb}", body)
+
+
+def test_predicate_says_fit_or_why_not() -> None:
+    h = Harness(1)
+    assert call(h, "predicate", {"task": task(pending(h.api, "p", 2)), "node": {"Name": "n0"}}) == {
+        "status": "",
+        "code": 0,
+    }
+    answer = call(h, "predicate", {"task": task(pending(h.api, "q", 3)), "node": {"Name": "n0"}})
+    assert answer["code"] == 2 and "req npu not in [1,2,4,8]" in answer["status"]
+
+
+def test_prioritize_returns_the_policys_own_scores() -> None:
+    h = Harness(2)
+    answer = call(
+        h,
+        "prioritize",
+        {"task": task(pending(h.api, "p", 1)), "nodes": [{"Name": "n0"}, {"Name": "n1"}]},
+    )
+    assert answer == {"nodeScore": {"n0": 232.0, "n1": 232.0}, "errorMessage": ""}
+
+
+def test_allocate_writes_the_annotations_and_deallocate_gives_the_chips_back() -> None:
+    h = Harness(1)
+    call(h, "onSessionOpen", {"Jobs": {}, "Nodes": {}})
+    first = pending(h.api, "first", 8)
+    assert call(h, "allocateFunc", {"task": task(first, "n0")}) == {"errorMessage": ""}
+    annotations = h.api.get_pod("ns", "first")["metadata"]["annotations"]
+    assert annotations["huawei.com/Ascend910"] == ",".join(f"Ascend910-{i}" for i in range(8))
+    second = pending(h.api, "second", 8)
+    refused = call(h, "allocateFunc", {"task": task(second, "n0")})["errorMessage"]
+    assert "npu topology not meet job require" in refused
+    assert call(h, "deallocateFunc", {"task": task(first, "n0")}) == {"errorMessage": ""}
+    assert call(h, "allocateFunc", {"task": task(second, "n0")}) == {"errorMessage": ""}
+
+
+def test_a_job_is_enqueueable_only_when_enough_chips_are_free() -> None:
+    h = Harness(2)
+
+    def job(milli: int) -> dict[str, Any]:
+        return {"job": {"TotalRequest": {"ScalarResources": {"huawei.com/Ascend910": milli}}}}
+
+    assert call(h, "jobEnqueueable", job(16000)) == {"status": 1}
+    assert call(h, "jobEnqueueable", job(24000)) == {"status": -1}
+    assert call(h, "jobEnqueueable", {"job": {"TotalRequest": {"ScalarResources": {}}}}) == {
+        "status": 0
+    }
+
+
+def test_an_unknown_verb_is_refused() -> None:
+    h = Harness(1)
+    try:
+        call(h, "bindFunc", {})
+    except KeyError as missing:
+        assert "bindFunc" in str(missing)
+    else:
+        raise AssertionError("an unknown verb was accepted")
