@@ -196,8 +196,13 @@ class SimulatedCluster:
 
 @contextmanager
 def simulated_cluster(
-    nodes: int, policy: str = "huawei", unhealthy: dict[str, frozenset[int]] | None = None
+    nodes: int,
+    policy: str = "huawei",
+    unhealthy: dict[str, frozenset[int]] | None = None,
+    every_kubelet_random: bool = False,
 ) -> Iterator[SimulatedCluster]:
+    """``every_kubelet_random``: no kubelet asks for the preferred allocation (by default
+    every second one does not)."""
     root = Path(tempfile.mkdtemp(prefix="sim", dir="/tmp"))
     with ExitStack() as stack:
         stack.callback(shutil.rmtree, root, True)
@@ -227,7 +232,8 @@ def simulated_cluster(
                 },
             )
             (home / "state.yaml").write_text(state_file((unhealthy or {}).get(name, frozenset())))
-            node = cluster.start_node(name, home, use_preferred=i % 2 == 0, seed=i)
+            prefers = not every_kubelet_random and i % 2 == 0
+            node = cluster.start_node(name, home, use_preferred=prefers, seed=i)
             stack.callback(_stop_node, node)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and any(
