@@ -10,12 +10,15 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from scheduler_core.deviceinfo import DeviceInfo, encode
+from scheduler_core.extender import Extender
 from scheduler_core.kube.loopback import LoopbackApiServer
 from scheduler_core.kube.memory import MemoryCluster, pod_object
+from scheduler_core.service import SchedulerService
 
 
 def free_port() -> int:
@@ -130,3 +133,58 @@ def test_the_service_filters_binds_and_reports_health_and_metrics(tmp_path: Path
         if process.poll() is None:
             process.kill()
         server.stop()
+
+
+def test_concurrent_binds_over_http_never_share_a_chip() -> None:
+    store = MemoryCluster()
+    for name in ("n1", "n2"):
+        store.put(
+            "Node",
+            {
+                "metadata": {"name": name},
+                "status": {
+                    "capacity": {"huawei.com/Ascend910": "8"},
+                    "allocatable": {"huawei.com/Ascend910": "8"},
+                },
+            },
+        )
+        info = DeviceInfo(
+            frozenset(range(8)), frozenset(), frozenset(), update_time=int(time.time())
+        )
+        store.put(
+            "ConfigMap",
+            {
+                "metadata": {"namespace": "kube-system", "name": f"mindx-dl-deviceinfo-{name}"},
+                "data": encode(info),
+            },
+        )
+    for i in range(16):
+        store.put("Pod", pod_object("ns", f"p{i}", None, 1))
+    service = SchedulerService(store, Extender(store), refresh_period=60)
+    url = service.start()
+
+    def schedule(i: int) -> str:
+        pod = store.get_pod("ns", f"p{i}")
+        for _ in range(10):
+            passing = post(f"{url}/filter", {"Pod": pod, "NodeNames": ["n1", "n2"]})["NodeNames"]
+            answer = post(
+                f"{url}/bind",
+                {
+                    "PodName": f"p{i}",
+                    "PodNamespace": "ns",
+                    "PodUID": pod["metadata"]["uid"],
+                    "Node": passing[0],
+                },
+            )
+            if not answer["Error"]:
+                bound = store.get_pod("ns", f"p{i}")
+                chips = bound["metadata"]["annotations"]["huawei.com/Ascend910"]
+                return f"{bound['spec']['nodeName']}/{chips}"
+        raise AssertionError(f"p{i} never bound")
+
+    try:
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            given = list(pool.map(schedule, range(16)))
+    finally:
+        service.stop()
+    assert len(set(given)) == 16, given
