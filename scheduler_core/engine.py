@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from scheduler_core.ledger import Holding, SessionLedger
 from scheduler_core.model import (
@@ -31,8 +31,9 @@ TOPOLOGY_REASON = "npu topology not meet job require,network unhealthy card is [
 LABEL_REASON = "check Node {} label [accelerator-type] Failed, value is {}"
 
 
-@dataclass(frozen=True, slots=True)
-class Signature:
+class Signature(NamedTuple):
+    """What feasibility and scores depend on; a tuple, so hashing it is cheap."""
+
     product: str
     usable: int
     network_unhealthy: int
@@ -97,7 +98,8 @@ class Session:
         self._usable: dict[str, tuple[int, ...]] = {}
         self._signature: dict[str, Signature] = {}
         self._buckets: dict[Signature, list[str]] = {}
-        self._cache: dict[tuple[Signature, int, bool], float | None] = {}
+        self._cache: dict[tuple[Signature, str, int, bool], float | None] = {}
+        self._statuses: dict[tuple[Signature, str, int, bool], Status] = {}
         for node in nodes:
             self.upsert_node(node)
 
@@ -150,20 +152,42 @@ class Session:
 
     # ---- decisions -------------------------------------------------------------------
 
-    def filter(self, job: Job, req: int) -> dict[str, Status]:
+    def filter(self, job: Job, req: int, names: Iterable[str] | None = None) -> dict[str, Status]:
+        """The predicate for every node (or the given ones that exist). A status depends on the
+        node's signature alone, so it is computed once per signature and request."""
         product = product_by_name(job.product)
-        return {
-            name: filter_node(node, self._usable[name], product, req, job.distributed)
-            for name, node in self._nodes.items()
-        }
+        distributed = job.distributed
+        statuses: dict[str, Status] = {}
+        for name in self._nodes if names is None else names:
+            signature = self._signature.get(name)
+            if signature is None:
+                continue
+            key = (signature, job.product, req, distributed)
+            status = self._statuses.get(key)
+            if status is None:
+                node = self._nodes[name]
+                status = filter_node(node, self._usable[name], product, req, distributed)
+                self._statuses[key] = status
+            statuses[name] = status
+        return statuses
 
-    def score(self, job: Job, req: int) -> dict[str, float]:
-        """The policy's score of every node that passes the filter for a ``req``-chip task."""
+    def score(self, job: Job, req: int, names: Iterable[str] | None = None) -> dict[str, float]:
+        """The policy's score of every node (or the given ones) that passes the filter for a
+        ``req``-chip task."""
+        distributed = job.distributed
         scores: dict[str, float] = {}
-        for signature, names in self._buckets.items():
-            score = self._score(signature, job.product, req, job.distributed)
-            if score is not None:
-                scores.update(dict.fromkeys(names, score))
+        if names is None:
+            for signature, bucket in self._buckets.items():
+                score = self._score(signature, job.product, req, distributed)
+                if score is not None:
+                    scores.update(dict.fromkeys(bucket, score))
+            return scores
+        for name in names:
+            known = self._signature.get(name)
+            if known is not None:
+                score = self._score(known, job.product, req, distributed)
+                if score is not None:
+                    scores[name] = score
         return scores
 
     def place(self, job: Job, explain: bool = False) -> Decision:
@@ -245,7 +269,7 @@ class Session:
     ) -> float | None:
         if signature.product != product:
             return None
-        key = (signature, req, distributed)
+        key = (signature, product, req, distributed)
         try:
             return self._cache[key]
         except KeyError:

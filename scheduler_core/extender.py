@@ -188,9 +188,9 @@ class Extender:
             validate_job(job)
         except JobInvalid as invalid:
             return [], dict.fromkeys(names, str(invalid))
-        held = self._held_for_gangs()
+        held = self._held_for_gangs() if self._waiting else {}
         passing, failed = [], {}
-        statuses = self._session.filter(job, request.npu)
+        statuses = self._session.filter(job, request.npu, names)
         for name in names:
             status = statuses.get(name)
             if status is None:
@@ -262,7 +262,7 @@ class Extender:
                     {"Host": n, "Score": MAX_SCORE if reservation and reservation.free_on(n) else 0}
                     for n in names
                 ]
-            scores = self._session.score(request.job(), request.npu)
+            scores = self._session.score(request.job(), request.npu, names)
         return normalize({n: scores.get(n) for n in names})
 
     def scores(self, pod: Obj, names: list[str]) -> dict[str, float]:
@@ -274,8 +274,8 @@ class Extender:
                 return {
                     n: float(MAX_SCORE) for n in names if reservation and reservation.free_on(n)
                 }
-            scores = self._session.score(request.job(), request.npu)
-        return {n: scores[n] for n in names if n in scores}
+            scores = self._session.score(request.job(), request.npu, names)
+        return scores
 
     def annotate(self, pod: Obj, node: str) -> str:
         """Volcano's allocateFunc: choose the chips on ``node`` and write the scheduler
