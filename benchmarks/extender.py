@@ -13,15 +13,20 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 from agent.simulated_cluster import KubeScheduler, simulated_cluster
 from scheduler_core.deviceinfo import DeviceInfo, encode
-from scheduler_core.extender import Extender
+from scheduler_core.kube.loopback import LoopbackApiServer
 from scheduler_core.kube.memory import MemoryCluster, pod_object
-from scheduler_core.service import SchedulerService
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -83,15 +88,60 @@ def cluster(nodes: int, seed: int) -> MemoryCluster:
     return store
 
 
-def extender_latency(nodes: int, pods: int) -> None:
+def serve(
+    store: MemoryCluster, workdir: Path
+) -> tuple[subprocess.Popen[bytes], str, LoopbackApiServer]:
+    """``python -m scheduler_core serve`` as its own process (kube-scheduler calls it from
+    another), reading the cluster from the loopback API server in this process."""
+    api = LoopbackApiServer(store)
+    kubeconfig = workdir / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        f"clusters: [{{name: c, cluster: {{server: '{api.start()}'}}}}]\n"
+        "users: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scheduler_core",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--kube",
+            "kubeconfig",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--refresh-period",
+            "3600",
+            "--log-level",
+            "WARNING",
+        ],
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=2) as response:
+                if response.status == 200:
+                    return process, url, api
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit("the scheduler service did not become ready")
+
+
+def extender_latency(nodes: int, pods: int, workdir: Path) -> None:
     store = cluster(nodes, seed=nodes)
     names = [f"node-{i:05d}" for i in range(nodes)]
-    service = SchedulerService(store, Extender(store), refresh_period=3600)
-    url = service.start()
+    for i in range(pods):
+        store.put("Pod", pod_object("ns", f"p{i}", None, (1, 1, 2, 4)[i % 4]))
+    process, url, api = serve(store, workdir)
     filter_ms, prioritize_ms, bind_ms = [], [], []
     try:
         for i in range(pods):
-            store.put("Pod", pod_object("ns", f"p{i}", None, (1, 1, 2, 4)[i % 4]))
             pod = store.get_pod("ns", f"p{i}")
             start = time.perf_counter()
             passing = post(f"{url}/filter", {"Pod": pod, "Nodes": None, "NodeNames": names})[
@@ -115,7 +165,9 @@ def extender_latency(nodes: int, pods: int) -> None:
             prioritize_ms.append((end - middle) * 1e3)
             bind_ms.append((bound - end) * 1e3)
     finally:
-        service.stop()
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+        api.stop()
     both = [f + p for f, p in zip(filter_ms, prioritize_ms, strict=True)]
     print(
         f"  {nodes:>5} nodes: filter p50 {percentile(filter_ms, 50):.1f} ms, prioritize p50 "
@@ -148,9 +200,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pods", type=int, default=200)
     args = parser.parse_args()
-    print("extender over HTTP (one pod at a time, every node a candidate)")
-    for nodes in (1_000, 5_000):
-        extender_latency(nodes, args.pods)
+    print("extender over HTTP, as its own process (one pod at a time, every node a candidate)")
+    with tempfile.TemporaryDirectory() as workdir:
+        for nodes in (1_000, 5_000):
+            extender_latency(nodes, args.pods, Path(workdir))
     print("simulated cluster, submitted at once")
     end_to_end(25, args.pods)
 

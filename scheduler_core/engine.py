@@ -21,6 +21,7 @@ from scheduler_core.model import (
     NodeState,
     Placement,
     Status,
+    Task,
     chip_name,
 )
 from scheduler_core.policies import DEFAULT_POLICY, Policy
@@ -229,6 +230,16 @@ class Session:
             self._refresh(node)
             placements.append(Placement(task.name, node, chips))
         return Decision(job.key, True, tuple(placements), scores=scores, rejected=rejected)
+
+    def warm(self) -> None:
+        """Fill the per-signature caches for every single-pod request of every product here,
+        so the first requests after a new snapshot are as fast as the rest."""
+        for product_name in {node.product for node in self._nodes.values()}:
+            product = product_by_name(product_name)
+            for req in product.single_task_requests:
+                job = Job("warm-up", product_name, (Task("warm-up", req),))
+                self.filter(job, req)
+                self.score(job, req)
 
     def place_on(self, job: Job, node: str) -> Decision:
         """Place a one-pod job on a given node (the one kube-scheduler chose), or say why not."""

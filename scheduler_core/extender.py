@@ -131,6 +131,7 @@ class Extender:
         """A new view of the cluster; chips bound since are held again until it shows them."""
         now = self._clock()
         session = Session(snapshot.nodes, self._policy)
+        session.warm()  # here, off the request path
         pending: dict[str, list[str]] = {}
         for pod in pods:
             meta = pod.get("metadata") or {}

@@ -9,6 +9,7 @@ pods and hands the extender a new snapshot.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import threading
@@ -96,18 +97,21 @@ class SchedulerService:
         pods, _ = self.gateway.list_pods(None)
         snapshot = cluster_state.build(nodes, configmaps, pods, self._clock(), self._self_maintain)
         self.extender.refresh(snapshot, pods)
+        # The snapshot lives until the next refresh; keep the cyclic collector from walking
+        # it on every pause (at 5,000 nodes those walks were the tail of each request).
+        gc.freeze()
         self.nodes = len(snapshot.nodes)
         for name, reason in snapshot.left_out.items():
             log.debug("node %s left out: %s", name, reason)
 
     def _refresh_loop(self) -> None:
-        while not self._stop.is_set():
+        # start() has just read the cluster: the first refresh is one period later.
+        while not self._stop.wait(self._period):
             try:
                 self.refresh()
             except KubeError as failed:
                 self.metrics.refresh_errors += 1
                 log.warning("cluster not read: %s", failed)
-            self._stop.wait(self._period)
 
     def handle(self, verb: str, body: Any) -> Any:
         """One extender call: kube-scheduler's verbs, or ``volcano/<verb>`` (KeyError if none)."""
