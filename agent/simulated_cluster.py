@@ -15,6 +15,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,20 +143,33 @@ class SimulatedCluster:
         return False
 
     def admit(self) -> list[Admitted]:
-        """Each kubelet admits the pods bound to its node that it has not admitted yet."""
-        done = []
+        """Each kubelet admits the pods bound to its node that it has not admitted yet; the
+        kubelets work side by side, as on real nodes."""
+        by_node: dict[str, list[Obj]] = {}
         pods, _ = self.store.list_pods(None)
         for pod in pods:
             meta, spec = pod["metadata"], pod.get("spec") or {}
             key = f"{meta['namespace']}/{meta['name']}"
             node = spec.get("nodeName")
             if (
-                not node
-                or key in self.admitted
-                or key in self.refused
-                or pod["status"].get("phase") != "Pending"
+                node
+                and key not in self.admitted
+                and key not in self.refused
+                and (pod["status"].get("phase") == "Pending")
             ):
-                continue
+                by_node.setdefault(node, []).append(pod)
+        if not by_node:
+            return []
+        with ThreadPoolExecutor(max_workers=len(by_node)) as pool:
+            done = pool.map(self._admit_on, by_node.items())
+        return [admitted for batch in done for admitted in batch]
+
+    def _admit_on(self, work: tuple[str, list[Obj]]) -> list[Admitted]:
+        node, pods = work
+        done = []
+        for pod in pods:
+            meta = pod["metadata"]
+            key = f"{meta['namespace']}/{meta['name']}"
             try:
                 allocation = self.nodes[node].kubelet.allocate(
                     key, "main", NPU_RESOURCE, npu_limit(pod)
