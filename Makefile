@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.trace_replay
 	$(BIN)/python -m benchmarks.agent_plugin
 	$(BIN)/python -m benchmarks.handshake
+	$(BIN)/python -m benchmarks.extender
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
