@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -36,7 +36,9 @@ from scheduler_core.policies import policy_by_name
 from scheduler_core.service import SchedulerService
 
 
-def state_file(unhealthy: frozenset[int] = frozenset(), chips: int = 8) -> str:
+def state_file(unhealthy: Iterable[int] = (), chips: int = 8) -> str:
+    """A fake-driver state file of one 8-chip module910x8 server."""
+    unhealthy = set(unhealthy)
     lines = ["product: module910x8", "chips:"]
     for i in range(chips):
         health = "Unhealthy" if i in unhealthy else "Healthy"

@@ -25,7 +25,7 @@ from typing import Any
 
 from agent.simulated_cluster import KubeScheduler, simulated_cluster
 from scheduler_core.deviceinfo import DeviceInfo, encode
-from scheduler_core.kube.loopback import LoopbackApiServer
+from scheduler_core.kube.loopback import LoopbackApiServer, kubeconfig
 from scheduler_core.kube.memory import MemoryCluster, pod_object
 
 
@@ -94,12 +94,8 @@ def serve(
     """``python -m scheduler_core serve`` as its own process (kube-scheduler calls it from
     another), reading the cluster from the loopback API server in this process."""
     api = LoopbackApiServer(store)
-    kubeconfig = workdir / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
-        f"clusters: [{{name: c, cluster: {{server: '{api.start()}'}}}}]\n"
-        "users: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
-    )
+    config_file = workdir / "kubeconfig"
+    config_file.write_text(kubeconfig(api.start()))
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -114,7 +110,7 @@ def serve(
             "--kube",
             "kubeconfig",
             "--kubeconfig",
-            str(kubeconfig),
+            str(config_file),
             "--refresh-period",
             "3600",
             "--log-level",

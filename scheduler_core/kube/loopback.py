@@ -280,3 +280,13 @@ class LoopbackApiServer:
             self._server.server_close()
             self._server.drop_watchers()
             self._server = None
+
+
+def kubeconfig(url: str) -> str:
+    """A kubeconfig for a plain-HTTP API server such as this one (tests, demos)."""
+    return (
+        "apiVersion: v1\nkind: Config\ncurrent-context: loopback\n"
+        f"clusters: [{{name: loopback, cluster: {{server: '{url}'}}}}]\n"
+        "users: [{name: anyone, user: {}}]\n"
+        "contexts: [{name: loopback, context: {cluster: loopback, user: anyone}}]\n"
+    )

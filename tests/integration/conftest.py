@@ -17,19 +17,10 @@ import pytest
 
 from agent.driver import FakeDriver
 from agent.manager import Agent
+from agent.simulated_cluster import state_file
 from deviceplugin_api.kubelet_sim import KubeletSimulator
 
 RESOURCE = "huawei.com/Ascend910"
-
-
-def state_yaml(
-    unhealthy: tuple[int, ...] = (), product: str = "module910x8", count: int = 8
-) -> str:
-    lines = [f"product: {product}", "chips:"]
-    for i in range(count):
-        health = "Unhealthy" if i in unhealthy else "Healthy"
-        lines.append(f"  - {{id: {i}, logic_id: {i}, health: {health}, ip: 10.0.0.{10 + i}}}")
-    return "\n".join(lines) + "\n"
 
 
 @dataclass
@@ -59,7 +50,7 @@ def short_dir() -> Iterator[Path]:
 
 def make_node(directory: Path, ascend_runtime: bool) -> Node:
     state = directory / "state.yaml"
-    state.write_text(state_yaml())
+    state.write_text(state_file())
     kubelet = KubeletSimulator(directory / "plugins", directory / "podres.sock")
     kubelet.start()
     node = Node(

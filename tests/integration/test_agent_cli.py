@@ -9,12 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from agent.simulated_cluster import state_file
 from deviceplugin_api.kubelet_sim import KubeletSimulator
 from scheduler_core.deviceinfo import decode
-from scheduler_core.kube.loopback import LoopbackApiServer
+from scheduler_core.kube.loopback import LoopbackApiServer, kubeconfig
 from scheduler_core.kube.memory import MemoryCluster, pod_object
 from scheduler_core.kube.port import NotFound
-from tests.integration.conftest import RESOURCE, state_yaml
+from tests.integration.conftest import RESOURCE
 
 SAMPLES = Path(__file__).parents[1] / "data" / "npu_smi"
 
@@ -68,7 +69,7 @@ def test_devices_reports_a_dcmi_error_and_exits_2(tmp_path: Path) -> None:
 
 
 def test_devices_reads_the_fake_state(tmp_path: Path) -> None:
-    (tmp_path / "s.yaml").write_text(state_yaml(unhealthy=(5,)))
+    (tmp_path / "s.yaml").write_text(state_file(unhealthy=(5,)))
     done = agent("devices", "--driver", "fake", "--fake-state", str(tmp_path / "s.yaml"))
     assert [c["health"] for c in json.loads(done.stdout)].count("Unhealthy") == 1
 
@@ -81,7 +82,7 @@ def test_huawei_flag_spellings_are_accepted_and_checked(short_dir: Path) -> None
 
 
 def test_serve_registers_with_the_kubelet_and_sigterm_removes_its_socket(short_dir: Path) -> None:
-    (short_dir / "state.yaml").write_text(state_yaml())
+    (short_dir / "state.yaml").write_text(state_file())
     plugins = short_dir / "plugins"
     kubelet = KubeletSimulator(plugins)
     kubelet.start()
@@ -100,7 +101,7 @@ def test_serve_registers_with_the_kubelet_and_sigterm_removes_its_socket(short_d
 
 
 def test_deviceinfo_prints_the_configmap_the_agent_would_publish(tmp_path: Path) -> None:
-    (tmp_path / "s.yaml").write_text(state_yaml(unhealthy=(7,)))
+    (tmp_path / "s.yaml").write_text(state_file(unhealthy=(7,)))
     done = agent(
         "deviceinfo",
         "--fake-state",
@@ -131,13 +132,9 @@ def test_serve_with_the_kubernetes_api_gives_the_scheduler_chips_and_publishes_d
     )
     server = LoopbackApiServer(store)
     url = server.start()
-    kubeconfig = short_dir / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
-        f"clusters: [{{name: c, cluster: {{server: '{url}'}}}}]\n"
-        "users: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
-    )
-    (short_dir / "state.yaml").write_text(state_yaml())
+    config_file = short_dir / "kubeconfig"
+    config_file.write_text(kubeconfig(url))
+    (short_dir / "state.yaml").write_text(state_file())
     plugins = short_dir / "plugins"
     kubelet = KubeletSimulator(plugins, use_preferred=False)
     kubelet.start()
@@ -148,7 +145,7 @@ def test_serve_with_the_kubernetes_api_gives_the_scheduler_chips_and_publishes_d
         "--kube",
         "kubeconfig",
         "--kubeconfig",
-        str(kubeconfig),
+        str(config_file),
         "--node-name",
         "n1",
     )

@@ -12,11 +12,12 @@ import pytest
 
 from agent.driver import FakeDriver
 from agent.manager import Agent
+from agent.simulated_cluster import state_file
 from deviceplugin_api.kubelet_sim import KubeletSimulator
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from deviceplugin_api.v1beta1 import api_pb2_grpc as dp_grpc
 from scheduler_core.products import MODULE_910X8
-from tests.integration.conftest import RESOURCE, Node, state_yaml
+from tests.integration.conftest import RESOURCE, Node
 
 
 def plugin_stub(node: Node) -> tuple[grpc.Channel, dp_grpc.DevicePluginStub]:
@@ -37,12 +38,12 @@ def test_the_agent_registers_its_resource_and_lists_every_chip(node: Node) -> No
 def test_a_fault_written_to_the_state_file_reaches_the_kubelet_and_so_does_recovery(
     node: Node,
 ) -> None:
-    node.write_state(state_yaml(unhealthy=(3,)))
+    node.write_state(state_file(unhealthy=(3,)))
     assert node.kubelet.wait_for(
         lambda: node.kubelet.devices(RESOURCE)["Ascend910-3"] == "Unhealthy"
     )
     assert node.kubelet.allocatable(RESOURCE) == 7
-    node.write_state(state_yaml())
+    node.write_state(state_file())
     assert node.kubelet.wait_for(lambda: node.kubelet.allocatable(RESOURCE) == 8)
 
 
@@ -159,7 +160,7 @@ def test_an_agent_restart_while_the_kubelet_stays_registers_again(node: Node) ->
 
 def test_an_agent_started_before_the_kubelet_registers_once_it_appears(short_dir: Path) -> None:
     root = short_dir
-    (root / "state.yaml").write_text(state_yaml())
+    (root / "state.yaml").write_text(state_file())
     agent = Agent(FakeDriver(root / "state.yaml"), root / "plugins", ascend_runtime=True)
     agent.start()
     kubelet = KubeletSimulator(root / "plugins")
@@ -223,7 +224,7 @@ def serve_registration(directory: Path, servicer: RecordingRegistration) -> grpc
 def test_a_new_kubelet_socket_alone_triggers_a_new_registration(short_dir: Path) -> None:
     plugins = short_dir / "plugins"
     plugins.mkdir()
-    (short_dir / "state.yaml").write_text(state_yaml())
+    (short_dir / "state.yaml").write_text(state_file())
     kubelet = RecordingRegistration()
     server = serve_registration(plugins, kubelet)
     agent = Agent(FakeDriver(short_dir / "state.yaml"), plugins, ascend_runtime=True)

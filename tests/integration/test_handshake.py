@@ -17,12 +17,13 @@ from agent.chips import Chip, NodeChips
 from agent.driver import FakeDriver
 from agent.manager import Agent
 from agent.pod_cache import PodCache
+from agent.simulated_cluster import state_file
 from deviceplugin_api.kubelet_sim import KubeletError, KubeletSimulator
 from scheduler_core.kube.client import KubernetesGateway
 from scheduler_core.kube.loopback import LoopbackApiServer
 from scheduler_core.kube.memory import MemoryCluster, pod_object
 from scheduler_core.kube.port import KubeGateway, Obj
-from tests.integration.conftest import RESOURCE, state_yaml
+from tests.integration.conftest import RESOURCE
 
 NODE = "node-1"
 
@@ -84,7 +85,7 @@ class ConsumedByAnotherPlugin(MemoryCluster):
 
 def build(short_dir: Path, api: MemoryCluster, over_http: bool) -> Cluster:
     state = short_dir / "state.yaml"
-    state.write_text(state_yaml(unhealthy=(7,)))
+    state.write_text(state_file(unhealthy=(7,)))
     api.put(
         "Node",
         {
@@ -229,7 +230,7 @@ def test_with_the_api_server_down_allocate_fails_cleanly_and_health_still_flows(
     cluster.down()
     with pytest.raises(KubeletError, match="API server"):
         cluster.kubelet.allocate("ns/p", "main", RESOURCE, 1)
-    cluster.state.write_text(state_yaml(unhealthy=(6, 7)))
+    cluster.state.write_text(state_file(unhealthy=(6, 7)))
     assert cluster.kubelet.wait_for(lambda: cluster.kubelet.allocatable(RESOURCE) == 6)
     cluster.up()
     assert (

@@ -15,10 +15,11 @@ from agent.plugin import DeviceState
 from agent.pod_cache import PodCache
 from agent.publisher import DeviceInfoPublisher
 from agent.repair import RepairLoop, kubelet_devices, repairs
+from agent.simulated_cluster import state_file
 from deviceplugin_api.kubelet_sim import KubeletSimulator
 from scheduler_core.deviceinfo import decode
 from scheduler_core.kube.memory import MemoryCluster, pod_object
-from tests.integration.conftest import RESOURCE, state_yaml
+from tests.integration.conftest import RESOURCE
 
 NODE = NodeChips("Ascend910", "module910x8", tuple(Chip(i, i, ip=f"10.0.0.{i}") for i in range(8)))
 
@@ -52,7 +53,7 @@ def test_only_live_pods_holding_devices_without_a_record_are_repaired() -> None:
 
 @pytest.fixture
 def node(short_dir: Path) -> Iterator[tuple[MemoryCluster, KubeletSimulator, PodCache, Path]]:
-    (short_dir / "state.yaml").write_text(state_yaml())
+    (short_dir / "state.yaml").write_text(state_file())
     api = MemoryCluster()
     kubelet = KubeletSimulator(short_dir / "plugins", short_dir / "podres.sock")
     kubelet.start()

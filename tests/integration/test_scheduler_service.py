@@ -16,7 +16,7 @@ from typing import Any
 
 from scheduler_core.deviceinfo import DeviceInfo, encode
 from scheduler_core.extender import Extender
-from scheduler_core.kube.loopback import LoopbackApiServer
+from scheduler_core.kube.loopback import LoopbackApiServer, kubeconfig
 from scheduler_core.kube.memory import MemoryCluster, pod_object
 from scheduler_core.service import SchedulerService
 
@@ -68,12 +68,8 @@ def test_the_service_filters_binds_and_reports_health_and_metrics(tmp_path: Path
     )
     store.put("Pod", pod_object("ns", "p", None, 4))
     server = LoopbackApiServer(store)
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
-        f"clusters: [{{name: c, cluster: {{server: '{server.start()}'}}}}]\n"
-        "users: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
-    )
+    config_file = tmp_path / "kubeconfig"
+    config_file.write_text(kubeconfig(server.start()))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     process = subprocess.Popen(
@@ -87,7 +83,7 @@ def test_the_service_filters_binds_and_reports_health_and_metrics(tmp_path: Path
             "--kube",
             "kubeconfig",
             "--kubeconfig",
-            str(kubeconfig),
+            str(config_file),
             "--refresh-period",
             "0.2",
         ],
