@@ -69,6 +69,12 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # The stdlib default backlog of 5 resets connections when callers arrive together.
+    request_queue_size = 128
+
+
 class SchedulerService:
     def __init__(
         self,
@@ -188,8 +194,7 @@ class SchedulerService:
                     return
                 self._send(200, json.dumps(answer).encode())
 
-        server = ThreadingHTTPServer((host, port), Handler)
-        server.daemon_threads = True
+        server = _Server((host, port), Handler)
         self._server = server
         for target in (server.serve_forever, self._refresh_loop):
             thread = threading.Thread(target=target, daemon=True)

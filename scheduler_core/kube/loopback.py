@@ -239,6 +239,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # many agents' watches and calls arrive together
 
     def __init__(self, address: tuple[str, int], store: MemoryCluster) -> None:
         super().__init__(address, _Handler)
