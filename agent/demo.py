@@ -30,7 +30,7 @@ ROW = "{:12} {:8} {:18} {:18} {}"
 
 
 @dataclass(frozen=True)
-class Admitted:
+class Row:
     pod: str
     node: str
     scheduler: tuple[str, ...]
@@ -82,7 +82,7 @@ def run(nodes: int = 5, policy: str = "huawei") -> int:
                 )
                 continue
             annotations = pod["metadata"]["annotations"]
-            row = Admitted(
+            row = Row(
                 name,
                 entry.node,
                 tuple(annotations["huawei.com/Ascend910"].split(",")),
@@ -101,7 +101,7 @@ def _ids(names: tuple[str, ...]) -> str:
     return ",".join(n.rsplit("-", 1)[1] for n in names)
 
 
-def _summary(admitted: list[Admitted]) -> int:
+def _summary(admitted: list[Row]) -> int:
     mismatches = sum(
         1 for a in admitted if a.visible != _ids(a.scheduler) or a.real != ",".join(a.scheduler)
     )

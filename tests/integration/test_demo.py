@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from agent.demo import Admitted, _summary, run
+from agent.demo import Row, _summary, run
 
 
 def test_the_demo_admits_every_pod_with_the_scheduler_chips(
@@ -26,8 +26,8 @@ def test_binpack_keeps_room_for_the_gang_in_the_demo(capsys: pytest.CaptureFixtu
     assert not [line for line in out.splitlines() if line.startswith("gang ")], "gang placed"
 
 
-def row(pod: str, visible: str, real: str) -> Admitted:
-    return Admitted(pod, "n", ("Ascend910-0",), ("Ascend910-1",), visible, real)
+def row(pod: str, visible: str, real: str) -> Row:
+    return Row(pod, "n", ("Ascend910-0",), ("Ascend910-1",), visible, real)
 
 
 def test_the_summary_fails_on_a_mismatch_or_a_chip_given_twice(
