@@ -31,11 +31,13 @@ from agent.publish import configmap, device_info
 from agent.repair import POD_RESOURCES_SOCKET
 from scheduler_core.kube.client import KubernetesGateway
 from scheduler_core.kube.port import KubeError
+from scheduler_core.status import LEGEND, holders_by_node, node_lines
 
 log = logging.getLogger("agent")
 
 DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 EXIT_BAD_INPUT = 2
+COMMANDS = ("serve", "devices", "deviceinfo", "status", "demo")
 
 
 def _bool(text: str) -> bool:
@@ -124,6 +126,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="INFO")
     devices = commands.add_parser("devices", help="print the chips the driver discovers, as JSON")
     _driver_flags(devices)
+    status = commands.add_parser("status", help="show this node's chips as a ring diagram")
+    _driver_flags(status)
+    status.add_argument(
+        "--kube",
+        choices=["off", "in-cluster", "kubeconfig"],
+        default="off",
+        help="with the API: also show which pod holds which chip",
+    )
+    status.add_argument("--kubeconfig", type=Path)
+    status.add_argument("--node-name", default=os.environ.get("NODE_NAME", "this-node"))
     demo = commands.add_parser("demo", help="run the simulated-cluster demo")
     demo.add_argument("--nodes", type=int, default=5)
     demo.add_argument("--policy", choices=["huawei", "binpack"], default="huawei")
@@ -178,6 +190,32 @@ def _deviceinfo(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     update_time = int(time.time()) if args.update_time is None else args.update_time
     print(json.dumps(configmap(args.node, device_info(node, (), update_time)), indent=2))
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    node = _read_chips(args)
+    if node is None:
+        return EXIT_BAD_INPUT
+    holders: dict[int, str] = {}
+    if args.kube != "off":
+        try:
+            config = args.kubeconfig if args.kube == "kubeconfig" else None
+            pods, _ = KubernetesGateway.from_environment(config).list_pods(args.node_name)
+        except KubeError as failed:
+            print(f"error: {failed}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        holders = holders_by_node(pods).get(args.node_name, {})
+    unhealthy = {c.id for c in node.chips if not c.healthy}
+    free = {c.id for c in node.chips} - unhealthy - set(holders)
+    if node.product is None:
+        print(
+            f"{args.node_name}: {node.resource} chips {sorted(c.id for c in node.chips)}, "
+            f"unhealthy {sorted(unhealthy)} (no ring topology known; --product names it)"
+        )
+        return 0
+    print(f"{args.node_name} ({LEGEND}):")
+    print("\n".join(node_lines(args.node_name, node.product, free, unhealthy, holders)))
     return 0
 
 
@@ -254,20 +292,15 @@ def _kube_side(args: argparse.Namespace) -> KubeSide | None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if not arguments or arguments[0] not in (
-        "serve",
-        "devices",
-        "deviceinfo",
-        "demo",
-        "-h",
-        "--help",
-    ):
+    if not arguments or arguments[0] not in (*COMMANDS, "-h", "--help"):
         arguments.insert(0, "serve")
     args = parser.parse_args(arguments)
     if args.command == "devices":
         return _devices(args)
     if args.command == "deviceinfo":
         return _deviceinfo(args)
+    if args.command == "status":
+        return _status(args)
     if args.command == "demo":
         logging.basicConfig(level=logging.ERROR)
         return demo_cluster.run(args.nodes, args.policy)

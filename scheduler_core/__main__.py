@@ -12,8 +12,10 @@ import logging
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
+from scheduler_core import cluster_state, deviceinfo
 from scheduler_core.diagram import ring_diagram
 from scheduler_core.engine import Session
 from scheduler_core.extender import Extender
@@ -25,6 +27,7 @@ from scheduler_core.policies import DEFAULT_POLICY, POLICIES, policy_by_name
 from scheduler_core.products import product_by_name
 from scheduler_core.request_json import decision_to_json, parse_request
 from scheduler_core.service import SchedulerService
+from scheduler_core.status import cluster_lines
 
 EXIT_BAD_INPUT = 2
 
@@ -79,7 +82,8 @@ def _demo(policy_name: str) -> int:
         else:
             print(f"  {job.name:9} cannot be placed: {decision.reason}")
     for name, node in session.nodes.items():
-        print(f"  {name}  {ring_diagram(product, session.usable(name), node.unhealthy)}")
+        drawing, _ = ring_diagram(product, session.usable(name), node.unhealthy)
+        print(f"  {name}  {drawing}")
     return 0
 
 
@@ -107,6 +111,22 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status(args: argparse.Namespace) -> int:
+    try:
+        gateway = KubernetesGateway.from_environment(
+            args.kubeconfig if args.kube == "kubeconfig" else None
+        )
+        nodes = gateway.list_nodes()
+        configmaps = gateway.list_configmaps(deviceinfo.NAMESPACE)
+        pods, _ = gateway.list_pods(None)
+    except KubeError as failed:
+        print(f"error: {failed}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    snapshot = cluster_state.build(nodes, configmaps, pods, time.time(), args.self_maintain)
+    print("\n".join(cluster_lines(snapshot, pods)))
+    return 0
+
+
 def _flag(text: str) -> bool:
     if text.lower() in ("true", "1", "yes"):
         return True
@@ -122,20 +142,22 @@ def main(argv: list[str] | None = None) -> int:
         ("place", "place the job of a JSON request read on stdin"),
         ("demo", "place an example workload and draw the rings"),
         ("serve", "run the kube-scheduler extender service"),
+        ("status", "show every NPU node's chips as the scheduler sees them"),
     ):
         command = commands.add_parser(name, help=text)
         command.add_argument("--policy", choices=sorted(POLICIES), default=DEFAULT_POLICY.name)
-    serve = commands.choices["serve"]
+    serve, status = commands.choices["serve"], commands.choices["status"]
     serve.add_argument("--listen", default="0.0.0.0:8888", help="HOST:PORT")
-    serve.add_argument("--kube", choices=["in-cluster", "kubeconfig"], default="in-cluster")
-    serve.add_argument("--kubeconfig", type=Path)
-    serve.add_argument(
-        "--self-maintain-available-card",
-        dest="self_maintain",
-        type=_flag,
-        default=True,
-        help="compute free chips from pods (default) or trust the agents' published free lists",
-    )
+    for command in (serve, status):
+        command.add_argument("--kube", choices=["in-cluster", "kubeconfig"], default="in-cluster")
+        command.add_argument("--kubeconfig", type=Path)
+        command.add_argument(
+            "--self-maintain-available-card",
+            dest="self_maintain",
+            type=_flag,
+            default=True,
+            help="compute free chips from pods (default) or trust the agents' published lists",
+        )
     serve.add_argument("--refresh-period", type=float, default=1.0, help="seconds between reads")
     serve.add_argument(
         "--gang-ttl",
@@ -156,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         return _place(args.policy)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "status":
+        return _status(args)
     return _demo(args.policy)
 
 

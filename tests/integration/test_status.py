@@ -1,0 +1,108 @@
+"""``status``: a node's chips as rings, with who holds what, for people at a terminal."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from agent.simulated_cluster import state_file
+from scheduler_core.deviceinfo import DeviceInfo, encode
+from scheduler_core.diagram import ring_diagram
+from scheduler_core.kube.loopback import LoopbackApiServer, kubeconfig
+from scheduler_core.kube.memory import MemoryCluster, pod_object
+from scheduler_core.products import MODULE_910X8
+
+
+def test_each_pod_gets_a_letter_and_a_legend() -> None:
+    holders = {0: "ns/a", 1: "ns/a", 4: "ns/b", 5: "ns/b", 6: "ns/b", 7: "ns/b"}
+    drawing, legend = ring_diagram(MODULE_910X8, free={2}, unhealthy={3}, holders=holders)
+    assert drawing == "[aa.x|bbbb]"
+    assert legend == ["a = ns/a", "b = ns/b"]
+
+
+def cluster(tmp_path: Path) -> tuple[MemoryCluster, LoopbackApiServer, Path]:
+    store = MemoryCluster()
+    for name, allocatable in (("n1", "7"), ("n2", "8")):
+        store.put(
+            "Node",
+            {
+                "metadata": {"name": name},
+                "status": {
+                    "capacity": {"huawei.com/Ascend910": "8"},
+                    "allocatable": {"huawei.com/Ascend910": allocatable},
+                },
+            },
+        )
+    info = DeviceInfo(
+        frozenset(range(6)), frozenset({7}), frozenset(), update_time=int(time.time())
+    )
+    store.put(
+        "ConfigMap",
+        {
+            "metadata": {"namespace": "kube-system", "name": "mindx-dl-deviceinfo-n1"},
+            "data": encode(info),
+        },
+    )
+    store.put(
+        "Pod",
+        pod_object(
+            "ns",
+            "train",
+            "n1",
+            1,
+            phase="Running",
+            annotations={"huawei.com/AscendReal": "Ascend910-6"},
+        ),
+    )
+    server = LoopbackApiServer(store)
+    config = tmp_path / "kubeconfig"
+    config.write_text(kubeconfig(server.start()))
+    return store, server, config
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_the_scheduler_shows_every_node_and_why_one_is_left_out(tmp_path: Path) -> None:
+    _, server, config = cluster(tmp_path)
+    try:
+        done = run("scheduler_core", "status", "--kube", "kubeconfig", "--kubeconfig", str(config))
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    n1 = next(line for line in lines if line.startswith("n1 "))
+    assert "[....|..ax]" in n1 and "a = ns/train" in n1
+    assert any(
+        line.startswith("n2 ") and "no mindx-dl-deviceinfo-n2 ConfigMap" in line for line in lines
+    )
+
+
+def test_the_agent_shows_its_chips_and_with_the_api_their_holders(tmp_path: Path) -> None:
+    _, server, config = cluster(tmp_path)
+    state = tmp_path / "state.yaml"
+    state.write_text(state_file(unhealthy={7}))
+    try:
+        alone = run("agent", "status", "--fake-state", str(state), "--node-name", "n1")
+        with_api = run(
+            "agent",
+            "status",
+            "--fake-state",
+            str(state),
+            "--node-name",
+            "n1",
+            "--kube",
+            "kubeconfig",
+            "--kubeconfig",
+            str(config),
+        )
+    finally:
+        server.stop()
+    assert alone.returncode == 0 and "[....|...x]" in alone.stdout
+    assert with_api.returncode == 0, with_api.stderr
+    assert "[....|..ax]" in with_api.stdout and "a = ns/train" in with_api.stdout
