@@ -26,11 +26,13 @@ from agent.chips import DriverError, NodeChips
 from agent.driver import FakeDriver, NpuDriver, NpuSmiDriver
 from agent.kube_side import KubeSide
 from agent.manager import Agent
+from agent.metrics import MetricsServer
 from agent.npu_smi import replay_runner, run_npu_smi
 from agent.publish import configmap, device_info
 from agent.repair import POD_RESOURCES_SOCKET
 from scheduler_core.kube.client import KubernetesGateway
 from scheduler_core.kube.port import KubeError
+from scheduler_core.logs import configure as configure_logs
 from scheduler_core.status import LEGEND, holders_by_node, node_lines
 
 log = logging.getLogger("agent")
@@ -124,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="this node's name (default: env NODE_NAME, from the downward API)",
     )
     serve.add_argument("--log-level", default="INFO")
+    serve.add_argument("--log-format", choices=["text", "json"], default="text")
+    serve.add_argument(
+        "--metrics-listen",
+        default="",
+        help="HOST:PORT for /metrics, /healthz and /readyz (off when empty)",
+    )
     devices = commands.add_parser("devices", help="print the chips the driver discovers, as JSON")
     _driver_flags(devices)
     status = commands.add_parser("status", help="show this node's chips as a ring diagram")
@@ -220,9 +228,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    configure_logs(args.log_level, args.log_format == "json")
     try:
         kube = _kube_side(args)
     except (KubeError, ValueError) as failed:
@@ -254,11 +260,20 @@ def _serve(args: argparse.Namespace) -> int:
             kube.stop()
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    metrics_server = None
+    if args.metrics_listen:
+        host, _, port = args.metrics_listen.rpartition(":")
+        metrics_server = MetricsServer(agent.metrics, agent.ready)
+        metrics_server.start(host or "0.0.0.0", int(port))
     if kube is not None and agent.state is not None:
+        kube.cache.on_api_error = agent.metrics.api_error
         kube.label_node(agent.state.node)
         kube.start_repair(agent.state, args.pod_resources_socket)
         # With the kubelet's choice, its PodResources are the only record of fresh allocations.
-        kube.start_publisher(agent.state, None if args.volcano_type else args.pod_resources_socket)
+        publisher = kube.start_publisher(
+            agent.state, None if args.volcano_type else args.pod_resources_socket
+        )
+        publisher.on_api_error = agent.metrics.api_error
     log.info(
         "serving %s from %s (ascend runtime: %s, kube: %s)",
         args.plugin_dir,
@@ -267,6 +282,8 @@ def _serve(args: argparse.Namespace) -> int:
         args.kube,
     )
     stop.wait()
+    if metrics_server is not None:
+        metrics_server.stop()
     agent.stop()
     if kube is not None:
         kube.stop()

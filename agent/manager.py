@@ -19,6 +19,7 @@ from watchdog.observers import Observer
 
 from agent.chips import NodeChips
 from agent.driver import NpuDriver
+from agent.metrics import AgentMetrics
 from agent.plugin import (
     KUBELET_SOCKET,
     Allocator,
@@ -52,8 +53,11 @@ class Agent:
         plugin_dir: Path,
         ascend_runtime: bool,
         allocator: Allocator | None = None,
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self.driver = driver
+        self.metrics = metrics or AgentMetrics()
+        self.metrics.chips = self._chip_counts
         self.plugin_dir = plugin_dir
         self.state: DeviceState | None = None
         self.server: PluginServer | None = None
@@ -76,6 +80,7 @@ class Agent:
             allocator=self._allocator,
             ascend_runtime=self._ascend_runtime,
             on_stream_closed=self.request_restart,
+            metrics=self.metrics,
         )
         self.driver.watch(self._on_driver_change)
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
@@ -90,6 +95,16 @@ class Agent:
         self._restart.set()
         self._worker = threading.Thread(target=self._run, name="agent-register", daemon=True)
         self._worker.start()
+
+    def _chip_counts(self) -> dict[str, int]:
+        if self.state is None:
+            return {}
+        chips = self.state.node.chips
+        healthy = sum(c.healthy for c in chips)
+        return {"Healthy": healthy, "Unhealthy": len(chips) - healthy}
+
+    def ready(self) -> bool:
+        return self._registered.is_set()
 
     def _on_driver_change(self, node: NodeChips) -> None:
         if self.state is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from pathlib import Path
@@ -26,6 +27,7 @@ from agent.allocation import (
     preferred_chips,
 )
 from agent.chips import Chip, NodeChips
+from agent.metrics import AgentMetrics, failure_reason
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from deviceplugin_api.v1beta1 import api_pb2_grpc as dp_grpc
 
@@ -104,11 +106,13 @@ class DevicePluginService(dp_grpc.DevicePluginServicer):
         allocator: Allocator,
         ascend_runtime: bool,
         on_stream_closed: Callable[[], None],
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self._state = state
         self._allocator = allocator
         self._ascend_runtime = ascend_runtime
         self._on_stream_closed = on_stream_closed
+        self._metrics = metrics or AgentMetrics()
         self._stopping = threading.Event()
         self._allocate_lock = threading.Lock()
 
@@ -170,6 +174,7 @@ class DevicePluginService(dp_grpc.DevicePluginServicer):
     ) -> dp.AllocateResponse:
         node = self._state.node
         answer = dp.AllocateResponse()
+        start = time.perf_counter()
         try:
             per_container = check_allocate_request(request, node)
             with self._allocate_lock:  # one decision at a time per resource on this node
@@ -185,10 +190,13 @@ class DevicePluginService(dp_grpc.DevicePluginServicer):
                     )
         except InvalidRequest as bad:
             log.warning("refused Allocate: %s", bad)
+            self._metrics.failed("invalid_request", time.perf_counter() - start)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(bad))
         except AllocationFailed as failed:
             log.warning("Allocate failed: %s", failed)
+            self._metrics.failed(failure_reason(str(failed)), time.perf_counter() - start)
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(failed))
+        self._metrics.allocated(time.perf_counter() - start)
         return answer
 
     def PreStartContainer(  # noqa: N802
@@ -209,8 +217,10 @@ class PluginServer:
         allocator: Allocator,
         ascend_runtime: bool,
         on_stream_closed: Callable[[], None],
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self.plugin_dir = plugin_dir
+        self._metrics = metrics
         self.resource = resource
         self.socket = plugin_dir / f"{resource}.sock"
         self._state = state
@@ -230,7 +240,11 @@ class PluginServer:
         self.stop(grace=None)
         self.socket.unlink(missing_ok=True)
         self._service = DevicePluginService(
-            self._state, self._allocator, self._ascend_runtime, self._on_stream_closed
+            self._state,
+            self._allocator,
+            self._ascend_runtime,
+            self._on_stream_closed,
+            self._metrics,
         )
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix=self.resource),

@@ -36,6 +36,7 @@ class PodCache:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._listeners: list[Callable[[], None]] = []
+        self.on_api_error: Callable[[], None] = lambda: None
 
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after every change to the cache."""
@@ -103,6 +104,7 @@ class PodCache:
                         self.apply(change.object, deleted=change.type == "DELETED")
                         version = change.object["metadata"].get("resourceVersion", version)
             except KubeError as failed:
+                self.on_api_error()
                 with self._changed:
                     self._synced = False
                 log.warning("pod watch failed (%s); listing again in %.1f s", failed, RETRY_SECONDS)

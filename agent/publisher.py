@@ -53,6 +53,7 @@ class DeviceInfoPublisher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.writes = 0
+        self.on_api_error: Callable[[], None] = lambda: None
 
     def nudge(self) -> None:
         """Something changed (chips, pods): publish soon."""
@@ -120,6 +121,7 @@ class DeviceInfoPublisher:
                 self.publish_once()
                 delay = 0.0
             except KubeError as failed:
+                self.on_api_error()
                 delay = min(max(delay * 2, 0.5), MAX_BACKOFF)
                 log.warning("DeviceInfo not written (%s); retrying in %.1f s", failed, delay)
             self._wake.wait(delay or self._period)

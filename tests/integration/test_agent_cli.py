@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 from agent.simulated_cluster import state_file
@@ -86,11 +88,27 @@ def test_serve_registers_with_the_kubelet_and_sigterm_removes_its_socket(short_d
     plugins = short_dir / "plugins"
     kubelet = KubeletSimulator(plugins)
     kubelet.start()
-    process = serve(plugins, short_dir / "state.yaml", "-listWatchPeriod=5")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = serve(
+        plugins,
+        short_dir / "state.yaml",
+        "-listWatchPeriod=5",
+        "--metrics-listen",
+        f"127.0.0.1:{port}",
+    )
     try:
         assert kubelet.wait_for(lambda: kubelet.allocatable(RESOURCE) == 8, timeout=20)
         allocation = kubelet.allocate("default/p", "main", RESOURCE, 4)
         assert "ASCEND_VISIBLE_DEVICES" in allocation.response.envs
+        base = f"http://127.0.0.1:{port}"
+        with urllib.request.urlopen(f"{base}/readyz", timeout=5) as ready:
+            assert ready.status == 200
+        with urllib.request.urlopen(f"{base}/metrics", timeout=5) as scraped:
+            text = scraped.read().decode()
+        assert "ascend_agent_allocations_total 1" in text
+        assert 'ascend_agent_chips{health="Healthy"} 8' in text
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
         assert not (plugins / "Ascend910.sock").exists()

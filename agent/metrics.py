@@ -1,0 +1,129 @@
+"""The agent's Prometheus metrics and health endpoints (``--metrics-listen HOST:PORT``).
+
+``/metrics``: allocations, allocation failures by reason, chips by health, Kubernetes API
+errors, and an Allocate latency histogram. ``/healthz``: the process answers. ``/readyz``:
+registered with the kubelet.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class AgentMetrics:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.allocations = 0
+        self.failures: dict[str, int] = {}
+        self.api_errors = 0
+        self._buckets = [0] * (len(BUCKETS) + 1)
+        self._seconds = 0.0
+        self.chips: Callable[[], dict[str, int]] = dict
+
+    def allocated(self, seconds: float) -> None:
+        with self._lock:
+            self.allocations += 1
+            self._observe(seconds)
+
+    def failed(self, reason: str, seconds: float) -> None:
+        with self._lock:
+            self.failures[reason] = self.failures.get(reason, 0) + 1
+            self._observe(seconds)
+
+    def api_error(self) -> None:
+        with self._lock:
+            self.api_errors += 1
+
+    def _observe(self, seconds: float) -> None:
+        self._buckets[bisect.bisect_left(BUCKETS, seconds)] += 1
+        self._seconds += seconds
+
+    def text(self) -> str:
+        with self._lock:
+            lines = [
+                "# TYPE ascend_agent_allocations_total counter",
+                f"ascend_agent_allocations_total {self.allocations}",
+                "# TYPE ascend_agent_allocation_failures_total counter",
+            ]
+            lines += [
+                f'ascend_agent_allocation_failures_total{{reason="{r}"}} {n}'
+                for r, n in sorted(self.failures.items())
+            ]
+            lines += [
+                "# TYPE ascend_agent_api_errors_total counter",
+                f"ascend_agent_api_errors_total {self.api_errors}",
+                "# TYPE ascend_agent_allocate_seconds histogram",
+            ]
+            total = 0
+            for bound, count in zip((*BUCKETS, float("inf")), self._buckets, strict=True):
+                total += count
+                le = "+Inf" if bound == float("inf") else f"{bound}"
+                lines.append(f'ascend_agent_allocate_seconds_bucket{{le="{le}"}} {total}')
+            lines += [
+                f"ascend_agent_allocate_seconds_sum {self._seconds:.6f}",
+                f"ascend_agent_allocate_seconds_count {total}",
+            ]
+        lines.append("# TYPE ascend_agent_chips gauge")
+        lines += [
+            f'ascend_agent_chips{{health="{h}"}} {n}' for h, n in sorted(self.chips().items())
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def failure_reason(message: str) -> str:
+    """A small, stable label for why an Allocate failed."""
+    if message.startswith("not get valid pod"):
+        return "no_pod"
+    if message.startswith("API server"):
+        return "api_error"
+    if " is held by " in message or " is unhealthy" in message or " does not exist" in message:
+        return "chips_refused"
+    return "invalid_request" if message else "other"
+
+
+class MetricsServer:
+    def __init__(self, metrics: AgentMetrics, ready: Callable[[], bool]) -> None:
+        self._metrics = metrics
+        self._ready = ready
+        self._server: ThreadingHTTPServer | None = None
+
+    def start(self, host: str, port: int) -> str:
+        metrics, ready = self._metrics, self._ready
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                """Scrapes every few seconds: not worth a log line each."""
+
+            def do_GET(self) -> None:
+                if self.path == "/metrics":
+                    code, body, kind = 200, metrics.text(), "text/plain; version=0.0.4"
+                elif self.path == "/healthz":
+                    code, body, kind = 200, "ok\n", "text/plain"
+                elif self.path == "/readyz":
+                    code = 200 if ready() else 503
+                    body, kind = ("ready\n" if code == 200 else "not registered\n"), "text/plain"
+                else:
+                    code, body, kind = 404, "not found\n", "text/plain"
+                data = body.encode()
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        server = ThreadingHTTPServer((host, port), Handler)
+        server.daemon_threads = True
+        self._server = server
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return f"http://{host}:{server.server_address[1]}"
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
