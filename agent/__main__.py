@@ -30,6 +30,7 @@ from agent.metrics import MetricsServer
 from agent.npu_smi import replay_runner, run_npu_smi
 from agent.publish import configmap, device_info
 from agent.repair import POD_RESOURCES_SOCKET
+from scheduler_core import config
 from scheduler_core.kube.client import KubernetesGateway
 from scheduler_core.kube.port import KubeError
 from scheduler_core.logs import configure as configure_logs
@@ -81,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m agent", description=__doc__)
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="run the device plugin (the default)")
+    serve.add_argument(
+        "--config",
+        type=Path,
+        help="YAML settings keyed by flag name (env ASCEND_AGENT_<FLAG> and flags override)",
+    )
     _driver_flags(serve)
     serve.add_argument("--plugin-dir", type=Path, default=DEFAULT_PLUGIN_DIR)
     serve.add_argument(
@@ -311,6 +317,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if not arguments or arguments[0] not in (*COMMANDS, "-h", "--help"):
         arguments.insert(0, "serve")
+    if arguments[0] == "serve":
+        try:
+            arguments = [
+                "serve",
+                *config.arguments(
+                    config.subcommand(parser, "serve"), arguments[1:], "ASCEND_AGENT_"
+                ),
+            ]
+        except config.ConfigError as bad:
+            print(f"error: {bad}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     args = parser.parse_args(arguments)
     if args.command == "devices":
         return _devices(args)

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from scheduler_core import cluster_state, deviceinfo
+from scheduler_core import cluster_state, config, deviceinfo
 from scheduler_core.diagram import ring_diagram
 from scheduler_core.engine import Session
 from scheduler_core.extender import Extender
@@ -135,7 +135,7 @@ def _flag(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m scheduler_core", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     for name, text in (
@@ -147,6 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         command = commands.add_parser(name, help=text)
         command.add_argument("--policy", choices=sorted(POLICIES), default=DEFAULT_POLICY.name)
     serve, status = commands.choices["serve"], commands.choices["status"]
+    serve.add_argument(
+        "--config",
+        type=Path,
+        help="YAML settings keyed by flag name (env ASCEND_SCHEDULER_<FLAG> and flags override)",
+    )
     serve.add_argument("--listen", default="0.0.0.0:8888", help="HOST:PORT")
     for command in (serve, status):
         command.add_argument("--kube", choices=["in-cluster", "kubeconfig"], default="in-cluster")
@@ -173,7 +178,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     serve.add_argument("--log-level", default="INFO")
     serve.add_argument("--log-format", choices=["text", "json"], default="json")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["serve"]:
+        try:
+            serve = config.subcommand(parser, "serve")
+            arguments = ["serve", *config.arguments(serve, arguments[1:], "ASCEND_SCHEDULER_")]
+        except config.ConfigError as bad:
+            print(f"error: {bad}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    args = parser.parse_args(arguments)
     if args.command == "place":
         return _place(args.policy)
     if args.command == "serve":

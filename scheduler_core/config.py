@@ -1,0 +1,101 @@
+"""Configuration from a YAML file and the environment, under the command-line flags.
+
+Keys are a command's long flag names without the dashes (``list-watch-period: 5``);
+environment variables are ``<PREFIX><KEY>`` in upper case with underscores
+(``ASCEND_AGENT_LIST_WATCH_PERIOD=5``). Precedence: flag > environment > file > default.
+Every value is checked by its flag's own type before the command starts, and an error names
+where the value came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names its source and key."""
+
+
+def subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of one subcommand (``serve``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
+    raise KeyError(name)
+
+
+def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """Long option name without dashes → its action (``--config`` and ``--help`` excluded)."""
+    options = {}
+    for action in parser._actions:
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        if longs and action.dest not in ("help", "config"):
+            options[longs[0][2:]] = action
+    return options
+
+
+def _tokens(action: argparse.Action, key: str, value: Any, source: str) -> list[str]:
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    if isinstance(value, (dict, list)):
+        raise ConfigError(f"{source}: {key}: expected one value, got {value!r}")
+    try:
+        if callable(action.type):
+            action.type(text)
+        if action.choices is not None and text not in action.choices:
+            raise ValueError(f"{text!r} is not one of {', '.join(map(str, action.choices))}")
+    except (ValueError, TypeError, argparse.ArgumentTypeError) as bad:
+        raise ConfigError(f"{source}: {key}: {bad}") from None
+    return [action.option_strings[0], text]
+
+
+def read_file(path: Path) -> Mapping[str, Any]:
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as failed:
+        raise ConfigError(f"config {path}: {failed.strerror}") from None
+    except yaml.YAMLError as bad:
+        raise ConfigError(f"config {path}: not YAML ({bad})") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config {path}: expected a mapping of settings")
+    return raw
+
+
+def arguments(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str],
+    env_prefix: str,
+    environ: Mapping[str, str] = os.environ,
+) -> list[str]:
+    """``argv`` with the file's and the environment's settings in front (so flags win)."""
+    options = _options(parser)
+    config_parser = argparse.ArgumentParser(add_help=False)
+    config_parser.add_argument("--config", type=Path)
+    known, _ = config_parser.parse_known_args(argv)
+    tokens: list[str] = []
+    if known.config is not None:
+        for key, value in read_file(known.config).items():
+            if key not in options:
+                known_keys = ", ".join(sorted(options))
+                raise ConfigError(
+                    f"config {known.config}: unknown key {key!r} (known: {known_keys})"
+                )
+            tokens += _tokens(options[key], key, value, f"config {known.config}")
+    for key, action in sorted(options.items()):
+        name = env_prefix + key.upper().replace("-", "_")
+        if name in environ:
+            tokens += _tokens(action, key, environ[name], f"environment {name}")
+    rest = list(argv)
+    if "--config" in rest:
+        index = rest.index("--config")
+        del rest[index : index + 2]
+    rest = [a for a in rest if not a.startswith("--config=")]
+    return tokens + rest
