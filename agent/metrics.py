@@ -7,13 +7,12 @@ registered with the kubelet.
 
 from __future__ import annotations
 
-import bisect
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+from scheduler_core.histogram import Histogram
 
 
 class AgentMetrics:
@@ -22,8 +21,7 @@ class AgentMetrics:
         self.allocations = 0
         self.failures: dict[str, int] = {}
         self.api_errors = 0
-        self._buckets = [0] * (len(BUCKETS) + 1)
-        self._seconds = 0.0
+        self._latency = Histogram("ascend_agent_allocate_seconds")
         self.chips: Callable[[], dict[str, int]] = dict
 
     def allocated(self, seconds: float) -> None:
@@ -41,8 +39,7 @@ class AgentMetrics:
             self.api_errors += 1
 
     def _observe(self, seconds: float) -> None:
-        self._buckets[bisect.bisect_left(BUCKETS, seconds)] += 1
-        self._seconds += seconds
+        self._latency.observe(seconds)
 
     def text(self) -> str:
         with self._lock:
@@ -60,15 +57,7 @@ class AgentMetrics:
                 f"ascend_agent_api_errors_total {self.api_errors}",
                 "# TYPE ascend_agent_allocate_seconds histogram",
             ]
-            total = 0
-            for bound, count in zip((*BUCKETS, float("inf")), self._buckets, strict=True):
-                total += count
-                le = "+Inf" if bound == float("inf") else f"{bound}"
-                lines.append(f'ascend_agent_allocate_seconds_bucket{{le="{le}"}} {total}')
-            lines += [
-                f"ascend_agent_allocate_seconds_sum {self._seconds:.6f}",
-                f"ascend_agent_allocate_seconds_count {total}",
-            ]
+            lines += self._latency.lines()
         lines.append("# TYPE ascend_agent_chips gauge")
         lines += [
             f'ascend_agent_chips{{health="{h}"}} {n}' for h, n in sorted(self.chips().items())

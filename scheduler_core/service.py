@@ -20,6 +20,7 @@ from typing import Any
 
 from scheduler_core import cluster_state, deviceinfo
 from scheduler_core.extender import Extender
+from scheduler_core.histogram import Histogram
 from scheduler_core.kube.port import KubeError, KubeGateway
 from scheduler_core.volcano import VolcanoVerbs
 
@@ -33,14 +34,17 @@ class Metrics:
         self._lock = threading.Lock()
         self.calls: dict[str, int] = dict.fromkeys(VERBS, 0)
         self.errors: dict[str, int] = dict.fromkeys(VERBS, 0)
-        self.seconds: dict[str, float] = dict.fromkeys(VERBS, 0.0)
+        self.latency: dict[str, Histogram] = {}
         self.refresh_errors = 0
 
     def record(self, verb: str, seconds: float, failed: bool) -> None:
         with self._lock:
             self.calls[verb] = self.calls.get(verb, 0) + 1
-            self.seconds[verb] = self.seconds.get(verb, 0.0) + seconds
             self.errors[verb] = self.errors.get(verb, 0) + int(failed)
+            histogram = self.latency.setdefault(
+                verb, Histogram("ascend_scheduler_request_seconds", f'verb="{verb}"')
+            )
+        histogram.observe(seconds)
 
     def text(self, binds: int, nodes: int) -> str:
         with self._lock:
@@ -53,11 +57,9 @@ class Metrics:
                 f'ascend_scheduler_request_errors_total{{verb="{v}"}} {n}'
                 for v, n in self.errors.items()
             ]
-            lines.append("# TYPE ascend_scheduler_request_seconds_total counter")
-            lines += [
-                f'ascend_scheduler_request_seconds_total{{verb="{v}"}} {s:.6f}'
-                for v, s in self.seconds.items()
-            ]
+            lines.append("# TYPE ascend_scheduler_request_seconds histogram")
+            for histogram in self.latency.values():
+                lines += histogram.lines()
             lines += [
                 "# TYPE ascend_scheduler_binds_total counter",
                 f"ascend_scheduler_binds_total {binds}",

@@ -119,6 +119,8 @@ def test_the_service_filters_binds_and_reports_health_and_metrics(tmp_path: Path
         status, metrics = get(f"{url}/metrics")
         assert status == 200 and "ascend_scheduler_binds_total 1" in metrics
         assert 'ascend_scheduler_requests_total{verb="filter"} 1' in metrics
+        assert 'ascend_scheduler_request_seconds_count{verb="bind"} 1' in metrics
+        assert 'ascend_scheduler_request_seconds_bucket{verb="filter",le="+Inf"} 1' in metrics
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=20)
         assert process.returncode == 0
