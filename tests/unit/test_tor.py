@@ -167,3 +167,12 @@ def test_a_selection_is_n_distinct_free_servers_and_a_fill_job_stays_on_one_tor(
         assert len({s.tor for s in selection.servers}) == 1
     if schema == LARGE_MODEL:
         assert selection.how != "greedy"
+
+
+def test_whole_tors_are_used_only_while_more_remain_than_row_plus_one_like_vol_v5() -> None:
+    # 22 pods need row + 1 = 6 ToRs; with exactly 6 whole ToRs VOL-v5 (row + 1 < whole)
+    # builds logical ToRs instead (MindCluster's ≤ would take the whole ToRs).
+    topology = parse_topology(tor_info(6))
+    selection = select(topology, [s.ip for t in topology.tors for s in t], 22, LARGE_MODEL)
+    assert selection is not None and selection.how == "logical-tors"
+    assert len(selection.servers) == 22
