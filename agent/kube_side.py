@@ -95,6 +95,7 @@ class KubeSide:
             extra_held=extra,
         )
         self.cache.subscribe(publisher.nudge)
+        state.subscribe(publisher.nudge)
         publisher.start()
         self.publisher = publisher
         return publisher

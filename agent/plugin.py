@@ -69,6 +69,11 @@ class DeviceState:
         self._node = node
         self._version = 0
         self._changed = threading.Condition()
+        self._listeners: list[Callable[[], None]] = []
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after every change of the chips (e.g. to republish DeviceInfo)."""
+        self._listeners.append(listener)
 
     @property
     def node(self) -> NodeChips:
@@ -82,6 +87,8 @@ class DeviceState:
             self._node = node
             self._version += 1
             self._changed.notify_all()
+        for listener in self._listeners:
+            listener()
 
     def wait_change(self, seen: int, timeout: float) -> tuple[int, NodeChips]:
         with self._changed:

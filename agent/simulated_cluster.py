@@ -94,6 +94,7 @@ class SimulatedCluster:
         assert agent.state is not None
         publisher = DeviceInfoPublisher(gateway, name, state=agent.state, cache=cache, period=1)
         cache.subscribe(publisher.nudge)
+        agent.state.subscribe(publisher.nudge)
         publisher.start()
         node = SimNode(name, home, kubelet, cache, agent, publisher)
         self.nodes[name] = node
@@ -122,6 +123,7 @@ class SimulatedCluster:
             gateway, name, state=node.agent.state, cache=node.cache, period=1
         )
         node.cache.subscribe(node.publisher.nudge)
+        node.agent.state.subscribe(node.publisher.nudge)
         node.publisher.start()
 
     def sync_node_status(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from agent.simulated_cluster import KubeScheduler, SimulatedCluster, simulated_cluster
+from scheduler_core.deviceinfo import decode
 from scheduler_core.kube.memory import pod_object
 from scheduler_core.products import MODULE_910X8
 
@@ -97,7 +98,15 @@ def test_a_chip_failing_while_pods_run_is_avoided_by_new_pods() -> None:
         node.write_state(frozenset({3}))
         assert node.kubelet.wait_for(lambda: node.kubelet.allocatable("huawei.com/Ascend910") == 7)
         cluster.sync_node_status()
-        time.sleep(1.5)  # the agent republishes DeviceInfo on the change
+
+        def published_unhealthy() -> bool:
+            data = cluster.store.get_configmap("kube-system", "mindx-dl-deviceinfo-node-00")["data"]
+            return 3 in decode(data).unhealthy
+
+        deadline = time.monotonic() + 10
+        while not published_unhealthy() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert published_unhealthy(), "the agent republishes DeviceInfo on a health change"
         cluster.service.refresh()
         for i in range(5):
             submit(cluster, f"after-{i}", 1)
