@@ -152,3 +152,12 @@ def test_the_dockerfile_passes_hadolint() -> None:
 def test_the_image_leaves_out_what_it_does_not_run() -> None:
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {"tests", "benchmarks", ".venv", ".git"} <= set(ignored)
+
+
+@pytest.mark.parametrize(
+    ("manifest", "key"),
+    [("agent-config.yaml", "agent.yaml"), ("scheduler-config.yaml", "scheduler.yaml")],
+)
+def test_the_deployed_settings_are_the_documented_files(manifest: str, key: str) -> None:
+    (config_map,) = documents(manifest)
+    assert config_map["data"][key] == (ROOT / "config" / key).read_text()
