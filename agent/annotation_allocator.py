@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from agent.allocation import AllocationFailed, preferred_chips
 from agent.chips import Chip, NodeChips
 from agent.handshake import (
-    CHIPS_ANNOTATION,
     NOT_FOUND,
     ChipsRefused,
     PodInfo,
@@ -28,6 +27,7 @@ from agent.handshake import (
 )
 from agent.pod_cache import PodCache
 from scheduler_core import chip_name
+from scheduler_core.annotations import CHIPS_ANNOTATION
 from scheduler_core.kube.port import Conflict, KubeError, KubeGateway, NotFound
 
 log = logging.getLogger(__name__)

@@ -13,16 +13,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agent.chips import Chip, NodeChips
-from scheduler_core import InvalidInput, chip_name, parse_chip_name
+from scheduler_core import RESOURCE_NAME, InvalidInput, chip_name, parse_chip_name
+from scheduler_core.annotations import (
+    CHIPS_ANNOTATION,
+    CONSUMED,
+    KUBELET_ANNOTATION,
+    PREDICATE_TIME,
+    RANK_TABLE_ANNOTATION,
+    REAL_ANNOTATION,
+)
 from scheduler_core.deviceinfo import go_json
 
-RESOURCE = "huawei.com/Ascend910"
-CHIPS_ANNOTATION = RESOURCE
-PREDICATE_TIME = "predicate-time"
-REAL_ANNOTATION = "huawei.com/AscendReal"
-KUBELET_ANNOTATION = "huawei.com/kltDev"
-RANK_TABLE_ANNOTATION = "ascend.kubectl.kubernetes.io/ascend-910-configuration"
-CONSUMED = str(2**64 - 1)  # strconv.FormatUint(math.MaxUint64, 10)
+RESOURCE = RESOURCE_NAME
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 NOT_FOUND = "not get valid pod"
 

@@ -18,21 +18,17 @@ from pathlib import Path
 import grpc
 
 from agent.chips import NodeChips
-from agent.handshake import (
-    CHIPS_ANNOTATION,
-    KUBELET_ANNOTATION,
-    RANK_TABLE_ANNOTATION,
-    REAL_ANNOTATION,
-    RESOURCE,
-    ChipsRefused,
-    PodInfo,
-    parse_chips,
-    rank_table,
-)
+from agent.handshake import RESOURCE, ChipsRefused, PodInfo, parse_chips, rank_table
 from agent.pod_cache import PodCache
 from deviceplugin_api.podresources.v1 import api_pb2 as pr
 from deviceplugin_api.podresources.v1 import api_pb2_grpc as pr_grpc
 from scheduler_core import chip_name
+from scheduler_core.annotations import (
+    CHIPS_ANNOTATION,
+    KUBELET_ANNOTATION,
+    RANK_TABLE_ANNOTATION,
+    REAL_ANNOTATION,
+)
 from scheduler_core.kube.port import Conflict, KubeError, KubeGateway
 
 log = logging.getLogger(__name__)

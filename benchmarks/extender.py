@@ -13,19 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from agent.simulated_cluster import KubeScheduler, simulated_cluster
+from agent.simulated_cluster import KubeScheduler, scheduler_process, simulated_cluster
 from scheduler_core.deviceinfo import DeviceInfo, encode
-from scheduler_core.kube.loopback import LoopbackApiServer, kubeconfig
 from scheduler_core.kube.memory import MemoryCluster, pod_object
 
 
@@ -88,55 +83,15 @@ def cluster(nodes: int, seed: int) -> MemoryCluster:
     return store
 
 
-def serve(
-    store: MemoryCluster, workdir: Path
-) -> tuple[subprocess.Popen[bytes], str, LoopbackApiServer]:
-    """``python -m scheduler_core serve`` as its own process (kube-scheduler calls it from
-    another), reading the cluster from the loopback API server in this process."""
-    api = LoopbackApiServer(store)
-    config_file = workdir / "kubeconfig"
-    config_file.write_text(kubeconfig(api.start()))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "scheduler_core",
-            "serve",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--kube",
-            "kubeconfig",
-            "--kubeconfig",
-            str(config_file),
-            "--refresh-period",
-            "3600",
-            "--log-level",
-            "WARNING",
-        ],
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/readyz", timeout=2) as response:
-                if response.status == 200:
-                    return process, url, api
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit("the scheduler service did not become ready")
-
-
 def extender_latency(nodes: int, pods: int, workdir: Path) -> None:
     store = cluster(nodes, seed=nodes)
     names = [f"node-{i:05d}" for i in range(nodes)]
     for i in range(pods):
         store.put("Pod", pod_object("ns", f"p{i}", None, (1, 1, 2, 4)[i % 4]))
-    process, url, api = serve(store, workdir)
     filter_ms, prioritize_ms, bind_ms = [], [], []
-    try:
+    flags = ("--refresh-period", "3600", "--log-level", "WARNING")
+    with scheduler_process(store, workdir, *flags) as service:
+        url = service.url
         for i in range(pods):
             pod = store.get_pod("ns", f"p{i}")
             start = time.perf_counter()
@@ -160,10 +115,6 @@ def extender_latency(nodes: int, pods: int, workdir: Path) -> None:
             filter_ms.append((middle - start) * 1e3)
             prioritize_ms.append((end - middle) * 1e3)
             bind_ms.append((bound - end) * 1e3)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
-        api.stop()
     both = [f + p for f, p in zip(filter_ms, prioritize_ms, strict=True)]
     print(
         f"  {nodes:>5} nodes: filter p50 {percentile(filter_ms, 50):.1f} ms, prioritize p50 "

@@ -19,12 +19,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from scheduler_core import deviceinfo
+from scheduler_core.annotations import CHIPS_ANNOTATION, REAL_ANNOTATION
 from scheduler_core.kube.port import NPU_RESOURCE, Obj, npu_limit
 from scheduler_core.model import InvalidInput, NodeState, chip_name, parse_chip_name
 from scheduler_core.products import ACCELERATOR_TYPE_LABEL, product_for_selector
 
-REAL_ANNOTATION = "huawei.com/AscendReal"
-CHIPS_ANNOTATION = NPU_RESOURCE
 FINISHED = frozenset({"Succeeded", "Failed"})
 MAX_AGE = 300  # seconds: a DeviceInfo older than this is stale (agents write every few s)
 

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from scheduler_core.model import InvalidInput, chip_name, parse_chip_name
+from scheduler_core.model import RESOURCE_NAME, InvalidInput, chip_name, parse_chip_name
 
 NAMESPACE = "kube-system"
 NAME_PREFIX = "mindx-dl-deviceinfo-"
@@ -22,7 +22,7 @@ DATA_KEY = "DeviceInfoCfg"
 SEPARATED_KEY = "ManuallySeparateNPU"
 CONSUMER_LABEL = ("mx-consumer-cim", "true")
 
-RESOURCE = "huawei.com/Ascend910"
+RESOURCE = RESOURCE_NAME
 FREE_KEY = RESOURCE
 UNHEALTHY_KEY = f"{RESOURCE}-Unhealthy"
 NETWORK_UNHEALTHY_KEY = f"{RESOURCE}-NetworkUnhealthy"

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler_core.annotations import CHIPS_ANNOTATION, PREDICATE_TIME
 from scheduler_core.cluster_state import Snapshot
 from scheduler_core.engine import Session
 from scheduler_core.kube.port import KubeError, KubeGateway, Obj, npu_limit
@@ -34,8 +35,6 @@ log = logging.getLogger(__name__)
 
 GANG_LABEL = "ascend.npu/gang"
 GANG_SIZE_ANNOTATION = "ascend.npu/gang-size"
-CHIPS_ANNOTATION = "huawei.com/Ascend910"
-PREDICATE_TIME = "predicate-time"
 MAX_SCORE = 10
 
 

@@ -12,8 +12,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from scheduler_core.model import RESOURCE_NAME
+
 Obj = dict[str, Any]
-NPU_RESOURCE = "huawei.com/Ascend910"
+NPU_RESOURCE = RESOURCE_NAME
 
 
 class KubeError(RuntimeError):

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
-from agent.simulated_cluster import state_file
+from agent.simulated_cluster import free_port, state_file
 from deviceplugin_api.kubelet_sim import KubeletSimulator
 from scheduler_core.deviceinfo import decode
 from scheduler_core.kube.loopback import LoopbackApiServer, kubeconfig
@@ -88,9 +87,7 @@ def test_serve_registers_with_the_kubelet_and_sigterm_removes_its_socket(short_d
     plugins = short_dir / "plugins"
     kubelet = KubeletSimulator(plugins)
     kubelet.start()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     process = serve(
         plugins,
         short_dir / "state.yaml",

@@ -9,7 +9,7 @@ import pytest
 
 from agent.chips import Chip, NodeChips
 from agent.driver import FakeDriver
-from agent.handshake import CONSUMED, PodInfo
+from agent.handshake import PodInfo
 from agent.manager import Agent
 from agent.plugin import DeviceState
 from agent.pod_cache import PodCache
@@ -17,6 +17,7 @@ from agent.publisher import DeviceInfoPublisher
 from agent.repair import RepairLoop, kubelet_devices, repairs
 from agent.simulated_cluster import state_file
 from deviceplugin_api.kubelet_sim import KubeletSimulator
+from scheduler_core.annotations import CONSUMED
 from scheduler_core.deviceinfo import decode
 from scheduler_core.kube.memory import MemoryCluster, pod_object
 from tests.integration.conftest import RESOURCE

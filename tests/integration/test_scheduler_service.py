@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -14,17 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from agent.simulated_cluster import scheduler_process
 from scheduler_core.deviceinfo import DeviceInfo, encode
 from scheduler_core.extender import Extender
-from scheduler_core.kube.loopback import LoopbackApiServer, kubeconfig
 from scheduler_core.kube.memory import MemoryCluster, pod_object
 from scheduler_core.service import SchedulerService
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(url: str) -> tuple[int, str]:
@@ -67,39 +58,8 @@ def test_the_service_filters_binds_and_reports_health_and_metrics(tmp_path: Path
         },
     )
     store.put("Pod", pod_object("ns", "p", None, 4))
-    server = LoopbackApiServer(store)
-    config_file = tmp_path / "kubeconfig"
-    config_file.write_text(kubeconfig(server.start()))
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "scheduler_core",
-            "serve",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--kube",
-            "kubeconfig",
-            "--kubeconfig",
-            str(config_file),
-            "--refresh-period",
-            "0.2",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if get(f"{url}/readyz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.1)
+    with scheduler_process(store, tmp_path, "--refresh-period", "0.2") as service:
+        url = service.url
         assert get(f"{url}/healthz") == (200, "ok\n")
         pod = store.get_pod("ns", "p")
         filtered = post(f"{url}/filter", {"Pod": pod, "Nodes": None, "NodeNames": ["n1", "n2"]})
@@ -121,16 +81,12 @@ def test_the_service_filters_binds_and_reports_health_and_metrics(tmp_path: Path
         assert 'ascend_scheduler_requests_total{verb="filter"} 1' in metrics
         assert 'ascend_scheduler_request_seconds_count{verb="bind"} 1' in metrics
         assert 'ascend_scheduler_request_seconds_bucket{verb="filter",le="+Inf"} 1' in metrics
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=20)
-        assert process.returncode == 0
+        service.process.send_signal(signal.SIGTERM)
+        _, stderr = service.process.communicate(timeout=20)
+        assert service.process.returncode == 0
         logs = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
         bind_log = next(e for e in logs if e["message"].startswith("bound "))
         assert (bind_log["pod"], bind_log["node"]) == ("ns/p", "n1")
-    finally:
-        if process.poll() is None:
-            process.kill()
-        server.stop()
 
 
 def test_concurrent_binds_over_http_never_share_a_chip() -> None:

@@ -8,7 +8,6 @@ import pytest
 
 from agent.chips import Chip, NodeChips
 from agent.handshake import (
-    CONSUMED,
     ChipsRefused,
     PodInfo,
     check_chips,
@@ -17,6 +16,7 @@ from agent.handshake import (
     pick_pod,
     predicate_time,
 )
+from scheduler_core.annotations import CONSUMED
 
 NODE = NodeChips(
     "Ascend910",
