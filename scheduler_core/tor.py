@@ -38,6 +38,7 @@ class Server:
     ip: str
     tor: int
     slice_id: int
+    tor_ip: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +67,12 @@ def parse_topology(tor_info: str) -> Topology:
         tors = []
         for tor in raw["server_list"]:
             servers = [
-                Server(str(s["server_ip"]), int(tor["tor_id"]), int(s["slice_id"]))
+                Server(
+                    str(s["server_ip"]),
+                    int(tor["tor_id"]),
+                    int(s["slice_id"]),
+                    str(tor.get("tor_ip", "")),
+                )
                 for s in tor["server"]
             ]
             tors.append(tuple(sorted(servers, key=lambda s: s.slice_id)))
