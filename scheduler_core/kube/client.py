@@ -140,6 +140,19 @@ class KubernetesGateway:
             f"get pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace
         )
 
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int | None) -> None:
+        options = client.V1DeleteOptions(
+            grace_period_seconds=grace_seconds,
+            preconditions=client.V1Preconditions(uid=uid) if uid else None,
+        )
+        self._read(
+            f"delete pod {namespace}/{name}",
+            self._core.delete_namespaced_pod,
+            name,
+            namespace,
+            body=options,
+        )
+
     def patch_pod_annotations(
         self, namespace: str, name: str, annotations: Mapping[str, str], resource_version: str
     ) -> Obj:

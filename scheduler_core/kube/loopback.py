@@ -148,6 +148,12 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "PATCH":
                 changes, version = self._metadata_patch()
                 return 200, store.patch_metadata("Pod", namespace, rest[0], changes, version)
+            if method == "DELETE":
+                body = self._body()
+                uid = (body.get("preconditions") or {}).get("uid") or ""
+                pod = store.get_pod(namespace, rest[0])
+                store.delete_pod(namespace, rest[0], uid, body.get("gracePeriodSeconds"))
+                return 200, pod
         if kind == "pods" and rest[1:] == ["binding"] and method == "POST":
             body = self._body()
             meta = body.get("metadata") or {}
@@ -234,6 +240,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PATCH(self) -> None:
         self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
 
 
 class _Server(ThreadingHTTPServer):

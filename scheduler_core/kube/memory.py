@@ -149,6 +149,17 @@ class MemoryCluster:
     def get_pod(self, namespace: str, name: str) -> Obj:
         return self.get("Pod", namespace, name)
 
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int | None) -> None:
+        # No kubelet here to run a grace period: every deletion is immediate.
+        with self._lock:
+            self._check("delete pod")
+            pod = self._objects.get(("Pod", namespace, name))
+            if pod is None:
+                raise NotFound(f"pod {namespace}/{name} not found")
+            if uid and pod["metadata"].get("uid") != uid:
+                raise Conflict(f"pod {namespace}/{name}: UID {uid} does not match")
+            self._write("Pod", pod, "DELETED")
+
     def patch_metadata(
         self,
         kind: str,

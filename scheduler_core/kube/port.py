@@ -58,6 +58,11 @@ class KubeGateway(Protocol):
 
     def get_pod(self, namespace: str, name: str) -> Obj: ...
 
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int | None) -> None:
+        """Delete the pod if it still has ``uid`` (Conflict otherwise); ``grace_seconds``
+        None keeps the pod's own grace period, 0 deletes at once."""
+        ...
+
     def patch_pod_annotations(
         self, namespace: str, name: str, annotations: Mapping[str, str], resource_version: str
     ) -> Obj:

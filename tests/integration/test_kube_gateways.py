@@ -154,3 +154,13 @@ def test_a_binding_sets_the_node_and_the_annotations_at_once_and_only_once(setup
         setup.gateway.bind_pod("ns", "new", uid, "node-2", {})
     with pytest.raises(NotFound):
         setup.gateway.bind_pod("ns", "ghost", "", "node-1", {})
+
+
+def test_a_pod_is_deleted_only_while_it_keeps_its_uid(setup: Setup) -> None:
+    with pytest.raises(Conflict):
+        setup.gateway.delete_pod("ns", "a", "uid-of-an-older-pod", 0)
+    setup.gateway.delete_pod("ns", "a", "uid-ns-a", 0)
+    with pytest.raises(NotFound):
+        setup.gateway.get_pod("ns", "a")
+    with pytest.raises(NotFound):
+        setup.gateway.delete_pod("ns", "a", "", None)

@@ -1,0 +1,160 @@
+"""Fault rescheduling of multi-node jobs (reference §2.11, seed 004). Pure.
+
+A running job labelled ``fault-scheduling: grace|force`` whose pod sits on a failed chip
+(``-Unhealthy`` or, the job being distributed, ``-NetworkUnhealthy``) or on a node that no
+longer publishes a valid DeviceInfo is a *fault job*. Like upstream, a pod's chips come only
+from its ``huawei.com/AscendReal`` annotation. Every pod of the job is deleted so the job
+restarts: ``force`` at once (grace 0, UID precondition); ``grace`` with each pod's own grace
+period, then at once if pods remain ``grace-over-time`` (900 s) after the fault was seen.
+When the job's pods come back, healthy ranks return to their nodes and the faulty ones move
+(the extender does that with ``Fault.previous``).
+
+The record ``volcano-system/vcjob-fault-npu-cm`` and the job's ``fault-config-<job>``
+carry a ``checkCode``: SHA-256 of the Go JSON of the rest of the content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from scheduler_core.annotations import REAL_ANNOTATION
+from scheduler_core.deviceinfo import go_json
+from scheduler_core.kube.port import Obj
+from scheduler_core.model import InvalidInput, NodeState, parse_chip_name
+
+FAULT_LABEL = "fault-scheduling"
+GRACE, FORCE = "grace", "force"
+GRACE_OVER_TIME = 900.0
+RANK_INDEX_ANNOTATION = "hccl/rankIndex"
+RECORD = ("volcano-system", "vcjob-fault-npu-cm")
+FAULT_CONFIG_PREFIX = "fault-config-"
+CHIPS_PER_RANK = 8  # fault rank id = chip + 8 × node rank (8-chip servers)
+
+
+@dataclass(frozen=True, slots=True)
+class JobPod:
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    rank: int
+    chips: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    job: str  # namespace/name
+    mode: str  # grace or force
+    pods: tuple[JobPod, ...]
+    nodes: tuple[str, ...]  # nodes with a failed chip or no valid DeviceInfo
+    rank_ids: tuple[int, ...]  # failed chips as upstream's FaultRankIds
+
+    @property
+    def previous(self) -> dict[int, str]:
+        """Rank → node of the run that failed."""
+        return {p.rank: p.node for p in self.pods}
+
+
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    namespace: str
+    name: str
+    uid: str
+    grace_seconds: int | None  # None: the pod's own grace period
+
+
+def job_pod(pod: Obj, fallback_rank: int) -> JobPod | None:
+    """A bound pod of a multi-node job, or None when its AscendReal names no chips."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    annotations = meta.get("annotations") or {}
+    text = annotations.get(REAL_ANNOTATION, "")
+    try:
+        chips = tuple(parse_chip_name(n.strip()) for n in text.split(",") if n.strip())
+    except InvalidInput:
+        return None
+    rank_text = annotations.get(RANK_INDEX_ANNOTATION, "")
+    if not chips or not spec.get("nodeName"):
+        return None
+    return JobPod(
+        meta.get("namespace", "default"),
+        meta.get("name", ""),
+        meta.get("uid", ""),
+        spec["nodeName"],
+        int(rank_text) if rank_text.isdigit() else fallback_rank,
+        chips,
+    )
+
+
+def find_faults(
+    jobs: Mapping[str, tuple[str, Iterable[JobPod]]], nodes: Mapping[str, NodeState]
+) -> list[Fault]:
+    """The fault jobs among running jobs (job → (fault-scheduling mode, its pods))."""
+    faults = []
+    for job, (mode, pods) in sorted(jobs.items()):
+        if mode not in (GRACE, FORCE):
+            continue
+        members = tuple(sorted(pods, key=lambda p: p.rank))
+        bad_nodes: list[str] = []
+        rank_ids: list[int] = []
+        for pod in members:
+            node = nodes.get(pod.node)
+            failed = (
+                set(pod.chips)
+                if node is None
+                else set(pod.chips) & (node.unhealthy | node.network_unhealthy)
+            )
+            if failed:
+                bad_nodes.append(pod.node)
+                rank_ids += sorted(c + CHIPS_PER_RANK * pod.rank for c in failed)
+        if bad_nodes:
+            faults.append(Fault(job, mode, members, tuple(bad_nodes), tuple(rank_ids)))
+    return faults
+
+
+def deletions(fault: Fault, seen: float, now: float, grace_over: float) -> list[Deletion]:
+    """The deletions that restart the job (again, until its pods are gone)."""
+    at_once = fault.mode == FORCE or now - seen >= grace_over
+    return [Deletion(p.namespace, p.name, p.uid, 0 if at_once else None) for p in fault.pods]
+
+
+def _with_check_code(data: dict[str, str]) -> dict[str, str]:
+    return {**data, "checkCode": hashlib.sha256(go_json(data).encode()).hexdigest()}
+
+
+def record(faults: Iterable[tuple[Fault, float]]) -> dict[str, str]:
+    """``vcjob-fault-npu-cm`` data: the fault nodes and the 8-chip fault jobs, with checkCode."""
+    faults = list(faults)
+    nodes = sorted({n for f, _ in faults for n in f.nodes})
+    jobs = [
+        {
+            "JobName": f.job,
+            "FaultNodes": list(f.nodes),
+            "FaultRankIds": [str(r) for r in f.rank_ids],
+            "FaultStrategy": f.mode,
+            "UpdateTime": int(seen),
+        }
+        for f, seen in faults
+    ]
+    return _with_check_code({"fault-node": go_json(nodes), "fault-job-910x8": go_json(jobs)})
+
+
+def fault_config(fault: Fault, created: float) -> dict[str, str]:
+    """``fault-config-<job>`` data in the job's namespace: ``fault-npus`` and checkCode."""
+    # Struct field order of upstream (FaultRankIds, CreatTime): written by hand.
+    npus = (
+        '{"FaultRankIds":'
+        + go_json([str(r) for r in fault.rank_ids])
+        + ',"CreatTime":'
+        + str(int(created))
+        + "}"
+    )
+    return {"fault-npus": npus, "checkCode": hashlib.sha256(npus.encode()).hexdigest()}
+
+
+def verify(data: Mapping[str, str]) -> bool:
+    """True when a ``vcjob-fault-npu-cm`` content matches its checkCode."""
+    rest = {k: v for k, v in data.items() if k != "checkCode"}
+    return data.get("checkCode") == _with_check_code(rest)["checkCode"]

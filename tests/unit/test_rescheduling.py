@@ -1,0 +1,109 @@
+"""Fault rescheduling: which jobs are fault jobs, how they are restarted, what is recorded."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from scheduler_core.kube.memory import pod_object
+from scheduler_core.model import NodeState
+from scheduler_core.rescheduling import (
+    FORCE,
+    GRACE,
+    Deletion,
+    JobPod,
+    deletions,
+    fault_config,
+    find_faults,
+    job_pod,
+    record,
+    verify,
+)
+
+
+def node(
+    name: str, unhealthy: frozenset[int] = frozenset(), net: frozenset[int] = frozenset()
+) -> NodeState:
+    return NodeState(name, "module910x8", (), 8, unhealthy, net)
+
+
+def pods(*nodes: str) -> list[JobPod]:
+    return [
+        JobPod("ns", f"job-{r}", f"uid-{r}", n, r, tuple(range(8))) for r, n in enumerate(nodes)
+    ]
+
+
+def test_a_pod_on_a_failed_chip_makes_its_job_a_fault_job_with_rank_ids_chip_plus_8_rank() -> None:
+    # Chip 3 fails on the node of rank 1: fault rank id 3 + 8 × 1 = 11.
+    nodes = {"a": node("a"), "b": node("b", frozenset({3}))}
+    (fault,) = find_faults({"ns/job": (FORCE, pods("a", "b"))}, nodes)
+    assert (fault.job, fault.nodes, fault.rank_ids) == ("ns/job", ("b",), (11,))
+    assert fault.previous == {0: "a", 1: "b"}
+
+
+def test_network_faults_and_vanished_nodes_count_and_jobs_without_the_label_are_left_alone() -> (
+    None
+):
+    nodes = {"a": node("a", net=frozenset({0})), "b": node("b")}
+    (fault,) = find_faults({"ns/job": (GRACE, pods("a", "b", "gone"))}, nodes)
+    assert fault.nodes == ("a", "gone")
+    assert fault.rank_ids == (0, *range(16, 24))  # chip 0 of rank 0; all of rank 2
+    assert find_faults({"ns/job": ("off", pods("gone"))}, nodes) == []
+    assert find_faults({"ns/job": (FORCE, pods("a")[1:])}, nodes) == []
+
+
+def test_force_deletes_every_pod_at_once_and_grace_waits_for_the_grace_over_time() -> None:
+    (fault,) = find_faults({"ns/job": (FORCE, pods("a", "gone"))}, {"a": node("a")})
+    assert deletions(fault, seen=100, now=100, grace_over=900) == [
+        Deletion("ns", "job-0", "uid-0", 0),
+        Deletion("ns", "job-1", "uid-1", 0),
+    ]
+    graceful = find_faults({"ns/job": (GRACE, pods("a", "gone"))}, {"a": node("a")})[0]
+    assert {d.grace_seconds for d in deletions(graceful, 100, 999, 900)} == {None}
+    assert {d.grace_seconds for d in deletions(graceful, 100, 1000, 900)} == {0}
+
+
+def test_the_record_carries_a_check_code_over_the_go_json_of_the_rest() -> None:
+    (fault,) = find_faults({"ns/job": (FORCE, pods("a", "b"))}, {"a": node("a", frozenset({7}))})
+    data = record([(fault, 1700000000.5)])
+    assert json.loads(data["fault-node"]) == ["a", "b"]
+    assert json.loads(data["fault-job-910x8"]) == [
+        {
+            "FaultNodes": ["a", "b"],
+            "FaultRankIds": ["7", *[str(8 + c) for c in range(8)]],
+            "FaultStrategy": "force",
+            "JobName": "ns/job",
+            "UpdateTime": 1700000000,
+        }
+    ]
+    body = '{"fault-job-910x8":' + json.dumps(data["fault-job-910x8"]) + ',"fault-node":'
+    body += json.dumps(data["fault-node"]) + "}"
+    assert data["checkCode"] == hashlib.sha256(body.replace(" ", "").encode()).hexdigest()
+    assert verify(data)
+    assert not verify({**data, "fault-node": "[]"})
+
+
+def test_fault_config_lists_the_fault_rank_ids_in_upstreams_field_order() -> None:
+    (fault,) = find_faults(
+        {"ns/job": (FORCE, pods("a", "b"))}, {"a": node("a"), "b": node("b", frozenset({3}))}
+    )
+    data = fault_config(fault, 1700000000)
+    assert data["fault-npus"] == '{"FaultRankIds":["11"],"CreatTime":1700000000}'
+    assert data["checkCode"] == hashlib.sha256(data["fault-npus"].encode()).hexdigest()
+
+
+def test_a_pods_chips_come_only_from_ascend_real() -> None:
+    bound = pod_object(
+        "ns",
+        "p",
+        "a",
+        8,
+        annotations={"huawei.com/AscendReal": "Ascend910-0,Ascend910-1", "hccl/rankIndex": "3"},
+    )
+    assert job_pod(bound, fallback_rank=0) == JobPod("ns", "p", "uid-ns-p", "a", 3, (0, 1))
+    chosen_only = pod_object("ns", "p", "a", 8, annotations={"huawei.com/Ascend910": "Ascend910-0"})
+    assert job_pod(chosen_only, 0) is None
+    garbled = pod_object("ns", "p", "a", 8, annotations={"huawei.com/AscendReal": "chip-zero"})
+    assert job_pod(garbled, 0) is None
+    unranked = pod_object("ns", "p", "a", 8, annotations={"huawei.com/AscendReal": "Ascend910-5"})
+    assert job_pod(unranked, 4) == JobPod("ns", "p", "uid-ns-p", "a", 4, (5,))
