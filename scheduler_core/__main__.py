@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from scheduler_core import cluster_state, config, deviceinfo
+from scheduler_core import cluster_state, config, deviceinfo, locality, rescheduling
 from scheduler_core.diagram import ring_diagram
 from scheduler_core.engine import Session
 from scheduler_core.extender import Extender
@@ -97,7 +97,12 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
     extender = Extender(
-        gateway, policy_by_name(args.policy), gang_ttl=args.gang_ttl, hold_limit=args.hold_limit
+        gateway,
+        policy_by_name(args.policy),
+        gang_ttl=args.gang_ttl,
+        hold_limit=args.hold_limit,
+        network=locality.Settings(args.nslb_version, args.shared_tor_num, args.reserve_nodes),
+        grace_over=args.grace_over_time,
     )
     service = SchedulerService(gateway, extender, args.refresh_period, args.self_maintain)
     host, _, port = args.listen.rpartition(":")
@@ -125,6 +130,12 @@ def _status(args: argparse.Namespace) -> int:
     snapshot = cluster_state.build(nodes, configmaps, pods, time.time(), args.self_maintain)
     print("\n".join(cluster_lines(snapshot, pods)))
     return 0
+
+
+def _shared_tor_num(text: str) -> int:
+    if text not in ("1", "2"):
+        raise argparse.ArgumentTypeError(f"shared-tor-num {text!r} must be 1 or 2")
+    return int(text)
 
 
 def _flag(text: str) -> bool:
@@ -175,6 +186,30 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=600.0,
         help="seconds whole nodes may be held back for a waiting gang",
+    )
+    serve.add_argument(
+        "--nslb-version",
+        choices=locality.NSLB_VERSIONS,
+        default="1.0",
+        help="switch affinity: 1.0 (whole and logical ToRs) or 2.0 (shared ToRs)",
+    )
+    serve.add_argument(
+        "--shared-tor-num",
+        type=_shared_tor_num,
+        default=2,
+        help="switch affinity 2.0: shared ToRs one job may use",
+    )
+    serve.add_argument(
+        "--reserve-nodes",
+        type=int,
+        default=2,
+        help="nodes of each SuperPoD kept spare for faults until needed",
+    )
+    serve.add_argument(
+        "--grace-over-time",
+        type=float,
+        default=rescheduling.GRACE_OVER_TIME,
+        help="seconds a grace-rescheduled job's pods get before they are deleted at once",
     )
     serve.add_argument("--log-level", default="INFO")
     serve.add_argument("--log-format", choices=["text", "json"], default="json")

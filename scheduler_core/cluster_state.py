@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 
 from scheduler_core import deviceinfo
 from scheduler_core.annotations import CHIPS_ANNOTATION, REAL_ANNOTATION
-from scheduler_core.kube.port import NPU_RESOURCE, Obj, npu_limit
+from scheduler_core.kube.port import NPU_RESOURCE, Obj, node_address, npu_limit
 from scheduler_core.model import InvalidInput, NodeState, chip_name, parse_chip_name
 from scheduler_core.products import ACCELERATOR_TYPE_LABEL, product_for_selector
 
 FINISHED = frozenset({"Succeeded", "Failed"})
+SUPER_POD_LABEL = "huawei.com/topotree.superpodid"
 MAX_AGE = 300  # seconds: a DeviceInfo older than this is stale (agents write every few s)
 
 
@@ -32,6 +33,15 @@ MAX_AGE = 300  # seconds: a DeviceInfo older than this is stale (agents write ev
 class Snapshot:
     nodes: tuple[NodeState, ...]
     left_out: Mapping[str, str] = field(default_factory=dict)  # node → why it is not used
+    addresses: Mapping[str, str] = field(default_factory=dict)  # node → InternalIP
+    super_pods: Mapping[str, int] = field(default_factory=dict)  # node → SuperPodID
+    down: frozenset[str] = frozenset()  # NPU nodes whose agent publishes nothing (recent)
+
+
+class Down(str):
+    """Why a node is left out, when the reason is that its agent publishes nothing."""
+
+    __slots__ = ()
 
 
 def _quantity(node: Obj, where: str) -> int:
@@ -79,6 +89,9 @@ def build(
             requested[node_name] = requested.get(node_name, 0) + npu_limit(pod)
     states: list[NodeState] = []
     left_out: dict[str, str] = {}
+    addresses: dict[str, str] = {}
+    super_pods: dict[str, int] = {}
+    down: set[str] = set()
     for node in nodes:
         name = node.get("metadata", {}).get("name", "")
         if _quantity(node, "capacity") == 0:
@@ -91,11 +104,23 @@ def build(
             now=now,
             self_maintain=self_maintain,
         )
+        if isinstance(state, Down):
+            down.add(name)
+            left_out[name] = str(state)
+            continue
         if isinstance(state, str):
             left_out[name] = state
-        else:
-            states.append(state)
-    return Snapshot(tuple(states), left_out)
+            continue
+        states.append(state[0])
+        if address := node_address(node):
+            addresses[name] = address
+        label = (node.get("metadata", {}).get("labels") or {}).get(SUPER_POD_LABEL, "")
+        super_pod = state[1].super_pod_id
+        if super_pod is None and label.isdigit():
+            super_pod = int(label)
+        if super_pod is not None:
+            super_pods[name] = super_pod
+    return Snapshot(tuple(states), left_out, addresses, super_pods, frozenset(down))
 
 
 def _node_state(
@@ -106,16 +131,17 @@ def _node_state(
     requested: int,
     now: float,
     self_maintain: bool,
-) -> NodeState | str:
+) -> tuple[NodeState, deviceinfo.DeviceInfo] | str:
+    """The node's state, or why it is left out (a ``Down`` when its agent is silent)."""
     name = node["metadata"]["name"]
     if data is None:
-        return f"{name}: no {deviceinfo.configmap_name(name)} ConfigMap"
+        return Down(f"{name}: no {deviceinfo.configmap_name(name)} ConfigMap")
     try:
         info = deviceinfo.decode(data)
     except InvalidInput as bad:
         return f"{name}: DeviceInfo ignored: {bad}"
     if now - info.update_time > MAX_AGE:
-        return f"{name}: DeviceInfo is stale (updated {int(now - info.update_time)} s ago)"
+        return Down(f"{name}: DeviceInfo is stale (updated {int(now - info.update_time)} s ago)")
     labels = node.get("metadata", {}).get("labels") or {}
     try:
         product = product_for_selector(
@@ -135,7 +161,7 @@ def _node_state(
             f"{name}'s {NPU_RESOURCE} not stable: {len(free)} listed free, "
             f"{idle} idle at the kubelet"
         )
-    return NodeState(
+    state = NodeState(
         name=name,
         product=product.name,
         free=tuple(sorted(free, key=chip_name)),  # the published (string) order
@@ -143,6 +169,7 @@ def _node_state(
         unhealthy=frozenset(c for c in info.unhealthy if c < product.capacity),
         network_unhealthy=frozenset(c for c in info.network_unhealthy if c < product.capacity),
     )
+    return state, info
 
 
 def _separated(data: Mapping[str, str]) -> set[int]:

@@ -98,6 +98,8 @@ class DeviceInfo:
     network_unhealthy: frozenset[int]
     faults: tuple[Fault, ...] = ()
     update_time: int = 0
+    super_pod_id: int | None = None  # MC-v6 A3 fields, outside the CheckCode
+    server_index: int | None = None
 
     def device_list(self) -> dict[str, str]:
         return {
@@ -116,11 +118,28 @@ def encode(info: DeviceInfo, separated: Iterable[int] = ()) -> dict[str, str]:
         + go_json(devices)
         + ',"UpdateTime":'
         + str(info.update_time)
-        + '},"CheckCode":'
+        + "}"
+        + _super_pod_fields(info)
+        + ',"CheckCode":'
         + go_json(check_code(devices, info.update_time))
         + "}"
     )
     return {DATA_KEY: body, SEPARATED_KEY: chip_list(separated)}
+
+
+def _super_pod_fields(info: DeviceInfo) -> str:
+    if info.super_pod_id is None:
+        return ""
+    return f',"SuperPodID":{info.super_pod_id},"ServerIndex":{info.server_index or 0}'
+
+
+def _optional_int(cache: Mapping[str, object], key: str) -> int | None:
+    value = cache.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidInput(f"{DATA_KEY}.{key} {value!r} is not an integer")
+    return value
 
 
 def _chips(text: str, key: str) -> frozenset[int]:
@@ -155,4 +174,6 @@ def decode(data: Mapping[str, str]) -> DeviceInfo:
         unhealthy=_chips(devices.get(UNHEALTHY_KEY, ""), UNHEALTHY_KEY),
         network_unhealthy=_chips(devices.get(NETWORK_UNHEALTHY_KEY, ""), NETWORK_UNHEALTHY_KEY),
         update_time=update_time,
+        super_pod_id=_optional_int(cache, "SuperPodID"),
+        server_index=_optional_int(cache, "ServerIndex"),
     )

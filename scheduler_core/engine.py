@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from scheduler_core.ledger import Holding, SessionLedger
@@ -263,6 +263,41 @@ class Session:
         self._ledger.take(job.key, task.name, node, chips)
         self._refresh(node)
         return Decision(job.key, True, (Placement(task.name, node, chips),))
+
+    def place_at(self, job: Job, nodes: Sequence[str]) -> Decision:
+        """Place the job's i-th NPU task on ``nodes[i]`` (chosen for the network), all or
+        none."""
+        try:
+            product = validate_job(job)
+        except JobInvalid as invalid:
+            return Decision(job.key, False, reason=str(invalid))
+        tasks = job.npu_tasks
+        if len(nodes) != len(tasks) or len(set(nodes)) != len(nodes):
+            return Decision(job.key, False, reason=f"{job.key}: need {len(tasks)} distinct nodes")
+        if self._ledger.holds(job.key):
+            return Decision(
+                job.key, False, reason=f"job {job.key} already holds chips this session"
+            )
+        placements: list[Placement] = []
+        for task, node in zip(tasks, nodes, strict=True):
+            status = (
+                filter_node(
+                    self._nodes[node], self._usable[node], product, task.npu, job.distributed
+                )
+                if node in self._nodes
+                else Status.unschedulable("not a known NPU node")
+            )
+            if not status.ok:
+                self.release_job(job.key)
+                return Decision(job.key, False, reason=f"{node}: {status.reason}")
+            usable = self._usable[node]
+            if job.distributed:
+                usable = tuple(c for c in usable if c not in self._nodes[node].network_unhealthy)
+            chips = self.policy.select(product, usable, task.npu, job.distributed)
+            self._ledger.take(job.key, task.name, node, chips)
+            self._refresh(node)
+            placements.append(Placement(task.name, node, chips))
+        return Decision(job.key, True, tuple(placements))
 
     def take(self, job: str, task: str, node: str, chips: tuple[int, ...]) -> bool:
         """Hold chips chosen earlier (a bind the published state does not show yet); False

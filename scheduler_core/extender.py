@@ -15,6 +15,7 @@ at most ``hold_limit`` seconds, so a stream of small pods cannot starve it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -22,13 +23,18 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler_core import locality, rescheduling, tor, tor_share
 from scheduler_core.annotations import CHIPS_ANNOTATION, PREDICATE_TIME
-from scheduler_core.cluster_state import Snapshot
+from scheduler_core.cluster_state import Snapshot, live
 from scheduler_core.engine import Session
 from scheduler_core.kube.port import KubeError, KubeGateway, Obj, npu_limit
 from scheduler_core.model import Job, Placement, Task
 from scheduler_core.policies import DEFAULT_POLICY, Policy
 from scheduler_core.products import ACCELERATOR_TYPE_LABEL, product_by_name, product_for_selector
+from scheduler_core.rescheduling import RANK_INDEX_ANNOTATION, Deletion, Fault
+from scheduler_core.superpod import SuperPodInvalid
+from scheduler_core.tor import Topology, TorInvalid
+from scheduler_core.tor_share import SharedSelection
 from scheduler_core.validation import JobInvalid, validate_job
 
 log = logging.getLogger(__name__)
@@ -36,6 +42,7 @@ log = logging.getLogger(__name__)
 GANG_LABEL = "ascend.npu/gang"
 GANG_SIZE_ANNOTATION = "ascend.npu/gang-size"
 MAX_SCORE = 10
+DEFAULT_NETWORK = locality.Settings()
 
 
 class BadPod(ValueError):
@@ -51,6 +58,13 @@ class PodRequest:
     product: str
     gang: str | None
     gang_size: int
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> int | None:
+        text = self.annotations.get(RANK_INDEX_ANNOTATION, "")
+        return int(text) if text.isdigit() else None
 
     @property
     def key(self) -> str:
@@ -85,18 +99,29 @@ def pod_request(pod: Obj) -> PodRequest:
         product.name,
         gang,
         int(size_text) if gang else 1,
+        dict(meta.get("labels") or {}),
+        dict(meta.get("annotations") or {}),
     )
 
 
 @dataclass
 class Reservation:
-    placements: list[Placement]
+    placements: list[Placement]  # in rank order
     expires: float
+    notes: list[Mapping[str, str]]  # extra annotations of each rank's pod
+    shared: SharedSelection | None = None
+    schema: str = tor.DISABLED
     bound: dict[str, str] = field(default_factory=dict)  # task → pod key
 
-    def free_on(self, node: str) -> Placement | None:
+    def free_on(self, node: str, rank: int | None = None) -> int | None:
+        """The rank of a placement on ``node`` still to bind (``rank``'s only, if given)."""
         return next(
-            (p for p in self.placements if p.node == node and p.task not in self.bound), None
+            (
+                i
+                for i, p in enumerate(self.placements)
+                if p.node == node and p.task not in self.bound and rank in (None, i)
+            ),
+            None,
         )
 
 
@@ -106,14 +131,24 @@ class Extender:
         gateway: KubeGateway,
         policy: Policy = DEFAULT_POLICY,
         clock: Callable[[], float] = time.time,
+        *,
         gang_ttl: float = 60.0,
         hold_limit: float = 600.0,
+        network: locality.Settings = DEFAULT_NETWORK,
+        grace_over: float = rescheduling.GRACE_OVER_TIME,
     ) -> None:
         self._gateway = gateway
         self._policy = policy
         self._clock = clock
         self._gang_ttl = gang_ttl
         self._hold_limit = hold_limit
+        self._settings = network
+        self._grace_over = grace_over
+        self._network = locality.Network()
+        self._jobs_on: dict[str, set[str]] = {}  # server IP → cross-ToR jobs there
+        self._running: dict[str, tuple[str, list[rescheduling.JobPod]]] = {}
+        self._faults: dict[str, tuple[Fault, float]] = {}  # job → fault, when seen
+        self._down: frozenset[str] = frozenset()
         self._lock = threading.Lock()
         self._session = Session((), policy)
         self._left_out: Mapping[str, str] = {}
@@ -126,19 +161,39 @@ class Extender:
 
     # ---- state -----------------------------------------------------------------------
 
-    def refresh(self, snapshot: Snapshot, pods: Iterable[Obj] = ()) -> None:
+    def refresh(
+        self, snapshot: Snapshot, pods: Iterable[Obj] = (), topology: Topology | None = None
+    ) -> None:
         """A new view of the cluster; chips bound since are held again until it shows them."""
         now = self._clock()
         session = Session(snapshot.nodes, self._policy)
         session.warm()  # here, off the request path
         pending: dict[str, list[str]] = {}
+        running: dict[str, tuple[str, list[rescheduling.JobPod]]] = {}
+        on_tors: list[tuple[str, str, Mapping[str, str], bool]] = []
         for pod in pods:
             meta = pod.get("metadata") or {}
-            gang = (meta.get("labels") or {}).get(GANG_LABEL)
-            if gang and not (pod.get("spec") or {}).get("nodeName"):
-                pending.setdefault(f"{meta.get('namespace')}/{gang}", []).append(
-                    meta.get("name", "")
-                )
+            labels = meta.get("labels") or {}
+            gang = labels.get(GANG_LABEL)
+            if not gang or not live(pod):
+                continue
+            key = f"{meta.get('namespace')}/{gang}"
+            node = (pod.get("spec") or {}).get("nodeName")
+            if not node:
+                pending.setdefault(key, []).append(meta.get("name", ""))
+                continue
+            mode = labels.get(rescheduling.FAULT_LABEL, "off")
+            members = running.setdefault(key, (mode, []))[1]
+            if (member := rescheduling.job_pod(pod, len(members))) is not None:
+                members.append(member)
+            if ip := snapshot.addresses.get(node):
+                large = labels.get(tor.AFFINITY_LABEL) == tor.LARGE_MODEL
+                on_tors.append((key, ip, meta.get("annotations") or {}, large))
+        states = tor_share.states_from_pods(topology, on_tors) if topology else {}
+        jobs_on: dict[str, set[str]] = {}
+        for key, ip, notes, _ in on_tors:
+            if notes.get(tor_share.SHARED_ANNOTATION) in ("1", "2"):
+                jobs_on.setdefault(ip, set()).add(key)
         with self._lock:
             for key, (node, chips, since) in list(self._assumed.items()):
                 if now - since > self._gang_ttl or not session.take(key, "pod", node, chips):
@@ -156,6 +211,28 @@ class Extender:
                 for p in reservation.placements:
                     if p.task not in reservation.bound:
                         session.take(gang, p.task, p.node, p.chips)
+                if reservation.shared is not None and topology is not None:
+                    states = tor_share.apply(
+                        states,
+                        reservation.shared,
+                        gang,
+                        reservation.schema,
+                        self._settings.shared_tor_num,
+                    )
+                    for p in reservation.placements:
+                        if ip := snapshot.addresses.get(p.node):
+                            jobs_on.setdefault(ip, set()).add(gang)
+            self._network = locality.Network(
+                topology, snapshot.addresses, snapshot.super_pods, states
+            )
+            self._jobs_on = jobs_on
+            self._running = running
+            self._down = snapshot.down | {
+                p.node
+                for _, members in running.values()
+                for p in members
+                if p.node not in session.nodes and p.node not in snapshot.left_out
+            }
             self._session = session
             self._left_out = snapshot.left_out
             self._pending = pending
@@ -226,8 +303,12 @@ class Extender:
         reservation = self._reservations.get(request.gang_key) or self._reserve(request)
         if isinstance(reservation, str):
             return [], dict.fromkeys(names, reservation)
-        passing = [n for n in names if reservation.free_on(n) is not None]
-        failed = {n: f"not reserved for gang {request.gang_key}" for n in names if n not in passing}
+        rank = request.rank
+        passing = [n for n in names if reservation.free_on(n, rank) is not None]
+        which = f"rank {rank} of gang" if rank is not None else "gang"
+        failed = {
+            n: f"not reserved for {which} {request.gang_key}" for n in names if n not in passing
+        }
         return passing, failed
 
     def _reserve(self, request: PodRequest) -> Reservation | str:
@@ -239,14 +320,73 @@ class Extender:
                 "waiting for the rest"
             )
         tasks = tuple(Task(f"{request.gang}-{i}", request.npu) for i in range(request.gang_size))
-        decision = self._session.place(Job(request.gang_key, request.product, tasks))
-        if not decision.feasible:
+        job = Job(request.gang_key, request.product, tasks)
+        fault = self._faults.get(request.gang_key)
+        held = {
+            n
+            for other, (f, _) in self._faults.items()
+            if other != request.gang_key
+            for n in f.previous.values()
+        }
+        candidates = [
+            n
+            for n, status in self._session.filter(job, request.npu).items()
+            if status.ok and n not in held
+        ]
+        scores = self._session.score(job, request.npu, candidates)
+        candidates.sort(key=lambda n: (-scores.get(n, 0.0), n))
+        ask = locality.Ask(
+            request.gang_key,
+            request.gang_size,
+            _capacity(request.product),
+            request.labels,
+            request.annotations,
+        )
+        try:
+            choice = locality.choose(
+                ask,
+                candidates,
+                self._network,
+                self._settings,
+                previous=fault[0].previous if fault else None,
+                fault_nodes=frozenset(fault[0].nodes) if fault else frozenset(),
+            )
+            decision = self._session.place_at(job, choice.nodes)
+            if not decision.feasible:
+                raise locality.Unplaceable(decision.reason)
+        except (TorInvalid, SuperPodInvalid) as invalid:
+            return str(invalid)
+        except locality.Unplaceable as why:
             self._waiting.setdefault(request.gang_key, self._clock())
-            return f"gang {request.gang_key} does not fit yet: {decision.reason}"
+            return f"gang {request.gang_key} does not fit yet: {why}"
         self._waiting.pop(request.gang_key, None)
-        reservation = Reservation(list(decision.placements), self._clock() + self._gang_ttl)
+        self._faults.pop(request.gang_key, None)
+        schema = request.labels.get(tor.AFFINITY_LABEL, tor.DISABLED)
+        reservation = Reservation(
+            list(decision.placements),
+            self._clock() + self._gang_ttl,
+            list(choice.notes),
+            choice.shared,
+            schema,
+        )
+        if choice.shared is not None:
+            self._network = dataclasses.replace(
+                self._network,
+                tor_states=tor_share.apply(
+                    self._network.tor_states,
+                    choice.shared,
+                    request.gang_key,
+                    schema,
+                    self._settings.shared_tor_num,
+                ),
+            )
         self._reservations[request.gang_key] = reservation
-        log.info("gang %s reserved %s", request.gang_key, [p.node for p in decision.placements])
+        log.info(
+            "gang %s reserved %s (%s)",
+            request.gang_key,
+            [p.node for p in decision.placements],
+            choice.how,
+        )
         return reservation
 
     def prioritize(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -257,23 +397,27 @@ class Extender:
             return [{"Host": n, "Score": 0} for n in names]
         with self._lock:
             if request.gang:
-                reservation = self._reservations.get(request.gang_key)
-                return [
-                    {"Host": n, "Score": MAX_SCORE if reservation and reservation.free_on(n) else 0}
-                    for n in names
-                ]
+                scores = self._gang_scores(request, names)
+                return [{"Host": n, "Score": MAX_SCORE if n in scores else 0} for n in names]
             scores = self._session.score(request.job(), request.npu, names)
         return normalize({n: scores.get(n) for n in names})
+
+    def _gang_scores(self, request: PodRequest, names: list[str]) -> dict[str, float]:
+        """The gang's reserved nodes for this pod: the exact-rank node scores 200 as in
+        upstream's ToR affinity, any free reserved node 10 for a pod without a rank."""
+        reservation = self._reservations.get(request.gang_key)
+        if reservation is None:
+            return {}
+        rank = request.rank
+        score = tor.RANK_SCORE if rank is not None else float(MAX_SCORE)
+        return {n: score for n in names if reservation.free_on(n, rank) is not None}
 
     def scores(self, pod: Obj, names: list[str]) -> dict[str, float]:
         """The policy's raw scores of the nodes that can host the pod (Volcano sums them)."""
         request = pod_request(pod)
         with self._lock:
             if request.gang:
-                reservation = self._reservations.get(request.gang_key)
-                return {
-                    n: float(MAX_SCORE) for n in names if reservation and reservation.free_on(n)
-                }
+                return self._gang_scores(request, names)
             scores = self._session.score(request.job(), request.npu, names)
         return scores
 
@@ -282,12 +426,13 @@ class Extender:
         annotations on the pod (Volcano binds it afterwards). Returns an error or ""."""
         request = pod_request(pod)
         with self._lock:
-            chips, undo = self._choose(request, node)
+            chips, undo, notes = self._choose(request, node)
             if chips is None:
                 return f"allocate {request.key} on {node}: {undo}"
             annotations = {
                 CHIPS_ANNOTATION: ",".join(f"Ascend910-{c}" for c in chips),
                 PREDICATE_TIME: str(time.time_ns()),
+                **notes,
             }
             try:
                 self._gateway.patch_pod_annotations(
@@ -310,6 +455,55 @@ class Extender:
                     if key == request.key:
                         del reservation.bound[task]
 
+    # ---- fault rescheduling --------------------------------------------------------
+
+    def fault_deletions(self) -> list[Deletion]:
+        """Find fault jobs in the last view and say which pods to delete so they restart.
+        A fault job's healthy nodes stay held for it until it is placed again."""
+        now = self._clock()
+        with self._lock:
+            for fault in rescheduling.find_faults(self._running, self._session.nodes, self._down):
+                if fault.job not in self._faults:
+                    log.warning(
+                        "fault job %s (%s): nodes %s, fault ranks %s",
+                        fault.job,
+                        fault.mode,
+                        list(fault.nodes),
+                        list(fault.rank_ids),
+                    )
+                    self._faults[fault.job] = (fault, now)
+            return [
+                d
+                for fault, seen in self._faults.values()
+                for d in rescheduling.deletions(fault, seen, now, self._grace_over)
+                if f"{d.namespace}/{d.name}" in self._running_pods(fault.job)
+            ]
+
+    def _running_pods(self, job: str) -> set[str]:
+        _, members = self._running.get(job, ("", []))
+        return {f"{p.namespace}/{p.name}" for p in members}
+
+    def fault_records(self) -> tuple[dict[str, str], dict[tuple[str, str], dict[str, str]]]:
+        """``vcjob-fault-npu-cm`` data and each fault job's ``fault-config-<job>``."""
+        with self._lock:
+            faults = list(self._faults.values())
+        configs = {}
+        for fault, seen in faults:
+            namespace, name = fault.job.split("/", 1)
+            configs[(namespace, rescheduling.FAULT_CONFIG_PREFIX + name)] = (
+                rescheduling.fault_config(fault, seen)
+            )
+        return rescheduling.record(faults), configs
+
+    def tor_share_data(self) -> dict[str, str] | None:
+        """``tor-share-cm`` content under switch affinity 2.0 (None otherwise)."""
+        with self._lock:
+            network, jobs_on = self._network, self._jobs_on
+        if self._settings.nslb_version != "2.0" or network.topology is None:
+            return None
+        node_of_ip = {ip: n for n, ip in network.addresses.items()}
+        return tor_share.encode(network.topology, network.tor_states, jobs_on, node_of_ip)
+
     def free_chips(self) -> int:
         with self._lock:
             return sum(len(self._session.usable(n)) for n in self._session.nodes)
@@ -322,12 +516,13 @@ class Extender:
         except (KubeError, BadPod) as failed:
             return {"Error": f"bind {namespace}/{name}: {failed}"}
         with self._lock:
-            chips, undo = self._choose(request, node)
+            chips, undo, notes = self._choose(request, node)
             if chips is None:
                 return {"Error": f"bind {request.key} to {node}: {undo}"}
             annotations = {
                 CHIPS_ANNOTATION: ",".join(f"Ascend910-{c}" for c in chips),
                 PREDICATE_TIME: str(time.time_ns()),
+                **notes,
             }
             try:
                 self._gateway.bind_pod(namespace, name, uid, node, annotations)
@@ -345,21 +540,26 @@ class Extender:
         )
         return {"Error": ""}
 
-    def _choose(self, request: PodRequest, node: str) -> tuple[tuple[int, ...] | None, str]:
-        """The chips for this pod on ``node`` (taken), and what undoing that means."""
+    def _choose(
+        self, request: PodRequest, node: str
+    ) -> tuple[tuple[int, ...] | None, str, dict[str, str]]:
+        """The chips for this pod on ``node`` (taken), what undoing that means, and the
+        pod's annotations beyond the chips (a gang member's rank and network notes)."""
         if request.gang:
             reservation = self._reservations.get(request.gang_key)
-            placement = reservation.free_on(node) if reservation else None
-            if reservation is None or placement is None:
-                return None, f"no reservation of gang {request.gang_key} on {node}"
+            rank = reservation.free_on(node, request.rank) if reservation else None
+            if reservation is None or rank is None:
+                return None, f"no reservation of gang {request.gang_key} on {node}", {}
+            placement = reservation.placements[rank]
             reservation.bound[placement.task] = request.key
             if len(reservation.bound) == len(reservation.placements):
                 del self._reservations[request.gang_key]  # complete: the pods hold it now
-            return placement.chips, f"gang:{placement.task}"
+            notes = {RANK_INDEX_ANNOTATION: str(rank), **reservation.notes[rank]}
+            return placement.chips, f"gang:{placement.task}", notes
         decision = self._session.place_on(request.job(), node)
         if not decision.feasible:
-            return None, decision.reason
-        return decision.placements[0].chips, "pod"
+            return None, decision.reason, {}
+        return decision.placements[0].chips, "pod", {}
 
     def _undo(self, request: PodRequest, undo: str) -> None:
         if undo == "pod":

@@ -16,7 +16,7 @@ carry a ``checkCode``: SHA-256 of the Go JSON of the rest of the content.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler_core.annotations import REAL_ANNOTATION
@@ -89,9 +89,13 @@ def job_pod(pod: Obj, fallback_rank: int) -> JobPod | None:
 
 
 def find_faults(
-    jobs: Mapping[str, tuple[str, Iterable[JobPod]]], nodes: Mapping[str, NodeState]
+    jobs: Mapping[str, tuple[str, Iterable[JobPod]]],
+    nodes: Mapping[str, NodeState],
+    down: Collection[str],
 ) -> list[Fault]:
-    """The fault jobs among running jobs (job → (fault-scheduling mode, its pods))."""
+    """The fault jobs among running jobs (job → (fault-scheduling mode, its pods)): a pod
+    fails with a chip in its node's unhealthy lists, or with all its chips when the node is
+    ``down``; a node in neither (not yet stable) is judged at the next view."""
     faults = []
     for job, (mode, pods) in sorted(jobs.items()):
         if mode not in (GRACE, FORCE):
@@ -101,11 +105,12 @@ def find_faults(
         rank_ids: list[int] = []
         for pod in members:
             node = nodes.get(pod.node)
-            failed = (
-                set(pod.chips)
-                if node is None
-                else set(pod.chips) & (node.unhealthy | node.network_unhealthy)
-            )
+            if pod.node in down:
+                failed = set(pod.chips)
+            elif node is not None:
+                failed = set(pod.chips) & (node.unhealthy | node.network_unhealthy)
+            else:
+                continue
             if failed:
                 bad_nodes.append(pod.node)
                 rank_ids += sorted(c + CHIPS_PER_RANK * pod.rank for c in failed)

@@ -3,8 +3,11 @@
 ``POST /filter``, ``/prioritize``, ``/bind`` take kube-scheduler's extender JSON (Go field
 names: ``Pod``, ``NodeNames``, ``FailedNodes``, ``Host``, ``Score``, ``PodName``, …);
 ``GET /healthz``, ``/readyz`` (ready once the cluster has been read) and ``/metrics``
-(Prometheus text). Every ``refresh_period`` the loop lists nodes, DeviceInfo ConfigMaps and
-pods and hands the extender a new snapshot.
+(Prometheus text). Every ``refresh_period`` the loop lists nodes, DeviceInfo ConfigMaps,
+the ToR topology (``kube-system/basic-tor-node-cm``) and pods, hands the extender a new
+snapshot, deletes the pods of fault jobs so they restart, and writes what changed of
+``volcano-system/vcjob-fault-npu-cm``, the jobs' ``fault-config-<job>`` and
+``volcano-system/tor-share-cm``.
 """
 
 from __future__ import annotations
@@ -18,15 +21,17 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from scheduler_core import cluster_state, deviceinfo
+from scheduler_core import cluster_state, deviceinfo, rescheduling, tor, tor_share
 from scheduler_core.extender import Extender
 from scheduler_core.histogram import Histogram
-from scheduler_core.kube.port import KubeError, KubeGateway
+from scheduler_core.kube.port import KubeError, KubeGateway, NotFound, Obj
+from scheduler_core.model import InvalidInput
 from scheduler_core.volcano import VolcanoVerbs
 
 log = logging.getLogger(__name__)
 
 VERBS = ("filter", "prioritize", "bind")
+TOPOLOGY_CONFIGMAP, TOPOLOGY_KEY = "basic-tor-node-cm", "tor_info"
 
 
 class Metrics:
@@ -97,6 +102,9 @@ class SchedulerService:
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._threads: list[threading.Thread] = []
+        self._written: dict[tuple[str, str], dict[str, str]] = {}
+        self._write_errors: dict[tuple[str, str], str] = {}
+        self._topology_error = ""
 
     def refresh(self) -> None:
         """Read the cluster once and give the extender the new snapshot."""
@@ -104,13 +112,76 @@ class SchedulerService:
         configmaps = self.gateway.list_configmaps(deviceinfo.NAMESPACE)
         pods, _ = self.gateway.list_pods(None)
         snapshot = cluster_state.build(nodes, configmaps, pods, self._clock(), self._self_maintain)
-        self.extender.refresh(snapshot, pods)
+        self.extender.refresh(snapshot, pods, self._topology(configmaps))
         # The snapshot lives until the next refresh; keep the cyclic collector from walking
         # it on every pause (at 5,000 nodes those walks were the tail of each request).
         gc.freeze()
         self.nodes = len(snapshot.nodes)
         for name, reason in snapshot.left_out.items():
             log.debug("node %s left out: %s", name, reason)
+        self._reschedule()
+        shared = self.extender.tor_share_data()
+        if shared is not None:
+            self._write_configmap(*tor_share.CONFIGMAP, shared)
+
+    def _topology(self, configmaps: list[Obj]) -> tor.Topology | None:
+        """The ToR topology, if imported; a malformed one is reported once and ignored."""
+        found = next(
+            (c for c in configmaps if c.get("metadata", {}).get("name") == TOPOLOGY_CONFIGMAP),
+            None,
+        )
+        if found is None:
+            return None
+        try:
+            topology = tor.parse_topology((found.get("data") or {}).get(TOPOLOGY_KEY, ""))
+        except InvalidInput as bad:
+            if str(bad) != self._topology_error:
+                log.error("%s/%s ignored: %s", deviceinfo.NAMESPACE, TOPOLOGY_CONFIGMAP, bad)
+            self._topology_error = str(bad)
+            return None
+        self._topology_error = ""
+        return topology
+
+    def _reschedule(self) -> None:
+        for deletion in self.extender.fault_deletions():
+            key = f"{deletion.namespace}/{deletion.name}"
+            try:
+                self.gateway.delete_pod(
+                    deletion.namespace, deletion.name, deletion.uid, deletion.grace_seconds
+                )
+                log.warning(
+                    "deleted %s of a fault job (grace %s)",
+                    key,
+                    deletion.grace_seconds,
+                    extra={"pod": key},
+                )
+            except NotFound:
+                pass  # already gone (or replaced: the UID precondition keeps the new one)
+            except KubeError as failed:
+                log.warning("fault job pod %s not deleted: %s", key, failed)
+        record, configs = self.extender.fault_records()
+        if configs or rescheduling.RECORD in self._written:  # no record before a first fault
+            self._write_configmap(*rescheduling.RECORD, record)
+        for (namespace, name), data in configs.items():
+            self._write_configmap(namespace, name, data)
+
+    def _write_configmap(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        """Create or replace a ConfigMap the scheduler owns, when its content changed."""
+        if self._written.get((namespace, name)) == data:
+            return
+        body: Obj = {"metadata": {"namespace": namespace, "name": name}, "data": data}
+        try:
+            try:
+                self.gateway.update_configmap(body)
+            except NotFound:
+                self.gateway.create_configmap(body)
+        except KubeError as failed:
+            if self._write_errors.get((namespace, name)) != str(failed):
+                log.warning("configmap %s/%s not written: %s", namespace, name, failed)
+            self._write_errors[(namespace, name)] = str(failed)
+            return
+        self._write_errors.pop((namespace, name), None)
+        self._written[(namespace, name)] = data
 
     def _refresh_loop(self) -> None:
         # start() has just read the cluster: the first refresh is one period later.

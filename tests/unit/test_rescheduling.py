@@ -36,7 +36,7 @@ def pods(*nodes: str) -> list[JobPod]:
 def test_a_pod_on_a_failed_chip_makes_its_job_a_fault_job_with_rank_ids_chip_plus_8_rank() -> None:
     # Chip 3 fails on the node of rank 1: fault rank id 3 + 8 × 1 = 11.
     nodes = {"a": node("a"), "b": node("b", frozenset({3}))}
-    (fault,) = find_faults({"ns/job": (FORCE, pods("a", "b"))}, nodes)
+    (fault,) = find_faults({"ns/job": (FORCE, pods("a", "b"))}, nodes, ())
     assert (fault.job, fault.nodes, fault.rank_ids) == ("ns/job", ("b",), (11,))
     assert fault.previous == {0: "a", 1: "b"}
 
@@ -45,26 +45,30 @@ def test_network_faults_and_vanished_nodes_count_and_jobs_without_the_label_are_
     None
 ):
     nodes = {"a": node("a", net=frozenset({0})), "b": node("b")}
-    (fault,) = find_faults({"ns/job": (GRACE, pods("a", "b", "gone"))}, nodes)
+    (fault,) = find_faults({"ns/job": (GRACE, pods("a", "b", "gone"))}, nodes, {"gone"})
     assert fault.nodes == ("a", "gone")
     assert fault.rank_ids == (0, *range(16, 24))  # chip 0 of rank 0; all of rank 2
-    assert find_faults({"ns/job": ("off", pods("gone"))}, nodes) == []
-    assert find_faults({"ns/job": (FORCE, pods("a")[1:])}, nodes) == []
+    assert find_faults({"ns/job": ("off", pods("gone"))}, nodes, {"gone"}) == []
+    assert find_faults({"ns/job": (FORCE, pods("a")[1:])}, nodes, ()) == []
+    # A node neither listed healthy nor down (its state not yet stable) is judged later.
+    assert find_faults({"ns/job": (FORCE, pods("b", "settling"))}, nodes, ()) == []
 
 
 def test_force_deletes_every_pod_at_once_and_grace_waits_for_the_grace_over_time() -> None:
-    (fault,) = find_faults({"ns/job": (FORCE, pods("a", "gone"))}, {"a": node("a")})
+    (fault,) = find_faults({"ns/job": (FORCE, pods("a", "gone"))}, {"a": node("a")}, {"gone"})
     assert deletions(fault, seen=100, now=100, grace_over=900) == [
         Deletion("ns", "job-0", "uid-0", 0),
         Deletion("ns", "job-1", "uid-1", 0),
     ]
-    graceful = find_faults({"ns/job": (GRACE, pods("a", "gone"))}, {"a": node("a")})[0]
+    graceful = find_faults({"ns/job": (GRACE, pods("a", "gone"))}, {"a": node("a")}, {"gone"})[0]
     assert {d.grace_seconds for d in deletions(graceful, 100, 999, 900)} == {None}
     assert {d.grace_seconds for d in deletions(graceful, 100, 1000, 900)} == {0}
 
 
 def test_the_record_carries_a_check_code_over_the_go_json_of_the_rest() -> None:
-    (fault,) = find_faults({"ns/job": (FORCE, pods("a", "b"))}, {"a": node("a", frozenset({7}))})
+    (fault,) = find_faults(
+        {"ns/job": (FORCE, pods("a", "b"))}, {"a": node("a", frozenset({7}))}, {"b"}
+    )
     data = record([(fault, 1700000000.5)])
     assert json.loads(data["fault-node"]) == ["a", "b"]
     assert json.loads(data["fault-job-910x8"]) == [
@@ -85,7 +89,7 @@ def test_the_record_carries_a_check_code_over_the_go_json_of_the_rest() -> None:
 
 def test_fault_config_lists_the_fault_rank_ids_in_upstreams_field_order() -> None:
     (fault,) = find_faults(
-        {"ns/job": (FORCE, pods("a", "b"))}, {"a": node("a"), "b": node("b", frozenset({3}))}
+        {"ns/job": (FORCE, pods("a", "b"))}, {"a": node("a"), "b": node("b", frozenset({3}))}, ()
     )
     data = fault_config(fault, 1700000000)
     assert data["fault-npus"] == '{"FaultRankIds":["11"],"CreatTime":1700000000}'
