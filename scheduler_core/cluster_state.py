@@ -36,6 +36,8 @@ class Snapshot:
     addresses: Mapping[str, str] = field(default_factory=dict)  # node → InternalIP
     super_pods: Mapping[str, int] = field(default_factory=dict)  # node → SuperPodID
     down: frozenset[str] = frozenset()  # NPU nodes whose agent publishes nothing (recent)
+    # Chips each publishing node reports failed (also on nodes left out as not stable).
+    failed: Mapping[str, frozenset[int]] = field(default_factory=dict)
 
 
 class Down(str):
@@ -92,48 +94,45 @@ def build(
     addresses: dict[str, str] = {}
     super_pods: dict[str, int] = {}
     down: set[str] = set()
+    failed: dict[str, frozenset[int]] = {}
     for node in nodes:
         name = node.get("metadata", {}).get("name", "")
         if _quantity(node, "capacity") == 0:
             continue  # not an NPU node: nothing to say about it
+        info = _published(name, infos.get(name), now)
+        if isinstance(info, str):
+            if isinstance(info, Down):
+                down.add(name)
+            left_out[name] = str(info)
+            continue
+        failed[name] = info.unhealthy | info.network_unhealthy
         state = _node_state(
             node,
-            infos.get(name),
+            info,
+            infos[name],
             held=held.get(name, set()),
             requested=requested.get(name, 0),
-            now=now,
             self_maintain=self_maintain,
         )
-        if isinstance(state, Down):
-            down.add(name)
-            left_out[name] = str(state)
-            continue
         if isinstance(state, str):
             left_out[name] = state
             continue
-        states.append(state[0])
+        states.append(state)
         if address := node_address(node):
             addresses[name] = address
         label = (node.get("metadata", {}).get("labels") or {}).get(SUPER_POD_LABEL, "")
-        super_pod = state[1].super_pod_id
+        super_pod = info.super_pod_id
         if super_pod is None and label.isdigit():
             super_pod = int(label)
         if super_pod is not None:
             super_pods[name] = super_pod
-    return Snapshot(tuple(states), left_out, addresses, super_pods, frozenset(down))
+    return Snapshot(tuple(states), left_out, addresses, super_pods, frozenset(down), failed)
 
 
-def _node_state(
-    node: Obj,
-    data: Mapping[str, str] | None,
-    *,
-    held: set[int],
-    requested: int,
-    now: float,
-    self_maintain: bool,
-) -> tuple[NodeState, deviceinfo.DeviceInfo] | str:
-    """The node's state, or why it is left out (a ``Down`` when its agent is silent)."""
-    name = node["metadata"]["name"]
+def _published(
+    name: str, data: Mapping[str, str] | None, now: float
+) -> deviceinfo.DeviceInfo | str:
+    """What the node's agent publishes, or why it is not used (a ``Down`` when silent)."""
     if data is None:
         return Down(f"{name}: no {deviceinfo.configmap_name(name)} ConfigMap")
     try:
@@ -142,6 +141,20 @@ def _node_state(
         return f"{name}: DeviceInfo ignored: {bad}"
     if now - info.update_time > MAX_AGE:
         return Down(f"{name}: DeviceInfo is stale (updated {int(now - info.update_time)} s ago)")
+    return info
+
+
+def _node_state(
+    node: Obj,
+    info: deviceinfo.DeviceInfo,
+    data: Mapping[str, str],
+    *,
+    held: set[int],
+    requested: int,
+    self_maintain: bool,
+) -> NodeState | str:
+    """The node's state, or why it is left out."""
+    name = node["metadata"]["name"]
     labels = node.get("metadata", {}).get("labels") or {}
     try:
         product = product_for_selector(
@@ -155,13 +168,14 @@ def _node_state(
         free = set(range(product.capacity)) - held - set(info.unhealthy) - separated
     else:
         free = set(info.free)
-    idle = allocatable - requested
+    # Pods keep chips that failed under them: then the kubelet's count runs below zero.
+    idle = max(allocatable - requested, 0)
     if len(free) != idle:
         return (
             f"{name}'s {NPU_RESOURCE} not stable: {len(free)} listed free, "
             f"{idle} idle at the kubelet"
         )
-    state = NodeState(
+    return NodeState(
         name=name,
         product=product.name,
         free=tuple(sorted(free, key=chip_name)),  # the published (string) order
@@ -169,7 +183,6 @@ def _node_state(
         unhealthy=frozenset(c for c in info.unhealthy if c < product.capacity),
         network_unhealthy=frozenset(c for c in info.network_unhealthy if c < product.capacity),
     )
-    return state, info
 
 
 def _separated(data: Mapping[str, str]) -> set[int]:

@@ -149,6 +149,7 @@ class Extender:
         self._running: dict[str, tuple[str, list[rescheduling.JobPod]]] = {}
         self._faults: dict[str, tuple[Fault, float]] = {}  # job → fault, when seen
         self._down: frozenset[str] = frozenset()
+        self._failed: Mapping[str, frozenset[int]] = {}
         self._lock = threading.Lock()
         self._session = Session((), policy)
         self._left_out: Mapping[str, str] = {}
@@ -168,27 +169,7 @@ class Extender:
         now = self._clock()
         session = Session(snapshot.nodes, self._policy)
         session.warm()  # here, off the request path
-        pending: dict[str, list[str]] = {}
-        running: dict[str, tuple[str, list[rescheduling.JobPod]]] = {}
-        on_tors: list[tuple[str, str, Mapping[str, str], bool]] = []
-        for pod in pods:
-            meta = pod.get("metadata") or {}
-            labels = meta.get("labels") or {}
-            gang = labels.get(GANG_LABEL)
-            if not gang or not live(pod):
-                continue
-            key = f"{meta.get('namespace')}/{gang}"
-            node = (pod.get("spec") or {}).get("nodeName")
-            if not node:
-                pending.setdefault(key, []).append(meta.get("name", ""))
-                continue
-            mode = labels.get(rescheduling.FAULT_LABEL, "off")
-            members = running.setdefault(key, (mode, []))[1]
-            if (member := rescheduling.job_pod(pod, len(members))) is not None:
-                members.append(member)
-            if ip := snapshot.addresses.get(node):
-                large = labels.get(tor.AFFINITY_LABEL) == tor.LARGE_MODEL
-                on_tors.append((key, ip, meta.get("annotations") or {}, large))
+        pending, running, on_tors = _gang_pods(pods, snapshot.addresses)
         states = tor_share.states_from_pods(topology, on_tors) if topology else {}
         jobs_on: dict[str, set[str]] = {}
         for key, ip, notes, _ in on_tors:
@@ -220,18 +201,19 @@ class Extender:
                         self._settings.shared_tor_num,
                     )
                     for p in reservation.placements:
-                        if ip := snapshot.addresses.get(p.node):
-                            jobs_on.setdefault(ip, set()).add(gang)
+                        if address := snapshot.addresses.get(p.node):
+                            jobs_on.setdefault(address, set()).add(gang)
             self._network = locality.Network(
                 topology, snapshot.addresses, snapshot.super_pods, states
             )
             self._jobs_on = jobs_on
             self._running = running
+            self._failed = snapshot.failed
             self._down = snapshot.down | {
                 p.node
                 for _, members in running.values()
                 for p in members
-                if p.node not in session.nodes and p.node not in snapshot.left_out
+                if p.node not in snapshot.failed and p.node not in snapshot.left_out
             }
             self._session = session
             self._left_out = snapshot.left_out
@@ -265,7 +247,7 @@ class Extender:
             validate_job(job)
         except JobInvalid as invalid:
             return [], dict.fromkeys(names, str(invalid))
-        held = self._held_for_gangs() if self._waiting else {}
+        held = self._held_for_gangs() if self._waiting or self._faults else {}
         passing, failed = [], {}
         statuses = self._session.filter(job, request.npu, names)
         for name in names:
@@ -281,19 +263,26 @@ class Extender:
         return passing, failed
 
     def _held_for_gangs(self) -> dict[str, str]:
-        """Whole free nodes kept for waiting gangs, oldest first, within the hold limit."""
+        """Nodes kept from one-pod jobs: a fault job's healthy nodes until it comes back, and
+        whole free nodes for waiting gangs, oldest first, within the hold limit."""
         now = self._clock()
         whole = sorted(
             n
             for n, node in self._session.nodes.items()
             if len(self._session.usable(n)) == node.allocatable == _capacity(node.product)
         )
-        held: dict[str, str] = {}
+        held = {
+            node: f"held for fault job {job} to come back"
+            for job, (fault, _) in self._faults.items()
+            for node in fault.previous.values()
+            if node not in fault.nodes
+        }
         for gang, since in sorted(self._waiting.items(), key=lambda item: item[1]):
             if now - since > self._hold_limit:
                 continue
             size = len(self._pending.get(gang, [])) or 1
-            for name in whole[len(held) : len(held) + size]:
+            free = [n for n in whole if n not in held]
+            for name in free[:size]:
                 held[name] = f"held for gang {gang}, waiting since {int(now - since)} s"
         return held
 
@@ -462,7 +451,7 @@ class Extender:
         A fault job's healthy nodes stay held for it until it is placed again."""
         now = self._clock()
         with self._lock:
-            for fault in rescheduling.find_faults(self._running, self._session.nodes, self._down):
+            for fault in rescheduling.find_faults(self._running, self._failed, self._down):
                 if fault.job not in self._faults:
                     log.warning(
                         "fault job %s (%s): nodes %s, fault ranks %s",
@@ -566,6 +555,40 @@ class Extender:
             self._session.release_job(request.job().key)
         elif undo.startswith("gang:") and (reservation := self._reservations.get(request.gang_key)):
             reservation.bound.pop(undo[len("gang:") :], None)
+
+
+def _gang_pods(
+    pods: Iterable[Obj], addresses: Mapping[str, str]
+) -> tuple[
+    dict[str, list[str]],
+    dict[str, tuple[str, list[rescheduling.JobPod]]],
+    list[tuple[str, str, Mapping[str, str], bool]],
+]:
+    """Live gang pods: the unbound names of each gang, the bound members of each (with
+    its fault-scheduling mode), and (gang, node IP, annotations, large-model) of each
+    bound one for the ToR states."""
+    pending: dict[str, list[str]] = {}
+    running: dict[str, tuple[str, list[rescheduling.JobPod]]] = {}
+    on_tors: list[tuple[str, str, Mapping[str, str], bool]] = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        gang = labels.get(GANG_LABEL)
+        if not gang or not live(pod):
+            continue
+        key = f"{meta.get('namespace')}/{gang}"
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            pending.setdefault(key, []).append(meta.get("name", ""))
+            continue
+        mode = labels.get(rescheduling.FAULT_LABEL, "off")
+        members = running.setdefault(key, (mode, []))[1]
+        if (member := rescheduling.job_pod(pod, len(members))) is not None:
+            members.append(member)
+        if ip := addresses.get(node):
+            large = labels.get(tor.AFFINITY_LABEL) == tor.LARGE_MODEL
+            on_tors.append((key, ip, meta.get("annotations") or {}, large))
+    return pending, running, on_tors
 
 
 def _capacity(product: str) -> int:

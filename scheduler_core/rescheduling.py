@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from scheduler_core.annotations import REAL_ANNOTATION
 from scheduler_core.deviceinfo import go_json
 from scheduler_core.kube.port import Obj
-from scheduler_core.model import InvalidInput, NodeState, parse_chip_name
+from scheduler_core.model import InvalidInput, parse_chip_name
 
 FAULT_LABEL = "fault-scheduling"
 GRACE, FORCE = "grace", "force"
@@ -90,12 +90,12 @@ def job_pod(pod: Obj, fallback_rank: int) -> JobPod | None:
 
 def find_faults(
     jobs: Mapping[str, tuple[str, Iterable[JobPod]]],
-    nodes: Mapping[str, NodeState],
+    failed_chips: Mapping[str, frozenset[int]],
     down: Collection[str],
 ) -> list[Fault]:
     """The fault jobs among running jobs (job → (fault-scheduling mode, its pods)): a pod
-    fails with a chip in its node's unhealthy lists, or with all its chips when the node is
-    ``down``; a node in neither (not yet stable) is judged at the next view."""
+    fails with a chip its node reports unhealthy (``failed_chips``), or with all its chips
+    when the node is ``down``; a node in neither is judged at the next view."""
     faults = []
     for job, (mode, pods) in sorted(jobs.items()):
         if mode not in (GRACE, FORCE):
@@ -104,11 +104,10 @@ def find_faults(
         bad_nodes: list[str] = []
         rank_ids: list[int] = []
         for pod in members:
-            node = nodes.get(pod.node)
             if pod.node in down:
                 failed = set(pod.chips)
-            elif node is not None:
-                failed = set(pod.chips) & (node.unhealthy | node.network_unhealthy)
+            elif pod.node in failed_chips:
+                failed = set(pod.chips) & failed_chips[pod.node]
             else:
                 continue
             if failed:

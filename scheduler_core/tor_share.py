@@ -234,8 +234,8 @@ def pod_annotations(
 ) -> dict[str, str]:
     """What the pod on server ``ip`` records so the next session can rebuild the states."""
     server = topology.server(ip)
-    if server is None:
-        return {}
+    if server is None or not (selection.exclusive or selection.shared):
+        return {}  # a padding job stays inside one ToR: it changes no ToR's state
     kind = EXCLUSIVE if server.tor in selection.exclusive else SHARED
     shared_ips = sorted({s.tor_ip for s in selection.servers if s.tor in selection.shared})
     return {

@@ -21,7 +21,14 @@ class Clock:
         return self.now
 
 
-def add_node(api: MemoryCluster, name: str, unhealthy: frozenset[int] = frozenset()) -> None:
+def add_node(
+    api: MemoryCluster,
+    name: str,
+    unhealthy: frozenset[int] = frozenset(),
+    *,
+    address: str = "",
+    super_pod: int | None = None,
+) -> None:
     healthy = str(8 - len(unhealthy))
     api.put(
         "Node",
@@ -30,11 +37,16 @@ def add_node(api: MemoryCluster, name: str, unhealthy: frozenset[int] = frozense
             "status": {
                 "capacity": {"huawei.com/Ascend910": "8"},
                 "allocatable": {"huawei.com/Ascend910": healthy},
+                "addresses": [{"type": "InternalIP", "address": address}] if address else [],
             },
         },
     )
     info = DeviceInfo(
-        frozenset(range(8)) - unhealthy, unhealthy, frozenset(), update_time=1_700_000_000
+        frozenset(range(8)) - unhealthy,
+        unhealthy,
+        frozenset(),
+        update_time=1_700_000_000,
+        super_pod_id=super_pod,
     )
     api.put(
         "ConfigMap",

@@ -6,7 +6,6 @@ import hashlib
 import json
 
 from scheduler_core.kube.memory import pod_object
-from scheduler_core.model import NodeState
 from scheduler_core.rescheduling import (
     FORCE,
     GRACE,
@@ -23,8 +22,9 @@ from scheduler_core.rescheduling import (
 
 def node(
     name: str, unhealthy: frozenset[int] = frozenset(), net: frozenset[int] = frozenset()
-) -> NodeState:
-    return NodeState(name, "module910x8", (), 8, unhealthy, net)
+) -> frozenset[int]:
+    """What a node's DeviceInfo reports failed: unhealthy and network-unhealthy chips."""
+    return unhealthy | net
 
 
 def pods(*nodes: str) -> list[JobPod]:

@@ -1,0 +1,332 @@
+"""Multi-node jobs through the extender: ToR affinity 1.0 and 2.0, logical SuperPoDs and
+fault rescheduling, with the inputs and outputs as ConfigMaps and pod annotations."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from scheduler_core import locality, rescheduling
+from scheduler_core.deviceinfo import DeviceInfo, encode
+from scheduler_core.extender import Extender
+from scheduler_core.kube.memory import MemoryCluster, pod_object
+from scheduler_core.service import SchedulerService
+from tests.integration.test_extender import Clock, add_node
+
+PER_TOR = 4
+NSLB_1 = locality.Settings()
+
+
+def tor_info(tors: int) -> str:
+    return json.dumps(
+        {
+            "version": "1.0",
+            "tor_count": PER_TOR,
+            "server_list": [
+                {
+                    "tor_id": t,
+                    "tor_ip": f"1.0.0.{t}",
+                    "server": [
+                        {"server_ip": f"10.0.{t}.{s}", "npu_count": 8, "slice_id": s}
+                        for s in range(PER_TOR)
+                    ],
+                }
+                for t in range(tors)
+            ],
+        }
+    )
+
+
+def node_name(tor: int, slot: int) -> str:
+    return f"t{tor}-s{slot}"
+
+
+class Cluster:
+    """Nodes ``t<tor>-s<slot>`` with InternalIP 10.0.<tor>.<slot> under ToRs of 4."""
+
+    def __init__(
+        self, tors: int, network: locality.Settings = NSLB_1, topology: bool = True
+    ) -> None:
+        self.api = MemoryCluster()
+        self.clock = Clock()
+        self.names: list[str] = []
+        for t in range(tors):
+            for s in range(PER_TOR):
+                add_node(self.api, node_name(t, s), address=f"10.0.{t}.{s}")
+                self.names.append(node_name(t, s))
+        if topology:
+            self.api.put(
+                "ConfigMap",
+                {
+                    "metadata": {"namespace": "kube-system", "name": "basic-tor-node-cm"},
+                    "data": {"tor_info": tor_info(tors)},
+                },
+            )
+        self.extender = Extender(self.api, clock=self.clock, network=network)
+        self.service = SchedulerService(self.api, self.extender, clock=self.clock)
+        self.service.refresh()
+
+    def gang(
+        self,
+        name: str,
+        size: int,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+        ranked: bool = True,
+    ) -> list[dict[str, Any]]:
+        pods = []
+        for r in range(size):
+            pod = pod_object("ns", f"{name}-{r}", None, 8)
+            pod["metadata"]["labels"] = {"ascend.npu/gang": name, **(labels or {})}
+            pod["metadata"]["annotations"] = {"ascend.npu/gang-size": str(size)}
+            pod["metadata"]["annotations"].update(annotations or {})
+            if ranked:
+                pod["metadata"]["annotations"]["hccl/rankIndex"] = str(r)
+            self.api.put("Pod", pod)
+            pods.append(self.api.get_pod("ns", f"{name}-{r}"))
+        self.service.refresh()
+        return pods
+
+    def filter(self, pod: dict[str, Any]) -> dict[str, Any]:
+        return self.extender.filter({"Pod": pod, "NodeNames": self.names})
+
+    def schedule(self, pod: dict[str, Any]) -> str | None:
+        passing = self.filter(pod)["NodeNames"]
+        if not passing:
+            return None
+        scores = self.extender.prioritize({"Pod": pod, "NodeNames": passing})
+        best = str(max(scores, key=lambda s: s["Score"])["Host"])
+        meta = pod["metadata"]
+        answer = self.extender.bind(
+            {"PodName": meta["name"], "PodNamespace": "ns", "PodUID": meta["uid"], "Node": best}
+        )
+        assert answer == {"Error": ""}, answer
+        return best
+
+    def run(self, name: str) -> None:
+        """What the agent does once the pod starts: AscendReal = the chips, Running."""
+        pod = self.api.get_pod("ns", name)
+        pod["metadata"]["annotations"]["huawei.com/AscendReal"] = pod["metadata"]["annotations"][
+            "huawei.com/Ascend910"
+        ]
+        pod["status"]["phase"] = "Running"
+        self.api.put("Pod", pod)
+
+    def annotations(self, name: str) -> dict[str, str]:
+        return dict(self.api.get_pod("ns", name)["metadata"]["annotations"])
+
+    def configmap(self, namespace: str, name: str) -> dict[str, str]:
+        return dict(self.api.get_configmap(namespace, name)["data"])
+
+
+def test_tor_1_0_six_pods_take_one_whole_tor_and_two_servers_of_the_next_by_rank() -> None:
+    # 4 ToRs of 4; one pod sits on t0-s0 → free 3, 4, 4, 4. n = 6: row = 1, column =
+    # (6 % 4 + 3) % 4 = 1; whole ToRs 1, 2, 3 (3 > row + 1 = 2) → ToR 1 all + ToR 2 s0, s1.
+    c = Cluster(4)
+    small = pod_object("ns", "small", None, 8)
+    c.api.put("Pod", small)
+    c.service.refresh()
+    assert c.schedule(c.api.get_pod("ns", "small")) is not None
+    c.service.refresh()
+    occupied = c.api.get_pod("ns", "small")["spec"]["nodeName"]
+    assert occupied == "t0-s0"  # smallest name among equal scores
+    pods = c.gang("big", 6, labels={"tor-affinity": "large-model-schema"})
+    expected = [node_name(1, s) for s in range(4)] + [node_name(2, 0), node_name(2, 1)]
+    for rank, pod in enumerate(pods):
+        answer = c.filter(pod)
+        assert answer["NodeNames"] == [expected[rank]], rank  # only the exact-rank node
+        assert "not reserved for rank" in answer["FailedNodes"]["t3-s0"]
+    assert [c.schedule(p) for p in reversed(pods)] == list(reversed(expected))
+    assert [c.annotations(f"big-{r}")["hccl/rankIndex"] for r in range(6)] == [
+        str(r) for r in range(6)
+    ]
+
+
+def test_tor_affinity_label_errors_are_upstreams() -> None:
+    c = Cluster(1)
+    (pod,) = c.gang("odd", 1, labels={"tor-affinity": "fast"})
+    answer = c.filter(pod)
+    assert set(answer["FailedNodes"].values()) == {
+        "job tor affinity label check failed,tor-affinity label value is fast"
+    }
+    no_topology = Cluster(1, topology=False)
+    (pod,) = no_topology.gang("big", 1, labels={"tor-affinity": "normal-schema"})
+    assert set(no_topology.filter(pod)["FailedNodes"].values()) == {
+        "job tor affinity check failed, cluster basic-tor-node-cm is not imported"
+    }
+
+
+def test_tor_1_0_a_large_model_job_waits_where_a_normal_job_spreads() -> None:
+    # Two ToRs, 3 free each (s3 busy): 5 pods ≥ 4 need row 1 + 1: no whole ToR, and the
+    # logical ToRs (slices of 2) cannot hold a row of 4 → large-model waits, normal greedy.
+    c = Cluster(2)
+    for t in range(2):
+        busy = pod_object("ns", f"busy-{t}", node_name(t, 3), 8)
+        busy["metadata"]["annotations"]["huawei.com/AscendReal"] = ",".join(
+            f"Ascend910-{i}" for i in range(8)
+        )
+        busy["status"]["phase"] = "Running"
+        c.api.put("Pod", busy)
+        c.api.put("Node", {**c.api.get_node(node_name(t, 3))})
+    (pod, *_) = c.gang("big", 5, labels={"tor-affinity": "large-model-schema"})
+    assert "does not fit yet: tor affinity large-model-schema" in next(
+        iter(c.filter(pod)["FailedNodes"].values())
+    )
+    (normal, *_) = c.gang("wide", 5, labels={"tor-affinity": "normal-schema"}, ranked=False)
+    assert len(c.filter(normal)["NodeNames"]) == 5
+
+
+def test_tor_2_0_the_remainder_goes_to_a_shared_tor_and_tor_share_cm_says_so() -> None:
+    # 3 idle ToRs of 4, shared-tor-num 1: 6 pods → ToR 0 exclusive (4), remainder 2 → no
+    # shared ToR yet, idle ToRs 1 and 2 (4 each) tie → ToR 1 becomes shared.
+    c = Cluster(3, locality.Settings("2.0", shared_tor_num=1))
+    pods = c.gang("big", 6, labels={"tor-affinity": "large-model-schema"})
+    nodes = [c.schedule(p) for p in pods]
+    assert nodes == [node_name(0, s) for s in range(4)] + [node_name(1, 0), node_name(1, 1)]
+    assert c.annotations("big-0")["isSharedTor"] == "2"
+    assert c.annotations("big-5")["isSharedTor"] == "1"
+    assert c.annotations("big-5")["sharedTorIp"] == "1.0.0.1"
+    c.service.refresh()
+    shared = json.loads(c.configmap("volcano-system", "tor-share-cm")["global-tor-info"])
+    assert {ip: (t["IsSharedTor"], t["IsHealthy"]) for ip, t in shared.items()} == {
+        "1.0.0.0": (2, 0),
+        "1.0.0.1": (1, 0),
+        "1.0.0.2": (0, 0),
+    }
+    assert shared["1.0.0.1"]["nodes"] == [
+        {"NodeIp": "10.0.1.0", "NodeName": "t1-s0", "JobName": ["ns/big"]},
+        {"NodeIp": "10.0.1.1", "NodeName": "t1-s1", "JobName": ["ns/big"]},
+    ]
+    # A 2-pod padding job: exclusive ToR 0 is full, no unhealthy shared ToR; shared ToR 1
+    # has 2 free → there, before the idle ToR 2.
+    padding = c.gang("pad", 2, labels={"tor-affinity": "normal-schema"})
+    assert [c.schedule(p) for p in padding] == [node_name(1, 2), node_name(1, 3)]
+    # A scheduler restarted on the same cluster rebuilds the states from the pods.
+    again = Extender(c.api, clock=c.clock, network=locality.Settings("2.0", shared_tor_num=1))
+    SchedulerService(c.api, again, clock=c.clock).refresh()
+    assert again.tor_share_data() == c.extender.tor_share_data()
+
+
+def test_super_pod_blocks_follow_the_selection_order_and_annotate_the_pods() -> None:
+    # sp-block 32 NPUs = 4 nodes; job of 8 nodes = 2 blocks; reserve 2.
+    # SuperPoD 7: 6 nodes → (6 − 2) = 4 × 1 + 0; SuperPoD 9: 10 nodes → 4 × 2 + 0.
+    # Both hold < 2 × 2 blocks; by (remainder, multiple): SuperPoD 7 (0, 1) first → one block
+    # there, the second from SuperPoD 9.
+    api = MemoryCluster()
+    clock = Clock()
+    names = [f"a{i}" for i in range(6)] + [f"b{i}" for i in range(10)]
+    for name in names:
+        add_node(api, name, super_pod=7 if name.startswith("a") else 9)
+    extender = Extender(api, clock=clock)
+    service = SchedulerService(api, extender, clock=clock)
+    for r in range(8):
+        pod = pod_object("ns", f"sp-{r}", None, 8)
+        pod["metadata"]["labels"] = {"ascend.npu/gang": "sp"}
+        pod["metadata"]["annotations"] = {
+            "ascend.npu/gang-size": "8",
+            "sp-block": "32",
+            "hccl/rankIndex": str(r),
+        }
+        api.put("Pod", pod)
+    service.refresh()
+    placed = []
+    for r in range(8):
+        pod = api.get_pod("ns", f"sp-{r}")
+        (node,) = extender.filter({"Pod": pod, "NodeNames": names})["NodeNames"]
+        assert extender.bind(
+            {
+                "PodName": f"sp-{r}",
+                "PodNamespace": "ns",
+                "PodUID": pod["metadata"]["uid"],
+                "Node": node,
+            }
+        ) == {"Error": ""}
+        placed.append(node)
+    assert placed == ["a0", "a1", "a2", "a3", "b0", "b1", "b2", "b3"]
+    notes = [api.get_pod("ns", f"sp-{r}")["metadata"]["annotations"] for r in (0, 7)]
+    assert [(n["super-pod-rank"], n["super-pod-id"]) for n in notes] == [("0", "7"), ("1", "9")]
+
+
+def test_a_fault_job_restarts_keeps_its_healthy_rank_and_moves_the_faulty_one() -> None:
+    c = Cluster(2, topology=False)
+    pods = c.gang("job", 2, labels={"fault-scheduling": "force"})
+    first = [c.schedule(p) for p in pods]
+    assert first == ["t0-s0", "t0-s1"]
+    for r in range(2):
+        c.run(f"job-{r}")
+    # Chip 3 of rank 1's node fails (its agent republishes; the kubelet sees 7 healthy).
+    add_node(c.api, "t0-s1", frozenset({3}), address="10.0.0.1")
+    c.service.refresh()
+    assert c.api.list_pods(None)[0] == []  # both pods deleted at once (force)
+    c.service.refresh()  # the next view shows them gone
+    record = c.configmap("volcano-system", "vcjob-fault-npu-cm")
+    assert rescheduling.verify(record)
+    assert json.loads(record["fault-node"]) == ["t0-s1"]
+    config = c.configmap("ns", "fault-config-job")
+    assert json.loads(config["fault-npus"])["FaultRankIds"] == ["11"]  # chip 3 + 8 × rank 1
+    # Until the job's pods come back, a one-pod job may not take its healthy node.
+    lone = pod_object("ns", "lone", None, 8)
+    c.api.put("Pod", lone)
+    answer = c.filter(c.api.get_pod("ns", "lone"))
+    assert answer["FailedNodes"]["t0-s0"] == "held for fault job ns/job to come back"
+    c.api.delete("Pod", "ns", "lone")
+    # The controller recreates the pods: rank 0 returns to t0-s0, rank 1 moves.
+    again = c.gang("job", 2, labels={"fault-scheduling": "force"})
+    second = [c.schedule(p) for p in again]
+    assert second[0] == "t0-s0"
+    assert second[1] not in ("t0-s0", "t0-s1")
+    c.service.refresh()
+    assert json.loads(c.configmap("volcano-system", "vcjob-fault-npu-cm")["fault-node"]) == []
+
+
+def test_a_job_without_fault_scheduling_is_left_running_on_a_failed_chip() -> None:
+    c = Cluster(1, topology=False)
+    pods = c.gang("job", 2)
+    for p in pods:
+        c.schedule(p)
+    for r in range(2):
+        c.run(f"job-{r}")
+    add_node(c.api, "t0-s1", frozenset({3}), address="10.0.0.1")
+    c.service.refresh()
+    assert len(c.api.list_pods(None)[0]) == 2
+
+
+def test_a_grace_fault_job_is_evicted_politely_then_forced_after_the_grace_over_time() -> None:
+    deleted: list[tuple[str, int | None]] = []
+
+    class Recording(MemoryCluster):
+        def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None) -> None:
+            deleted.append((name, grace))  # the pods stay: their containers are still stopping
+
+    c = Cluster(1, topology=False)
+    recording = Recording()
+    for key in ("Node", "ConfigMap"):
+        for obj in c.api._list(key, "") + c.api._list(key, "kube-system"):
+            recording.put(key, obj)
+    c.api = recording
+    c.extender = Extender(recording, clock=c.clock, grace_over=900)
+    c.service = SchedulerService(recording, c.extender, clock=c.clock)
+    c.service.refresh()
+    for p in c.gang("job", 2, labels={"fault-scheduling": "grace"}):
+        c.schedule(p)
+    for r in range(2):
+        c.run(f"job-{r}")
+    recording.put(
+        "ConfigMap",
+        {
+            "metadata": {"namespace": "kube-system", "name": "mindx-dl-deviceinfo-t0-s0"},
+            "data": encode(
+                DeviceInfo(
+                    frozenset(range(7)), frozenset({7}), frozenset(), update_time=int(c.clock.now)
+                )
+            ),
+        },
+    )
+    node = recording.get_node("t0-s0")
+    node["status"]["allocatable"]["huawei.com/Ascend910"] = "7"
+    recording.put("Node", node)
+    c.service.refresh()
+    assert deleted == [("job-0", None), ("job-1", None)]
+    c.clock.now += 900
+    c.service.refresh()
+    assert deleted[2:] == [("job-0", 0), ("job-1", 0)]
