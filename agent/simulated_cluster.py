@@ -201,6 +201,17 @@ class SimulatedCluster:
         current["status"] = pod["status"]
         return current
 
+    def reap(self) -> list[str]:
+        """Each kubelet frees the device IDs of its pods deleted from the API server (by the
+        scheduler restarting a fault job, for instance); returns their keys."""
+        pods, _ = self.store.list_pods(None)
+        present = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods}
+        gone = [key for key in self.admitted if key not in present]
+        for key in gone:
+            admitted = self.admitted.pop(key)
+            self.nodes[admitted.node].kubelet.release(key)
+        return gone
+
     def finish(self, key: str, delete: bool = False) -> None:
         """A pod ends (Succeeded) or is deleted: the kubelet frees its device IDs."""
         namespace, name = key.split("/")

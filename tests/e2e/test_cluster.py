@@ -4,6 +4,7 @@ sockets, the scheduler service over HTTP driven as kube-scheduler drives it)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from agent.simulated_cluster import KubeScheduler, SimulatedCluster, simulated_cluster
@@ -13,11 +14,17 @@ from scheduler_core.products import MODULE_910X8
 
 
 def submit(
-    cluster: SimulatedCluster, name: str, npu: int, gang: str | None = None, size: int = 0
+    cluster: SimulatedCluster,
+    name: str,
+    npu: int,
+    gang: str | None = None,
+    size: int = 0,
+    *,
+    labels: dict[str, str] | None = None,
 ) -> None:
     pod = pod_object("ns", name, None, npu)
     if gang:
-        pod["metadata"]["labels"] = {"ascend.npu/gang": gang}
+        pod["metadata"]["labels"] = {"ascend.npu/gang": gang, **(labels or {})}
         pod["metadata"]["annotations"]["ascend.npu/gang-size"] = str(size)
     cluster.store.put("Pod", pod)
 
@@ -148,3 +155,71 @@ def test_a_deleted_pod_frees_its_chips_for_the_next_one() -> None:
         run(cluster, scheduler)
         check_invariants(cluster, scheduler)
         assert "ns/next" in cluster.admitted
+
+
+def test_a_tor_affine_job_restarts_after_a_chip_fault_and_only_the_faulty_rank_moves() -> None:
+    # Two ToRs of 4 (node-00..03, node-04..07). Six pods, large-model-schema: the two whole
+    # ToRs are not more than row + 1 = 2, so logical ToRs: ToR 0 whole + node-04, node-05.
+    with simulated_cluster(8) as cluster:
+        cluster.store.put("ConfigMap", tor_configmap(tors=2))
+        cluster.service.refresh()
+        scheduler = KubeScheduler(cluster)
+        labels = {"tor-affinity": "large-model-schema", "fault-scheduling": "force"}
+        for r in range(6):
+            submit(cluster, f"train-{r}", 8, gang="train", size=6, labels=labels)
+        cluster.service.refresh()
+        run(cluster, scheduler)
+        check_invariants(cluster, scheduler)
+        first = ranks(cluster, "train", 6)
+        assert sorted(first.values()) == [f"node-0{i}" for i in range(6)]
+        assert [first[r] for r in range(6)] == [f"node-0{i}" for i in range(6)]
+
+        faulty = first[5]
+        node = cluster.nodes[faulty]
+        node.write_state(frozenset({2}))
+        assert node.kubelet.wait_for(lambda: node.kubelet.allocatable("huawei.com/Ascend910") == 7)
+        cluster.sync_node_status()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and len(cluster.reap()) < 6:
+            time.sleep(0.05)  # the service's refresh loop sees the fault and deletes the pods
+        assert not any(k.startswith("ns/train-") for k in cluster.admitted)
+        record = cluster.store.get_configmap("volcano-system", "vcjob-fault-npu-cm")["data"]
+        assert json.loads(record["fault-node"]) == [faulty]
+        for r in range(6):  # the job controller recreates its pods
+            submit(cluster, f"train-{r}", 8, gang="train", size=6, labels=labels)
+        time.sleep(1.0)
+        cluster.service.refresh()
+        run(cluster, scheduler)
+        check_invariants(cluster, scheduler)
+        second = ranks(cluster, "train", 6)
+        assert {r: second[r] for r in range(5)} == {r: first[r] for r in range(5)}
+        assert second[5] == "node-06"  # the job's own ToR 1 first, best score then name
+
+
+def tor_configmap(tors: int) -> dict[str, object]:
+    servers = [
+        {
+            "tor_id": t,
+            "tor_ip": f"1.0.0.{t}",
+            "server": [
+                {"server_ip": f"192.168.0.{t * 4 + s + 1}", "npu_count": 8, "slice_id": s}
+                for s in range(4)
+            ],
+        }
+        for t in range(tors)
+    ]
+    return {
+        "metadata": {"namespace": "kube-system", "name": "basic-tor-node-cm"},
+        "data": {
+            "tor_info": json.dumps({"version": "1.0", "tor_count": 4, "server_list": servers})
+        },
+    }
+
+
+def ranks(cluster: SimulatedCluster, gang: str, size: int) -> dict[int, str]:
+    """Rank → node of the gang's pods, from the hccl/rankIndex the scheduler wrote."""
+    result = {}
+    for i in range(size):
+        pod = cluster.store.get_pod("ns", f"{gang}-{i}")
+        result[int(pod["metadata"]["annotations"]["hccl/rankIndex"])] = pod["spec"]["nodeName"]
+    return result
