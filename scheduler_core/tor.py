@@ -13,7 +13,7 @@ slice. A job of ``n`` pods (one a server) is placed:
 - a ``normal-schema`` job that fits none of these takes servers ToR by ToR (greedy); a
   ``large-model-schema`` job waits.
 The chosen servers get consecutive ranks, by ToR then slice; the node whose rank equals a
-pod's ``hccl/rankIndex`` scores 200 for that pod.
+pod's ``hccl/rankIndex`` scores ``RANK_SCORE`` (200) for that pod (the extender's gangs).
 """
 
 from __future__ import annotations
@@ -137,11 +137,3 @@ def _logical_tors(
         return None
     depth = max(len(s) for s in slices)
     return [[s[j] for s in slices if j < len(s)] for j in range(depth)]
-
-
-def rank_scores(selection: Selection, node_of_ip: Mapping[str, str], rank: int) -> dict[str, float]:
-    """Score of each node for the pod with ``hccl/rankIndex`` = ``rank``: 200 on its node."""
-    if not 0 <= rank < len(selection.servers):
-        return {}
-    node = node_of_ip.get(selection.servers[rank].ip)
-    return {node: RANK_SCORE} if node is not None else {}

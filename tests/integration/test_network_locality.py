@@ -136,6 +136,7 @@ def test_tor_1_0_six_pods_take_one_whole_tor_and_two_servers_of_the_next_by_rank
         answer = c.filter(pod)
         assert answer["NodeNames"] == [expected[rank]], rank  # only the exact-rank node
         assert "not reserved for rank" in answer["FailedNodes"]["t3-s0"]
+        assert c.extender.scores(pod, c.names) == {expected[rank]: 200.0}  # Volcano's view
     assert [c.schedule(p) for p in reversed(pods)] == list(reversed(expected))
     assert [c.annotations(f"big-{r}")["hccl/rankIndex"] for r in range(6)] == [
         str(r) for r in range(6)
@@ -248,33 +249,41 @@ def test_super_pod_blocks_follow_the_selection_order_and_annotate_the_pods() -> 
 
 
 def test_a_fault_job_restarts_keeps_its_healthy_rank_and_moves_the_faulty_one() -> None:
+    # Two one-pod jobs hold t0-s0 and t0-s1, so the gang runs on t0-s2 (rank 0), t0-s3 (1).
     c = Cluster(2, topology=False)
+    for name in ("other-0", "other-1"):
+        c.api.put("Pod", pod_object("ns", name, None, 8))
+        c.service.refresh()
+        c.schedule(c.api.get_pod("ns", name))
+        c.run(name)
     pods = c.gang("job", 2, labels={"fault-scheduling": "force"})
     first = [c.schedule(p) for p in pods]
-    assert first == ["t0-s0", "t0-s1"]
+    assert first == ["t0-s2", "t0-s3"]
     for r in range(2):
         c.run(f"job-{r}")
     # Chip 3 of rank 1's node fails (its agent republishes; the kubelet sees 7 healthy).
-    add_node(c.api, "t0-s1", frozenset({3}), address="10.0.0.1")
+    add_node(c.api, "t0-s3", frozenset({3}), address="10.0.0.3")
     c.service.refresh()
-    assert c.api.list_pods(None)[0] == []  # both pods deleted at once (force)
-    c.service.refresh()  # the next view shows them gone
+    assert {p["metadata"]["name"] for p in c.api.list_pods(None)[0]} == {"other-0", "other-1"}
+    for name in ("other-0", "other-1"):  # the others end: t0-s0, t0-s1 free up
+        c.api.delete("Pod", "ns", name)
+    c.service.refresh()  # the next view shows them all gone
     record = c.configmap("volcano-system", "vcjob-fault-npu-cm")
     assert rescheduling.verify(record)
-    assert json.loads(record["fault-node"]) == ["t0-s1"]
+    assert json.loads(record["fault-node"]) == ["t0-s3"]
     config = c.configmap("ns", "fault-config-job")
     assert json.loads(config["fault-npus"])["FaultRankIds"] == ["11"]  # chip 3 + 8 × rank 1
     # Until the job's pods come back, a one-pod job may not take its healthy node.
-    lone = pod_object("ns", "lone", None, 8)
-    c.api.put("Pod", lone)
+    c.api.put("Pod", pod_object("ns", "lone", None, 8))
     answer = c.filter(c.api.get_pod("ns", "lone"))
-    assert answer["FailedNodes"]["t0-s0"] == "held for fault job ns/job to come back"
+    assert answer["FailedNodes"]["t0-s2"] == "held for fault job ns/job to come back"
+    assert "t0-s0" in answer["NodeNames"]
     c.api.delete("Pod", "ns", "lone")
-    # The controller recreates the pods: rank 0 returns to t0-s0, rank 1 moves.
+    # The controller recreates the pods: rank 0 returns to t0-s2 although t0-s0 now scores
+    # as well and sorts first; rank 1 moves off the faulty node, to t0-s0.
     again = c.gang("job", 2, labels={"fault-scheduling": "force"})
     second = [c.schedule(p) for p in again]
-    assert second[0] == "t0-s0"
-    assert second[1] not in ("t0-s0", "t0-s1")
+    assert second == ["t0-s2", "t0-s0"]
     c.service.refresh()
     assert json.loads(c.configmap("volcano-system", "vcjob-fault-npu-cm")["fault-node"]) == []
 

@@ -16,7 +16,6 @@ from scheduler_core.tor import (
     TorInvalid,
     affinity_of,
     parse_topology,
-    rank_scores,
     row_and_column,
     select,
 )
@@ -104,15 +103,6 @@ def test_a_slice_too_thin_for_logical_tors_makes_a_large_model_job_wait() -> Non
     free = [ip(t, s) for t in range(3) for s in range(3)]
     assert select(topology, free, 6, LARGE_MODEL) is None
     assert select(topology, free, 6, NORMAL) is not None
-
-
-def test_the_pod_with_rank_r_scores_200_on_the_r_th_chosen_server() -> None:
-    topology = parse_topology(tor_info(3))
-    selection = select(topology, [s.ip for t in topology.tors for s in t], 6, LARGE_MODEL)
-    assert selection is not None
-    node_of_ip = {s.ip: f"node-{s.tor}-{s.slice_id}" for t in topology.tors for s in t}
-    assert rank_scores(selection, node_of_ip, 5) == {node_of_ip[selection.servers[5].ip]: 200.0}
-    assert rank_scores(selection, node_of_ip, 6) == {}
 
 
 @pytest.mark.parametrize(

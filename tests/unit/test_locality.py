@@ -1,0 +1,88 @@
+"""Choosing a multi-node job's nodes: plain, and after a fault (seed 004's order)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scheduler_core.locality import Ask, Network, Settings, Unplaceable, choose
+from scheduler_core.tor import parse_topology
+from scheduler_core.tor_share import SHARED, TorState
+
+# Three ToRs of 2 servers: a0, a1 | b0, b1 | c0, c1.
+TOPOLOGY = parse_topology(
+    json.dumps(
+        {
+            "tor_count": 2,
+            "server_list": [
+                {
+                    "tor_id": t,
+                    "tor_ip": f"1.0.0.{t}",
+                    "server": [{"server_ip": f"10.0.{t}.{s}", "slice_id": s} for s in range(2)],
+                }
+                for t in range(3)
+            ],
+        }
+    )
+)
+ADDRESSES = {f"{name}{s}": f"10.0.{t}.{s}" for t, name in enumerate("abc") for s in range(2)}
+
+
+def ask(size: int) -> Ask:
+    return Ask("ns/job", size, 8, {}, {})
+
+
+def test_a_job_without_network_wishes_takes_the_best_candidates_in_order() -> None:
+    assert choose(ask(2), ["c1", "a0", "b0"], Network(), Settings()).nodes == ("c1", "a0")
+    with pytest.raises(Unplaceable, match="1 of 2 nodes are free"):
+        choose(ask(2), ["a0"], Network(), Settings())
+
+
+def test_after_a_fault_moved_ranks_go_to_the_jobs_own_tor_then_shared_then_unused() -> None:
+    # The job ran on a0 (rank 0) and b1 (rank 1, faulty). Candidates sorted best first:
+    # c0 (ToR c: shared), b0 (ToR b: the job's own) → b0.
+    network = Network(TOPOLOGY, ADDRESSES, {}, {2: TorState(SHARED)})
+    previous = {0: "a0", 1: "b1"}
+    chosen = choose(
+        ask(2),
+        ["c0", "b0", "a0"],
+        network,
+        Settings(),
+        previous=previous,
+        fault_nodes=frozenset({"b1"}),
+    )
+    assert chosen.nodes == ("a0", "b0")
+    # ToR a is the job's own too (rank 0 ran there): a1 before the shared c0.
+    chosen = choose(
+        ask(2),
+        ["c0", "a1", "a0"],
+        network,
+        Settings(),
+        previous=previous,
+        fault_nodes=frozenset({"b1"}),
+    )
+    assert chosen.nodes == ("a0", "a1")
+    # Both of the job's ToRs full: shared c0 before unused ones.
+    other = Network(TOPOLOGY, ADDRESSES | {"d0": "10.9.9.9"}, {}, {2: TorState(SHARED)})
+    chosen = choose(
+        ask(2),
+        ["d0", "c0", "a0"],
+        other,
+        Settings(),
+        previous=previous,
+        fault_nodes=frozenset({"b1"}),
+    )
+    assert chosen.nodes == ("a0", "c0")
+
+
+def test_a_fault_job_waits_until_its_healthy_nodes_are_free_again() -> None:
+    with pytest.raises(Unplaceable, match="waiting for a0 of fault job ns/job to be released"):
+        choose(
+            ask(2),
+            ["b0", "c0"],
+            Network(),
+            Settings(),
+            previous={0: "a0", 1: "b1"},
+            fault_nodes=frozenset({"b1"}),
+        )
