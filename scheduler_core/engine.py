@@ -208,8 +208,9 @@ class Session:
             scores = self.score(job, tasks[0].npu)
             rejected = {n: s.reason for n, s in self.filter(job, tasks[0].npu).items() if not s.ok}
         placements: list[Placement] = []
+        distributed = job.distributed
         for task in tasks:
-            node = self._best_node(job.product, task.npu, job.distributed)
+            node = self._best_node(job.product, task.npu, distributed)
             if node is None:
                 for placed in placements:
                     self.release_task(job.key, placed.task)
@@ -221,9 +222,9 @@ class Session:
                     rejected=rejected,
                 )
             usable = self._usable[node]
-            if job.distributed:
+            if distributed:
                 usable = tuple(c for c in usable if c not in self._nodes[node].network_unhealthy)
-            chips = self.policy.select(product, usable, task.npu, job.distributed)
+            chips = self.policy.select(product, usable, task.npu, distributed)
             if len(chips) != task.npu:
                 raise AssertionError(f"{self.policy.name} selected {chips} on {node} for {task}")
             self._ledger.take(job.key, task.name, node, chips)
@@ -279,11 +280,10 @@ class Session:
                 job.key, False, reason=f"job {job.key} already holds chips this session"
             )
         placements: list[Placement] = []
+        distributed = job.distributed
         for task, node in zip(tasks, nodes, strict=True):
             status = (
-                filter_node(
-                    self._nodes[node], self._usable[node], product, task.npu, job.distributed
-                )
+                filter_node(self._nodes[node], self._usable[node], product, task.npu, distributed)
                 if node in self._nodes
                 else Status.unschedulable("not a known NPU node")
             )
@@ -291,9 +291,9 @@ class Session:
                 self.release_job(job.key)
                 return Decision(job.key, False, reason=f"{node}: {status.reason}")
             usable = self._usable[node]
-            if job.distributed:
+            if distributed:
                 usable = tuple(c for c in usable if c not in self._nodes[node].network_unhealthy)
-            chips = self.policy.select(product, usable, task.npu, job.distributed)
+            chips = self.policy.select(product, usable, task.npu, distributed)
             self._ledger.take(job.key, task.name, node, chips)
             self._refresh(node)
             placements.append(Placement(task.name, node, chips))

@@ -112,14 +112,20 @@ class Reservation:
     shared: SharedSelection | None = None
     schema: str = tor.DISABLED
     bound: dict[str, str] = field(default_factory=dict)  # task → pod key
+    ranks_on: dict[str, list[int]] = field(init=False)  # node → its placements' ranks
+
+    def __post_init__(self) -> None:
+        self.ranks_on = {}
+        for i, p in enumerate(self.placements):
+            self.ranks_on.setdefault(p.node, []).append(i)
 
     def free_on(self, node: str, rank: int | None = None) -> int | None:
         """The rank of a placement on ``node`` still to bind (``rank``'s only, if given)."""
         return next(
             (
                 i
-                for i, p in enumerate(self.placements)
-                if p.node == node and p.task not in self.bound and rank in (None, i)
+                for i in self.ranks_on.get(node, ())
+                if self.placements[i].task not in self.bound and rank in (None, i)
             ),
             None,
         )
