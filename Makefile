@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.agent_plugin
 	$(BIN)/python -m benchmarks.handshake
 	$(BIN)/python -m benchmarks.extender
+	$(BIN)/python -m benchmarks.network_locality
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

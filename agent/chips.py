@@ -46,6 +46,9 @@ class NodeChips:
     chips: tuple[Chip, ...]
     # The node label ``servertype`` (``<chip type>-<AI cores>``, e.g. Ascend910-32) when known.
     server_type: str | None = None
+    # A3 SuperPoD servers: the SuperPoD's ID and this server's index in it, when known.
+    super_pod_id: int | None = None
+    server_index: int | None = None
 
     def device_id(self, chip: Chip) -> str:
         return f"{self.resource}-{chip.id}"

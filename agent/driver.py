@@ -106,7 +106,15 @@ def parse_fake_state(text: str) -> NodeChips:
     server_type = raw.get("servertype")
     if server_type is not None and (not isinstance(server_type, str) or not server_type):
         raise DriverError(f"state.servertype: expected text like Ascend910-32, got {server_type!r}")
-    return NodeChips(RESOURCE_910, product.name, chips, server_type)
+    super_pod = {key: _index(raw, key) for key in ("super_pod_id", "server_index")}
+    return NodeChips(RESOURCE_910, product.name, chips, server_type, **super_pod)
+
+
+def _index(raw: dict[str, Any], key: str) -> int | None:
+    value = raw.get(key)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise DriverError(f"state.{key}: expected a number ≥ 0, got {value!r}")
+    return value
 
 
 class _FileEvents(FileSystemEventHandler):

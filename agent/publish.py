@@ -38,6 +38,8 @@ def device_info(node: NodeChips, held: Iterable[int], update_time: int) -> Devic
         network_unhealthy=frozenset(c.id for c in node.chips if c.network is Network.DOWN),
         faults=faults_of(node),
         update_time=update_time,
+        super_pod_id=node.super_pod_id,
+        server_index=node.server_index,
     )
 
 

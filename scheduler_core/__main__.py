@@ -101,7 +101,9 @@ def _serve(args: argparse.Namespace) -> int:
         policy_by_name(args.policy),
         gang_ttl=args.gang_ttl,
         hold_limit=args.hold_limit,
-        network=locality.Settings(args.nslb_version, args.shared_tor_num, args.reserve_nodes),
+        network=locality.Settings(
+            args.nslb_version, args.shared_tor_num, args.reserve_nodes, args.super_pod_size
+        ),
         grace_over=args.grace_over_time,
     )
     service = SchedulerService(gateway, extender, args.refresh_period, args.self_maintain)
@@ -204,6 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=2,
         help="nodes of each SuperPoD kept spare for faults until needed",
+    )
+    serve.add_argument(
+        "--super-pod-size",
+        type=int,
+        default=48,
+        help="nodes of a physical SuperPoD (an sp-block may not be larger)",
     )
     serve.add_argument(
         "--grace-over-time",

@@ -24,6 +24,7 @@ class Settings:
     nslb_version: str = "1.0"
     shared_tor_num: int = 2
     reserve_nodes: int = 2
+    super_pod_size: int = 48
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,7 @@ def choose(
 def _super_pods(
     ask: Ask, candidates: Sequence[str], network: Network, settings: Settings, sp_block: str
 ) -> Choice:
-    block = superpod.block_nodes(sp_block, ask.size, ask.chips_per_node)
+    block = superpod.block_nodes(sp_block, ask.size, ask.chips_per_node, settings.super_pod_size)
     affinity = superpod.affinity_of(ask.labels)
     free: dict[int, list[str]] = {}
     for node in sorted(candidates):

@@ -56,8 +56,9 @@ class SuperPodChoice:
         }
 
 
-def block_nodes(sp_block: str, pods: int, chips_per_node: int) -> int:
-    """Nodes per block from the job's ``sp-block`` annotation, checked against its size."""
+def block_nodes(sp_block: str, pods: int, chips_per_node: int, super_pod_size: int) -> int:
+    """Nodes per block from the job's ``sp-block`` annotation, checked against the job's
+    size and the SuperPoD size (a block lives inside one SuperPoD)."""
     if not sp_block.isdigit() or int(sp_block) < chips_per_node:
         raise SuperPodInvalid(
             f"{SP_BLOCK_ANNOTATION} {sp_block!r} must be a number of NPUs ≥ {chips_per_node}"
@@ -68,6 +69,11 @@ def block_nodes(sp_block: str, pods: int, chips_per_node: int) -> int:
             f"{SP_BLOCK_ANNOTATION} {npus} is not a multiple of {chips_per_node} NPUs per node"
         )
     block = npus // chips_per_node
+    if block > super_pod_size:
+        raise SuperPodInvalid(
+            f"{SP_BLOCK_ANNOTATION} {npus} NPUs ({block} nodes) exceeds the super-pod-size "
+            f"of {super_pod_size} nodes"
+        )
     if pods % block:
         raise SuperPodInvalid(f"job of {pods} nodes is not a whole number of {block}-node blocks")
     return block

@@ -10,6 +10,8 @@ import pytest
 
 from agent.chips import DriverError, Network, NodeChips
 from agent.driver import FakeDriver, parse_fake_state
+from agent.publish import device_info
+from scheduler_core.deviceinfo import decode, encode
 
 EIGHT = "product: module910x8\nchips:\n" + "".join(f"  - id: {i}\n" for i in range(8))
 
@@ -37,6 +39,14 @@ def test_all_fields_are_read() -> None:
     assert (chip.fault_codes, chip.ip) == (("80E18402",), "10.0.0.15")
 
 
+def test_a_superpod_server_publishes_its_superpod_id_and_index() -> None:
+    state = parse_fake_state(EIGHT + "super_pod_id: 3\nserver_index: 17\n")
+    info = device_info(state, held=(), update_time=1_700_000_000)
+    published = decode(encode(info))
+    assert (published.super_pod_id, published.server_index) == (3, 17)
+    assert decode(encode(device_info(parse_fake_state(EIGHT), (), 1))).super_pod_id is None
+
+
 @pytest.mark.parametrize(
     ("text", "error"),
     [
@@ -50,6 +60,7 @@ def test_all_fields_are_read() -> None:
         ("chips:\n  - {id: 1, fault_codes: [zz]}\n", "chips[0].fault_codes[0]"),
         ("chips:\n  - {id: '1'}\n", "chips[0].id: expected int"),
         ("product: gpu\nchips: []\n", "state.product: unknown product"),
+        ("chips: []\nsuper_pod_id: -1\n", "state.super_pod_id: expected a number ≥ 0, got -1"),
     ],
 )
 def test_a_bad_state_file_names_what_is_wrong(text: str, error: str) -> None:

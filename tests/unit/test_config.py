@@ -78,3 +78,19 @@ def test_the_shipped_example_files_load_with_every_key_valid() -> None:
         "huawei",
         600.0,
     )
+    assert (scheduler.nslb_version, scheduler.shared_tor_num, scheduler.reserve_nodes) == (
+        "1.0",
+        2,
+        2,
+    )
+
+
+def test_a_shared_tor_limit_other_than_1_or_2_is_refused_by_name() -> None:
+    parser = build_scheduler_parser()
+    with pytest.raises(config.ConfigError, match="SHARED_TOR_NUM: shared-tor-num '3' must be"):
+        config.arguments(
+            config.subcommand(parser, "serve"),
+            [],
+            "ASCEND_SCHEDULER_",
+            {"ASCEND_SCHEDULER_SHARED_TOR_NUM": "3"},
+        )

@@ -135,3 +135,21 @@ def test_the_free_list_never_names_a_chip_a_live_pod_holds() -> None:
         "namespace": "kube-system",
         "labels": {"mx-consumer-cim": "true"},
     }
+
+
+def test_superpod_fields_sit_beside_device_info_outside_the_check_code() -> None:
+    plain = DeviceInfo(frozenset({0}), frozenset(), frozenset(), update_time=1657527526)
+    a3 = DeviceInfo(
+        frozenset({0}),
+        frozenset(),
+        frozenset(),
+        update_time=1657527526,
+        super_pod_id=3,
+        server_index=17,
+    )
+    text = encode(a3)["DeviceInfoCfg"]
+    assert '},"SuperPodID":3,"ServerIndex":17,"CheckCode":' in text
+    assert json.loads(text)["CheckCode"] == json.loads(encode(plain)["DeviceInfoCfg"])["CheckCode"]
+    broken = text.replace('"SuperPodID":3', '"SuperPodID":"3"')
+    with pytest.raises(InvalidInput, match="SuperPodID '3' is not an integer"):
+        decode({"DeviceInfoCfg": broken})

@@ -75,13 +75,15 @@ def test_hard_affinity_fails_with_upstreams_message_and_soft_pools_the_leftovers
 
 
 def test_sp_block_annotation_is_checked() -> None:
-    assert block_nodes("64", pods=16, chips_per_node=8) == 8
+    assert block_nodes("64", pods=16, chips_per_node=8, super_pod_size=48) == 8
     with pytest.raises(SuperPodInvalid, match="sp-block 'many'"):
-        block_nodes("many", pods=16, chips_per_node=8)
+        block_nodes("many", pods=16, chips_per_node=8, super_pod_size=48)
     with pytest.raises(SuperPodInvalid, match="not a multiple of 8 NPUs"):
-        block_nodes("12", pods=16, chips_per_node=8)
+        block_nodes("12", pods=16, chips_per_node=8, super_pod_size=48)
     with pytest.raises(SuperPodInvalid, match="job of 12 nodes is not a whole number of 8-node"):
-        block_nodes("64", pods=12, chips_per_node=8)
+        block_nodes("64", pods=12, chips_per_node=8, super_pod_size=48)
+    with pytest.raises(SuperPodInvalid, match="512 NPUs \\(64 nodes\\) exceeds the super-pod-size"):
+        block_nodes("512", pods=64, chips_per_node=8, super_pod_size=48)
     assert affinity_of({}) == "hard"
     with pytest.raises(SuperPodInvalid, match="'maybe' is not hard or soft"):
         affinity_of({"super-pod-affinity": "maybe"})
