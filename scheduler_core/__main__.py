@@ -136,7 +136,7 @@ def _status(args: argparse.Namespace) -> int:
 
 def _shared_tor_num(text: str) -> int:
     if text not in ("1", "2"):
-        raise argparse.ArgumentTypeError(f"shared-tor-num {text!r} must be 1 or 2")
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or 2")
     return int(text)
 
 
