@@ -87,7 +87,7 @@ def test_the_shipped_example_files_load_with_every_key_valid() -> None:
 
 def test_a_shared_tor_limit_other_than_1_or_2_is_refused_by_name() -> None:
     parser = build_scheduler_parser()
-    with pytest.raises(config.ConfigError, match="SHARED_TOR_NUM: shared-tor-num: '3' must be 1 or 2"):
+    with pytest.raises(config.ConfigError, match="shared-tor-num: '3' must be 1 or 2"):
         config.arguments(
             config.subcommand(parser, "serve"),
             [],
