@@ -209,8 +209,20 @@ class Extender:
                     for p in reservation.placements:
                         if address := snapshot.addresses.get(p.node):
                             jobs_on.setdefault(address, set()).add(gang)
-            self._network = locality.Network(
-                topology, snapshot.addresses, snapshot.super_pods, states
+            network = locality.Network(topology, snapshot.addresses, snapshot.super_pods, states)
+            spans = [
+                network.tors_of(p.node for p in r.placements) for r in self._reservations.values()
+            ]
+            bound: dict[str, set[str]] = {}
+            for key, ip, _, _ in on_tors:
+                bound.setdefault(key, set()).add(ip)
+            spans += [
+                {s.tor for ip in ips if (s := topology.server(ip))}
+                for ips in bound.values()
+                if topology is not None
+            ]
+            self._network = dataclasses.replace(
+                network, multi_job_tors=frozenset(t for s in spans if len(s) > 1 for t in s)
             )
             self._jobs_on = jobs_on
             self._running = running

@@ -9,7 +9,7 @@ first to its own ToRs, then to shared ToRs, then anywhere (seed 004).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler_core import superpod, tor, tor_share
@@ -35,6 +35,10 @@ class Network:
     addresses: Mapping[str, str] = field(default_factory=dict)  # node → InternalIP
     super_pods: Mapping[str, int] = field(default_factory=dict)  # node → SuperPodID
     tor_states: Mapping[int, TorState] = field(default_factory=dict)
+    multi_job_tors: frozenset[int] = frozenset()  # ToRs under a job that spans several
+
+    def tors_of(self, nodes: Iterable[str]) -> set[int]:
+        return {t for n in nodes if (t := self.tor_of(n)) is not None}
 
     def tor_of(self, node: str) -> int | None:
         if self.topology is None:
@@ -140,6 +144,10 @@ def _tors(
             shared,
             f"nslb-2.0-{shared.how}",
         )
+    if ask.size >= topology.tor_count:  # VOL-v5: a ToR under a multi-ToR job is not shared
+        node_of_ip = {
+            ip: n for ip, n in node_of_ip.items() if network.tor_of(n) not in network.multi_job_tors
+        }
     selection = tor.select(topology, node_of_ip, ask.size, schema)
     if selection is None:
         raise Unplaceable(f"tor affinity {schema}: no ToRs for {ask.size} nodes yet")
@@ -159,7 +167,7 @@ def _after_fault(
     missing = sorted(set(kept.values()) - free)
     if missing:
         raise Unplaceable(f"waiting for {missing[0]} of fault job {ask.job} to be released")
-    own_tors = {network.tor_of(n) for n in previous.values()} - {None}
+    own_tors = network.tors_of(previous.values())
 
     def tier(node: str) -> int:
         t = network.tor_of(node)

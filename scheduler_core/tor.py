@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scheduler_core.model import InvalidInput
 
@@ -45,9 +45,13 @@ class Server:
 class Topology:
     tor_count: int  # servers per ToR = net slices
     tors: tuple[tuple[Server, ...], ...]  # servers of each ToR, by slice
+    by_ip: Mapping[str, Server] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_ip", {s.ip: s for tor in self.tors for s in tor})
 
     def server(self, ip: str) -> Server | None:
-        return next((s for tor in self.tors for s in tor if s.ip == ip), None)
+        return self.by_ip.get(ip)
 
 
 @dataclass(frozen=True, slots=True)

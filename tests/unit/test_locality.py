@@ -86,3 +86,16 @@ def test_a_fault_job_waits_until_its_healthy_nodes_are_free_again() -> None:
             previous={0: "a0", 1: "b1"},
             fault_nodes=frozenset({"b1"}),
         )
+
+
+def test_tor_1_0_a_tor_under_a_multi_tor_job_is_kept_from_jobs_of_a_tor_or_more() -> None:
+    # ToRs of 2: a multi-ToR job runs under ToR a (a0 busy, a1 free). A 5-pod normal job
+    # could only fit by using a1: it waits. A 1-pod job (smaller than a ToR) may use a1.
+    network = Network(TOPOLOGY, ADDRESSES, multi_job_tors=frozenset({0}))
+    free = ["a1", "b0", "b1", "c0", "c1"]
+    normal = Ask("ns/wide", 5, 8, {"tor-affinity": "normal-schema"}, {})
+    with pytest.raises(Unplaceable, match="no ToRs for 5 nodes yet"):
+        choose(normal, free, network, Settings())
+    assert "a1" in choose(normal, free, Network(TOPOLOGY, ADDRESSES), Settings()).nodes
+    fill = Ask("ns/one", 1, 8, {"tor-affinity": "normal-schema"}, {})
+    assert choose(fill, free, network, Settings()).nodes == ("a1",)  # best fit: ToR a (1 free)
