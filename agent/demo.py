@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.simulated_cluster import KubeScheduler, SimulatedCluster, simulated_cluster
+from agent.simulated_cluster import (
+    KubeScheduler,
+    SimulatedCluster,
+    simulated_cluster,
+    tor_configmap,
+)
 from scheduler_core.kube.memory import pod_object
 
 DEMO_JOBS = [
@@ -27,6 +32,7 @@ DEMO_JOBS = [
     ("infer-d", [1]),
 ]
 ROW = "{:12} {:8} {:18} {:18} {}"
+PER_TOR = 2
 
 
 @dataclass(frozen=True)
@@ -45,8 +51,11 @@ def _submit(cluster: SimulatedCluster) -> list[str]:
         for k, npu in enumerate(sizes):
             name = f"{job}-{k}"
             pod = pod_object("demo", name, None, npu)
-            if len(sizes) > 1:
-                pod["metadata"]["labels"] = {"ascend.npu/gang": job}
+            if len(sizes) > 1:  # a gang, asking for switch (ToR) affinity
+                pod["metadata"]["labels"] = {
+                    "ascend.npu/gang": job,
+                    "tor-affinity": "normal-schema",
+                }
                 pod["metadata"]["annotations"]["ascend.npu/gang-size"] = str(len(sizes))
             cluster.store.put("Pod", pod)
             names.append(name)
@@ -57,6 +66,7 @@ def run(nodes: int = 5, policy: str = "huawei") -> int:
     faulty = {"node-02": frozenset({3})}
     with simulated_cluster(nodes, policy, faulty, every_kubelet_random=True) as cluster:
         scheduler = KubeScheduler(cluster)
+        cluster.store.put("ConfigMap", tor_configmap(nodes, PER_TOR))
         names = _submit(cluster)
         cluster.service.refresh()
         for _ in range(5):
@@ -67,7 +77,8 @@ def run(nodes: int = 5, policy: str = "huawei") -> int:
                 break
         print(
             f"{nodes} nodes of 8 chips (rings 0-3 | 4-7); node-02 has a faulty chip 3; no kubelet "
-            f"asks for the preferred allocation: all pick random IDs. Policy {policy}."
+            f"asks for the preferred allocation: all pick random IDs. Policy {policy}. "
+            f"ToRs of {PER_TOR} nodes (node-00, node-01 | node-02, node-03 | …)."
         )
         print(ROW.format("pod", "node", "scheduler chips", "kubelet IDs", "ASCEND_VISIBLE_DEVICES"))
         admitted = []
@@ -94,7 +105,24 @@ def run(nodes: int = 5, policy: str = "huawei") -> int:
             print(
                 ROW.format(row.pod, row.node, _ids(row.scheduler), _ids(row.kubelet), row.visible)
             )
+        _gang_line(cluster)
         return _summary(admitted)
+
+
+def _gang_line(cluster: SimulatedCluster) -> None:
+    pods = [
+        p for p in cluster.store.list_pods(None)[0] if p["metadata"]["name"].startswith("gang-")
+    ]
+    placed = sorted(
+        (p["metadata"]["annotations"].get("hccl/rankIndex", "?"), p["spec"].get("nodeName", ""))
+        for p in pods
+    )
+    tors = sorted({int(node.rsplit("-", 1)[1]) // PER_TOR for _, node in placed if node})
+    print(
+        "switch affinity (gang, normal-schema): "
+        + ", ".join(f"rank {r} on {n}" for r, n in placed)
+        + f"; ToRs used: {tors}"
+    )
 
 
 def _ids(names: tuple[str, ...]) -> str:

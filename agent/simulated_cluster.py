@@ -226,6 +226,27 @@ class SimulatedCluster:
             self.nodes[admitted.node].kubelet.release(key)
 
 
+def tor_configmap(nodes: int, per_tor: int) -> Obj:
+    """``kube-system/basic-tor-node-cm`` for the simulated nodes (node-i has InternalIP
+    192.168.0.<i+1>): ``per_tor`` consecutive nodes under each ToR."""
+    servers = [
+        {
+            "tor_id": t,
+            "tor_ip": f"1.0.0.{t}",
+            "server": [
+                {"server_ip": f"192.168.0.{i + 1}", "npu_count": 8, "slice_id": i - t * per_tor}
+                for i in range(t * per_tor, min(nodes, (t + 1) * per_tor))
+            ],
+        }
+        for t in range((nodes + per_tor - 1) // per_tor)
+    ]
+    info = {"version": "1.0", "tor_count": per_tor, "server_list": servers}
+    return {
+        "metadata": {"namespace": "kube-system", "name": "basic-tor-node-cm"},
+        "data": {"tor_info": json.dumps(info)},
+    }
+
+
 @contextmanager
 def simulated_cluster(
     nodes: int,

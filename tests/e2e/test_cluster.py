@@ -7,7 +7,12 @@ from __future__ import annotations
 import json
 import time
 
-from agent.simulated_cluster import KubeScheduler, SimulatedCluster, simulated_cluster
+from agent.simulated_cluster import (
+    KubeScheduler,
+    SimulatedCluster,
+    simulated_cluster,
+    tor_configmap,
+)
 from scheduler_core.deviceinfo import decode
 from scheduler_core.kube.memory import pod_object
 from scheduler_core.products import MODULE_910X8
@@ -161,7 +166,7 @@ def test_a_tor_affine_job_restarts_after_a_chip_fault_and_only_the_faulty_rank_m
     # Two ToRs of 4 (node-00..03, node-04..07). Six pods, large-model-schema: the two whole
     # ToRs are not more than row + 1 = 2, so logical ToRs: ToR 0 whole + node-04, node-05.
     with simulated_cluster(8) as cluster:
-        cluster.store.put("ConfigMap", tor_configmap(tors=2))
+        cluster.store.put("ConfigMap", tor_configmap(nodes=8, per_tor=4))
         cluster.service.refresh()
         scheduler = KubeScheduler(cluster)
         labels = {"tor-affinity": "large-model-schema", "fault-scheduling": "force"}
@@ -194,26 +199,6 @@ def test_a_tor_affine_job_restarts_after_a_chip_fault_and_only_the_faulty_rank_m
         second = ranks(cluster, "train", 6)
         assert {r: second[r] for r in range(5)} == {r: first[r] for r in range(5)}
         assert second[5] == "node-06"  # the job's own ToR 1 first, best score then name
-
-
-def tor_configmap(tors: int) -> dict[str, object]:
-    servers = [
-        {
-            "tor_id": t,
-            "tor_ip": f"1.0.0.{t}",
-            "server": [
-                {"server_ip": f"192.168.0.{t * 4 + s + 1}", "npu_count": 8, "slice_id": s}
-                for s in range(4)
-            ],
-        }
-        for t in range(tors)
-    ]
-    return {
-        "metadata": {"namespace": "kube-system", "name": "basic-tor-node-cm"},
-        "data": {
-            "tor_info": json.dumps({"version": "1.0", "tor_count": 4, "server_list": servers})
-        },
-    }
 
 
 def ranks(cluster: SimulatedCluster, gang: str, size: int) -> dict[int, str]:
