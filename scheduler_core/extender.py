@@ -291,7 +291,8 @@ class Extender:
         )
         held = {
             node: f"held for fault job {job} to come back"
-            for job, (fault, _) in self._faults.items()
+            for job, (fault, seen) in self._faults.items()
+            if now - seen <= self._hold_limit
             for node in fault.previous.values()
             if node not in fault.nodes
         }
@@ -479,16 +480,20 @@ class Extender:
                         list(fault.rank_ids),
                     )
                     self._faults[fault.job] = (fault, now)
-            return [
-                d
-                for fault, seen in self._faults.values()
-                for d in rescheduling.deletions(fault, seen, now, self._grace_over)
-                if f"{d.namespace}/{d.name}" in self._running_pods(fault.job)
-            ]
-
-    def _running_pods(self, job: str) -> set[str]:
-        _, members = self._running.get(job, ("", []))
-        return {f"{p.namespace}/{p.name}" for p in members}
+            for job, (_, seen) in list(self._faults.items()):
+                gone = job not in self._pending and job not in self._running
+                if gone and now - seen > self._hold_limit:
+                    log.warning("fault job %s did not come back; its nodes are free again", job)
+                    del self._faults[job]
+            deletions = []
+            for fault, seen in self._faults.values():
+                _, members = self._running.get(fault.job, ("", []))
+                still = {p.uid: p for p in members}  # the UIDs of the run that failed
+                current = dataclasses.replace(
+                    fault, pods=tuple(still[p.uid] for p in fault.pods if p.uid in still)
+                )
+                deletions += rescheduling.deletions(current, seen, now, self._grace_over)
+            return deletions
 
     def fault_records(self) -> tuple[dict[str, str], dict[tuple[str, str], dict[str, str]]]:
         """``vcjob-fault-npu-cm`` data and each fault job's ``fault-config-<job>``."""

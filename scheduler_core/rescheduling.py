@@ -41,6 +41,7 @@ class JobPod:
     node: str
     rank: int
     chips: tuple[int, ...]
+    terminating: bool = False  # deleted already, its grace period running
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,7 @@ def job_pod(pod: Obj, fallback_rank: int) -> JobPod | None:
         spec["nodeName"],
         int(rank_text) if rank_text.isdigit() else fallback_rank,
         chips,
+        bool(meta.get("deletionTimestamp")),
     )
 
 
@@ -119,9 +121,14 @@ def find_faults(
 
 
 def deletions(fault: Fault, seen: float, now: float, grace_over: float) -> list[Deletion]:
-    """The deletions that restart the job (again, until its pods are gone)."""
+    """The deletions that restart the job: every pod not yet deleted, and once the grace is
+    over (or at once for ``force``) every pod still there."""
     at_once = fault.mode == FORCE or now - seen >= grace_over
-    return [Deletion(p.namespace, p.name, p.uid, 0 if at_once else None) for p in fault.pods]
+    return [
+        Deletion(p.namespace, p.name, p.uid, 0 if at_once else None)
+        for p in fault.pods
+        if at_once or not p.terminating
+    ]
 
 
 def _with_check_code(data: dict[str, str]) -> dict[str, str]:

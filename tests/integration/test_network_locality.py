@@ -306,6 +306,9 @@ def test_a_grace_fault_job_is_evicted_politely_then_forced_after_the_grace_over_
     class Recording(MemoryCluster):
         def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None) -> None:
             deleted.append((name, grace))  # the pods stay: their containers are still stopping
+            pod = self.get_pod(namespace, name)
+            pod["metadata"]["deletionTimestamp"] = "2023-11-14T22:13:20Z"
+            self.put("Pod", pod)
 
     c = Cluster(1, topology=False)
     recording = Recording()
@@ -336,6 +339,30 @@ def test_a_grace_fault_job_is_evicted_politely_then_forced_after_the_grace_over_
     recording.put("Node", node)
     c.service.refresh()
     assert deleted == [("job-0", None), ("job-1", None)]
-    c.clock.now += 900
+    c.clock.now += 899
+    c.service.refresh()  # terminating within their grace period: not deleted again
+    assert len(deleted) == 2
+    c.clock.now += 1
     c.service.refresh()
     assert deleted[2:] == [("job-0", 0), ("job-1", 0)]
+
+
+def test_a_fault_job_that_never_comes_back_frees_its_nodes_after_the_hold_limit() -> None:
+    c = Cluster(1, topology=False)
+    c.extender = Extender(c.api, clock=c.clock, hold_limit=200)  # < DeviceInfo's 300 s
+    c.service = SchedulerService(c.api, c.extender, clock=c.clock)
+    c.service.refresh()
+    for p in c.gang("job", 2, labels={"fault-scheduling": "force"}):
+        c.schedule(p)
+    for r in range(2):
+        c.run(f"job-{r}")
+    add_node(c.api, "t0-s1", frozenset({3}), address="10.0.0.1")
+    c.service.refresh()
+    c.service.refresh()
+    c.api.put("Pod", pod_object("ns", "lone", None, 8))
+    lone = c.api.get_pod("ns", "lone")
+    assert "t0-s0" not in c.filter(lone)["NodeNames"]
+    c.clock.now += 201
+    c.service.refresh()
+    assert "t0-s0" in c.filter(lone)["NodeNames"]
+    assert json.loads(c.configmap("volcano-system", "vcjob-fault-npu-cm")["fault-node"]) == []

@@ -111,3 +111,13 @@ def test_a_pods_chips_come_only_from_ascend_real() -> None:
     assert job_pod(garbled, 0) is None
     unranked = pod_object("ns", "p", "a", 8, annotations={"huawei.com/AscendReal": "Ascend910-5"})
     assert job_pod(unranked, 4) == JobPod("ns", "p", "uid-ns-p", "a", 4, (5,))
+
+
+def test_grace_does_not_delete_a_terminating_pod_again_until_the_grace_is_over() -> None:
+    members = [
+        JobPod("ns", "p0", "u0", "a", 0, (0,), terminating=True),
+        JobPod("ns", "p1", "u1", "gone", 1, (0,)),
+    ]
+    (fault,) = find_faults({"ns/job": (GRACE, members)}, {"a": node("a")}, {"gone"})
+    assert deletions(fault, seen=0, now=10, grace_over=900) == [Deletion("ns", "p1", "u1", None)]
+    assert [d.name for d in deletions(fault, 0, 900, 900)] == ["p0", "p1"]
