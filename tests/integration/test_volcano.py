@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.integration.test_extender import Harness, pending
+from tests.integration.test_network_locality import Cluster
 
 
 def task(pod: dict[str, Any], node: str = "") -> dict[str, Any]:
@@ -75,3 +76,24 @@ def test_an_unknown_verb_is_refused() -> None:
         assert "bindFunc" in str(missing)
     else:
         raise AssertionError("an unknown verb was accepted")
+
+
+def test_a_ranked_gang_through_volcano_goes_rank_by_rank_onto_the_tors() -> None:
+    # ToRs of 4; 6 pods of a large-model job: 1.0 picks ToR 0 whole + t1-s0, t1-s1 (logical
+    # ToRs over 2 whole ToRs). Volcano's predicate (which reserves) passes each pod on its own
+    # rank node only, and its prioritize sees 200 there.
+    c = Cluster(2)
+    pods = c.gang("big", 6, labels={"tor-affinity": "large-model-schema"})
+    nodes = [{"Name": n} for n in c.names]
+    expected = [f"t0-s{s}" for s in range(4)] + ["t1-s0", "t1-s1"]
+    for rank, pod in enumerate(pods):
+        other = expected[(rank + 1) % 6]
+        refused = c.service.handle(
+            "volcano/predicate", {"task": task(pod), "node": {"Name": other}}
+        )
+        assert refused["code"] == 2 and f"not reserved for rank {rank}" in refused["status"]
+        scores = c.service.handle("volcano/prioritize", {"task": task(pod), "nodes": nodes})
+        assert scores == {"nodeScore": {expected[rank]: 200.0}, "errorMessage": ""}
+        allocated = c.service.handle("volcano/allocateFunc", {"task": task(pod, expected[rank])})
+        assert allocated == {"errorMessage": ""}
+        assert c.annotations(f"big-{rank}")["hccl/rankIndex"] == str(rank)
