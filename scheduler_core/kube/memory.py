@@ -131,12 +131,7 @@ class MemoryCluster:
         self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
     ) -> None:
         with self._lock:
-            self._check("bind pod")
-            pod = self._objects.get(("Pod", namespace, name))
-            if pod is None:
-                raise NotFound(f"pod {namespace}/{name} not found")
-            if uid and pod["metadata"].get("uid") != uid:
-                raise Conflict(f"pod {namespace}/{name}: UID {uid} does not match")
+            pod = self._pod_with_uid("bind pod", namespace, name, uid)
             if pod.get("spec", {}).get("nodeName"):
                 raise Conflict(
                     f"pod {namespace}/{name} is already bound to {pod['spec']['nodeName']}"
@@ -152,13 +147,17 @@ class MemoryCluster:
     def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int | None) -> None:
         # No kubelet here to run a grace period: every deletion is immediate.
         with self._lock:
-            self._check("delete pod")
-            pod = self._objects.get(("Pod", namespace, name))
-            if pod is None:
-                raise NotFound(f"pod {namespace}/{name} not found")
-            if uid and pod["metadata"].get("uid") != uid:
-                raise Conflict(f"pod {namespace}/{name}: UID {uid} does not match")
-            self._write("Pod", pod, "DELETED")
+            self._write("Pod", self._pod_with_uid("delete pod", namespace, name, uid), "DELETED")
+
+    def _pod_with_uid(self, call: str, namespace: str, name: str, uid: str) -> Obj:
+        """The stored pod, if it still has ``uid`` (any when empty); the lock is held."""
+        self._check(call)
+        pod = self._objects.get(("Pod", namespace, name))
+        if pod is None:
+            raise NotFound(f"pod {namespace}/{name} not found")
+        if uid and pod["metadata"].get("uid") != uid:
+            raise Conflict(f"pod {namespace}/{name}: UID {uid} does not match")
+        return pod
 
     def patch_metadata(
         self,

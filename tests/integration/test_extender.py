@@ -68,6 +68,26 @@ def pending(
     return api.get_pod("ns", name)
 
 
+def schedule(extender: Extender, pod: dict[str, Any], names: list[str]) -> str | None:
+    """kube-scheduler's part: filter, prioritize, the best node, bind."""
+    passing = extender.filter({"Pod": pod, "NodeNames": names})["NodeNames"]
+    if not passing:
+        return None
+    scores = extender.prioritize({"Pod": pod, "NodeNames": passing})
+    best = str(max(scores, key=lambda s: s["Score"])["Host"])
+    meta = pod["metadata"]
+    answer = extender.bind(
+        {
+            "PodName": meta["name"],
+            "PodNamespace": meta["namespace"],
+            "PodUID": meta["uid"],
+            "Node": best,
+        }
+    )
+    assert answer == {"Error": ""}, answer
+    return best
+
+
 class Harness:
     def __init__(self, nodes: int, **kw: float) -> None:
         self.api = MemoryCluster()
@@ -83,23 +103,7 @@ class Harness:
         return self.extender.filter({"Pod": pod, "NodeNames": self.names})
 
     def schedule(self, pod: dict[str, Any]) -> str | None:
-        """kube-scheduler's part: filter, prioritize, the best node, bind."""
-        passing = self.filter(pod)["NodeNames"]
-        if not passing:
-            return None
-        scores = self.extender.prioritize({"Pod": pod, "NodeNames": passing})
-        best = max(scores, key=lambda s: s["Score"])["Host"]
-        meta = pod["metadata"]
-        answer = self.extender.bind(
-            {
-                "PodName": meta["name"],
-                "PodNamespace": meta["namespace"],
-                "PodUID": meta["uid"],
-                "Node": best,
-            }
-        )
-        assert answer == {"Error": ""}, answer
-        return str(best)
+        return schedule(self.extender, pod, self.names)
 
     def chips(self, name: str) -> str:
         return str(self.api.get_pod("ns", name)["metadata"]["annotations"]["huawei.com/Ascend910"])

@@ -11,30 +11,11 @@ from scheduler_core.deviceinfo import DeviceInfo, encode
 from scheduler_core.extender import Extender
 from scheduler_core.kube.memory import MemoryCluster, pod_object
 from scheduler_core.service import SchedulerService
-from tests.integration.test_extender import Clock, add_node
+from tests.integration.test_extender import Clock, add_node, schedule
+from tests.unit.helpers import server_ip, tor_info
 
 PER_TOR = 4
 NSLB_1 = locality.Settings()
-
-
-def tor_info(tors: int) -> str:
-    return json.dumps(
-        {
-            "version": "1.0",
-            "tor_count": PER_TOR,
-            "server_list": [
-                {
-                    "tor_id": t,
-                    "tor_ip": f"1.0.0.{t}",
-                    "server": [
-                        {"server_ip": f"10.0.{t}.{s}", "npu_count": 8, "slice_id": s}
-                        for s in range(PER_TOR)
-                    ],
-                }
-                for t in range(tors)
-            ],
-        }
-    )
 
 
 def node_name(tor: int, slot: int) -> str:
@@ -42,7 +23,7 @@ def node_name(tor: int, slot: int) -> str:
 
 
 class Cluster:
-    """Nodes ``t<tor>-s<slot>`` with InternalIP 10.0.<tor>.<slot> under ToRs of 4."""
+    """Nodes ``t<tor>-s<slot>`` with InternalIP ``server_ip(tor, slot)`` under ToRs of 4."""
 
     def __init__(
         self, tors: int, network: locality.Settings = NSLB_1, topology: bool = True
@@ -52,14 +33,14 @@ class Cluster:
         self.names: list[str] = []
         for t in range(tors):
             for s in range(PER_TOR):
-                add_node(self.api, node_name(t, s), address=f"10.0.{t}.{s}")
+                add_node(self.api, node_name(t, s), address=server_ip(t, s))
                 self.names.append(node_name(t, s))
         if topology:
             self.api.put(
                 "ConfigMap",
                 {
                     "metadata": {"namespace": "kube-system", "name": "basic-tor-node-cm"},
-                    "data": {"tor_info": tor_info(tors)},
+                    "data": {"tor_info": tor_info(tors, PER_TOR)},
                 },
             )
         self.extender = Extender(self.api, clock=self.clock, network=network)
@@ -91,17 +72,7 @@ class Cluster:
         return self.extender.filter({"Pod": pod, "NodeNames": self.names})
 
     def schedule(self, pod: dict[str, Any]) -> str | None:
-        passing = self.filter(pod)["NodeNames"]
-        if not passing:
-            return None
-        scores = self.extender.prioritize({"Pod": pod, "NodeNames": passing})
-        best = str(max(scores, key=lambda s: s["Score"])["Host"])
-        meta = pod["metadata"]
-        answer = self.extender.bind(
-            {"PodName": meta["name"], "PodNamespace": "ns", "PodUID": meta["uid"], "Node": best}
-        )
-        assert answer == {"Error": ""}, answer
-        return best
+        return schedule(self.extender, pod, self.names)
 
     def run(self, name: str) -> None:
         """What the agent does once the pod starts: AscendReal = the chips, Running."""
@@ -195,8 +166,8 @@ def test_tor_2_0_the_remainder_goes_to_a_shared_tor_and_tor_share_cm_says_so() -
         "1.0.0.2": (0, 0),
     }
     assert shared["1.0.0.1"]["nodes"] == [
-        {"NodeIp": "10.0.1.0", "NodeName": "t1-s0", "JobName": ["ns/big"]},
-        {"NodeIp": "10.0.1.1", "NodeName": "t1-s1", "JobName": ["ns/big"]},
+        {"NodeIp": "10.1.0.0", "NodeName": "t1-s0", "JobName": ["ns/big"]},
+        {"NodeIp": "10.1.0.1", "NodeName": "t1-s1", "JobName": ["ns/big"]},
     ]
     # A 2-pod padding job: exclusive ToR 0 is full, no unhealthy shared ToR; shared ToR 1
     # has 2 free → there, before the idle ToR 2.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 
 from scheduler_core import Decision, Job, NodeState, Session, Task
@@ -61,3 +62,30 @@ def place(
 def chips_of(decision: Decision) -> list[tuple[str, tuple[int, ...]]]:
     assert decision.feasible, decision.reason
     return [(p.node, p.chips) for p in decision.placements]
+
+
+def server_ip(tor: int, slot: int) -> str:
+    """The address of the server at ``slot`` under ToR ``tor`` in ``tor_info``."""
+    return f"10.{tor}.0.{slot}"
+
+
+def tor_info(tors: int, per_tor: int = 4) -> str:
+    """A ``basic-tor-node-cm`` ``tor_info``: ToR ``t`` has IP 1.0.0.<t> and servers
+    ``server_ip(t, slot)`` at slices 0 … per_tor − 1."""
+    return json.dumps(
+        {
+            "version": "1.0",
+            "tor_count": per_tor,
+            "server_list": [
+                {
+                    "tor_id": t,
+                    "tor_ip": f"1.0.0.{t}",
+                    "server": [
+                        {"server_ip": server_ip(t, s), "npu_count": 8, "slice_id": s}
+                        for s in range(per_tor)
+                    ],
+                }
+                for t in range(tors)
+            ],
+        }
+    )

@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from scheduler_core.locality import Ask, Network, Settings, Unplaceable, choose
 from scheduler_core.tor import parse_topology
 from scheduler_core.tor_share import SHARED, TorState
+from tests.unit.helpers import server_ip, tor_info
 
 # Three ToRs of 2 servers: a0, a1 | b0, b1 | c0, c1.
-TOPOLOGY = parse_topology(
-    json.dumps(
-        {
-            "tor_count": 2,
-            "server_list": [
-                {
-                    "tor_id": t,
-                    "tor_ip": f"1.0.0.{t}",
-                    "server": [{"server_ip": f"10.0.{t}.{s}", "slice_id": s} for s in range(2)],
-                }
-                for t in range(3)
-            ],
-        }
-    )
-)
-ADDRESSES = {f"{name}{s}": f"10.0.{t}.{s}" for t, name in enumerate("abc") for s in range(2)}
+TOPOLOGY = parse_topology(tor_info(3, per_tor=2))
+ADDRESSES = {f"{name}{s}": server_ip(t, s) for t, name in enumerate("abc") for s in range(2)}
 
 
 def ask(size: int) -> Ask:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,30 +17,9 @@ from scheduler_core.tor import (
     row_and_column,
     select,
 )
+from tests.unit.helpers import server_ip, tor_info
 
-
-def tor_info(tors: int, per_tor: int = 4) -> str:
-    return json.dumps(
-        {
-            "version": "1.0",
-            "tor_count": per_tor,
-            "server_list": [
-                {
-                    "tor_id": t,
-                    "tor_ip": f"1.0.0.{t}",
-                    "server": [
-                        {"server_ip": f"10.{t}.0.{s}", "npu_count": 8, "slice_id": s}
-                        for s in range(per_tor)
-                    ],
-                }
-                for t in range(tors)
-            ],
-        }
-    )
-
-
-def ip(tor: int, slice_id: int) -> str:
-    return f"10.{tor}.0.{slice_id}"
+ip = server_ip
 
 
 def test_upstream_example_22_pods_on_tors_of_4_take_5_whole_tors_and_2_servers() -> None:

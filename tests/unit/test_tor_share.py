@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,25 +17,9 @@ from scheduler_core.tor_share import (
     select,
     states_from_pods,
 )
+from tests.unit.helpers import server_ip, tor_info
 
-TOPOLOGY = parse_topology(
-    json.dumps(
-        {
-            "tor_count": 4,
-            "server_list": [
-                {
-                    "tor_id": t,
-                    "tor_ip": f"1.0.0.{t}",
-                    "server": [
-                        {"server_ip": f"10.{t}.0.{s}", "slice_id": s, "npu_count": 8}
-                        for s in range(4)
-                    ],
-                }
-                for t in range(8)
-            ],
-        }
-    )
-)
+TOPOLOGY = parse_topology(tor_info(8))
 SHARED_OK = TorState(SHARED, True, frozenset({"ns/other"}))
 SHARED_BAD = TorState(SHARED, False, frozenset({"ns/other"}))
 TAKEN = TorState(EXCLUSIVE, True, frozenset({"ns/other"}))
@@ -45,7 +27,7 @@ TAKEN = TorState(EXCLUSIVE, True, frozenset({"ns/other"}))
 
 def free(**counts: int) -> list[str]:
     """Candidate server IPs: the first ``k`` servers of ToR ``t`` for ``t<k>=k``."""
-    return [f"10.{t[1:]}.0.{s}" for t, k in counts.items() for s in range(k)]
+    return [server_ip(int(t[1:]), s) for t, k in counts.items() for s in range(k)]
 
 
 def test_a_padding_job_prefers_an_exclusive_tor_then_unhealthy_shared_then_shared_then_idle() -> (
