@@ -199,30 +199,13 @@ class Extender:
                     if p.task not in reservation.bound:
                         session.take(gang, p.task, p.node, p.chips)
                 if reservation.shared is not None and topology is not None:
-                    states = tor_share.apply(
-                        states,
-                        reservation.shared,
-                        gang,
-                        reservation.schema,
-                        self._settings.shared_tor_num,
-                    )
+                    states = self._with_shared(states, gang, reservation)
                     for p in reservation.placements:
                         if address := snapshot.addresses.get(p.node):
                             jobs_on.setdefault(address, set()).add(gang)
             network = locality.Network(topology, snapshot.addresses, snapshot.super_pods, states)
-            spans = [
-                network.tors_of(p.node for p in r.placements) for r in self._reservations.values()
-            ]
-            bound: dict[str, set[str]] = {}
-            for key, ip, _, _ in on_tors:
-                bound.setdefault(key, set()).add(ip)
-            spans += [
-                {s.tor for ip in ips if (s := topology.server(ip))}
-                for ips in bound.values()
-                if topology is not None
-            ]
             self._network = dataclasses.replace(
-                network, multi_job_tors=frozenset(t for s in spans if len(s) > 1 for t in s)
+                network, multi_job_tors=self._multi_job_tors(network, on_tors)
             )
             self._jobs_on = jobs_on
             self._running = running
@@ -240,6 +223,38 @@ class Extender:
             self.ready = True
 
     # ---- kube-scheduler verbs ----------------------------------------------------------
+
+    def _with_shared(
+        self, states: Mapping[int, tor_share.TorState], gang: str, reservation: Reservation
+    ) -> dict[int, tor_share.TorState]:
+        """The ToR states once the reservation runs (changed by switch affinity 2.0 only)."""
+        if reservation.shared is None:
+            return dict(states)
+        return tor_share.apply(
+            states, reservation.shared, gang, reservation.schema, self._settings.shared_tor_num
+        )
+
+    def _multi_job_tors(
+        self, network: locality.Network, on_tors: list[tuple[str, str, Mapping[str, str], bool]]
+    ) -> frozenset[int]:
+        """ToRs under a gang (bound or reserved) that spans more than one ToR."""
+        nodes_of = {g: [p.node for p in r.placements] for g, r in self._reservations.items()}
+        node_of_ip = {ip: n for n, ip in network.addresses.items()}
+        for key, ip, _, _ in on_tors:
+            nodes_of.setdefault(key, []).append(node_of_ip.get(ip, ""))
+        spans = [network.tors_of(nodes) for nodes in nodes_of.values()]
+        return frozenset(t for span in spans if len(span) > 1 for t in span)
+
+    def _fault_holds(self) -> dict[str, str]:
+        """Healthy nodes of restarting fault jobs (node → job), within the hold limit."""
+        now = self._clock()
+        return {
+            node: job
+            for job, (fault, seen) in self._faults.items()
+            if now - seen <= self._hold_limit
+            for node in fault.previous.values()
+            if node not in fault.nodes
+        }
 
     def filter(self, args: Mapping[str, Any]) -> dict[str, Any]:
         pod, names = args.get("Pod") or {}, list(args.get("NodeNames") or [])
@@ -291,10 +306,7 @@ class Extender:
         )
         held = {
             node: f"held for fault job {job} to come back"
-            for job, (fault, seen) in self._faults.items()
-            if now - seen <= self._hold_limit
-            for node in fault.previous.values()
-            if node not in fault.nodes
+            for node, job in self._fault_holds().items()
         }
         for gang, since in sorted(self._waiting.items(), key=lambda item: item[1]):
             if now - since > self._hold_limit:
@@ -330,12 +342,7 @@ class Extender:
         tasks = tuple(Task(f"{request.gang}-{i}", request.npu) for i in range(request.gang_size))
         job = Job(request.gang_key, request.product, tasks)
         fault = self._faults.get(request.gang_key)
-        held = {
-            n
-            for other, (f, _) in self._faults.items()
-            if other != request.gang_key
-            for n in f.previous.values()
-        }
+        held = {n for n, job in self._fault_holds().items() if job != request.gang_key}
         candidates = [
             n
             for n, status in self._session.filter(job, request.npu).items()
@@ -377,17 +384,8 @@ class Extender:
             choice.shared,
             schema,
         )
-        if choice.shared is not None:
-            self._network = dataclasses.replace(
-                self._network,
-                tor_states=tor_share.apply(
-                    self._network.tor_states,
-                    choice.shared,
-                    request.gang_key,
-                    schema,
-                    self._settings.shared_tor_num,
-                ),
-            )
+        states = self._with_shared(self._network.tor_states, request.gang_key, reservation)
+        self._network = dataclasses.replace(self._network, tor_states=states)
         self._reservations[request.gang_key] = reservation
         log.info(
             "gang %s reserved %s (%s)",
