@@ -469,7 +469,10 @@ class Extender:
         now = self._clock()
         with self._lock:
             for fault in rescheduling.find_faults(self._running, self._failed, self._down):
-                if fault.job not in self._faults:
+                known = self._faults.get(fault.job)
+                if known is not None and not any(p.uid for p in known[0].pods):
+                    self._faults[fault.job] = (fault, known[1])  # restored: now with its pods
+                elif known is None:
                     log.warning(
                         "fault job %s (%s): nodes %s, fault ranks %s",
                         fault.job,
@@ -492,6 +495,12 @@ class Extender:
                 )
                 deletions += rescheduling.deletions(current, seen, now, self._grace_over)
             return deletions
+
+    def restore_faults(self, faults: Iterable[tuple[Fault, float]]) -> None:
+        """Fault jobs recorded before this scheduler restarted (``vcjob-fault-npu-cm``)."""
+        with self._lock:
+            for fault, seen in faults:
+                self._faults.setdefault(fault.job, (fault, seen))
 
     def fault_records(self) -> tuple[dict[str, str], dict[tuple[str, str], dict[str, str]]]:
         """``vcjob-fault-npu-cm`` data and each fault job's ``fault-config-<job>``."""

@@ -16,6 +16,7 @@ carry a ``checkCode``: SHA-256 of the Go JSON of the rest of the content.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -145,11 +146,38 @@ def record(faults: Iterable[tuple[Fault, float]]) -> dict[str, str]:
             "FaultNodes": list(f.nodes),
             "FaultRankIds": [str(r) for r in f.rank_ids],
             "FaultStrategy": f.mode,
+            "RankNodes": {str(r): n for r, n in f.previous.items()},
             "UpdateTime": int(seen),
         }
         for f, seen in faults
     ]
     return _with_check_code({"fault-node": go_json(nodes), "fault-job-910x8": go_json(jobs)})
+
+
+def restore(data: Mapping[str, str]) -> list[tuple[Fault, float]]:
+    """The fault jobs of a ``vcjob-fault-npu-cm`` this scheduler wrote before it restarted
+    (when each was seen); InvalidInput names what is wrong with it."""
+    if not verify(data):
+        raise InvalidInput(f"{RECORD[1]}: checkCode does not match the content")
+    try:
+        faults = []
+        for entry in json.loads(data.get("fault-job-910x8", "[]")):
+            namespace, _ = str(entry["JobName"]).split("/", 1)
+            pods = tuple(
+                JobPod(namespace, "", "", str(node), int(rank), ())
+                for rank, node in sorted(entry["RankNodes"].items(), key=lambda i: int(i[0]))
+            )
+            fault = Fault(
+                str(entry["JobName"]),
+                str(entry["FaultStrategy"]),
+                pods,
+                tuple(str(n) for n in entry["FaultNodes"]),
+                tuple(int(r) for r in entry["FaultRankIds"]),
+            )
+            faults.append((fault, float(entry["UpdateTime"])))
+    except (ValueError, KeyError, TypeError, AttributeError) as bad:
+        raise InvalidInput(f"{RECORD[1]} fault-job-910x8 is malformed: {bad!r}") from None
+    return faults
 
 
 def fault_config(fault: Fault, created: float) -> dict[str, str]:

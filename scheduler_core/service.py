@@ -105,12 +105,15 @@ class SchedulerService:
         self._written: dict[tuple[str, str], dict[str, str]] = {}
         self._write_errors: dict[tuple[str, str], str] = {}
         self._topology_error = ""
+        self._restored = False
 
     def refresh(self) -> None:
         """Read the cluster once and give the extender the new snapshot."""
         nodes = self.gateway.list_nodes()
         configmaps = self.gateway.list_configmaps(deviceinfo.NAMESPACE)
         pods, _ = self.gateway.list_pods(None)
+        if not self._restored:
+            self._restore_faults()
         snapshot = cluster_state.build(nodes, configmaps, pods, self._clock(), self._self_maintain)
         self.extender.refresh(snapshot, pods, self._topology(configmaps))
         # The snapshot lives until the next refresh; keep the cyclic collector from walking
@@ -141,6 +144,22 @@ class SchedulerService:
             return None
         self._topology_error = ""
         return topology
+
+    def _restore_faults(self) -> None:
+        """Fault jobs restarting when this scheduler (re)started: from the record it wrote."""
+        try:
+            data = self.gateway.get_configmap(*rescheduling.RECORD).get("data") or {}
+        except NotFound:
+            self._restored = True
+            return
+        try:
+            faults = rescheduling.restore(data)
+        except InvalidInput as bad:
+            log.error("fault record not restored: %s", bad)
+        else:
+            self.extender.restore_faults(faults)
+            self._written[rescheduling.RECORD] = dict(data)
+        self._restored = True
 
     def _reschedule(self) -> None:
         for deletion in self.extender.fault_deletions():

@@ -42,9 +42,11 @@ RBAC_OF_CALL: dict[str, set[Rule]] = {
     "create_event": {("events", "create", None)},
 }
 # The scheduler also writes ConfigMaps outside kube-system: volcano-system/tor-share-cm,
-# volcano-system/vcjob-fault-npu-cm and fault-config-<job> in each fault job's namespace.
+# volcano-system/vcjob-fault-npu-cm (read back at start) and fault-config-<job> in each fault
+# job's namespace.
 CLUSTER_WIDE_CALLS = {
     "ascend-npu-scheduler": {
+        "get_configmap": {("configmaps", "get", None)},
         "create_configmap": {("configmaps", "create", None)},
         "update_configmap": {("configmaps", "update", None)},
     }

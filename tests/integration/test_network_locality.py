@@ -10,6 +10,7 @@ from scheduler_core import locality, rescheduling
 from scheduler_core.deviceinfo import DeviceInfo, encode
 from scheduler_core.extender import Extender
 from scheduler_core.kube.memory import MemoryCluster, pod_object
+from scheduler_core.kube.port import KubeError
 from scheduler_core.service import SchedulerService
 from tests.integration.test_extender import Clock, add_node, schedule
 from tests.unit.helpers import server_ip, tor_info
@@ -26,9 +27,15 @@ class Cluster:
     """Nodes ``t<tor>-s<slot>`` with InternalIP ``server_ip(tor, slot)`` under ToRs of 4."""
 
     def __init__(
-        self, tors: int, network: locality.Settings = NSLB_1, topology: bool = True
+        self,
+        tors: int,
+        network: locality.Settings = NSLB_1,
+        topology: bool = True,
+        *,
+        api: MemoryCluster | None = None,
+        hold_limit: float = 600.0,
     ) -> None:
-        self.api = MemoryCluster()
+        self.api = api or MemoryCluster()
         self.clock = Clock()
         self.names: list[str] = []
         for t in range(tors):
@@ -43,7 +50,13 @@ class Cluster:
                     "data": {"tor_info": tor_info(tors, PER_TOR)},
                 },
             )
-        self.extender = Extender(self.api, clock=self.clock, network=network)
+        self.extender = Extender(self.api, clock=self.clock, network=network, hold_limit=hold_limit)
+        self.service = SchedulerService(self.api, self.extender, clock=self.clock)
+        self.service.refresh()
+
+    def restart_scheduler(self) -> None:
+        """A new scheduler process on the same cluster: it knows only what the API has."""
+        self.extender = Extender(self.api, clock=self.clock)
         self.service = SchedulerService(self.api, self.extender, clock=self.clock)
         self.service.refresh()
 
@@ -281,20 +294,12 @@ def test_a_grace_fault_job_is_evicted_politely_then_forced_after_the_grace_over_
             pod["metadata"]["deletionTimestamp"] = "2023-11-14T22:13:20Z"
             self.put("Pod", pod)
 
-    c = Cluster(1, topology=False)
-    recording = Recording()
-    for key in ("Node", "ConfigMap"):
-        for obj in c.api._list(key, "") + c.api._list(key, "kube-system"):
-            recording.put(key, obj)
-    c.api = recording
-    c.extender = Extender(recording, clock=c.clock, grace_over=900)
-    c.service = SchedulerService(recording, c.extender, clock=c.clock)
-    c.service.refresh()
+    c = Cluster(1, topology=False, api=Recording())
     for p in c.gang("job", 2, labels={"fault-scheduling": "grace"}):
         c.schedule(p)
     for r in range(2):
         c.run(f"job-{r}")
-    recording.put(
+    c.api.put(
         "ConfigMap",
         {
             "metadata": {"namespace": "kube-system", "name": "mindx-dl-deviceinfo-t0-s0"},
@@ -305,9 +310,9 @@ def test_a_grace_fault_job_is_evicted_politely_then_forced_after_the_grace_over_
             ),
         },
     )
-    node = recording.get_node("t0-s0")
+    node = c.api.get_node("t0-s0")
     node["status"]["allocatable"]["huawei.com/Ascend910"] = "7"
-    recording.put("Node", node)
+    c.api.put("Node", node)
     c.service.refresh()
     assert deleted == [("job-0", None), ("job-1", None)]
     c.clock.now += 899
@@ -319,10 +324,7 @@ def test_a_grace_fault_job_is_evicted_politely_then_forced_after_the_grace_over_
 
 
 def test_a_fault_job_that_never_comes_back_frees_its_nodes_after_the_hold_limit() -> None:
-    c = Cluster(1, topology=False)
-    c.extender = Extender(c.api, clock=c.clock, hold_limit=200)  # < DeviceInfo's 300 s
-    c.service = SchedulerService(c.api, c.extender, clock=c.clock)
-    c.service.refresh()
+    c = Cluster(1, topology=False, hold_limit=200)  # < DeviceInfo's 300 s
     for p in c.gang("job", 2, labels={"fault-scheduling": "force"}):
         c.schedule(p)
     for r in range(2):
@@ -337,3 +339,51 @@ def test_a_fault_job_that_never_comes_back_frees_its_nodes_after_the_hold_limit(
     c.service.refresh()
     assert "t0-s0" in c.filter(lone)["NodeNames"]
     assert json.loads(c.configmap("volcano-system", "vcjob-fault-npu-cm")["fault-node"]) == []
+
+
+def test_a_scheduler_restarted_during_a_fault_restart_still_returns_healthy_ranks_home() -> None:
+    c = Cluster(2, topology=False)
+    for name in ("other-0", "other-1"):  # as in the test above: the gang on t0-s2, t0-s3
+        c.api.put("Pod", pod_object("ns", name, None, 8))
+        c.service.refresh()
+        c.schedule(c.api.get_pod("ns", name))
+        c.run(name)
+    for p in c.gang("job", 2, labels={"fault-scheduling": "force"}):
+        c.schedule(p)
+    for r in range(2):
+        c.run(f"job-{r}")
+    add_node(c.api, "t0-s3", frozenset({3}), address=server_ip(0, 3))
+    c.service.refresh()  # the fault job's pods are deleted
+    for name in ("other-0", "other-1"):
+        c.api.delete("Pod", "ns", name)
+    # A new scheduler process: it knows the fault only from vcjob-fault-npu-cm.
+    c.restart_scheduler()
+    c.api.put("Pod", pod_object("ns", "lone", None, 8))
+    answer = c.filter(c.api.get_pod("ns", "lone"))
+    assert answer["FailedNodes"]["t0-s2"] == "held for fault job ns/job to come back"
+    c.api.delete("Pod", "ns", "lone")
+    again = c.gang("job", 2, labels={"fault-scheduling": "force"})
+    assert [c.schedule(p) for p in again] == ["t0-s2", "t0-s0"]
+
+
+def test_a_scheduler_restarted_before_the_fault_pods_were_deleted_deletes_them() -> None:
+    class Refusing(MemoryCluster):
+        refuse = True
+
+        def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None) -> None:
+            if self.refuse:
+                raise KubeError("delete pod: the API server is unreachable")
+            super().delete_pod(namespace, name, uid, grace)
+
+    api = Refusing()
+    c = Cluster(1, topology=False, api=api)
+    for p in c.gang("job", 2, labels={"fault-scheduling": "force"}):
+        c.schedule(p)
+    for r in range(2):
+        c.run(f"job-{r}")
+    add_node(api, "t0-s1", frozenset({3}), address=server_ip(0, 1))
+    c.service.refresh()  # fault seen and recorded, the deletions refused
+    assert len(api.list_pods(None)[0]) == 2
+    api.refuse = False
+    c.restart_scheduler()
+    assert api.list_pods(None)[0] == []

@@ -5,7 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 
+import pytest
+
+from scheduler_core.deviceinfo import go_json
 from scheduler_core.kube.memory import pod_object
+from scheduler_core.model import InvalidInput
 from scheduler_core.rescheduling import (
     FORCE,
     GRACE,
@@ -16,6 +20,7 @@ from scheduler_core.rescheduling import (
     find_faults,
     job_pod,
     record,
+    restore,
     verify,
 )
 
@@ -77,6 +82,7 @@ def test_the_record_carries_a_check_code_over_the_go_json_of_the_rest() -> None:
             "FaultRankIds": ["7", *[str(8 + c) for c in range(8)]],
             "FaultStrategy": "force",
             "JobName": "ns/job",
+            "RankNodes": {"0": "a", "1": "b"},
             "UpdateTime": 1700000000,
         }
     ]
@@ -121,3 +127,21 @@ def test_grace_does_not_delete_a_terminating_pod_again_until_the_grace_is_over()
     (fault,) = find_faults({"ns/job": (GRACE, members)}, {"a": node("a")}, {"gone"})
     assert deletions(fault, seen=0, now=10, grace_over=900) == [Deletion("ns", "p1", "u1", None)]
     assert [d.name for d in deletions(fault, 0, 900, 900)] == ["p0", "p1"]
+
+
+def test_a_restarted_scheduler_reads_its_fault_jobs_back_from_the_record() -> None:
+    (fault,) = find_faults(
+        {"ns/job": (FORCE, pods("a", "b"))}, {"a": node("a"), "b": node("b", frozenset({3}))}, ()
+    )
+    (back, seen) = restore(record([(fault, 1700000000)]))[0]
+    assert seen == 1700000000
+    assert (back.job, back.mode, back.nodes, back.rank_ids) == ("ns/job", FORCE, ("b",), (11,))
+    assert back.previous == {0: "a", 1: "b"}
+    assert restore(record([])) == []
+    tampered = {**record([(fault, 1)]), "fault-node": "[]"}
+    with pytest.raises(InvalidInput, match="checkCode does not match"):
+        restore(tampered)
+    broken = {"fault-node": "[]", "fault-job-910x8": '[{"JobName": "x"}]'}
+    broken["checkCode"] = hashlib.sha256(go_json(broken).encode()).hexdigest()
+    with pytest.raises(InvalidInput, match="fault-job-910x8 is malformed"):
+        restore(broken)
