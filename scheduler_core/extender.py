@@ -106,9 +106,9 @@ def pod_request(pod: Obj) -> PodRequest:
 
 @dataclass
 class Reservation:
-    placements: list[Placement]  # in rank order
+    placements: dict[int, Placement]  # rank → placement (ranks already running: none)
     expires: float
-    notes: list[Mapping[str, str]]  # extra annotations of each rank's pod
+    notes: Mapping[int, Mapping[str, str]]  # extra annotations of each rank's pod
     shared: SharedSelection | None = None
     schema: str = tor.DISABLED
     bound: dict[str, str] = field(default_factory=dict)  # task → pod key
@@ -116,16 +116,16 @@ class Reservation:
 
     def __post_init__(self) -> None:
         self.ranks_on = {}
-        for i, p in enumerate(self.placements):
-            self.ranks_on.setdefault(p.node, []).append(i)
+        for r, p in self.placements.items():
+            self.ranks_on.setdefault(p.node, []).append(r)
 
     def free_on(self, node: str, rank: int | None = None) -> int | None:
         """The rank of a placement on ``node`` still to bind (``rank``'s only, if given)."""
         return next(
             (
-                i
-                for i in self.ranks_on.get(node, ())
-                if self.placements[i].task not in self.bound and rank in (None, i)
+                r
+                for r in self.ranks_on.get(node, ())
+                if self.placements[r].task not in self.bound and rank in (None, r)
             ),
             None,
         )
@@ -156,6 +156,7 @@ class Extender:
         self._faults: dict[str, tuple[Fault, float]] = {}  # job → fault, when seen
         self._down: frozenset[str] = frozenset()
         self._failed: Mapping[str, frozenset[int]] = {}
+        self._ranks: dict[str, dict[int, str]] = {}
         self._lock = threading.Lock()
         self._session = Session((), policy)
         self._left_out: Mapping[str, str] = {}
@@ -175,10 +176,10 @@ class Extender:
         now = self._clock()
         session = Session(snapshot.nodes, self._policy)
         session.warm()  # here, off the request path
-        pending, running, on_tors = _gang_pods(pods, snapshot.addresses)
-        states = tor_share.states_from_pods(topology, on_tors) if topology else {}
+        gangs = _gang_pods(pods, snapshot.addresses)
+        states = tor_share.states_from_pods(topology, gangs.on_tors) if topology else {}
         jobs_on: dict[str, set[str]] = {}
-        for key, ip, notes, _ in on_tors:
+        for key, ip, notes, _ in gangs.on_tors:
             if notes.get(tor_share.SHARED_ANNOTATION) in ("1", "2"):
                 jobs_on.setdefault(ip, set()).add(key)
         with self._lock:
@@ -195,31 +196,32 @@ class Extender:
                     )
                     del self._reservations[gang]
                     continue
-                for p in reservation.placements:
+                for p in reservation.placements.values():
                     if p.task not in reservation.bound:
                         session.take(gang, p.task, p.node, p.chips)
                 if reservation.shared is not None and topology is not None:
                     states = self._with_shared(states, gang, reservation)
-                    for p in reservation.placements:
+                    for p in reservation.placements.values():
                         if address := snapshot.addresses.get(p.node):
                             jobs_on.setdefault(address, set()).add(gang)
             network = locality.Network(topology, snapshot.addresses, snapshot.super_pods, states)
             self._network = dataclasses.replace(
-                network, multi_job_tors=self._multi_job_tors(network, on_tors)
+                network, multi_job_tors=self._multi_job_tors(network, gangs.on_tors)
             )
             self._jobs_on = jobs_on
-            self._running = running
+            self._running = gangs.running
+            self._ranks = gangs.ranks
             self._failed = snapshot.failed
             self._down = snapshot.down | {
                 p.node
-                for _, members in running.values()
+                for _, members in gangs.running.values()
                 for p in members
                 if p.node not in snapshot.failed and p.node not in snapshot.left_out
             }
             self._session = session
             self._left_out = snapshot.left_out
-            self._pending = pending
-            self._waiting = {g: since for g, since in self._waiting.items() if g in pending}
+            self._pending = gangs.pending
+            self._waiting = {g: since for g, since in self._waiting.items() if g in gangs.pending}
             self.ready = True
 
     # ---- kube-scheduler verbs ----------------------------------------------------------
@@ -238,7 +240,9 @@ class Extender:
         self, network: locality.Network, on_tors: list[tuple[str, str, Mapping[str, str], bool]]
     ) -> frozenset[int]:
         """ToRs under a gang (bound or reserved) that spans more than one ToR."""
-        nodes_of = {g: [p.node for p in r.placements] for g, r in self._reservations.items()}
+        nodes_of = {
+            g: [p.node for p in r.placements.values()] for g, r in self._reservations.items()
+        }
         node_of_ip = {ip: n for n, ip in network.addresses.items()}
         for key, ip, _, _ in on_tors:
             nodes_of.setdefault(key, []).append(node_of_ip.get(ip, ""))
@@ -332,16 +336,19 @@ class Extender:
         return passing, failed
 
     def _reserve(self, request: PodRequest) -> Reservation | str:
-        present = len(self._pending.get(request.gang_key, []))
+        fault = self._faults.get(request.gang_key)
+        # Ranks still running stay (a reservation that expired half bound, a restart).
+        running = {} if fault else self._ranks.get(request.gang_key, {})
+        present = len(self._pending.get(request.gang_key, [])) + len(running)
         if present < request.gang_size:
             self._waiting.setdefault(request.gang_key, self._clock())
             return (
                 f"gang {request.gang_key}: {present} of {request.gang_size} pods exist; "
                 "waiting for the rest"
             )
-        tasks = tuple(Task(f"{request.gang}-{i}", request.npu) for i in range(request.gang_size))
+        missing = [r for r in range(request.gang_size) if r not in running]
+        tasks = tuple(Task(f"{request.gang}-{r}", request.npu) for r in missing)
         job = Job(request.gang_key, request.product, tasks)
-        fault = self._faults.get(request.gang_key)
         held = {n for n, job in self._fault_holds().items() if job != request.gang_key}
         candidates = [
             n
@@ -352,7 +359,7 @@ class Extender:
         candidates.sort(key=lambda n: (-scores.get(n, 0.0), n))
         ask = locality.Ask(
             request.gang_key,
-            request.gang_size,
+            len(missing),
             _capacity(request.product),
             request.labels,
             request.annotations,
@@ -365,6 +372,7 @@ class Extender:
                 self._settings,
                 previous=fault[0].previous if fault else None,
                 fault_nodes=frozenset(fault[0].nodes) if fault else frozenset(),
+                running=running.values(),
             )
             decision = self._session.place_at(job, choice.nodes)
             if not decision.feasible:
@@ -378,9 +386,9 @@ class Extender:
         self._faults.pop(request.gang_key, None)
         schema = request.labels.get(tor.AFFINITY_LABEL, tor.DISABLED)
         reservation = Reservation(
-            list(decision.placements),
+            dict(zip(missing, decision.placements, strict=True)),
             self._clock() + self._gang_ttl,
-            list(choice.notes),
+            dict(zip(missing, choice.notes, strict=True)),
             choice.shared,
             schema,
         )
@@ -390,7 +398,7 @@ class Extender:
         log.info(
             "gang %s reserved %s (%s)",
             request.gang_key,
-            [p.node for p in decision.placements],
+            {r: p.node for r, p in reservation.placements.items()},
             choice.how,
         )
         return reservation
@@ -587,19 +595,20 @@ class Extender:
             reservation.bound.pop(undo[len("gang:") :], None)
 
 
-def _gang_pods(
-    pods: Iterable[Obj], addresses: Mapping[str, str]
-) -> tuple[
-    dict[str, list[str]],
-    dict[str, tuple[str, list[rescheduling.JobPod]]],
-    list[tuple[str, str, Mapping[str, str], bool]],
-]:
-    """Live gang pods: the unbound names of each gang, the bound members of each (with
-    its fault-scheduling mode), and (gang, node IP, annotations, large-model) of each
-    bound one for the ToR states."""
-    pending: dict[str, list[str]] = {}
-    running: dict[str, tuple[str, list[rescheduling.JobPod]]] = {}
-    on_tors: list[tuple[str, str, Mapping[str, str], bool]] = []
+@dataclass
+class GangPods:
+    """The live pods of gangs, as one read of the cluster shows them."""
+
+    pending: dict[str, list[str]] = field(default_factory=dict)  # gang → unbound pod names
+    # gang → (fault-scheduling mode, bound pods whose AscendReal names their chips)
+    running: dict[str, tuple[str, list[rescheduling.JobPod]]] = field(default_factory=dict)
+    ranks: dict[str, dict[int, str]] = field(default_factory=dict)  # gang → bound rank → node
+    # (gang, node IP, annotations, large-model) of each bound pod, for the ToR states
+    on_tors: list[tuple[str, str, Mapping[str, str], bool]] = field(default_factory=list)
+
+
+def _gang_pods(pods: Iterable[Obj], addresses: Mapping[str, str]) -> GangPods:
+    found = GangPods()
     for pod in pods:
         meta = pod.get("metadata") or {}
         labels = meta.get("labels") or {}
@@ -609,16 +618,20 @@ def _gang_pods(
         key = f"{meta.get('namespace')}/{gang}"
         node = (pod.get("spec") or {}).get("nodeName")
         if not node:
-            pending.setdefault(key, []).append(meta.get("name", ""))
+            found.pending.setdefault(key, []).append(meta.get("name", ""))
             continue
+        annotations = meta.get("annotations") or {}
+        rank = annotations.get(RANK_INDEX_ANNOTATION, "")
+        if rank.isdigit():
+            found.ranks.setdefault(key, {})[int(rank)] = node
         mode = labels.get(rescheduling.FAULT_LABEL, "off")
-        members = running.setdefault(key, (mode, []))[1]
+        members = found.running.setdefault(key, (mode, []))[1]
         if (member := rescheduling.job_pod(pod, len(members))) is not None:
             members.append(member)
         if ip := addresses.get(node):
             large = labels.get(tor.AFFINITY_LABEL) == tor.LARGE_MODEL
-            on_tors.append((key, ip, meta.get("annotations") or {}, large))
-    return pending, running, on_tors
+            found.on_tors.append((key, ip, annotations, large))
+    return found
 
 
 def _capacity(product: str) -> int:

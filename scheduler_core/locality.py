@@ -4,7 +4,8 @@ One entry point for the extender's gangs: a job annotated ``sp-block`` gets logi
 SuperPoDs (``superpod``), a job labelled ``tor-affinity`` gets ToRs (``tor`` for NSLB 1.0,
 ``tor_share`` for 2.0), any other job the candidates in the order given (best score first). A
 job restarting after a fault keeps its healthy ranks on their nodes and moves the others:
-first to its own ToRs, then to shared ToRs, then anywhere (seed 004).
+first to its own ToRs, then to shared ToRs, then anywhere (seed 004); a job with ranks still
+running (its reservation expired half bound) gets the missing ranks in the same order.
 """
 
 from __future__ import annotations
@@ -76,11 +77,17 @@ def choose(
     *,
     previous: Mapping[int, str] | None = None,
     fault_nodes: frozenset[str] = frozenset(),
+    running: Iterable[str] = (),
 ) -> Choice:
     """The job's nodes among ``candidates`` (best first), or Unplaceable; invalid labels
-    raise ``tor.TorInvalid`` or ``superpod.SuperPodInvalid``."""
+    raise ``tor.TorInvalid`` or ``superpod.SuperPodInvalid``. ``previous``: rank → node of a
+    fault job's last run; ``running``: nodes of the job's pods still running (``ask.size``
+    then counts only the missing ranks)."""
     if previous:
         return _after_fault(ask, candidates, network, previous, fault_nodes)
+    running = list(running)
+    if running:
+        return _join(ask, candidates, network, running)
     sp_block = ask.annotations.get(superpod.SP_BLOCK_ANNOTATION)
     if sp_block is not None:
         return _super_pods(ask, candidates, network, settings, sp_block)
@@ -167,17 +174,10 @@ def _after_fault(
     missing = sorted(set(kept.values()) - free)
     if missing:
         raise Unplaceable(f"waiting for {missing[0]} of fault job {ask.job} to be released")
-    own_tors = network.tors_of(previous.values())
-
-    def tier(node: str) -> int:
-        t = network.tor_of(node)
-        if t is not None and t in own_tors:
-            return 0
-        state = network.tor_states.get(t, TorState()) if t is not None else TorState()
-        return 1 if state.kind == tor_share.SHARED else 2
-
-    others = sorted(
-        (n for n in candidates if n not in kept.values() and n not in fault_nodes), key=tier
+    others = _near(
+        [n for n in candidates if n not in kept.values() and n not in fault_nodes],
+        network,
+        previous.values(),
     )
     moved = [r for r in range(ask.size) if r not in kept]
     if len(others) < len(moved):
@@ -185,3 +185,30 @@ def _after_fault(
     nodes = dict(kept) | dict(zip(moved, others, strict=False))
     ordered = tuple(nodes[r] for r in range(ask.size))
     return Choice(ordered, tuple({} for _ in ordered), how="after-fault")
+
+
+def _join(ask: Ask, candidates: Sequence[str], network: Network, running: Iterable[str]) -> Choice:
+    """Nodes for the ranks still missing beside the job's running pods (a reservation that
+    expired half bound, or a scheduler restarted meanwhile): near them first."""
+    near = _near(candidates, network, running)
+    if len(near) < ask.size:
+        raise Unplaceable(f"{len(near)} of {ask.size} nodes are free for the rest of {ask.job}")
+    nodes = tuple(near[: ask.size])
+    return Choice(nodes, tuple({} for _ in nodes), how="beside-running")
+
+
+def _near(candidates: Sequence[str], network: Network, used: Iterable[str]) -> list[str]:
+    """Candidates on the job's own ToRs or SuperPoDs first, then on shared ToRs, then the
+    rest, each group in the given order (seed 004's order for a rescheduled job)."""
+    used = list(used)
+    own_tors = network.tors_of(used)
+    own_pods = {network.super_pods[n] for n in used if n in network.super_pods}
+
+    def tier(node: str) -> int:
+        t = network.tor_of(node)
+        if (t is not None and t in own_tors) or network.super_pods.get(node, -1) in own_pods:
+            return 0
+        state = network.tor_states.get(t, TorState()) if t is not None else TorState()
+        return 1 if state.kind == tor_share.SHARED else 2
+
+    return sorted(candidates, key=tier)

@@ -387,3 +387,17 @@ def test_a_scheduler_restarted_before_the_fault_pods_were_deleted_deletes_them()
     api.refuse = False
     c.restart_scheduler()
     assert api.list_pods(None)[0] == []
+
+
+def test_a_gang_whose_reservation_expired_half_bound_completes_beside_its_running_rank() -> None:
+    # 3 pods < a ToR of 4: best fit picks ToR 1 (t1-s0..s2). Only rank 0 binds before the
+    # reservation expires; ranks 1 and 2 are then placed beside it, on ToR 1, although the
+    # nodes of ToR 0 sort first by name.
+    c = Cluster(2)
+    pods = c.gang("job", 3, labels={"tor-affinity": "normal-schema"})
+    assert c.schedule(pods[0]) == "t1-s0"
+    c.run("job-0")
+    c.clock.now += 61  # past the gang TTL
+    c.service.refresh()
+    assert [c.schedule(p) for p in pods[1:]] == ["t1-s1", "t1-s2"]
+    assert [c.annotations(f"job-{r}")["hccl/rankIndex"] for r in range(3)] == ["0", "1", "2"]
