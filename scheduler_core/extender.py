@@ -152,15 +152,13 @@ class Extender:
         self._grace_over = grace_over
         self._network = locality.Network()
         self._jobs_on: dict[str, set[str]] = {}  # server IP → cross-ToR jobs there
-        self._running: dict[str, tuple[str, list[rescheduling.JobPod]]] = {}
         self._faults: dict[str, tuple[Fault, float]] = {}  # job → fault, when seen
         self._down: frozenset[str] = frozenset()
         self._failed: Mapping[str, frozenset[int]] = {}
-        self._ranks: dict[str, dict[int, str]] = {}
         self._lock = threading.Lock()
         self._session = Session((), policy)
         self._left_out: Mapping[str, str] = {}
-        self._pending: dict[str, list[str]] = {}  # gang key → its unbound pods
+        self._gangs = GangPods()
         self._assumed: dict[str, tuple[str, tuple[int, ...], float]] = {}
         self._reservations: dict[str, Reservation] = {}
         self._waiting: dict[str, float] = {}  # gang key → since when it waits
@@ -209,8 +207,6 @@ class Extender:
                 network, multi_job_tors=self._multi_job_tors(network, gangs.on_tors)
             )
             self._jobs_on = jobs_on
-            self._running = gangs.running
-            self._ranks = gangs.ranks
             self._failed = snapshot.failed
             self._down = snapshot.down | {
                 p.node
@@ -220,7 +216,7 @@ class Extender:
             }
             self._session = session
             self._left_out = snapshot.left_out
-            self._pending = gangs.pending
+            self._gangs = gangs
             self._waiting = {g: since for g, since in self._waiting.items() if g in gangs.pending}
             self.ready = True
 
@@ -315,7 +311,7 @@ class Extender:
         for gang, since in sorted(self._waiting.items(), key=lambda item: item[1]):
             if now - since > self._hold_limit:
                 continue
-            size = len(self._pending.get(gang, [])) or 1
+            size = len(self._gangs.pending.get(gang, [])) or 1
             free = [n for n in whole if n not in held]
             for name in free[:size]:
                 held[name] = f"held for gang {gang}, waiting since {int(now - since)} s"
@@ -338,8 +334,8 @@ class Extender:
     def _reserve(self, request: PodRequest) -> Reservation | str:
         fault = self._faults.get(request.gang_key)
         # Ranks still running stay (a reservation that expired half bound, a restart).
-        running = {} if fault else self._ranks.get(request.gang_key, {})
-        present = len(self._pending.get(request.gang_key, [])) + len(running)
+        running = {} if fault else self._gangs.ranks.get(request.gang_key, {})
+        present = len(self._gangs.pending.get(request.gang_key, [])) + len(running)
         if present < request.gang_size:
             self._waiting.setdefault(request.gang_key, self._clock())
             return (
@@ -476,7 +472,7 @@ class Extender:
         A fault job's healthy nodes stay held for it until it is placed again."""
         now = self._clock()
         with self._lock:
-            for fault in rescheduling.find_faults(self._running, self._failed, self._down):
+            for fault in rescheduling.find_faults(self._gangs.running, self._failed, self._down):
                 known = self._faults.get(fault.job)
                 if known is not None and not any(p.uid for p in known[0].pods):
                     self._faults[fault.job] = (fault, known[1])  # restored: now with its pods
@@ -490,13 +486,13 @@ class Extender:
                     )
                     self._faults[fault.job] = (fault, now)
             for job, (_, seen) in list(self._faults.items()):
-                gone = job not in self._pending and job not in self._running
+                gone = job not in self._gangs.pending and job not in self._gangs.running
                 if gone and now - seen > self._hold_limit:
                     log.warning("fault job %s did not come back; its nodes are free again", job)
                     del self._faults[job]
             deletions = []
             for fault, seen in self._faults.values():
-                _, members = self._running.get(fault.job, ("", []))
+                _, members = self._gangs.running.get(fault.job, ("", []))
                 still = {p.uid: p for p in members}  # the UIDs of the run that failed
                 current = dataclasses.replace(
                     fault, pods=tuple(still[p.uid] for p in fault.pods if p.uid in still)
