@@ -4,7 +4,9 @@ FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY agent ./agent
+COPY contract ./contract
 COPY deviceplugin_api ./deviceplugin_api
+COPY infra ./infra
 COPY scheduler_core ./scheduler_core
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 

@@ -13,14 +13,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m agent demo
+	$(BIN)/python -m simulation
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict agent deviceplugin_api scheduler_core tests benchmarks
+	$(BIN)/mypy --strict agent contract deviceplugin_api infra scheduler_core simulation tests benchmarks
 
 unit: $(STAMP)
 	$(BIN)/pytest -q

@@ -21,26 +21,24 @@ from types import FrameType
 # gRPC's C core logs every GOAWAY of a restarting kubelet at info level: keep errors only.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-from agent import demo as demo_cluster
+from agent.builder import AgentConfig, KubeSettings, start_node_agent
 from agent.chips import DriverError, NodeChips
+from agent.deviceinfo_publisher import configmap, device_info
 from agent.driver import FakeDriver, NpuDriver, NpuSmiDriver
-from agent.kube_side import KubeSide
-from agent.manager import Agent
-from agent.metrics import MetricsServer
 from agent.npu_smi import replay_runner, run_npu_smi
-from agent.publish import configmap, device_info
 from agent.repair import POD_RESOURCES_SOCKET
-from scheduler_core import config
-from scheduler_core.kube.client import KubernetesGateway
-from scheduler_core.kube.port import KubeError
-from scheduler_core.logs import configure as configure_logs
-from scheduler_core.status import LEGEND, holders_by_node, node_lines
+from contract.objects import holders_by_node
+from infra import config
+from infra.kube.client import KubernetesGateway
+from infra.kube.port import KubeError
+from infra.logs import configure as configure_logs
+from scheduler_core.engine.diagram import LEGEND, node_lines
 
 log = logging.getLogger("agent")
 
 DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 EXIT_BAD_INPUT = 2
-COMMANDS = ("serve", "devices", "deviceinfo", "status", "demo")
+COMMANDS = ("serve", "devices", "deviceinfo", "status")
 
 
 def _bool(text: str) -> bool:
@@ -150,9 +148,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status.add_argument("--kubeconfig", type=Path)
     status.add_argument("--node-name", default=os.environ.get("NODE_NAME", "this-node"))
-    demo = commands.add_parser("demo", help="run the simulated-cluster demo")
-    demo.add_argument("--nodes", type=int, default=5)
-    demo.add_argument("--policy", choices=["huawei", "binpack"], default="huawei")
     info = commands.add_parser(
         "deviceinfo", help="print the DeviceInfo ConfigMap this node publishes"
     )
@@ -236,15 +231,17 @@ def _status(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     configure_logs(args.log_level, args.log_format == "json")
     try:
-        kube = _kube_side(args)
+        config = _agent_config(args)
+        gateway = (
+            None
+            if config.kube is None
+            else KubernetesGateway.from_environment(
+                args.kubeconfig if args.kube == "kubeconfig" else None
+            )
+        )
     except (KubeError, ValueError) as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    ascend_runtime = (
-        args.ascend_runtime
-        if args.ascend_runtime is not None
-        else os.environ.get("ASCEND_DOCKER_RUNTIME") == "True"
-    )
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -254,62 +251,44 @@ def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
     try:
-        driver = make_driver(args, args.period)
-        allocator = None
-        if kube is not None:
-            kube.start_cache()
-            allocator = kube.allocator() if args.volcano_type else None
-        agent = Agent(driver, args.plugin_dir, ascend_runtime, allocator)
-        agent.start()
+        agent = start_node_agent(config, make_driver(args, args.period), gateway)
     except DriverError as failed:
-        if kube is not None:
-            kube.stop()
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    metrics_server = None
-    if args.metrics_listen:
-        host, _, port = args.metrics_listen.rpartition(":")
-        metrics_server = MetricsServer(agent.metrics, agent.ready)
-        metrics_server.start(host or "0.0.0.0", int(port))
-    if kube is not None and agent.state is not None:
-        kube.cache.on_api_error = agent.metrics.api_error
-        kube.label_node(agent.state.node)
-        kube.start_repair(agent.state, args.pod_resources_socket)
-        # With the kubelet's choice, its PodResources are the only record of fresh allocations.
-        publisher = kube.start_publisher(
-            agent.state, None if args.volcano_type else args.pod_resources_socket
-        )
-        publisher.on_api_error = agent.metrics.api_error
     log.info(
         "serving %s from %s (ascend runtime: %s, kube: %s)",
         args.plugin_dir,
         args.driver,
-        ascend_runtime,
+        config.ascend_runtime,
         args.kube,
     )
     stop.wait()
-    if metrics_server is not None:
-        metrics_server.stop()
     agent.stop()
-    if kube is not None:
-        kube.stop()
     return 0
 
 
-def _kube_side(args: argparse.Namespace) -> KubeSide | None:
-    """The Kubernetes side for --kube in-cluster|kubeconfig, else None."""
+def _agent_config(args: argparse.Namespace) -> AgentConfig:
+    """The typed configuration of ``serve``; ValueError names a contradiction."""
+    kube = None
     if args.kube == "off":
         if args.volcano_type:
             raise ValueError("-volcanoType needs the Kubernetes API, and --kube is off")
-        return None
-    if not args.node_name:
-        raise ValueError("--kube needs this node's name: set NODE_NAME or --node-name")
-    if args.kube == "kubeconfig" and args.kubeconfig is None:
-        raise ValueError("--kube kubeconfig needs --kubeconfig FILE")
-    gateway = KubernetesGateway.from_environment(
-        args.kubeconfig if args.kube == "kubeconfig" else None
+    else:
+        if not args.node_name:
+            raise ValueError("--kube needs this node's name: set NODE_NAME or --node-name")
+        if args.kube == "kubeconfig" and args.kubeconfig is None:
+            raise ValueError("--kube kubeconfig needs --kubeconfig FILE")
+        kube = KubeSettings(args.node_name, args.volcano_type, args.pod_resources_socket)
+    listen = None
+    if args.metrics_listen:
+        host, _, port = args.metrics_listen.rpartition(":")
+        listen = (host or "0.0.0.0", int(port))
+    ascend_runtime = (
+        args.ascend_runtime
+        if args.ascend_runtime is not None
+        else os.environ.get("ASCEND_DOCKER_RUNTIME") == "True"
     )
-    return KubeSide(gateway, args.node_name, float(args.period))
+    return AgentConfig(args.plugin_dir, ascend_runtime, float(args.period), kube, listen)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -335,9 +314,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _deviceinfo(args)
     if args.command == "status":
         return _status(args)
-    if args.command == "demo":
-        logging.basicConfig(level=logging.ERROR)
-        return demo_cluster.run(args.nodes, args.policy)
     return _serve(args)
 
 

@@ -19,7 +19,8 @@ from watchdog.observers import Observer
 
 from agent.chips import HEALTHY, UNHEALTHY, Chip, DriverError, Network, NodeChips
 from agent.npu_smi import Runner, read_chips, run_npu_smi
-from scheduler_core import InvalidInput, product_by_name
+from contract.chip_names import InvalidInput
+from scheduler_core.engine.products import product_by_name
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from scheduler_core.histogram import Histogram
+from infra.histogram import Histogram
 
 
 class AgentMetrics:
@@ -22,7 +22,7 @@ class AgentMetrics:
         self.failures: dict[str, int] = {}
         self.api_errors = 0
         self._latency = Histogram("ascend_agent_allocate_seconds")
-        self.chips: Callable[[], dict[str, int]] = dict
+        self._chips: dict[str, int] = {}
 
     def allocated(self, seconds: float) -> None:
         with self._lock:
@@ -33,6 +33,10 @@ class AgentMetrics:
         with self._lock:
             self.failures[reason] = self.failures.get(reason, 0) + 1
             self._observe(seconds)
+
+    def chips_changed(self, healthy: int, unhealthy: int) -> None:
+        with self._lock:
+            self._chips = {"Healthy": healthy, "Unhealthy": unhealthy}
 
     def api_error(self) -> None:
         with self._lock:
@@ -58,10 +62,10 @@ class AgentMetrics:
                 "# TYPE ascend_agent_allocate_seconds histogram",
             ]
             lines += self._latency.lines()
-        lines.append("# TYPE ascend_agent_chips gauge")
-        lines += [
-            f'ascend_agent_chips{{health="{h}"}} {n}' for h, n in sorted(self.chips().items())
-        ]
+            lines.append("# TYPE ascend_agent_chips gauge")
+            lines += [
+                f'ascend_agent_chips{{health="{h}"}} {n}' for h, n in sorted(self._chips.items())
+            ]
         return "\n".join(lines) + "\n"
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from agent.handshake import PodInfo
-from agent.pods import pod_info
-from scheduler_core.kube.port import KubeError, KubeGateway, Obj
+from agent.allocation.handshake_rules import PodInfo
+from contract.objects import Obj, npu_limit
+from infra.kube.port import KubeError, KubeGateway
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +23,31 @@ RETRY_SECONDS = 0.5
 STOP_WAIT = 1.0
 
 
+def pod_info(pod: Obj) -> PodInfo:
+    meta = pod.get("metadata", {})
+    status = pod.get("status", {}) or {}
+    return PodInfo(
+        namespace=meta.get("namespace", "default"),
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        phase=status.get("phase", "Pending") or "Pending",
+        deleting=bool(meta.get("deletionTimestamp")),
+        reason=status.get("reason", "") or "",
+        npu_limit=npu_limit(pod),
+        resource_version=meta.get("resourceVersion", ""),
+        annotations=dict(meta.get("annotations") or {}),
+    )
+
+
 class PodCache:
     def __init__(
-        self, gateway: KubeGateway, node: str, watch_seconds: float = WATCH_SECONDS
+        self,
+        gateway: KubeGateway,
+        node: str,
+        watch_seconds: float = WATCH_SECONDS,
+        *,
+        on_change: Sequence[Callable[[], None]] = (),
+        on_api_error: Callable[[], None] = lambda: None,
     ) -> None:
         self._gateway = gateway
         self._node = node
@@ -35,12 +57,8 @@ class PodCache:
         self._changed = threading.Condition()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._listeners: list[Callable[[], None]] = []
-        self.on_api_error: Callable[[], None] = lambda: None
-
-    def subscribe(self, listener: Callable[[], None]) -> None:
-        """Call ``listener`` after every change to the cache."""
-        self._listeners.append(listener)
+        self._listeners = tuple(on_change)  # called after every change to the cache
+        self._on_api_error = on_api_error
 
     def _notify(self) -> None:
         for listener in self._listeners:
@@ -104,7 +122,7 @@ class PodCache:
                         self.apply(change.object, deleted=change.type == "DELETED")
                         version = change.object["metadata"].get("resourceVersion", version)
             except KubeError as failed:
-                self.on_api_error()
+                self._on_api_error()
                 with self._changed:
                     self._synced = False
                 log.warning("pod watch failed (%s); listing again in %.1f s", failed, RETRY_SECONDS)

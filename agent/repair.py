@@ -17,19 +17,20 @@ from pathlib import Path
 
 import grpc
 
+from agent.allocation.handshake_rules import ChipsRefused, PodInfo, parse_chips
 from agent.chips import NodeChips
-from agent.handshake import RESOURCE, ChipsRefused, PodInfo, parse_chips, rank_table
 from agent.pod_cache import PodCache
-from deviceplugin_api.podresources.v1 import api_pb2 as pr
-from deviceplugin_api.podresources.v1 import api_pb2_grpc as pr_grpc
-from scheduler_core import chip_name
-from scheduler_core.annotations import (
+from contract.annotations import (
     CHIPS_ANNOTATION,
     KUBELET_ANNOTATION,
     RANK_TABLE_ANNOTATION,
     REAL_ANNOTATION,
 )
-from scheduler_core.kube.port import Conflict, KubeError, KubeGateway
+from contract.chip_names import RESOURCE_NAME, chip_name
+from contract.rank_table import rank_table
+from deviceplugin_api.podresources.v1 import api_pb2 as pr
+from deviceplugin_api.podresources.v1 import api_pb2_grpc as pr_grpc
+from infra.kube.port import Conflict, KubeError, KubeGateway
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ class Repair:
     annotations: dict[str, str]
 
 
-def kubelet_devices(socket: Path, resource: str = RESOURCE) -> dict[str, list[str]]:
+def kubelet_devices(socket: Path, resource: str = RESOURCE_NAME) -> dict[str, list[str]]:
     """``namespace/name`` → the kubelet's device IDs of ``resource`` (PodResources List)."""
     options = [("grpc.max_receive_message_length", MAX_MESSAGE)]
     with grpc.insecure_channel(f"unix://{socket}", options=options) as channel:
@@ -90,7 +91,9 @@ def repairs(
                 {
                     REAL_ANNOTATION: ",".join(chip_name(c) for c in real),
                     KUBELET_ANNOTATION: ",".join(kubelet_ids),
-                    RANK_TABLE_ANNOTATION: rank_table(pod, server_id, chips),
+                    RANK_TABLE_ANNOTATION: rank_table(
+                        pod.name, server_id, ((c.id, c.ip) for c in chips)
+                    ),
                 },
             )
         )

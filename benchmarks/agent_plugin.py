@@ -21,9 +21,9 @@ from pathlib import Path
 import grpc
 import psutil
 
-from deviceplugin_api.kubelet_sim import KubeletSimulator
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from deviceplugin_api.v1beta1 import api_pb2_grpc as dp_grpc
+from simulation.kubelet import KubeletSimulator
 
 RESOURCE = "huawei.com/Ascend910"
 

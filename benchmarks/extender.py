@@ -19,9 +19,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from agent.simulated_cluster import KubeScheduler, scheduler_process, simulated_cluster
-from scheduler_core.deviceinfo import DeviceInfo, encode
-from scheduler_core.kube.memory import MemoryCluster, pod_object
+from contract.deviceinfo import DeviceInfo, encode
+from simulation.cluster import KubeScheduler, scheduler_process, simulated_cluster
+from simulation.memory import MemoryCluster, pod_object
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import grpc
 
-from agent.annotation_allocator import AnnotationAllocator
+from agent.allocation.handshake import HandshakeAllocator
+from agent.device_plugin import DevicePlugin
 from agent.driver import FakeDriver
-from agent.manager import Agent
 from agent.pod_cache import PodCache
-from deviceplugin_api.kubelet_sim import KubeletSimulator
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from deviceplugin_api.v1beta1 import api_pb2_grpc as dp_grpc
-from scheduler_core.kube.client import KubernetesGateway
-from scheduler_core.kube.loopback import LoopbackApiServer
-from scheduler_core.kube.memory import MemoryCluster, pod_object
+from infra.kube.client import KubernetesGateway
+from simulation.kubelet import KubeletSimulator
+from simulation.loopback import LoopbackApiServer
+from simulation.memory import MemoryCluster, pod_object
 
 NODE = "bench-node"
 
@@ -50,11 +50,11 @@ def main() -> None:
     kubelet.start()
     cache = PodCache(gateway, NODE, watch_seconds=5)
     cache.start()
-    agent = Agent(
+    agent = DevicePlugin(
         FakeDriver(root / "state.yaml"),
         root / "plugins",
         True,
-        AnnotationAllocator(gateway, cache, "192.168.0.1"),
+        HandshakeAllocator(gateway, cache, "192.168.0.1"),
     )
     agent.start()
     allocate, visible = [], []

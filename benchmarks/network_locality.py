@@ -17,14 +17,14 @@ import statistics
 import time
 from collections.abc import Callable
 
-from scheduler_core import locality
-from scheduler_core.cluster_state import Snapshot
-from scheduler_core.extender import Extender
-from scheduler_core.kube.memory import MemoryCluster, pod_object
-from scheduler_core.kube.port import Obj
-from scheduler_core.model import NodeState
-from scheduler_core.tor import Topology, parse_topology
-from scheduler_core.tor_share import EXCLUSIVE, SHARED
+from contract.objects import Obj
+from scheduler_core.engine import locality
+from scheduler_core.engine.model import NodeState
+from scheduler_core.engine.tor import Topology, parse_topology
+from scheduler_core.engine.tor_share import EXCLUSIVE, SHARED
+from scheduler_core.service.cluster_view import Snapshot
+from scheduler_core.service.extender import Extender
+from simulation.memory import MemoryCluster, pod_object
 
 TORS, PER_TOR = 128, 32
 SUPER_PODS, PER_SUPER_POD = 16, 48

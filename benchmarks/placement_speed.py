@@ -12,7 +12,9 @@ import random
 import statistics
 import time
 
-from scheduler_core import POLICIES, Job, NodeState, Session, Task
+from scheduler_core.engine.model import Job, NodeState, Task
+from scheduler_core.engine.policies import POLICIES
+from scheduler_core.engine.session import Session
 
 SIZES = (1, 1, 1, 1, 2, 4, 8)  # roughly the ITP trace's mix by count, 8N left out
 

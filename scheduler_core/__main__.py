@@ -15,19 +15,23 @@ import threading
 import time
 from pathlib import Path
 
-from scheduler_core import cluster_state, config, deviceinfo, locality, rescheduling
-from scheduler_core.diagram import ring_diagram
-from scheduler_core.engine import Session
-from scheduler_core.extender import Extender
-from scheduler_core.kube.client import KubernetesGateway
-from scheduler_core.kube.port import KubeError
-from scheduler_core.logs import configure
-from scheduler_core.model import InvalidInput, Job, NodeState, Task
-from scheduler_core.policies import DEFAULT_POLICY, POLICIES, policy_by_name
-from scheduler_core.products import product_by_name
+from contract import deviceinfo
+from contract.chip_names import InvalidInput
+from infra import config
+from infra.kube.client import KubernetesGateway
+from infra.kube.port import KubeError
+from infra.logs import configure
+from scheduler_core.engine import locality, rescheduling
+from scheduler_core.engine.diagram import ring_diagram
+from scheduler_core.engine.model import Job, NodeState, Task
+from scheduler_core.engine.policies import DEFAULT_POLICY, POLICIES, policy_by_name
+from scheduler_core.engine.products import product_by_name
+from scheduler_core.engine.session import Session
 from scheduler_core.request_json import decision_to_json, parse_request
-from scheduler_core.service import SchedulerService
-from scheduler_core.status import cluster_lines
+from scheduler_core.service import cluster_view as cluster_state
+from scheduler_core.service.extender import Extender
+from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.status import cluster_lines
 
 EXIT_BAD_INPUT = 2
 

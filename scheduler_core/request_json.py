@@ -11,16 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler_core.engine import check_node_chips
-from scheduler_core.model import (
-    Decision,
-    InvalidInput,
-    Job,
-    NodeState,
-    Task,
-    parse_chip_name,
-)
-from scheduler_core.products import product_by_name, product_for_selector
+from contract.chip_names import InvalidInput, parse_chip_name
+from scheduler_core.engine.model import Decision, Job, NodeState, Task
+from scheduler_core.engine.products import product_by_name, product_for_selector
+from scheduler_core.engine.session import check_node_chips
 
 
 @dataclass(frozen=True, slots=True)

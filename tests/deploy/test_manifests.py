@@ -16,8 +16,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from scheduler_core.kube.port import KubeGateway
-from scheduler_core.volcano import VolcanoVerbs
+from infra.kube.port import KubeGateway
+from scheduler_core.service.volcano import VolcanoVerbs
 
 ROOT = Path(__file__).parents[2]
 MANIFESTS = ROOT / "daemonset"
@@ -51,20 +51,10 @@ CLUSTER_WIDE_CALLS = {
         "update_configmap": {("configmaps", "update", None)},
     }
 }
-# The modules each deployed component runs (harnesses such as the demo are not deployed).
+# The packages each deployed component runs (the simulation harness is not deployed).
 COMPONENTS = {
-    "ascend-npu-agent": [
-        "agent/annotation_allocator.py",
-        "agent/pod_cache.py",
-        "agent/publisher.py",
-        "agent/repair.py",
-        "agent/kube_side.py",
-    ],
-    "ascend-npu-scheduler": [
-        "scheduler_core/service.py",
-        "scheduler_core/extender.py",
-        "scheduler_core/volcano.py",
-    ],
+    "ascend-npu-agent": ["agent"],
+    "ascend-npu-scheduler": ["scheduler_core"],
 }
 
 
@@ -111,7 +101,11 @@ def calls_in_code(component: str) -> set[str]:
         if not name.startswith("_")
     }
     assert methods == set(RBAC_OF_CALL), "every gateway call must have its RBAC rule here"
-    text = "".join((ROOT / module).read_text() for module in COMPONENTS[component])
+    text = "".join(
+        module.read_text()
+        for package in COMPONENTS[component]
+        for module in (ROOT / package).rglob("*.py")
+    )
     return {m for m in methods if re.search(rf"gateway\.{m}\(", text)}
 
 

@@ -7,15 +7,17 @@ from __future__ import annotations
 import json
 import time
 
-from agent.simulated_cluster import (
+from contract.deviceinfo import decode
+from infra.kube.port import KubeError
+from scheduler_core.engine.products import MODULE_910X8
+from simulation.cluster import (
     KubeScheduler,
     SimulatedCluster,
     simulated_cluster,
     tor_configmap,
+    wait_for,
 )
-from scheduler_core.deviceinfo import decode
-from scheduler_core.kube.memory import pod_object
-from scheduler_core.products import MODULE_910X8
+from simulation.memory import pod_object
 
 
 def submit(
@@ -115,10 +117,7 @@ def test_a_chip_failing_while_pods_run_is_avoided_by_new_pods() -> None:
             data = cluster.store.get_configmap("kube-system", "mindx-dl-deviceinfo-node-00")["data"]
             return 3 in decode(data).unhealthy
 
-        deadline = time.monotonic() + 10
-        while not published_unhealthy() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert published_unhealthy(), "the agent republishes DeviceInfo on a health change"
+        assert wait_for(published_unhealthy), "the agent republishes DeviceInfo on a health change"
         cluster.service.refresh()
         for i in range(5):
             submit(cluster, f"after-{i}", 1)
@@ -137,8 +136,8 @@ def test_a_node_agent_restarting_keeps_scheduling_right() -> None:
             submit(cluster, f"before-{i}", 2)
         run(cluster, scheduler)
         cluster.restart_node_agent("node-00")
-        assert cluster.nodes["node-00"].agent.wait_registered(10)
-        time.sleep(1.5)
+        assert cluster.nodes["node-00"].agent.plugin.wait_registered(10)
+        assert cluster.wait_published(), "the restarted agent publishes its DeviceInfo again"
         for i in range(4):
             submit(cluster, f"after-{i}", 2)
         run(cluster, scheduler)
@@ -156,7 +155,8 @@ def test_a_deleted_pod_frees_its_chips_for_the_next_one() -> None:
         assert "ns/next" not in cluster.admitted
         assert "npu topology not meet job require" in scheduler.reasons["ns/next"]["node-00"]
         cluster.finish("ns/big", delete=True)
-        time.sleep(1.5)
+        assert wait_for(lambda: cluster.published_free("node-00") == 8)
+        cluster.service.refresh()
         run(cluster, scheduler)
         check_invariants(cluster, scheduler)
         assert "ns/next" in cluster.admitted
@@ -184,21 +184,37 @@ def test_a_tor_affine_job_restarts_after_a_chip_fault_and_only_the_faulty_rank_m
         node.write_state(frozenset({2}))
         assert node.kubelet.wait_for(lambda: node.kubelet.allocatable("huawei.com/Ascend910") == 7)
         cluster.sync_node_status()
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and len(cluster.reap()) < 6:
-            time.sleep(0.05)  # the service's refresh loop sees the fault and deletes the pods
+        # The service's refresh loop sees the fault, deletes the pods and records the fault.
+        assert wait_for(lambda: fault_nodes(cluster) == [faulty])
+        gone: set[str] = set()
+
+        def all_reaped() -> bool:  # the kubelets free the deleted pods' devices
+            gone.update(cluster.reap())
+            return len(gone) == 6
+
+        assert wait_for(all_reaped)
         assert not any(k.startswith("ns/train-") for k in cluster.admitted)
-        record = cluster.store.get_configmap("volcano-system", "vcjob-fault-npu-cm")["data"]
-        assert json.loads(record["fault-node"]) == [faulty]
+        # The agents publish the chips free again (chip 2 of the faulty node stays out).
+        expected = {f"node-0{i}": 7 if i == 5 else 8 for i in range(6)}
+        assert wait_for(lambda: {n: cluster.published_free(n) for n in expected} == expected)
         for r in range(6):  # the job controller recreates its pods
             submit(cluster, f"train-{r}", 8, gang="train", size=6, labels=labels)
-        time.sleep(1.0)
         cluster.service.refresh()
         run(cluster, scheduler)
         check_invariants(cluster, scheduler)
         second = ranks(cluster, "train", 6)
         assert {r: second[r] for r in range(5)} == {r: first[r] for r in range(5)}
         assert second[5] == "node-06"  # the job's own ToR 1 first, best score then name
+
+
+def fault_nodes(cluster: SimulatedCluster) -> list[str] | None:
+    """The fault nodes the scheduler recorded in vcjob-fault-npu-cm (None before it does)."""
+    try:
+        record = cluster.store.get_configmap("volcano-system", "vcjob-fault-npu-cm")["data"]
+    except KubeError:
+        return None
+    nodes: list[str] = json.loads(record["fault-node"])
+    return nodes
 
 
 def ranks(cluster: SimulatedCluster, gang: str, size: int) -> dict[int, str]:
@@ -208,3 +224,30 @@ def ranks(cluster: SimulatedCluster, gang: str, size: int) -> dict[int, str]:
         pod = cluster.store.get_pod("ns", f"{gang}-{i}")
         result[int(pod["metadata"]["annotations"]["hccl/rankIndex"])] = pod["spec"]["nodeName"]
     return result
+
+
+def test_nodes_run_the_agents_own_wiring_with_the_label_and_the_repair_loop() -> None:
+    """Each simulated node is built by the agent's builder, as a real node: the agent labels
+    its node, and a pod whose chip records were lost gets them back from PodResources."""
+    with simulated_cluster(1) as cluster:
+        assert cluster.store.get_node("node-00")["metadata"]["labels"]["servertype"] == (
+            "Ascend910-32"
+        )
+        submit(cluster, "p", 2)
+        run(cluster, KubeScheduler(cluster))
+        pod = cluster.store.get_pod("ns", "p")
+        records = {k: pod["metadata"]["annotations"].pop(k) for k in RECORDS}
+        cluster.store.put("Pod", pod)
+
+        def repaired() -> bool:
+            annotations = cluster.store.get_pod("ns", "p")["metadata"]["annotations"]
+            return {k: annotations.get(k) for k in RECORDS} == records
+
+        assert wait_for(repaired), "the repair loop writes the records again"
+
+
+RECORDS = (
+    "huawei.com/AscendReal",
+    "huawei.com/kltDev",
+    "ascend.kubectl.kubernetes.io/ascend-910-configuration",
+)

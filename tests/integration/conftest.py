@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.device_plugin import DevicePlugin
 from agent.driver import FakeDriver
-from agent.manager import Agent
-from agent.simulated_cluster import state_file
-from deviceplugin_api.kubelet_sim import KubeletSimulator
+from simulation.cluster import state_file
+from simulation.kubelet import KubeletSimulator
 
 RESOURCE = "huawei.com/Ascend910"
 
@@ -28,15 +28,15 @@ class Node:
     dir: Path
     state: Path
     kubelet: KubeletSimulator
-    agent: Agent
+    agent: DevicePlugin
 
     def write_state(self, text: str) -> None:
         partial = self.state.with_suffix(".tmp")
         partial.write_text(text)
         partial.replace(self.state)
 
-    def new_agent(self, ascend_runtime: bool = True) -> Agent:
-        self.agent = Agent(FakeDriver(self.state), self.dir, ascend_runtime=ascend_runtime)
+    def new_agent(self, ascend_runtime: bool = True) -> DevicePlugin:
+        self.agent = DevicePlugin(FakeDriver(self.state), self.dir, ascend_runtime=ascend_runtime)
         self.agent.start()
         return self.agent
 
@@ -57,7 +57,7 @@ def make_node(directory: Path, ascend_runtime: bool) -> Node:
         directory / "plugins",
         state,
         kubelet,
-        Agent(FakeDriver(state), directory / "plugins", ascend_runtime),
+        DevicePlugin(FakeDriver(state), directory / "plugins", ascend_runtime),
     )
     node.agent.start()
     assert node.agent.wait_registered(5), "the agent did not register"

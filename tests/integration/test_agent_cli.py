@@ -10,12 +10,12 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from agent.simulated_cluster import free_port, state_file
-from deviceplugin_api.kubelet_sim import KubeletSimulator
-from scheduler_core.deviceinfo import decode
-from scheduler_core.kube.loopback import LoopbackApiServer, kubeconfig
-from scheduler_core.kube.memory import MemoryCluster, pod_object
-from scheduler_core.kube.port import NotFound
+from contract.deviceinfo import decode
+from infra.kube.port import NotFound
+from simulation.cluster import free_port, state_file
+from simulation.kubelet import KubeletSimulator
+from simulation.loopback import LoopbackApiServer, kubeconfig
+from simulation.memory import MemoryCluster, pod_object
 from tests.integration.conftest import RESOURCE
 
 SAMPLES = Path(__file__).parents[1] / "data" / "npu_smi"

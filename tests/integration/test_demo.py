@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from agent.demo import Row, _summary, run
+from simulation.demo import Row, _summary, run
 
 
 def test_the_demo_admits_every_pod_with_the_scheduler_chips(

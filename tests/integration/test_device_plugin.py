@@ -10,13 +10,13 @@ from pathlib import Path
 import grpc
 import pytest
 
+from agent.device_plugin import DevicePlugin
 from agent.driver import FakeDriver
-from agent.manager import Agent
-from agent.simulated_cluster import state_file
-from deviceplugin_api.kubelet_sim import KubeletSimulator
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from deviceplugin_api.v1beta1 import api_pb2_grpc as dp_grpc
-from scheduler_core.products import MODULE_910X8
+from scheduler_core.engine.products import MODULE_910X8
+from simulation.cluster import state_file
+from simulation.kubelet import KubeletSimulator
 from tests.integration.conftest import RESOURCE, Node
 
 
@@ -161,7 +161,7 @@ def test_an_agent_restart_while_the_kubelet_stays_registers_again(node: Node) ->
 def test_an_agent_started_before_the_kubelet_registers_once_it_appears(short_dir: Path) -> None:
     root = short_dir
     (root / "state.yaml").write_text(state_file())
-    agent = Agent(FakeDriver(root / "state.yaml"), root / "plugins", ascend_runtime=True)
+    agent = DevicePlugin(FakeDriver(root / "state.yaml"), root / "plugins", ascend_runtime=True)
     agent.start()
     kubelet = KubeletSimulator(root / "plugins")
     try:
@@ -227,7 +227,7 @@ def test_a_new_kubelet_socket_alone_triggers_a_new_registration(short_dir: Path)
     (short_dir / "state.yaml").write_text(state_file())
     kubelet = RecordingRegistration()
     server = serve_registration(plugins, kubelet)
-    agent = Agent(FakeDriver(short_dir / "state.yaml"), plugins, ascend_runtime=True)
+    agent = DevicePlugin(FakeDriver(short_dir / "state.yaml"), plugins, ascend_runtime=True)
     agent.start()
     try:
         assert kubelet.arrived.acquire(timeout=5)

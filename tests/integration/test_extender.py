@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from scheduler_core import cluster_state
-from scheduler_core.deviceinfo import DeviceInfo, encode
-from scheduler_core.extender import Extender, normalize
-from scheduler_core.kube.memory import MemoryCluster, pod_object
-from scheduler_core.service import SchedulerService
+from contract.deviceinfo import DeviceInfo, encode
+from scheduler_core.service import cluster_view as cluster_state
+from scheduler_core.service.extender import Extender, normalize
+from scheduler_core.service.server import SchedulerService
+from simulation.memory import MemoryCluster, pod_object
 
 
 class Clock:

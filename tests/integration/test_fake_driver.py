@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from agent.chips import DriverError, Network, NodeChips
+from agent.deviceinfo_publisher import device_info
 from agent.driver import FakeDriver, parse_fake_state
-from agent.publish import device_info
-from scheduler_core.deviceinfo import decode, encode
+from contract.deviceinfo import decode, encode
 
 EIGHT = "product: module910x8\nchips:\n" + "".join(f"  - id: {i}\n" for i in range(8))
 

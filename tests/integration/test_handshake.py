@@ -12,17 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from agent.annotation_allocator import AnnotationAllocator
+from agent.allocation.handshake import HandshakeAllocator
 from agent.chips import Chip, NodeChips
+from agent.device_plugin import DevicePlugin
 from agent.driver import FakeDriver
-from agent.manager import Agent
 from agent.pod_cache import PodCache
-from agent.simulated_cluster import state_file
-from deviceplugin_api.kubelet_sim import KubeletError, KubeletSimulator
-from scheduler_core.kube.client import KubernetesGateway
-from scheduler_core.kube.loopback import LoopbackApiServer
-from scheduler_core.kube.memory import MemoryCluster, pod_object
-from scheduler_core.kube.port import KubeGateway, Obj
+from contract.objects import Obj
+from infra.kube.client import KubernetesGateway
+from infra.kube.port import KubeGateway
+from simulation.cluster import state_file
+from simulation.kubelet import KubeletError, KubeletSimulator
+from simulation.loopback import LoopbackApiServer
+from simulation.memory import MemoryCluster, pod_object
 from tests.integration.conftest import RESOURCE
 
 NODE = "node-1"
@@ -33,7 +34,7 @@ class Cluster:
     api: MemoryCluster
     kubelet: KubeletSimulator
     cache: PodCache
-    agent: Agent
+    agent: DevicePlugin
     state: Path
     server: LoopbackApiServer | None
 
@@ -99,8 +100,8 @@ def build(short_dir: Path, api: MemoryCluster, over_http: bool) -> Cluster:
     kubelet.start()
     cache = PodCache(gateway, NODE, watch_seconds=1)
     cache.start()
-    allocator = AnnotationAllocator(gateway, cache, "192.168.10.11", wait_for_pod=0.5)
-    agent = Agent(
+    allocator = HandshakeAllocator(gateway, cache, "192.168.10.11", wait_for_pod=0.5)
+    agent = DevicePlugin(
         FakeDriver(state), short_dir / "plugins", ascend_runtime=True, allocator=allocator
     )
     agent.start()
@@ -255,8 +256,10 @@ def test_an_agent_restart_mid_stream_loses_nothing_and_gives_nothing_twice(
     )
     cluster.cache = PodCache(gateway, NODE, watch_seconds=1)
     cluster.cache.start()
-    allocator = AnnotationAllocator(gateway, cluster.cache, "192.168.10.11", wait_for_pod=0.5)
-    cluster.agent = Agent(FakeDriver(cluster.state), cluster.agent.plugin_dir, True, allocator)
+    allocator = HandshakeAllocator(gateway, cluster.cache, "192.168.10.11", wait_for_pod=0.5)
+    cluster.agent = DevicePlugin(
+        FakeDriver(cluster.state), cluster.agent.plugin_dir, True, allocator
+    )
     cluster.agent.start()
     assert cluster.agent.wait_registered(5)
     assert cluster.kubelet.wait_for(lambda: cluster.kubelet.allocatable(RESOURCE) == 7)
@@ -304,7 +307,7 @@ def test_a_stale_holder_in_the_cache_is_reread_before_a_chip_is_refused() -> Non
     api = MemoryCluster()
     node = NodeChips("Ascend910", "module910x8", tuple(Chip(i, i) for i in range(8)))
     cache = PodCache(api, NODE)  # resynced by hand, never watching: stale by construction
-    allocator = AnnotationAllocator(api, cache, "", wait_for_pod=0)
+    allocator = HandshakeAllocator(api, cache, "", wait_for_pod=0)
     api.put(
         "Pod",
         pod_object(

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from scheduler_core.kube.client import KubernetesGateway
-from scheduler_core.kube.loopback import LoopbackApiServer
-from scheduler_core.kube.memory import MemoryCluster, pod_object
-from scheduler_core.kube.port import Conflict, KubeError, KubeGateway, NotFound, WatchEvent
+from infra.kube.client import KubernetesGateway
+from infra.kube.port import Conflict, KubeError, KubeGateway, NotFound, WatchEvent
+from simulation.loopback import LoopbackApiServer
+from simulation.memory import MemoryCluster, pod_object
 
 
 @dataclass

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from scheduler_core import locality, rescheduling
-from scheduler_core.deviceinfo import DeviceInfo, encode
-from scheduler_core.extender import Extender
-from scheduler_core.kube.memory import MemoryCluster, pod_object
-from scheduler_core.kube.port import KubeError
-from scheduler_core.service import SchedulerService
+from contract.deviceinfo import DeviceInfo, encode
+from infra.kube.port import KubeError
+from scheduler_core.engine import locality, rescheduling
+from scheduler_core.service.extender import Extender
+from scheduler_core.service.server import SchedulerService
+from simulation.memory import MemoryCluster, pod_object
 from tests.integration.test_extender import Clock, add_node, schedule
 from tests.unit.helpers import server_ip, tor_info
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 from agent.chips import Chip, NodeChips
-from agent.plugin import DeviceState
+from agent.deviceinfo_publisher import DeviceInfoPublisher
+from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
-from agent.publisher import DeviceInfoPublisher
-from scheduler_core.deviceinfo import decode
-from scheduler_core.kube.memory import MemoryCluster, pod_object
+from contract.deviceinfo import decode
+from simulation.memory import MemoryCluster, pod_object
 
 NODE = NodeChips("Ascend910", "module910x8", tuple(Chip(i, i, healthy=i != 7) for i in range(8)))
 CM = ("kube-system", "mindx-dl-deviceinfo-n1")

@@ -7,19 +7,19 @@ from pathlib import Path
 
 import pytest
 
+from agent.allocation.handshake_rules import PodInfo
 from agent.chips import Chip, NodeChips
+from agent.device_plugin import DevicePlugin
+from agent.deviceinfo_publisher import DeviceInfoPublisher
 from agent.driver import FakeDriver
-from agent.handshake import PodInfo
-from agent.manager import Agent
-from agent.plugin import DeviceState
+from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
-from agent.publisher import DeviceInfoPublisher
 from agent.repair import RepairLoop, kubelet_devices, repairs
-from agent.simulated_cluster import state_file
-from deviceplugin_api.kubelet_sim import KubeletSimulator
-from scheduler_core.annotations import CONSUMED
-from scheduler_core.deviceinfo import decode
-from scheduler_core.kube.memory import MemoryCluster, pod_object
+from contract.annotations import CONSUMED
+from contract.deviceinfo import decode
+from simulation.cluster import state_file
+from simulation.kubelet import KubeletSimulator
+from simulation.memory import MemoryCluster, pod_object
 from tests.integration.conftest import RESOURCE
 
 NODE = NodeChips("Ascend910", "module910x8", tuple(Chip(i, i, ip=f"10.0.0.{i}") for i in range(8)))
@@ -58,7 +58,9 @@ def node(short_dir: Path) -> Iterator[tuple[MemoryCluster, KubeletSimulator, Pod
     api = MemoryCluster()
     kubelet = KubeletSimulator(short_dir / "plugins", short_dir / "podres.sock")
     kubelet.start()
-    agent = Agent(FakeDriver(short_dir / "state.yaml"), short_dir / "plugins", ascend_runtime=True)
+    agent = DevicePlugin(
+        FakeDriver(short_dir / "state.yaml"), short_dir / "plugins", ascend_runtime=True
+    )
     agent.start()
     assert kubelet.wait_for(lambda: kubelet.allocatable(RESOURCE) == 8)
     cache = PodCache(api, "n1")

@@ -11,11 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from agent.simulated_cluster import scheduler_process
-from scheduler_core.deviceinfo import DeviceInfo, encode
-from scheduler_core.extender import Extender
-from scheduler_core.kube.memory import MemoryCluster, pod_object
-from scheduler_core.service import SchedulerService
+from contract.deviceinfo import DeviceInfo, encode
+from scheduler_core.service.extender import Extender
+from scheduler_core.service.server import SchedulerService
+from simulation.cluster import scheduler_process
+from simulation.memory import MemoryCluster, pod_object
 
 
 def get(url: str) -> tuple[int, str]:

@@ -7,12 +7,12 @@ import sys
 import time
 from pathlib import Path
 
-from agent.simulated_cluster import state_file
-from scheduler_core.deviceinfo import DeviceInfo, encode
-from scheduler_core.diagram import ring_diagram
-from scheduler_core.kube.loopback import LoopbackApiServer, kubeconfig
-from scheduler_core.kube.memory import MemoryCluster, pod_object
-from scheduler_core.products import MODULE_910X8
+from contract.deviceinfo import DeviceInfo, encode
+from scheduler_core.engine.diagram import ring_diagram
+from scheduler_core.engine.products import MODULE_910X8
+from simulation.cluster import state_file
+from simulation.loopback import LoopbackApiServer, kubeconfig
+from simulation.memory import MemoryCluster, pod_object
 
 
 def test_each_pod_gets_a_letter_and_a_legend() -> None:

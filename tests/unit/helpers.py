@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
-from scheduler_core import Decision, Job, NodeState, Session, Task
-from scheduler_core.policies import DEFAULT_POLICY, Policy
-from scheduler_core.products import product_by_name
+from scheduler_core.engine.model import Decision, Job, NodeState, Task
+from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
+from scheduler_core.engine.products import product_by_name
+from scheduler_core.engine.session import Session
 
 
 def node(

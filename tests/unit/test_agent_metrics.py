@@ -7,7 +7,7 @@ from agent.metrics import AgentMetrics, failure_reason
 
 def test_allocations_failures_and_the_histogram_are_counted() -> None:
     metrics = AgentMetrics()
-    metrics.chips = lambda: {"Healthy": 7, "Unhealthy": 1}
+    metrics.chips_changed(healthy=7, unhealthy=1)
     metrics.allocated(0.002)
     metrics.allocated(0.2)
     metrics.failed("no_pod", 0.9)

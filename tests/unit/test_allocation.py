@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.allocation import InvalidRequest, check_device_ids, container_response, preferred_chips
+from agent.allocation.base import InvalidRequest
+from agent.allocation.kubelet_requests import check_device_ids, container_response, preferred_chips
 from agent.chips import Chip, NodeChips
 
 

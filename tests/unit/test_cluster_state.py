@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler_core.cluster_state import build
-from scheduler_core.deviceinfo import DeviceInfo, encode
-from scheduler_core.kube.memory import pod_object
+from contract.deviceinfo import DeviceInfo, encode
+from scheduler_core.service.cluster_view import build
+from simulation.memory import pod_object
 
 NOW = 1_700_000_000
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.__main__ import build_parser
-from scheduler_core import config
+from infra import config
 from scheduler_core.__main__ import build_parser as build_scheduler_parser
 
 ROOT = Path(__file__).parents[2]

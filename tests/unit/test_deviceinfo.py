@@ -7,9 +7,10 @@ import json
 import pytest
 
 from agent.chips import Chip, Network, NodeChips
-from agent.publish import configmap, device_info
-from scheduler_core import InvalidInput
-from scheduler_core.deviceinfo import DeviceInfo, check_code, chip_list, decode, encode, go_json
+from agent.deviceinfo_publisher import configmap, device_info
+from contract.chip_names import InvalidInput
+from contract.deviceinfo import DeviceInfo, check_code, chip_list, decode, encode
+from contract.go_json import go_json
 
 EIGHT = ",".join(f"Ascend910-{i}" for i in range(8))
 

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from agent.chips import Chip, NodeChips
-from agent.handshake import (
+from agent.allocation.handshake_rules import (
     ChipsRefused,
     PodInfo,
     check_chips,
@@ -16,7 +15,8 @@ from agent.handshake import (
     pick_pod,
     predicate_time,
 )
-from scheduler_core.annotations import CONSUMED
+from agent.chips import Chip, NodeChips
+from contract.annotations import CONSUMED
 
 NODE = NodeChips(
     "Ascend910",

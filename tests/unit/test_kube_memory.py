@@ -6,9 +6,10 @@ import threading
 
 import pytest
 
-from agent.pods import pod_info
-from scheduler_core.kube.memory import MemoryCluster, pod_object
-from scheduler_core.kube.port import Conflict, KubeError, NotFound, node_address
+from agent.pod_cache import pod_info
+from contract.objects import node_address
+from infra.kube.port import Conflict, KubeError, NotFound
+from simulation.memory import MemoryCluster, pod_object
 
 
 def cluster_with_pods() -> MemoryCluster:

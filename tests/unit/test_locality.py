@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_core.locality import Ask, Network, Settings, Unplaceable, choose
-from scheduler_core.tor import parse_topology
-from scheduler_core.tor_share import SHARED, TorState
+from scheduler_core.engine.locality import Ask, Network, Settings, Unplaceable, choose
+from scheduler_core.engine.tor import parse_topology
+from scheduler_core.engine.tor_share import SHARED, TorState
 from tests.unit.helpers import server_ip, tor_info
 
 # Three ToRs of 2 servers: a0, a1 | b0, b1 | c0, c1.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_core import Session, filter_node
-from scheduler_core.products import MODULE_910X8, huawei_score, mask_of
+from scheduler_core.engine.products import MODULE_910X8, huawei_score, mask_of
+from scheduler_core.engine.session import Session, filter_node
 from tests.unit.helpers import chips_of, job, node, place
 
 

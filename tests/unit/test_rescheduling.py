@@ -7,10 +7,9 @@ import json
 
 import pytest
 
-from scheduler_core.deviceinfo import go_json
-from scheduler_core.kube.memory import pod_object
-from scheduler_core.model import InvalidInput
-from scheduler_core.rescheduling import (
+from contract.chip_names import InvalidInput
+from contract.go_json import go_json
+from scheduler_core.engine.rescheduling import (
     FORCE,
     GRACE,
     Deletion,
@@ -23,6 +22,7 @@ from scheduler_core.rescheduling import (
     restore,
     verify,
 )
+from simulation.memory import pod_object
 
 
 def node(

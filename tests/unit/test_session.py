@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from scheduler_core import BINPACK, HUAWEI, InvalidInput, Session
+from contract.chip_names import InvalidInput
+from scheduler_core.engine.policies import BINPACK, HUAWEI
+from scheduler_core.engine.session import Session
 from tests.unit.helpers import chips_of, job, node, place
 
 FULL = range(8)

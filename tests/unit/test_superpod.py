@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_core.superpod import (
+from scheduler_core.engine.superpod import (
     SOFT,
     Block,
     SuperPodChoice,

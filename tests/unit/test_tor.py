@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler_core.model import InvalidInput
-from scheduler_core.tor import (
+from contract.chip_names import InvalidInput
+from scheduler_core.engine.tor import (
     DISABLED,
     LARGE_MODEL,
     NORMAL,

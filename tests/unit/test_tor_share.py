@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler_core.tor import LARGE_MODEL, NORMAL, Topology, parse_topology
-from scheduler_core.tor_share import (
+from scheduler_core.engine.tor import LARGE_MODEL, NORMAL, Topology, parse_topology
+from scheduler_core.engine.tor_share import (
     EXCLUSIVE,
     IDLE,
     SHARED,

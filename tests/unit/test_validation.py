@@ -6,7 +6,9 @@ import re
 
 import pytest
 
-from scheduler_core import InvalidInput, JobInvalid, product_for_selector, validate_job
+from contract.chip_names import InvalidInput
+from scheduler_core.engine.products import product_for_selector
+from scheduler_core.engine.validation import JobInvalid, validate_job
 from tests.unit.helpers import job
 
 

@@ -1,0 +1,125 @@
+"""Pure answers to the kubelet: request checks, container responses, preferred chips."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from agent.allocation.base import InvalidRequest
+from agent.chips import Chip, NodeChips
+from deviceplugin_api.v1beta1 import api_pb2 as dp
+from scheduler_core.engine.products import product_by_name, select_huawei
+
+# Limits of Huawei's checkAllocateRequest (reference §1.6).
+MAX_CONTAINER_REQUESTS = 300_000
+MAX_DEVICES_PER_CONTAINER = 800
+MAX_DEVICE_ID_LENGTH = 50
+
+MANAGER_DEVICES = ("/dev/davinci_manager", "/dev/hisi_hdc", "/dev/devmm_svm")
+ENV_VISIBLE = "ASCEND_VISIBLE_DEVICES"
+ENV_RUNTIME_OPTIONS = "ASCEND_RUNTIME_OPTIONS"
+
+
+def check_device_ids(ids: Sequence[str], known: dict[str, Chip], what: str) -> list[Chip]:
+    if not ids:
+        raise InvalidRequest(f"{what}: no device ids")
+    if len(ids) > MAX_DEVICES_PER_CONTAINER:
+        raise InvalidRequest(f"{what}: {len(ids)} device ids (at most {MAX_DEVICES_PER_CONTAINER})")
+    if len(set(ids)) != len(ids):
+        raise InvalidRequest(f"{what}: a device id appears twice in {list(ids)}")
+    chips = []
+    for device in ids:
+        if len(device) > MAX_DEVICE_ID_LENGTH:
+            raise InvalidRequest(
+                f"{what}: device id {device[:60]!r}… is longer than {MAX_DEVICE_ID_LENGTH}"
+            )
+        chip = known.get(device)
+        if chip is None:
+            raise InvalidRequest(f"{what}: unknown device id {device!r}")
+        chips.append(chip)
+    return chips
+
+
+def check_allocate_request(request: dp.AllocateRequest, node: NodeChips) -> list[list[Chip]]:
+    """The chips named by each container request, or InvalidRequest."""
+    if not request.container_requests:
+        raise InvalidRequest("allocate request has no container requests")
+    if len(request.container_requests) > MAX_CONTAINER_REQUESTS:
+        raise InvalidRequest(
+            f"allocate request has {len(request.container_requests)} container requests"
+        )
+    known = node.by_device_id()
+    return [
+        check_device_ids(list(c.devices_ids), known, f"container request {i}")
+        for i, c in enumerate(request.container_requests)
+    ]
+
+
+def container_response(
+    chips: Sequence[Chip], ascend_runtime: bool, dev_root: Path = Path("/dev")
+) -> dp.ContainerAllocateResponse:
+    """With the Ascend container runtime: environment only (the runtime mounts the devices).
+    Without it: device nodes, the manager devices first (those present on the host; the
+    davinci_manager is always needed)."""
+    response = dp.ContainerAllocateResponse()
+    if ascend_runtime:
+        response.envs[ENV_VISIBLE] = ",".join(str(c.id) for c in chips)
+        response.envs[ENV_RUNTIME_OPTIONS] = ""
+        return response
+    for path in MANAGER_DEVICES:
+        host = dev_root / Path(path).name
+        if path == MANAGER_DEVICES[0] or host.exists():
+            response.devices.add(container_path=path, host_path=str(host), permissions="rw")
+    for chip in chips:
+        response.devices.add(
+            container_path=f"/dev/davinci{chip.id}",
+            host_path=str(dev_root / f"davinci{chip.id}"),
+            permissions="rw",
+        )
+    return response
+
+
+def preferred_chips(
+    node: NodeChips, available: Sequence[str], must_include: Sequence[str], size: int
+) -> list[str]:
+    """The HCCS-affine choice for a container of ``size`` chips.
+
+    Inside the product's rings the choice follows Huawei's ring priority (a 2-chip container
+    takes a ring with exactly 2 free chips first), so it leaves the least fragmentation and
+    never splits a ≤ 4-chip container across rings when one ring can hold it. Chips the
+    kubelet must keep (``must_include``) are kept. Without a known topology: the lowest ids.
+    """
+    known = node.by_device_id()
+    chips = [known[d] for d in available if d in known]
+    kept = [d for d in must_include if d in known][:size]
+    if len(kept) == size:
+        return kept
+    by_id = {c.id: node.device_id(c) for c in chips}
+    free = sorted(c.id for c in chips if by_id[c.id] not in kept)
+    if node.product is not None:
+        product = product_by_name(node.product)
+        kept_ids = [known[d].id for d in kept]
+        if kept_ids:
+            # Stay in the ring of the chips already chosen when it can take the rest.
+            groups = {product.group_of(c) for c in kept_ids}
+            same = [c for c in free if product.group_of(c) in groups]
+            need = size - len(kept)
+            if len(same) >= need:
+                return kept + [by_id[c] for c in same[:need]]
+        else:
+            choice = select_huawei(product, free, size, distributed=False)
+            if choice:
+                return [by_id[c] for c in choice]
+    return kept + [by_id[c] for c in free[: size - len(kept)]]
+
+
+class KubeletChoice:
+    """No Kubernetes API (``--kube off``): the kubelet's IDs are the chips."""
+
+    def allocate(self, requested: list[Chip], node: NodeChips) -> list[Chip]:
+        return requested
+
+    def preferred(
+        self, node: NodeChips, available: Sequence[str], must_include: Sequence[str], size: int
+    ) -> list[str]:
+        return preferred_chips(node, available, must_include, size)

@@ -1,0 +1,192 @@
+"""One node agent, wired from a typed configuration: the CLI and the simulated cluster both
+build it here, so what the tests run is what a node runs.
+
+Without the Kubernetes API the device plugin serves the kubelet's own choice. With it: the
+node's pod cache, the annotation handshake (``volcano_type``) or the kubelet's choice with
+PodResources as the record, the DeviceInfo publisher, the repair loop and the ``servertype``
+node label. Collaborators are passed in at construction; nothing is attached afterwards.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.allocation.base import Allocator
+from agent.allocation.handshake import WAIT_FOR_POD, HandshakeAllocator
+from agent.chips import NodeChips
+from agent.device_plugin import DevicePlugin
+from agent.deviceinfo_publisher import DeviceInfoPublisher
+from agent.driver import NpuDriver
+from agent.metrics import AgentMetrics, MetricsServer
+from agent.plugin_server import DeviceState
+from agent.pod_cache import WATCH_SECONDS, PodCache
+from agent.repair import POD_RESOURCES_SOCKET, RepairLoop, kubelet_devices
+from contract.objects import node_address
+from infra.kube.port import KubeError, KubeGateway
+
+log = logging.getLogger(__name__)
+
+SERVER_TYPE_LABEL = "servertype"
+
+
+@dataclass(frozen=True, slots=True)
+class KubeSettings:
+    """The agent's Kubernetes side."""
+
+    node_name: str
+    volcano_type: bool  # containers get the scheduler's chips (the annotation handshake)
+    pod_resources_socket: Path = POD_RESOURCES_SOCKET
+    watch_seconds: float = WATCH_SECONDS
+    wait_for_pod: float = WAIT_FOR_POD
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    plugin_dir: Path
+    ascend_runtime: bool  # answer with ASCEND_VISIBLE_DEVICES instead of device nodes
+    period: float  # seconds: health polls, DeviceInfo at least this often, repairs
+    kube: KubeSettings | None = None  # None: no Kubernetes API, the kubelet's IDs are chips
+    metrics_listen: tuple[str, int] | None = None  # HOST, PORT of /metrics, /healthz, /readyz
+
+
+@dataclass
+class NodeAgent:
+    """A running node agent."""
+
+    plugin: DevicePlugin
+    metrics: AgentMetrics
+    cache: PodCache | None = None
+    publisher: DeviceInfoPublisher | None = None
+    repair: RepairLoop | None = None
+    metrics_server: MetricsServer | None = None
+
+    def stop(self) -> None:
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
+        if self.repair is not None:
+            self.repair.stop()
+        if self.publisher is not None:
+            self.publisher.stop()
+        self.plugin.stop()
+        if self.cache is not None:
+            self.cache.stop()
+
+
+def start_node_agent(
+    config: AgentConfig, driver: NpuDriver, gateway: KubeGateway | None = None
+) -> NodeAgent:
+    """Start every part in order; DriverError when the driver cannot be read (nothing is
+    left running then)."""
+    metrics = AgentMetrics()
+    kube = config.kube
+    if kube is None or gateway is None:
+        plugin = DevicePlugin(driver, config.plugin_dir, config.ascend_runtime, metrics=metrics)
+        plugin.start()
+        return NodeAgent(plugin, metrics, metrics_server=_metrics_server(config, plugin))
+    deviceinfo_due = threading.Event()
+    cache = PodCache(
+        gateway,
+        kube.node_name,
+        kube.watch_seconds,
+        on_change=(deviceinfo_due.set,),
+        on_api_error=metrics.api_error,
+    )
+    cache.start()
+    server_id = node_server_id(gateway, kube.node_name)
+    allocator: Allocator | None = (
+        HandshakeAllocator(gateway, cache, server_id, kube.wait_for_pod)
+        if kube.volcano_type
+        else None
+    )
+    plugin = DevicePlugin(
+        driver,
+        config.plugin_dir,
+        config.ascend_runtime,
+        allocator,
+        metrics=metrics,
+        on_chips_change=(deviceinfo_due.set,),
+    )
+    try:
+        plugin.start()
+    except Exception:
+        cache.stop()
+        raise
+    state = plugin.state
+    assert state is not None, "a started device plugin has read its chips"
+    label_node(gateway, kube.node_name, state.node)
+    repair = RepairLoop(
+        gateway,
+        cache,
+        node=lambda: state.node,
+        server_id=server_id,
+        socket=kube.pod_resources_socket,
+        period=config.period,
+    )
+    repair.start()
+    publisher = DeviceInfoPublisher(
+        gateway,
+        kube.node_name,
+        state=state,
+        cache=cache,
+        period=config.period,
+        # With the kubelet's choice, its PodResources are the only record of fresh allocations.
+        extra_held=None if kube.volcano_type else _kubelet_held(kube.pod_resources_socket, state),
+        wake=deviceinfo_due,
+        on_api_error=metrics.api_error,
+    )
+    publisher.start()
+    return NodeAgent(
+        plugin, metrics, cache, publisher, repair, metrics_server=_metrics_server(config, plugin)
+    )
+
+
+def _metrics_server(config: AgentConfig, plugin: DevicePlugin) -> MetricsServer | None:
+    if config.metrics_listen is None:
+        return None
+    server = MetricsServer(plugin.metrics, plugin.ready)
+    server.start(*config.metrics_listen)
+    return server
+
+
+def _kubelet_held(socket: Path, state: DeviceState) -> Callable[[], set[int]]:
+    """The chips the kubelet gave to pods (its PodResources), as physical ids."""
+
+    def held() -> set[int]:
+        by_device = state.node.by_device_id()
+        return {
+            by_device[d].id
+            for ids in kubelet_devices(socket).values()
+            for d in ids
+            if d in by_device
+        }
+
+    return held
+
+
+def node_server_id(gateway: KubeGateway, node: str) -> str:
+    """The node's InternalIP for the rank table ("" when the API server cannot tell)."""
+    try:
+        return node_address(gateway.get_node(node))
+    except KubeError as failed:
+        log.warning("node %s: no InternalIP for the rank table (%s)", node, failed)
+        return ""
+
+
+def label_node(gateway: KubeGateway, node: str, chips: NodeChips) -> bool:
+    """Set ``servertype`` when the node lacks it and the driver knows it (never overwrite an
+    admin's value). True when a label was written."""
+    if chips.server_type is None:
+        return False
+    try:
+        labels = gateway.get_node(node).get("metadata", {}).get("labels") or {}
+        if SERVER_TYPE_LABEL in labels:
+            return False
+        gateway.patch_node_labels(node, {SERVER_TYPE_LABEL: chips.server_type})
+    except KubeError as failed:
+        log.warning("node %s: label %s not set (%s)", node, SERVER_TYPE_LABEL, failed)
+        return False
+    return True

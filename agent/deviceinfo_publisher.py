@@ -1,0 +1,183 @@
+"""Publishes this node's DeviceInfo ConfigMap (``kube-system/mindx-dl-deviceinfo-<node>``).
+
+Written when its content changes and at least once per period; a failed write is retried on
+the next wake-up with a growing delay. Never written while the pod cache is not synced: an
+unknown set of held chips could publish a free list that contradicts a live pod.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import grpc
+
+from agent.allocation.handshake_rules import ChipsRefused, held_chips, parse_chips, reserved_chips
+from agent.chips import Network, NodeChips
+from agent.plugin_server import DeviceState
+from agent.pod_cache import PodCache
+from contract import deviceinfo
+from contract.deviceinfo import ChipFault, DeviceInfo
+from infra.kube.port import KubeError, KubeGateway, NotFound
+
+log = logging.getLogger(__name__)
+
+# Without a fault-code table the level follows health, as the device plugin's defaults do.
+CARD_FAULT_LEVEL = "SeparateNPU"
+MINOR_FAULT_LEVEL = "NotHandleFault"
+LINK_DOWN_CODE = "81078603"
+LINK_DOWN_LEVEL = "PreSeparateNPU"
+
+
+def faults_of(node: NodeChips) -> tuple[ChipFault, ...]:
+    faults = []
+    for chip in sorted(node.chips, key=lambda c: c.id):
+        if not chip.healthy or chip.fault_codes:
+            level = MINOR_FAULT_LEVEL if chip.healthy else CARD_FAULT_LEVEL
+            faults.append(ChipFault(chip.id, network=False, level=level, codes=chip.fault_codes))
+        if chip.network is Network.DOWN:
+            faults.append(
+                ChipFault(chip.id, network=True, level=LINK_DOWN_LEVEL, codes=(LINK_DOWN_CODE,))
+            )
+    return tuple(faults)
+
+
+def device_info(node: NodeChips, held: Iterable[int], update_time: int) -> DeviceInfo:
+    """Free = healthy chips no live pod holds; a held chip is never listed free."""
+    taken = set(held)
+    return DeviceInfo(
+        free=frozenset(c.id for c in node.chips if c.healthy and c.id not in taken),
+        unhealthy=frozenset(c.id for c in node.chips if not c.healthy),
+        network_unhealthy=frozenset(c.id for c in node.chips if c.network is Network.DOWN),
+        faults=faults_of(node),
+        update_time=update_time,
+        super_pod_id=node.super_pod_id,
+        server_index=node.server_index,
+    )
+
+
+def configmap(node_name: str, info: DeviceInfo, separated: Iterable[int] = ()) -> dict[str, Any]:
+    """The ConfigMap object the agent writes (label ``mx-consumer-cim: "true"`` for MindCluster
+    Volcano, data as Huawei's device plugin writes it)."""
+    label, value = deviceinfo.CONSUMER_LABEL
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": deviceinfo.configmap_name(node_name),
+            "namespace": deviceinfo.NAMESPACE,
+            "labels": {label: value},
+        },
+        "data": deviceinfo.encode(info, separated),
+    }
+
+
+MAX_BACKOFF = 30.0
+
+
+class DeviceInfoPublisher:
+    def __init__(
+        self,
+        gateway: KubeGateway,
+        node: str,
+        *,
+        state: DeviceState,
+        cache: PodCache,
+        period: float,
+        clock: Callable[[], float] = time.time,
+        extra_held: Callable[[], Iterable[int]] | None = None,
+        wake: threading.Event | None = None,
+        on_api_error: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._gateway = gateway
+        self._node = node
+        self._state = state
+        self._cache = cache
+        self._period = period
+        self._clock = clock
+        # Chips held by pods that carry no record yet (the kubelet's PodResources), when the
+        # kubelet's choice is the chip; raises when that source cannot be read.
+        self._extra_held = extra_held
+        self._last: dict[str, str] | None = None
+        self._last_time = 0.0
+        # Set by whoever sees a change (chips, pods): publish soon.
+        self._wake = wake or threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.writes = 0
+        self._on_api_error = on_api_error
+
+    def nudge(self) -> None:
+        """Something changed (chips, pods): publish soon."""
+        self._wake.set()
+
+    def _separated(self, current: dict[str, str]) -> set[int]:
+        text = current.get(deviceinfo.SEPARATED_KEY, "")
+        try:
+            return set(parse_chips(text, deviceinfo.SEPARATED_KEY))
+        except ChipsRefused as bad:
+            log.warning("ignoring a malformed %s: %s", deviceinfo.SEPARATED_KEY, bad)
+            return set()
+
+    def publish_once(self) -> bool:
+        """Write the ConfigMap if it changed or the period passed; True when written."""
+        if not self._cache.synced:
+            return False
+        name = deviceinfo.configmap_name(self._node)
+        try:
+            current = self._gateway.get_configmap(deviceinfo.NAMESPACE, name)
+        except NotFound:
+            current = None
+        data = dict((current or {}).get("data") or {})
+        separated = self._separated(data)
+        pods = self._cache.pods()
+        taken = set(held_chips(pods)) | reserved_chips(pods) | separated
+        if self._extra_held is not None:
+            try:
+                taken |= set(self._extra_held())
+            except grpc.RpcError as failed:
+                log.warning(
+                    "not publishing: the kubelet's PodResources are unreadable (%s)", failed.code()
+                )
+                return False
+        now = self._clock()
+        info = device_info(self._state.node, taken, int(now))
+        lists = info.device_list()
+        if lists == self._last and now - self._last_time < self._period:
+            return False
+        body = configmap(self._node, info, separated)
+        body["data"] = {**data, **body["data"]}  # keys written by others are kept
+        if current is None:
+            self._gateway.create_configmap(body)
+        else:
+            body["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion", "")
+            self._gateway.update_configmap(body)
+        self._last, self._last_time = lists, now
+        self.writes += 1
+        return True
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="deviceinfo", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        delay = 0.0
+        while not self._stop.is_set():
+            try:
+                self.publish_once()
+                delay = 0.0
+            except KubeError as failed:
+                self._on_api_error()
+                delay = min(max(delay * 2, 0.5), MAX_BACKOFF)
+                log.warning("DeviceInfo not written (%s); retrying in %.1f s", failed, delay)
+            self._wake.wait(delay or self._period)
+            self._wake.clear()

@@ -1,0 +1,258 @@
+"""The device-plugin gRPC server of one resource, and its registration with the kubelet.
+
+The servicer never talks to a driver: it reads ``DeviceState`` (fed by the driver's
+change callback) and asks an ``Allocator`` which chips a container really gets, so the
+annotation handshake can replace the kubelet's choice without touching this module.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+
+from agent.allocation.base import AllocationFailed, Allocator, InvalidRequest
+from agent.allocation.kubelet_requests import (
+    check_allocate_request,
+    check_device_ids,
+    container_response,
+)
+from agent.chips import NodeChips
+from agent.metrics import AgentMetrics, failure_reason
+from deviceplugin_api.v1beta1 import api_pb2 as dp
+from deviceplugin_api.v1beta1 import api_pb2_grpc as dp_grpc
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "v1beta1"
+KUBELET_SOCKET = "kubelet.sock"
+RESOURCE_DOMAIN = "huawei.com"
+MAX_MESSAGE = 4 * 1024 * 1024  # Huawei's plugin: max receive 4 MiB
+STOP_GRACE = 0.05  # lets an in-flight Allocate answer; a restart must stay well under 1 s
+
+
+class DeviceState:
+    """The current chips, and a condition that wakes every ListAndWatch on a change."""
+
+    def __init__(self, node: NodeChips, on_change: Sequence[Callable[[], None]] = ()) -> None:
+        self._node = node
+        self._version = 0
+        self._changed = threading.Condition()
+        # Called after every change of the chips (e.g. to republish DeviceInfo).
+        self._listeners = tuple(on_change)
+
+    @property
+    def node(self) -> NodeChips:
+        with self._changed:
+            return self._node
+
+    def update(self, node: NodeChips) -> None:
+        with self._changed:
+            if node == self._node:
+                return
+            self._node = node
+            self._version += 1
+            self._changed.notify_all()
+        for listener in self._listeners:
+            listener()
+
+    def wait_change(self, seen: int, timeout: float) -> tuple[int, NodeChips]:
+        with self._changed:
+            self._changed.wait_for(lambda: self._version != seen, timeout=timeout)
+            return self._version, self._node
+
+    def wake(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+
+def device_list(node: NodeChips) -> dp.ListAndWatchResponse:
+    return dp.ListAndWatchResponse(
+        devices=[dp.Device(ID=node.device_id(c), health=c.health) for c in node.chips]
+    )
+
+
+class DevicePluginService(dp_grpc.DevicePluginServicer):
+    def __init__(
+        self,
+        state: DeviceState,
+        allocator: Allocator,
+        ascend_runtime: bool,
+        on_stream_closed: Callable[[], None],
+        metrics: AgentMetrics | None = None,
+    ) -> None:
+        self._state = state
+        self._allocator = allocator
+        self._ascend_runtime = ascend_runtime
+        self._on_stream_closed = on_stream_closed
+        self._metrics = metrics or AgentMetrics()
+        self._stopping = threading.Event()
+        self._allocate_lock = threading.Lock()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._state.wake()
+
+    def GetDevicePluginOptions(  # noqa: N802
+        self, request: dp.Empty, context: grpc.ServicerContext
+    ) -> dp.DevicePluginOptions:
+        return dp.DevicePluginOptions(
+            pre_start_required=False, get_preferred_allocation_available=True
+        )
+
+    def ListAndWatch(  # noqa: N802
+        self, request: dp.Empty, context: grpc.ServicerContext
+    ) -> Iterator[dp.ListAndWatchResponse]:
+        version, node = self._state.wait_change(-1, timeout=0)
+        yield device_list(node)
+        try:
+            while context.is_active() and not self._stopping.is_set():
+                new_version, node = self._state.wait_change(version, timeout=0.5)
+                if new_version != version and not self._stopping.is_set():
+                    version = new_version
+                    yield device_list(node)
+        finally:
+            if not self._stopping.is_set():
+                log.info("ListAndWatch stream closed by the kubelet")
+                self._on_stream_closed()
+
+    def GetPreferredAllocation(  # noqa: N802
+        self, request: dp.PreferredAllocationRequest, context: grpc.ServicerContext
+    ) -> dp.PreferredAllocationResponse:
+        node = self._state.node
+        known = node.by_device_id()
+        answer = dp.PreferredAllocationResponse()
+        try:
+            for i, c in enumerate(request.container_requests):
+                what = f"preferred allocation request {i}"
+                check_device_ids(list(c.available_deviceIDs), known, what)
+                if not 0 < c.allocation_size <= len(c.available_deviceIDs):
+                    raise InvalidRequest(
+                        f"{what}: allocation_size {c.allocation_size} with "
+                        f"{len(c.available_deviceIDs)} available devices"
+                    )
+                chosen = self._allocator.preferred(
+                    node,
+                    list(c.available_deviceIDs),
+                    list(c.must_include_deviceIDs),
+                    c.allocation_size,
+                )
+                answer.container_responses.add(deviceIDs=chosen)
+        except InvalidRequest as bad:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(bad))
+        return answer
+
+    def Allocate(  # noqa: N802
+        self, request: dp.AllocateRequest, context: grpc.ServicerContext
+    ) -> dp.AllocateResponse:
+        node = self._state.node
+        answer = dp.AllocateResponse()
+        start = time.perf_counter()
+        try:
+            per_container = check_allocate_request(request, node)
+            with self._allocate_lock:  # one decision at a time per resource on this node
+                for requested in per_container:
+                    chips = self._allocator.allocate(requested, node)
+                    answer.container_responses.append(
+                        container_response(chips, self._ascend_runtime)
+                    )
+                    log.info(
+                        "allocated %s (kubelet asked %s)",
+                        ",".join(node.device_id(c) for c in chips),
+                        ",".join(node.device_id(c) for c in requested),
+                    )
+        except InvalidRequest as bad:
+            log.warning("refused Allocate: %s", bad)
+            self._metrics.failed("invalid_request", time.perf_counter() - start)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(bad))
+        except AllocationFailed as failed:
+            log.warning("Allocate failed: %s", failed)
+            self._metrics.failed(failure_reason(str(failed)), time.perf_counter() - start)
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(failed))
+        self._metrics.allocated(time.perf_counter() - start)
+        return answer
+
+    def PreStartContainer(  # noqa: N802
+        self, request: dp.PreStartContainerRequest, context: grpc.ServicerContext
+    ) -> dp.PreStartContainerResponse:
+        return dp.PreStartContainerResponse()
+
+
+class PluginServer:
+    """Serves one resource on ``<plugin_dir>/<resource>.sock`` and registers it."""
+
+    def __init__(
+        self,
+        plugin_dir: Path,
+        resource: str,
+        *,
+        state: DeviceState,
+        allocator: Allocator,
+        ascend_runtime: bool,
+        on_stream_closed: Callable[[], None],
+        metrics: AgentMetrics | None = None,
+    ) -> None:
+        self.plugin_dir = plugin_dir
+        self._metrics = metrics
+        self.resource = resource
+        self.socket = plugin_dir / f"{resource}.sock"
+        self._state = state
+        self._allocator = allocator
+        self._ascend_runtime = ascend_runtime
+        self._on_stream_closed = on_stream_closed
+        self._server: grpc.Server | None = None
+        self._service: DevicePluginService | None = None
+
+    @property
+    def resource_name(self) -> str:
+        return f"{RESOURCE_DOMAIN}/{self.resource}"
+
+    def serve(self) -> None:
+        """Serve on a fresh socket (an old file is removed first), mode 0600. The old server
+        stops at once: its kubelet is gone and so is any caller it could still answer."""
+        self.stop(grace=None)
+        self.socket.unlink(missing_ok=True)
+        self._service = DevicePluginService(
+            self._state,
+            self._allocator,
+            self._ascend_runtime,
+            self._on_stream_closed,
+            self._metrics,
+        )
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix=self.resource),
+            options=[("grpc.max_receive_message_length", MAX_MESSAGE)],
+        )
+        dp_grpc.add_DevicePluginServicer_to_server(self._service, server)
+        server.add_insecure_port(f"unix://{self.socket}")
+        server.start()
+        os.chmod(self.socket, 0o600)
+        self._server = server
+
+    def register(self, timeout: float = 5.0) -> None:
+        """One Register call; grpc.RpcError when the kubelet is not there or refuses."""
+        with grpc.insecure_channel(f"unix://{self.plugin_dir / KUBELET_SOCKET}") as channel:
+            dp_grpc.RegistrationStub(channel).Register(
+                dp.RegisterRequest(
+                    version=API_VERSION,
+                    endpoint=self.socket.name,
+                    resource_name=self.resource_name,
+                    options=dp.DevicePluginOptions(get_preferred_allocation_available=True),
+                ),
+                timeout=timeout,
+                wait_for_ready=False,
+            )
+
+    def stop(self, grace: float | None = STOP_GRACE) -> None:
+        if self._service is not None:
+            self._service.stop()
+        if self._server is not None:
+            self._server.stop(grace=grace).wait()
+            self._server = None
+            self.socket.unlink(missing_ok=True)

@@ -1,0 +1,163 @@
+"""The ``mindx-dl-deviceinfo-<node>`` ConfigMap: the agent writes it, schedulers read it.
+
+Wire format of Huawei's device plugin (reference §1.10): data key ``DeviceInfoCfg`` holds
+``{"DeviceInfo":{"DeviceList":{…},"UpdateTime":n},"CheckCode":"<sha256>"}`` where the
+CheckCode is the SHA-256 of Go's ``json.Marshal`` of ``{"DeviceList":…,"UpdateTime":n}``:
+compact, map keys sorted, and Go's escaping (``<``, ``>``, ``&``, U+2028/2029 as ``\\u…``).
+Pure: values in, text out, and back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from contract.chip_names import RESOURCE_NAME, InvalidInput, chip_name, parse_chip_name
+from contract.go_json import go_json
+
+NAMESPACE = "kube-system"
+NAME_PREFIX = "mindx-dl-deviceinfo-"
+DATA_KEY = "DeviceInfoCfg"
+SEPARATED_KEY = "ManuallySeparateNPU"
+CONSUMER_LABEL = ("mx-consumer-cim", "true")
+
+FREE_KEY = RESOURCE_NAME
+UNHEALTHY_KEY = f"{RESOURCE_NAME}-Unhealthy"
+NETWORK_UNHEALTHY_KEY = f"{RESOURCE_NAME}-NetworkUnhealthy"
+FAULT_KEY = f"{RESOURCE_NAME}-Fault"
+
+
+def check_code(device_list: Mapping[str, str], update_time: int) -> str:
+    payload = (
+        '{"DeviceList":' + go_json(dict(device_list)) + ',"UpdateTime":' + str(update_time) + "}"
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def configmap_name(node: str) -> str:
+    return f"{NAME_PREFIX}{node}"
+
+
+def node_of(configmap: str) -> str | None:
+    return configmap[len(NAME_PREFIX) :] if configmap.startswith(NAME_PREFIX) else None
+
+
+def chip_list(chips: Iterable[int]) -> str:
+    """Comma list sorted as strings, as the device plugin's ``sets.String.List()`` does."""
+    return ",".join(sorted(chip_name(c) for c in chips))
+
+
+@dataclass(frozen=True, slots=True)
+class ChipFault:
+    chip: int
+    network: bool  # CardNetworkUnhealthy instead of CardUnhealthy
+    level: str
+    codes: tuple[str, ...]
+
+    def to_go(self) -> str:
+        # Struct field order of the device plugin, not sorted: write it by hand.
+        return (
+            '{"fault_type":'
+            + go_json("CardNetworkUnhealthy" if self.network else "CardUnhealthy")
+            + ',"npu_name":'
+            + go_json(chip_name(self.chip))
+            + ',"large_model_fault_level":'
+            + go_json(self.level)
+            + ',"fault_level":'
+            + go_json(self.level)
+            + ',"fault_code":'
+            + go_json(",".join(self.codes))
+            + "}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """What one node publishes: free, unhealthy and network-unhealthy chips, faults."""
+
+    free: frozenset[int]
+    unhealthy: frozenset[int]
+    network_unhealthy: frozenset[int]
+    faults: tuple[ChipFault, ...] = ()
+    update_time: int = 0
+    super_pod_id: int | None = None  # MC-v6 A3 fields, outside the CheckCode
+    server_index: int | None = None
+
+    def device_list(self) -> dict[str, str]:
+        return {
+            FREE_KEY: chip_list(self.free),
+            UNHEALTHY_KEY: chip_list(self.unhealthy),
+            NETWORK_UNHEALTHY_KEY: chip_list(self.network_unhealthy),
+            FAULT_KEY: "[" + ",".join(f.to_go() for f in self.faults) + "]",
+        }
+
+
+def encode(info: DeviceInfo, separated: Iterable[int] = ()) -> dict[str, str]:
+    """The ConfigMap's ``data``."""
+    devices = info.device_list()
+    body = (
+        '{"DeviceInfo":{"DeviceList":'
+        + go_json(devices)
+        + ',"UpdateTime":'
+        + str(info.update_time)
+        + "}"
+        + _super_pod_fields(info)
+        + ',"CheckCode":'
+        + go_json(check_code(devices, info.update_time))
+        + "}"
+    )
+    return {DATA_KEY: body, SEPARATED_KEY: chip_list(separated)}
+
+
+def _super_pod_fields(info: DeviceInfo) -> str:
+    if info.super_pod_id is None:
+        return ""
+    return f',"SuperPodID":{info.super_pod_id},"ServerIndex":{info.server_index or 0}'
+
+
+def _optional_int(cache: Mapping[str, object], key: str) -> int | None:
+    value = cache.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidInput(f"{DATA_KEY}.{key} {value!r} is not an integer")
+    return value
+
+
+def _chips(text: str, key: str) -> frozenset[int]:
+    if not text:
+        return frozenset()
+    try:
+        return frozenset(parse_chip_name(name) for name in text.split(","))
+    except InvalidInput as bad:
+        raise InvalidInput(f"{DATA_KEY}.DeviceList[{key}]: {bad}") from None
+
+
+def decode(data: Mapping[str, str]) -> DeviceInfo:
+    """Read a published ConfigMap; a missing field or a CheckCode that does not match its
+    content raises InvalidInput (VOL-v5 ignores such a ConfigMap, and so do we)."""
+    if DATA_KEY not in data:
+        raise InvalidInput(f"no {DATA_KEY} key")
+    try:
+        cache = json.loads(data[DATA_KEY])
+        devices = cache["DeviceInfo"]["DeviceList"]
+        update_time = cache["DeviceInfo"]["UpdateTime"]
+        code = cache["CheckCode"]
+    except (ValueError, KeyError, TypeError) as bad:
+        raise InvalidInput(f"{DATA_KEY} is not a DeviceInfo cache: {bad!r}") from None
+    if not isinstance(devices, dict) or not all(isinstance(v, str) for v in devices.values()):
+        raise InvalidInput(f"{DATA_KEY}.DeviceList is not a map of strings")
+    if not isinstance(update_time, int) or isinstance(update_time, bool):
+        raise InvalidInput(f"{DATA_KEY}.UpdateTime {update_time!r} is not an integer")
+    if code != check_code(devices, update_time):
+        raise InvalidInput(f"{DATA_KEY}.CheckCode does not match the content (stale or edited)")
+    return DeviceInfo(
+        free=_chips(devices.get(FREE_KEY, ""), FREE_KEY),
+        unhealthy=_chips(devices.get(UNHEALTHY_KEY, ""), UNHEALTHY_KEY),
+        network_unhealthy=_chips(devices.get(NETWORK_UNHEALTHY_KEY, ""), NETWORK_UNHEALTHY_KEY),
+        update_time=update_time,
+        super_pod_id=_optional_int(cache, "SuperPodID"),
+        server_index=_optional_int(cache, "ServerIndex"),
+    )

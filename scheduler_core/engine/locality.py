@@ -1,0 +1,214 @@
+"""Where a multi-node job's pods go on the network: the nodes, in rank order. Pure.
+
+One entry point for the extender's gangs: a job annotated ``sp-block`` gets logical
+SuperPoDs (``superpod``), a job labelled ``tor-affinity`` gets ToRs (``tor`` for NSLB 1.0,
+``tor_share`` for 2.0), any other job the candidates in the order given (best score first). A
+job restarting after a fault keeps its healthy ranks on their nodes and moves the others:
+first to its own ToRs, then to shared ToRs, then anywhere (seed 004); a job with ranks still
+running (its reservation expired half bound) gets the missing ranks in the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from scheduler_core.engine import superpod, tor, tor_share
+from scheduler_core.engine.tor import DISABLED, Topology
+from scheduler_core.engine.tor_share import SharedSelection, TorState
+
+NSLB_VERSIONS = ("1.0", "2.0")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    nslb_version: str = "1.0"
+    shared_tor_num: int = 2
+    reserve_nodes: int = 2
+    super_pod_size: int = 48
+
+
+@dataclass(frozen=True, slots=True)
+class Network:
+    """What the cluster says about its network at one refresh."""
+
+    topology: Topology | None = None
+    addresses: Mapping[str, str] = field(default_factory=dict)  # node → InternalIP
+    super_pods: Mapping[str, int] = field(default_factory=dict)  # node → SuperPodID
+    tor_states: Mapping[int, TorState] = field(default_factory=dict)
+    multi_job_tors: frozenset[int] = frozenset()  # ToRs under a job that spans several
+
+    def tors_of(self, nodes: Iterable[str]) -> set[int]:
+        return {t for n in nodes if (t := self.tor_of(n)) is not None}
+
+    def tor_of(self, node: str) -> int | None:
+        if self.topology is None:
+            return None
+        server = self.topology.server(self.addresses.get(node, ""))
+        return server.tor if server else None
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    job: str  # namespace/name
+    size: int  # pods = nodes
+    chips_per_node: int
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    nodes: tuple[str, ...]  # node of rank 0, 1, …
+    notes: tuple[Mapping[str, str], ...]  # extra pod annotations of each rank
+    shared: SharedSelection | None = None  # NSLB 2.0: what the ToR states become
+    how: str = "best-score"
+
+
+class Unplaceable(ValueError):
+    """The job cannot be placed now; the message says why (upstream's wording if any)."""
+
+
+def choose(
+    ask: Ask,
+    candidates: Sequence[str],
+    network: Network,
+    settings: Settings,
+    *,
+    previous: Mapping[int, str] | None = None,
+    fault_nodes: frozenset[str] = frozenset(),
+    running: Iterable[str] = (),
+) -> Choice:
+    """The job's nodes among ``candidates`` (best first), or Unplaceable; invalid labels
+    raise ``tor.TorInvalid`` or ``superpod.SuperPodInvalid``. ``previous``: rank → node of a
+    fault job's last run; ``running``: nodes of the job's pods still running (``ask.size``
+    then counts only the missing ranks)."""
+    if previous:
+        return _after_fault(ask, candidates, network, previous, fault_nodes)
+    running = list(running)
+    if running:
+        return _join(ask, candidates, network, running)
+    sp_block = ask.annotations.get(superpod.SP_BLOCK_ANNOTATION)
+    if sp_block is not None:
+        return _super_pods(ask, candidates, network, settings, sp_block)
+    schema = tor.affinity_of(ask.labels, network.topology)
+    if schema != DISABLED and network.topology is not None:
+        return _tors(ask, candidates, network, settings, schema=schema, topology=network.topology)
+    if len(candidates) < ask.size:
+        raise Unplaceable(f"{len(candidates)} of {ask.size} nodes are free")
+    nodes = tuple(candidates[: ask.size])
+    return Choice(nodes, tuple({} for _ in nodes))
+
+
+def _super_pods(
+    ask: Ask, candidates: Sequence[str], network: Network, settings: Settings, sp_block: str
+) -> Choice:
+    block = superpod.block_nodes(sp_block, ask.size, ask.chips_per_node, settings.super_pod_size)
+    affinity = superpod.affinity_of(ask.labels)
+    free: dict[int, list[str]] = {}
+    for node in sorted(candidates):
+        if node in network.super_pods:
+            free.setdefault(network.super_pods[node], []).append(node)
+    try:
+        chosen = superpod.select(free, ask.size, block, settings.reserve_nodes, affinity)
+    except superpod.SuperPodInvalid as failed:
+        raise Unplaceable(str(failed)) from None
+    ranks = range(ask.size)
+    return Choice(
+        tuple(chosen.node_of_rank(r) for r in ranks),
+        tuple(chosen.annotations(r) for r in ranks),
+        how=f"super-pod-{affinity}",
+    )
+
+
+def _tors(
+    ask: Ask,
+    candidates: Sequence[str],
+    network: Network,
+    settings: Settings,
+    *,
+    schema: str,
+    topology: Topology,
+) -> Choice:
+    node_of_ip = {network.addresses[n]: n for n in candidates if n in network.addresses}
+    if settings.nslb_version == "2.0":
+        shared = tor_share.select(
+            topology,
+            node_of_ip,
+            ask.size,
+            schema,
+            states=network.tor_states,
+            shared_tor_num=settings.shared_tor_num,
+        )
+        if shared is None:
+            raise Unplaceable(f"tor affinity {schema}: no ToRs for {ask.size} nodes yet")
+        return Choice(
+            tuple(node_of_ip[s.ip] for s in shared.servers),
+            tuple(
+                tor_share.pod_annotations(topology, shared, s.ip, settings.shared_tor_num)
+                for s in shared.servers
+            ),
+            shared,
+            f"nslb-2.0-{shared.how}",
+        )
+    if ask.size >= topology.tor_count:  # VOL-v5: a ToR under a multi-ToR job is not shared
+        node_of_ip = {
+            ip: n for ip, n in node_of_ip.items() if network.tor_of(n) not in network.multi_job_tors
+        }
+    selection = tor.select(topology, node_of_ip, ask.size, schema)
+    if selection is None:
+        raise Unplaceable(f"tor affinity {schema}: no ToRs for {ask.size} nodes yet")
+    nodes = tuple(node_of_ip[s.ip] for s in selection.servers)
+    return Choice(nodes, tuple({} for _ in nodes), how=f"nslb-1.0-{selection.how}")
+
+
+def _after_fault(
+    ask: Ask,
+    candidates: Sequence[str],
+    network: Network,
+    previous: Mapping[int, str],
+    fault_nodes: frozenset[str],
+) -> Choice:
+    kept = {r: n for r, n in previous.items() if n not in fault_nodes and r < ask.size}
+    free = set(candidates)
+    missing = sorted(set(kept.values()) - free)
+    if missing:
+        raise Unplaceable(f"waiting for {missing[0]} of fault job {ask.job} to be released")
+    others = _near(
+        [n for n in candidates if n not in kept.values() and n not in fault_nodes],
+        network,
+        previous.values(),
+    )
+    moved = [r for r in range(ask.size) if r not in kept]
+    if len(others) < len(moved):
+        raise Unplaceable(f"fault job {ask.job}: {len(others)} of {len(moved)} new nodes are free")
+    nodes = dict(kept) | dict(zip(moved, others, strict=False))
+    ordered = tuple(nodes[r] for r in range(ask.size))
+    return Choice(ordered, tuple({} for _ in ordered), how="after-fault")
+
+
+def _join(ask: Ask, candidates: Sequence[str], network: Network, running: Iterable[str]) -> Choice:
+    """Nodes for the ranks still missing beside the job's running pods (a reservation that
+    expired half bound, or a scheduler restarted meanwhile): near them first."""
+    near = _near(candidates, network, running)
+    if len(near) < ask.size:
+        raise Unplaceable(f"{len(near)} of {ask.size} nodes are free for the rest of {ask.job}")
+    nodes = tuple(near[: ask.size])
+    return Choice(nodes, tuple({} for _ in nodes), how="beside-running")
+
+
+def _near(candidates: Sequence[str], network: Network, used: Iterable[str]) -> list[str]:
+    """Candidates on the job's own ToRs or SuperPoDs first, then on shared ToRs, then the
+    rest, each group in the given order (seed 004's order for a rescheduled job)."""
+    used = list(used)
+    own_tors = network.tors_of(used)
+    own_pods = {network.super_pods[n] for n in used if n in network.super_pods}
+
+    def tier(node: str) -> int:
+        t = network.tor_of(node)
+        if (t is not None and t in own_tors) or network.super_pods.get(node, -1) in own_pods:
+            return 0
+        state = network.tor_states.get(t, TorState()) if t is not None else TorState()
+        return 1 if state.kind == tor_share.SHARED else 2
+
+    return sorted(candidates, key=tier)

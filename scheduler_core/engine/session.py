@@ -1,0 +1,370 @@
+"""The decision engine: validate → filter → score → select, for one scheduling session.
+
+Nodes are indexed by their *signature* (product, usable-chip mask, network-unhealthy mask,
+allocatable). Feasibility and score depend on nothing else, so they are computed once per
+signature and request, and one pod costs O(distinct signatures) instead of O(nodes): a
+10,000-node cluster of 8-chip servers has at most a few thousand signatures, usually far fewer.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
+
+from contract.chip_names import InvalidInput, chip_name
+from scheduler_core.engine.ledger import Holding, SessionLedger
+from scheduler_core.engine.model import Decision, Job, NodeState, Placement, Status, Task
+from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
+from scheduler_core.engine.products import Product, fits, mask_of, product_by_name
+from scheduler_core.engine.validation import JobInvalid, validate_job
+
+TOPOLOGY_REASON = "npu topology not meet job require,network unhealthy card is [ {} ]"
+LABEL_REASON = "check Node {} label [accelerator-type] Failed, value is {}"
+
+
+class Signature(NamedTuple):
+    """What feasibility and scores depend on; a tuple, so hashing it is cheap."""
+
+    product: str
+    usable: int
+    network_unhealthy: int
+    allocatable: int
+
+    def mask(self, distributed: bool) -> int:
+        return self.usable & ~self.network_unhealthy if distributed else self.usable
+
+
+def check_node_chips(node: NodeState) -> None:
+    """Every chip a node names must exist on its product."""
+    product = product_by_name(node.product)
+    if node.allocatable > product.capacity:
+        raise InvalidInput(
+            f"node {node.name}: allocatable {node.allocatable} exceeds {product.name}'s "
+            f"{product.capacity} chips"
+        )
+    for label, chips in (
+        ("free", node.free),
+        ("unhealthy", node.unhealthy),
+        ("network_unhealthy", node.network_unhealthy),
+    ):
+        bad = sorted(c for c in chips if not 0 <= c < product.capacity)
+        if bad:
+            raise InvalidInput(
+                f"node {node.name}: {label} chip {chip_name(bad[0])} is outside "
+                f"{product.name} (chips 0-{product.capacity - 1})"
+            )
+
+
+def filter_node(
+    node: NodeState, usable: tuple[int, ...], job_product: Product, req: int, distributed: bool
+) -> Status:
+    """The predicate with upstream's reasons (``CheckNodeNPUByTask``)."""
+    node_product = product_by_name(node.product)
+    if node_product is not job_product:
+        return Status.unschedulable(LABEL_REASON.format(node.name, node_product.accelerator_type))
+    signature = _signature(node, usable)
+    if not fits(job_product, signature.mask(distributed), req, distributed):
+        listed = ",".join(chip_name(c) for c in sorted(node.network_unhealthy))
+        return Status.unschedulable(TOPOLOGY_REASON.format(listed))
+    return Status.success()
+
+
+def _signature(node: NodeState, usable: Iterable[int]) -> Signature:
+    return Signature(
+        node.product, mask_of(tuple(usable)), mask_of(node.network_unhealthy), node.allocatable
+    )
+
+
+class Session:
+    """Cluster state for one scheduling session (or a long-lived scheduler cache).
+
+    Mutations go through the ledger, so a chip chosen for one pod is never offered to the
+    next, and a failed gang gives back every chip it took.
+    """
+
+    def __init__(self, nodes: Iterable[NodeState] = (), policy: Policy = DEFAULT_POLICY) -> None:
+        self.policy = policy
+        self._ledger = SessionLedger()
+        self._nodes: dict[str, NodeState] = {}
+        self._usable: dict[str, tuple[int, ...]] = {}
+        self._signature: dict[str, Signature] = {}
+        self._buckets: dict[Signature, list[str]] = {}
+        self._cache: dict[tuple[Signature, str, int, bool], float | None] = {}
+        self._statuses: dict[tuple[Signature, str, int, bool], Status] = {}
+        for node in nodes:
+            self.upsert_node(node)
+
+    # ---- cluster state ---------------------------------------------------------------
+
+    @property
+    def nodes(self) -> Mapping[str, NodeState]:
+        return self._nodes
+
+    def upsert_node(self, node: NodeState) -> None:
+        """Add a node or replace its snapshot (a new DeviceInfo); the ledger still applies."""
+        check_node_chips(node)
+        if node.name in self._nodes:
+            self._unindex(node.name)
+        self._nodes[node.name] = node
+        self._reindex(node.name)
+
+    def remove_node(self, name: str) -> None:
+        if name in self._nodes:
+            self._unindex(name)
+            del self._nodes[name]
+
+    def holdings(self, job: str | None = None) -> list[Holding]:
+        """Chips taken this session (all of them, or one job's)."""
+        return self._ledger.holdings(job)
+
+    def usable(self, name: str) -> tuple[int, ...]:
+        """Chips of a node that may be offered now, in DeviceInfo order."""
+        return self._usable[name]
+
+    def mark_terminating(self, node: str, chips: Iterable[int]) -> None:
+        self._ledger.mark_terminating(node, chips)
+        self._refresh(node)
+
+    def clear_terminating(self, node: str, chips: Iterable[int]) -> None:
+        self._ledger.clear_terminating(node, chips)
+        self._refresh(node)
+
+    def release_job(self, job: str) -> list[Holding]:
+        released = self._ledger.release_job(job)
+        for node in {h.node for h in released}:
+            self._refresh(node)
+        return released
+
+    def release_task(self, job: str, task: str) -> Holding | None:
+        holding = self._ledger.release_task(job, task)
+        if holding is not None:
+            self._refresh(holding.node)
+        return holding
+
+    # ---- decisions -------------------------------------------------------------------
+
+    def filter(self, job: Job, req: int, names: Iterable[str] | None = None) -> dict[str, Status]:
+        """The predicate for every node (or the given ones that exist). A status depends on the
+        node's signature alone, so it is computed once per signature and request."""
+        product = product_by_name(job.product)
+        distributed = job.distributed
+        statuses: dict[str, Status] = {}
+        for name in self._nodes if names is None else names:
+            signature = self._signature.get(name)
+            if signature is None:
+                continue
+            key = (signature, job.product, req, distributed)
+            status = self._statuses.get(key)
+            if status is None:
+                node = self._nodes[name]
+                status = filter_node(node, self._usable[name], product, req, distributed)
+                self._statuses[key] = status
+            statuses[name] = status
+        return statuses
+
+    def score(self, job: Job, req: int, names: Iterable[str] | None = None) -> dict[str, float]:
+        """The policy's score of every node (or the given ones) that passes the filter for a
+        ``req``-chip task."""
+        distributed = job.distributed
+        scores: dict[str, float] = {}
+        if names is None:
+            for signature, bucket in self._buckets.items():
+                score = self._score(signature, job.product, req, distributed)
+                if score is not None:
+                    scores.update(dict.fromkeys(bucket, score))
+            return scores
+        for name in names:
+            known = self._signature.get(name)
+            if known is not None:
+                score = self._score(known, job.product, req, distributed)
+                if score is not None:
+                    scores[name] = score
+        return scores
+
+    def place(self, job: Job, explain: bool = False) -> Decision:
+        """Place every NPU task of the job, or none of them."""
+        try:
+            product = validate_job(job)
+        except JobInvalid as invalid:
+            return Decision(job.key, False, reason=str(invalid))
+        tasks = job.npu_tasks
+        if self._ledger.holds(job.key):
+            return Decision(
+                job.key, False, reason=f"job {job.key} already holds chips this session"
+            )
+        scores: dict[str, float] = {}
+        rejected: dict[str, str] = {}
+        if explain:
+            scores = self.score(job, tasks[0].npu)
+            rejected = {n: s.reason for n, s in self.filter(job, tasks[0].npu).items() if not s.ok}
+        placements: list[Placement] = []
+        distributed = job.distributed
+        for task in tasks:
+            node = self._best_node(job.product, task.npu, distributed)
+            if node is None:
+                for placed in placements:
+                    self.release_task(job.key, placed.task)
+                return Decision(
+                    job.key,
+                    False,
+                    reason=self._no_fit_reason(job, product, task.name, task.npu),
+                    scores=scores,
+                    rejected=rejected,
+                )
+            usable = self._usable[node]
+            if distributed:
+                usable = tuple(c for c in usable if c not in self._nodes[node].network_unhealthy)
+            chips = self.policy.select(product, usable, task.npu, distributed)
+            if len(chips) != task.npu:
+                raise AssertionError(f"{self.policy.name} selected {chips} on {node} for {task}")
+            self._ledger.take(job.key, task.name, node, chips)
+            self._refresh(node)
+            placements.append(Placement(task.name, node, chips))
+        return Decision(job.key, True, tuple(placements), scores=scores, rejected=rejected)
+
+    def warm(self) -> None:
+        """Fill the per-signature caches for every single-pod request of every product here,
+        so the first requests after a new snapshot are as fast as the rest."""
+        for product_name in {node.product for node in self._nodes.values()}:
+            product = product_by_name(product_name)
+            for req in product.single_task_requests:
+                job = Job("warm-up", product_name, (Task("warm-up", req),))
+                self.filter(job, req)
+                self.score(job, req)
+
+    def place_on(self, job: Job, node: str) -> Decision:
+        """Place a one-pod job on a given node (the one kube-scheduler chose), or say why not."""
+        try:
+            product = validate_job(job)
+        except JobInvalid as invalid:
+            return Decision(job.key, False, reason=str(invalid))
+        if len(job.npu_tasks) != 1:
+            return Decision(job.key, False, reason=f"{job.key} is not a one-pod job")
+        if node not in self._nodes:
+            return Decision(job.key, False, reason=f"{node} is not a known NPU node")
+        if self._ledger.holds(job.key):
+            return Decision(
+                job.key, False, reason=f"job {job.key} already holds chips this session"
+            )
+        task = job.npu_tasks[0]
+        status = filter_node(self._nodes[node], self._usable[node], product, task.npu, False)
+        if not status.ok:
+            return Decision(job.key, False, reason=f"{node}: {status.reason}")
+        chips = self.policy.select(product, self._usable[node], task.npu, False)
+        self._ledger.take(job.key, task.name, node, chips)
+        self._refresh(node)
+        return Decision(job.key, True, (Placement(task.name, node, chips),))
+
+    def place_at(self, job: Job, nodes: Sequence[str]) -> Decision:
+        """Place the job's i-th NPU task on ``nodes[i]`` (chosen for the network), all or
+        none."""
+        try:
+            product = validate_job(job)
+        except JobInvalid as invalid:
+            return Decision(job.key, False, reason=str(invalid))
+        tasks = job.npu_tasks
+        if len(nodes) != len(tasks) or len(set(nodes)) != len(nodes):
+            return Decision(job.key, False, reason=f"{job.key}: need {len(tasks)} distinct nodes")
+        if self._ledger.holds(job.key):
+            return Decision(
+                job.key, False, reason=f"job {job.key} already holds chips this session"
+            )
+        placements: list[Placement] = []
+        distributed = job.distributed
+        for task, node in zip(tasks, nodes, strict=True):
+            status = (
+                filter_node(self._nodes[node], self._usable[node], product, task.npu, distributed)
+                if node in self._nodes
+                else Status.unschedulable("not a known NPU node")
+            )
+            if not status.ok:
+                self.release_job(job.key)
+                return Decision(job.key, False, reason=f"{node}: {status.reason}")
+            usable = self._usable[node]
+            if distributed:
+                usable = tuple(c for c in usable if c not in self._nodes[node].network_unhealthy)
+            chips = self.policy.select(product, usable, task.npu, distributed)
+            self._ledger.take(job.key, task.name, node, chips)
+            self._refresh(node)
+            placements.append(Placement(task.name, node, chips))
+        return Decision(job.key, True, tuple(placements))
+
+    def take(self, job: str, task: str, node: str, chips: tuple[int, ...]) -> bool:
+        """Hold chips chosen earlier (a bind the published state does not show yet); False
+        when one of them is no longer usable here."""
+        if node not in self._nodes or not set(chips) <= set(self._usable[node]):
+            return False
+        self._ledger.take(job, task, node, chips)
+        self._refresh(node)
+        return True
+
+    # ---- internals -------------------------------------------------------------------
+
+    def _score(
+        self, signature: Signature, product: str, req: int, distributed: bool
+    ) -> float | None:
+        if signature.product != product:
+            return None
+        key = (signature, product, req, distributed)
+        try:
+            return self._cache[key]
+        except KeyError:
+            pass
+        job_product = product_by_name(product)
+        mask = signature.mask(distributed)
+        score = (
+            self.policy.score(job_product, mask, signature.allocatable, req, distributed)
+            if fits(job_product, mask, req, distributed)
+            else None
+        )
+        self._cache[key] = score
+        return score
+
+    def _best_node(self, product: str, req: int, distributed: bool) -> str | None:
+        """Highest score; ties go to the smallest node name, so decisions are repeatable."""
+        best_score = 0.0
+        best_name: str | None = None
+        for signature, names in self._buckets.items():
+            score = self._score(signature, product, req, distributed)
+            if score is None:
+                continue
+            first = names[0]
+            if (
+                best_name is None
+                or score > best_score
+                or (score == best_score and first < best_name)
+            ):
+                best_score, best_name = score, first
+        return best_name
+
+    def _no_fit_reason(self, job: Job, product: Product, task: str, req: int) -> str:
+        reasons = Counter(s.reason for s in self.filter(job, req).values() if not s.ok)
+        detail = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
+        return (
+            f"task {task} of {job.key} ({req} x {product.name}): 0/{len(self._nodes)} nodes "
+            f"are available" + (f": {detail}" if detail else "")
+        )
+
+    def _refresh(self, name: str) -> None:
+        if name in self._nodes:
+            self._unindex(name)
+            self._reindex(name)
+
+    def _reindex(self, name: str) -> None:
+        node = self._nodes[name]
+        blocked = node.unhealthy | self._ledger.unavailable(name)
+        usable = tuple(c for c in node.free if c not in blocked)
+        signature = _signature(node, usable)
+        self._usable[name] = usable
+        self._signature[name] = signature
+        bisect.insort(self._buckets.setdefault(signature, []), name)
+
+    def _unindex(self, name: str) -> None:
+        signature = self._signature.pop(name)
+        del self._usable[name]
+        bucket = self._buckets[signature]
+        del bucket[bisect.bisect_left(bucket, name)]
+        if not bucket:
+            del self._buckets[signature]

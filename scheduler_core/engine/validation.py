@@ -1,0 +1,81 @@
+"""Job validation: which chip counts a job may ask for, with upstream's messages.
+
+Ascend 910 (ring) products: a single-pod job asks for one of the product's sizes; a job of
+more than one pod is a distributed job. On ``module910x8`` that means 8 × N: every pod takes
+a whole 8-chip server (seed 000, "Resource Application Constraints"). Upstream only checks
+the first task's count; we check every task, because any other pod would fail later anyway.
+
+910B products: every task asks for 1..capacity chips outside the product's invalid set.
+A ``ring-controller.atlas`` label or a ``host-arch`` selector that contradicts the product is
+rejected; unlike Volcano we do not *require* them, since they carry no placement information.
+"""
+
+from __future__ import annotations
+
+from scheduler_core.engine.model import Job
+from scheduler_core.engine.products import Family, Product, product_by_name
+
+RING_CONTROLLER_LABEL = "ring-controller.atlas"
+RING_CONTROLLER_910B = "ascend-910b"
+HOST_ARCH_LABEL = "host-arch"
+
+
+class JobInvalid(ValueError):
+    """A job asks for something no placement can satisfy; the message is upstream's."""
+
+
+def _listing(sizes: tuple[int, ...]) -> str:
+    return "[" + ",".join(str(n) for n in sizes) + "]"
+
+
+def _validate_910(job: Job, product: Product) -> None:
+    tasks = job.npu_tasks
+    sizes = product.single_task_requests
+    if len(tasks) == 1:
+        if tasks[0].npu not in sizes:
+            raise JobInvalid(
+                f"{product.scheduler_name} checkSingleTrainMode {job.key} "
+                f"req npu not in {_listing(sizes)}"
+            )
+        return
+    for task in tasks:
+        if task.npu not in sizes:
+            raise JobInvalid(
+                f"checkModuleDistributeTrainMode {task.name} req {task.npu} "
+                f"not in {_listing(sizes)}"
+            )
+    if product.capacity == 8:
+        for task in tasks:
+            if task.npu != product.capacity:
+                raise JobInvalid(
+                    f"{job.key} is distributed ({len(tasks)} NPU pods), so every pod must take "
+                    f"a whole server of {product.capacity} chips; task {task.name} asks {task.npu}"
+                )
+
+
+def _validate_910b(job: Job, product: Product) -> None:
+    ring = job.labels.get(RING_CONTROLLER_LABEL)
+    if ring is not None and ring != RING_CONTROLLER_910B:
+        raise JobInvalid(f"{job.name} label:{ring} not right({RING_CONTROLLER_910B})")
+    arch = job.selector.get(HOST_ARCH_LABEL)
+    if arch is not None and arch not in product.allowed_arch:
+        raise JobInvalid(
+            f"{job.name} selector {HOST_ARCH_LABEL}:{arch} not in {list(product.allowed_arch)}"
+        )
+    for task in job.npu_tasks:
+        if task.npu > product.capacity or task.npu in product.invalid_requests:
+            raise JobInvalid(
+                f"{product.scheduler_name} checkJobTrainMode {job.name} req npu is invalid"
+            )
+
+
+def validate_job(job: Job) -> Product:
+    """Check the job against its product's rules; return the product handler."""
+    product = product_by_name(job.product)
+    if not job.npu_tasks:
+        raise JobInvalid(f"{job.name} no npu job")
+    if product.family is Family.ASCEND910:
+        _validate_910(job, product)
+    else:
+        _validate_910b(job, product)
+    return product

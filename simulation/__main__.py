@@ -1,0 +1,23 @@
+"""``python -m simulation``: the demo, a whole simulated cluster in one process."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from simulation.demo import run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m simulation", description=__doc__)
+    parser.add_argument("--nodes", type=int, default=5)
+    parser.add_argument("--policy", choices=["huawei", "binpack"], default="huawei")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR)
+    return run(args.nodes, args.policy)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

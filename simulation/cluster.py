@@ -1,0 +1,425 @@
+"""A whole simulated cluster in one process, for end-to-end tests and the demo.
+
+The loopback API server; per node a fake driver, the agent (annotation handshake through the
+official kubernetes client), its DeviceInfo publisher and a kubelet simulator over real gRPC
+unix sockets; the scheduler service over HTTP; and ``KubeScheduler``, a small driver that
+plays kube-scheduler's part: list pending pods, filter, prioritize, pick the best node, bind.
+``admit`` then lets each node's kubelet admit the pods bound to it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.builder import AgentConfig, KubeSettings, NodeAgent, start_node_agent
+from agent.driver import FakeDriver
+from contract.chip_names import RESOURCE_NAME
+from contract.deviceinfo import configmap_name, decode
+from contract.objects import Obj, npu_limit
+from infra.kube.client import KubernetesGateway
+from infra.kube.port import KubeError
+from scheduler_core.engine.policies import policy_by_name
+from scheduler_core.service.extender import Extender
+from scheduler_core.service.server import SchedulerService
+from simulation.kubelet import Allocation, KubeletError, KubeletSimulator
+from simulation.loopback import LoopbackApiServer, kubeconfig
+from simulation.memory import MemoryCluster
+
+
+def state_file(unhealthy: Iterable[int] = (), chips: int = 8) -> str:
+    """A fake-driver state file of one 8-chip module910x8 server."""
+    unhealthy = set(unhealthy)
+    lines = ["product: module910x8", "servertype: Ascend910-32", "chips:"]
+    for i in range(chips):
+        health = "Unhealthy" if i in unhealthy else "Healthy"
+        lines.append(f"  - {{id: {i}, health: {health}, ip: 10.0.0.{i + 10}}}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class SimNode:
+    name: str
+    home: Path
+    kubelet: KubeletSimulator
+    agent: NodeAgent
+
+    def write_state(self, unhealthy: frozenset[int]) -> None:
+        partial = self.home / "state.tmp"
+        partial.write_text(state_file(unhealthy))
+        partial.replace(self.home / "state.yaml")
+
+
+@dataclass
+class Admitted:
+    pod: str
+    node: str
+    allocation: Allocation
+
+
+@dataclass
+class SimulatedCluster:
+    store: MemoryCluster
+    api: LoopbackApiServer
+    nodes: dict[str, SimNode]
+    service: SchedulerService
+    url: str
+    stack: ExitStack
+    admitted: dict[str, Admitted] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+
+    def gateway(self) -> KubernetesGateway:
+        return KubernetesGateway.for_url(self.api.url)
+
+    def start_node(self, name: str, home: Path, use_preferred: bool, seed: int) -> SimNode:
+        kubelet = KubeletSimulator(home / "plugins", home / "podres.sock", use_preferred, seed)
+        kubelet.start()
+        node = SimNode(name, home, kubelet, self._start_agent(name, home))
+        self.nodes[name] = node
+        return node
+
+    def _start_agent(self, name: str, home: Path) -> NodeAgent:
+        """The node agent as a node runs it (the agent's own builder), on the fake driver."""
+        kube = KubeSettings(
+            name, volcano_type=True, pod_resources_socket=home / "podres.sock", watch_seconds=1
+        )
+        config = AgentConfig(home / "plugins", ascend_runtime=True, period=1, kube=kube)
+        return start_node_agent(config, FakeDriver(home / "state.yaml"), self.gateway())
+
+    def restart_node_agent(self, name: str) -> None:
+        """The agent process restarts; its kubelet stays."""
+        node = self.nodes[name]
+        node.agent.stop()
+        node.agent = self._start_agent(name, node.home)
+
+    def sync_node_status(self) -> None:
+        """What each kubelet reports in its node status: capacity and healthy allocatable."""
+        for name, node in self.nodes.items():
+            obj = self.store.get_node(name)
+            devices = node.kubelet.devices(RESOURCE_NAME)
+            obj["status"]["capacity"] = {RESOURCE_NAME: str(len(devices))}
+            obj["status"]["allocatable"] = {
+                RESOURCE_NAME: str(node.kubelet.allocatable(RESOURCE_NAME))
+            }
+            self.store.put("Node", obj)
+
+    def published_free(self, node: str) -> int:
+        """How many chips the node's agent publishes free (-1 before it publishes)."""
+        try:
+            data = self.store.get_configmap("kube-system", configmap_name(node))["data"]
+        except KubeError:
+            return -1
+        return len(decode(data).free)
+
+    def wait_published(self, timeout: float = 15) -> bool:
+        if not wait_for(lambda: all(_writes(n) > 0 for n in self.nodes.values()), timeout):
+            return False
+        self.service.refresh()
+        return True
+
+    def admit(self) -> list[Admitted]:
+        """Each kubelet admits the pods bound to its node that it has not admitted yet; the
+        kubelets work side by side, as on real nodes."""
+        by_node: dict[str, list[Obj]] = {}
+        pods, _ = self.store.list_pods(None)
+        for pod in pods:
+            meta, spec = pod["metadata"], pod.get("spec") or {}
+            key = f"{meta['namespace']}/{meta['name']}"
+            node = spec.get("nodeName")
+            if (
+                node
+                and key not in self.admitted
+                and key not in self.refused
+                and (pod["status"].get("phase") == "Pending")
+            ):
+                by_node.setdefault(node, []).append(pod)
+        if not by_node:
+            return []
+        with ThreadPoolExecutor(max_workers=len(by_node)) as pool:
+            done = pool.map(self._admit_on, by_node.items())
+        return [admitted for batch in done for admitted in batch]
+
+    def _admit_on(self, work: tuple[str, list[Obj]]) -> list[Admitted]:
+        node, pods = work
+        done = []
+        for pod in pods:
+            meta = pod["metadata"]
+            key = f"{meta['namespace']}/{meta['name']}"
+            try:
+                allocation = self.nodes[node].kubelet.allocate(
+                    key, "main", RESOURCE_NAME, npu_limit(pod)
+                )
+            except KubeletError as failed:
+                self.refused[key] = str(failed)
+                pod["status"]["phase"], pod["status"]["reason"] = (
+                    "Failed",
+                    "UnexpectedAdmissionError",
+                )
+                self.store.put("Pod", self._fresh(pod))
+                continue
+            self.admitted[key] = Admitted(key, node, allocation)
+            running = self.store.get_pod(meta["namespace"], meta["name"])
+            running["status"]["phase"] = "Running"
+            self.store.put("Pod", running)
+            done.append(self.admitted[key])
+        return done
+
+    def _fresh(self, pod: Obj) -> Obj:
+        current = self.store.get_pod(pod["metadata"]["namespace"], pod["metadata"]["name"])
+        current["status"] = pod["status"]
+        return current
+
+    def reap(self) -> list[str]:
+        """Each kubelet frees the device IDs of its pods deleted from the API server (by the
+        scheduler restarting a fault job, for instance); returns their keys."""
+        pods, _ = self.store.list_pods(None)
+        present = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods}
+        gone = [key for key in self.admitted if key not in present]
+        for key in gone:
+            admitted = self.admitted.pop(key)
+            self.nodes[admitted.node].kubelet.release(key)
+        return gone
+
+    def finish(self, key: str, delete: bool = False) -> None:
+        """A pod ends (Succeeded) or is deleted: the kubelet frees its device IDs."""
+        namespace, name = key.split("/")
+        if delete:
+            self.store.delete("Pod", namespace, name)
+        else:
+            pod = self.store.get_pod(namespace, name)
+            pod["status"]["phase"] = "Succeeded"
+            self.store.put("Pod", pod)
+        admitted = self.admitted.pop(key, None)
+        if admitted is not None:
+            self.nodes[admitted.node].kubelet.release(key)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 15, step: float = 0.02) -> bool:
+    """Poll ``condition`` until it holds or ``timeout`` seconds pass; whether it held."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(step)
+    return True
+
+
+def tor_configmap(nodes: int, per_tor: int) -> Obj:
+    """``kube-system/basic-tor-node-cm`` for the simulated nodes (node-i has InternalIP
+    192.168.0.<i+1>): ``per_tor`` consecutive nodes under each ToR."""
+    servers = [
+        {
+            "tor_id": t,
+            "tor_ip": f"1.0.0.{t}",
+            "server": [
+                {"server_ip": f"192.168.0.{i + 1}", "npu_count": 8, "slice_id": i - t * per_tor}
+                for i in range(t * per_tor, min(nodes, (t + 1) * per_tor))
+            ],
+        }
+        for t in range((nodes + per_tor - 1) // per_tor)
+    ]
+    info = {"version": "1.0", "tor_count": per_tor, "server_list": servers}
+    return {
+        "metadata": {"namespace": "kube-system", "name": "basic-tor-node-cm"},
+        "data": {"tor_info": json.dumps(info)},
+    }
+
+
+@contextmanager
+def simulated_cluster(
+    nodes: int,
+    policy: str = "huawei",
+    unhealthy: dict[str, frozenset[int]] | None = None,
+    every_kubelet_random: bool = False,
+) -> Iterator[SimulatedCluster]:
+    """``every_kubelet_random``: no kubelet asks for the preferred allocation (by default
+    every second one does not)."""
+    root = Path(tempfile.mkdtemp(prefix="sim", dir="/tmp"))
+    with ExitStack() as stack:
+        stack.callback(shutil.rmtree, root, True)
+        store = MemoryCluster()
+        api = LoopbackApiServer(store)
+        api.start()
+        stack.callback(api.stop)
+        service = SchedulerService(
+            KubernetesGateway.for_url(api.url),
+            Extender(KubernetesGateway.for_url(api.url), policy_by_name(policy)),
+            refresh_period=0.5,
+        )
+        cluster = SimulatedCluster(store, api, {}, service, "", stack)
+        for i in range(nodes):
+            name = f"node-{i:02d}"
+            home = root / name
+            home.mkdir()
+            store.put(
+                "Node",
+                {
+                    "metadata": {"name": name, "labels": {}},
+                    "status": {
+                        "capacity": {RESOURCE_NAME: "8"},
+                        "allocatable": {RESOURCE_NAME: "8"},
+                        "addresses": [{"type": "InternalIP", "address": f"192.168.0.{i + 1}"}],
+                    },
+                },
+            )
+            (home / "state.yaml").write_text(state_file((unhealthy or {}).get(name, frozenset())))
+            prefers = not every_kubelet_random and i % 2 == 0
+            node = cluster.start_node(name, home, use_preferred=prefers, seed=i)
+            stack.callback(_stop_node, node)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(
+            n.kubelet.allocatable(RESOURCE_NAME) == 0 for n in cluster.nodes.values()
+        ):
+            time.sleep(0.02)
+        cluster.sync_node_status()
+        cluster.url = service.start()
+        stack.callback(service.stop)
+        cluster.wait_published()
+        yield cluster
+
+
+def _stop_node(node: SimNode) -> None:
+    node.agent.stop()
+    node.kubelet.close()
+
+
+def _writes(node: SimNode) -> int:
+    publisher = node.agent.publisher
+    return 0 if publisher is None else publisher.writes
+
+
+class KubeScheduler:
+    """kube-scheduler's part, against the extender over HTTP: one pod at a time."""
+
+    def __init__(self, cluster: SimulatedCluster) -> None:
+        self.cluster = cluster
+        self.reasons: dict[str, dict[str, str]] = {}
+
+    def _post(self, verb: str, body: dict[str, Any]) -> Any:
+        request = urllib.request.Request(
+            f"{self.cluster.url}/{verb}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return json.loads(response.read())
+
+    def pending(self) -> list[Obj]:
+        pods, _ = self.cluster.store.list_pods(None)
+        return [
+            p
+            for p in pods
+            if not (p.get("spec") or {}).get("nodeName")
+            and p["status"].get("phase") == "Pending"
+            and npu_limit(p) > 0
+        ]
+
+    def schedule_one(self, pod: Obj, nodes: list[str]) -> str | None:
+        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        filtered = self._post("filter", {"Pod": pod, "Nodes": None, "NodeNames": nodes})
+        if not filtered.get("NodeNames"):
+            self.reasons[key] = filtered.get("FailedNodes") or {}
+            return None
+        scores = self._post(
+            "prioritize", {"Pod": pod, "Nodes": None, "NodeNames": filtered["NodeNames"]}
+        )
+        best = max(scores, key=lambda s: (s["Score"], -filtered["NodeNames"].index(s["Host"])))[
+            "Host"
+        ]
+        meta = pod["metadata"]
+        bound = self._post(
+            "bind",
+            {
+                "PodName": meta["name"],
+                "PodNamespace": meta["namespace"],
+                "PodUID": meta["uid"],
+                "Node": best,
+            },
+        )
+        if bound.get("Error"):
+            self.reasons[key] = {best: bound["Error"]}
+            return None
+        self.reasons.pop(key, None)
+        return str(best)
+
+    def cycle(self, settle: Callable[[], None] | None = None) -> int:
+        """One pass over the pending pods; returns how many were bound."""
+        nodes = sorted(self.cluster.nodes)
+        bound = 0
+        for pod in self.pending():
+            if self.schedule_one(pod, nodes) is not None:
+                bound += 1
+        if settle is not None:
+            settle()
+        return bound
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class ServiceProcess:
+    process: subprocess.Popen[str]
+    url: str
+    api: LoopbackApiServer
+
+
+@contextmanager
+def scheduler_process(store: MemoryCluster, workdir: Path, *flags: str) -> Iterator[ServiceProcess]:
+    """``python -m scheduler_core serve`` as its own process (as kube-scheduler would call it),
+    reading ``store`` through the loopback API server; yields once it is ready."""
+    api = LoopbackApiServer(store)
+    config_file = workdir / "kubeconfig"
+    config_file.write_text(kubeconfig(api.start()))
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "scheduler_core",
+        "serve",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--kube",
+        "kubeconfig",
+        "--kubeconfig",
+        str(config_file),
+        *flags,
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    service = ServiceProcess(process, f"http://127.0.0.1:{port}", api)
+    try:
+        deadline = time.monotonic() + 120
+        while not _ready(service.url):
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError("the scheduler service did not become ready")
+            time.sleep(0.1)
+        yield service
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.communicate(timeout=30)
+        api.stop()
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/readyz", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False

@@ -1,0 +1,303 @@
+"""A fake Kubernetes API server on loopback HTTP, for testing the real client adapter.
+
+It speaks the REST the agent uses, backed by ``MemoryCluster``: pods (list with the
+``spec.nodeName`` field selector, get, watch streams from a resourceVersion with
+``timeoutSeconds``, merge / strategic-merge patches of metadata with a resourceVersion
+precondition), ConfigMaps (get, create, replace with precondition), nodes (get, patch) and
+events (create). Errors are Kubernetes ``Status`` objects with the real codes (404, 409,
+422). Stopping it makes the address refuse connections, like an API server that is down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from contract.objects import Obj
+from infra.kube.port import Conflict, KubeError, NotFound
+from simulation.memory import MemoryCluster
+
+PATCH_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
+
+
+class _BadRequest(Exception):
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason = code, reason
+
+
+def _status(code: int, reason: str, message: str) -> Obj:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+def _node_selector(query: dict[str, list[str]]) -> str | None:
+    for term in ",".join(query.get("fieldSelector", [])).split(","):
+        if term.startswith("spec.nodeName="):
+            return term.split("=", 1)[1]
+        if term:
+            raise _BadRequest(400, "BadRequest", f"field selector {term!r} is not supported")
+    return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"  # watches stream in chunks, as a real API server sends them
+    # Headers and body go out as separate writes; with Nagle on, keep-alive requests wait
+    # 40 ms for a delayed ACK.
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: tests read results, not access logs."""
+
+    def _send(self, code: int, body: Obj) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> Obj:
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            raise _BadRequest(400, "BadRequest", "the body is not JSON") from None
+        if not isinstance(body, dict):
+            raise _BadRequest(400, "BadRequest", "the body is not a JSON object")
+        return body
+
+    def _dispatch(self, method: str) -> None:
+        url = urlparse(self.path)
+        parts = [p for p in url.path.split("/") if p]
+        query = parse_qs(url.query)
+        store = self.server.store
+        try:
+            if parts[:2] != ["api", "v1"]:
+                raise _BadRequest(404, "NotFound", f"{url.path} is not served")
+            route = parts[2:]
+            if method == "GET" and route == ["pods"]:
+                self._pods(query)
+                return
+            if len(route) >= 3 and route[0] == "namespaces":
+                namespace, kind, rest = route[1], route[2], route[3:]
+                self._send(*self._namespaced(method, namespace, kind, rest))
+                return
+            if method == "GET" and route == ["nodes"]:
+                self._send(
+                    200,
+                    {
+                        "kind": "NodeList",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "items": store.list_nodes(),
+                    },
+                )
+                return
+            if route[:1] == ["nodes"] and len(route) == 2:
+                if method == "GET":
+                    self._send(200, store.get_node(route[1]))
+                    return
+                if method == "PATCH":
+                    self._send(
+                        200, store.patch_metadata("Node", "", route[1], self._metadata_patch()[0])
+                    )
+                    return
+            raise _BadRequest(405, "MethodNotAllowed", f"{method} {url.path} is not served")
+        except _BadRequest as bad:
+            self._send(bad.code, _status(bad.code, bad.reason, str(bad)))
+        except NotFound as missing:
+            self._send(404, _status(404, "NotFound", str(missing)))
+        except Conflict as conflict:
+            self._send(409, _status(409, "Conflict", str(conflict)))
+        except KubeError as failed:
+            self._send(503, _status(503, "ServiceUnavailable", str(failed)))
+
+    def _metadata_patch(self) -> tuple[dict[str, dict[str, str | None]], str]:
+        kind = (self.headers.get("Content-Type") or "").split(";")[0]
+        if kind not in PATCH_TYPES:
+            raise _BadRequest(415, "UnsupportedMediaType", f"patch type {kind!r} is not supported")
+        body = self._body()
+        metadata = body.pop("metadata", {})
+        if body or set(metadata) - {"annotations", "labels", "resourceVersion"}:
+            raise _BadRequest(
+                422, "Invalid", "the fake patches only metadata annotations and labels"
+            )
+        changes = {k: dict(v) for k, v in metadata.items() if k in ("annotations", "labels")}
+        return changes, str(metadata.get("resourceVersion", ""))
+
+    def _namespaced(
+        self, method: str, namespace: str, kind: str, rest: list[str]
+    ) -> tuple[int, Obj]:
+        store = self.server.store
+        if kind == "pods" and len(rest) == 1:
+            if method == "GET":
+                return 200, store.get_pod(namespace, rest[0])
+            if method == "PATCH":
+                changes, version = self._metadata_patch()
+                return 200, store.patch_metadata("Pod", namespace, rest[0], changes, version)
+            if method == "DELETE":
+                body = self._body()
+                uid = (body.get("preconditions") or {}).get("uid") or ""
+                pod = store.get_pod(namespace, rest[0])
+                store.delete_pod(namespace, rest[0], uid, body.get("gracePeriodSeconds"))
+                return 200, pod
+        if kind == "pods" and rest[1:] == ["binding"] and method == "POST":
+            body = self._body()
+            meta = body.get("metadata") or {}
+            target = (body.get("target") or {}).get("name", "")
+            if not target:
+                raise _BadRequest(422, "Invalid", "binding.target.name is required")
+            store.bind_pod(
+                namespace, rest[0], meta.get("uid", ""), target, meta.get("annotations") or {}
+            )
+            return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
+        if kind == "configmaps":
+            if method == "GET" and not rest:
+                return 200, {
+                    "kind": "ConfigMapList",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "items": store.list_configmaps(namespace),
+                }
+            if method == "GET" and len(rest) == 1:
+                return 200, store.get_configmap(namespace, rest[0])
+            if method == "POST" and not rest:
+                body = self._body()
+                body.setdefault("metadata", {})["namespace"] = namespace
+                return 201, store.create_configmap(body)
+            if method == "PUT" and len(rest) == 1:
+                body = self._body()
+                body.setdefault("metadata", {}).update(namespace=namespace, name=rest[0])
+                return 200, store.update_configmap(body)
+        if kind == "events" and method == "POST" and not rest:
+            return 201, store.create_event(namespace, self._body())
+        raise _BadRequest(405, "MethodNotAllowed", f"{method} {kind} is not served")
+
+    def _pods(self, query: dict[str, list[str]]) -> None:
+        store = self.server.store
+        node = _node_selector(query)
+        if query.get("watch", ["false"])[0] not in ("true", "1"):
+            pods, version = store.list_pods(node)
+            self._send(
+                200,
+                {
+                    "kind": "PodList",
+                    "apiVersion": "v1",
+                    "metadata": {"resourceVersion": version},
+                    "items": pods,
+                },
+            )
+            return
+        timeout = float(query.get("timeoutSeconds", ["30"])[0])
+        version = query.get("resourceVersion", [""])[0]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        with self.server.lock:
+            self.server.watchers.add(self.connection)
+        try:
+            for change in store.watch_pods(node, version, timeout):
+                self._chunk({"type": change.type, "object": change.object})
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+        except KubeError as failed:
+            self._chunk(
+                {"type": "ERROR", "object": _status(503, "ServiceUnavailable", str(failed))}
+            )
+            self.wfile.write(b"0\r\n\r\n")
+        finally:
+            with self.server.lock:
+                self.server.watchers.discard(self.connection)
+
+    def _chunk(self, event: Obj) -> None:
+        line = (json.dumps(event) + "\n").encode()
+        self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+        self.wfile.flush()
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128  # many agents' watches and calls arrive together
+
+    def __init__(self, address: tuple[str, int], store: MemoryCluster) -> None:
+        super().__init__(address, _Handler)
+        self.store = store
+        self.lock = threading.Lock()
+        self.watchers: set[socket.socket] = set()
+
+    def drop_watchers(self) -> None:
+        with self.lock:
+            for connection in self.watchers:
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
+
+
+class LoopbackApiServer:
+    """``start()`` serves on 127.0.0.1 (a free port the first time, the same port after a
+    ``stop()``, so a client sees the API server go down and come back)."""
+
+    def __init__(self, store: MemoryCluster) -> None:
+        self.store = store
+        self.port = 0
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> str:
+        self._server = _Server(("127.0.0.1", self.port), self.store)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self.url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server.drop_watchers()
+            self._server = None
+
+
+def kubeconfig(url: str) -> str:
+    """A kubeconfig for a plain-HTTP API server such as this one (tests, demos)."""
+    return (
+        "apiVersion: v1\nkind: Config\ncurrent-context: loopback\n"
+        f"clusters: [{{name: loopback, cluster: {{server: '{url}'}}}}]\n"
+        "users: [{name: anyone, user: {}}]\n"
+        "contexts: [{name: loopback, context: {cluster: loopback, user: anyone}}]\n"
+    )
