@@ -1,8 +1,8 @@
 """The session ledger: chips that the published free lists do not know are gone yet.
 
-Two kinds: chips chosen for a task in this session (so the next pod of the round is not
-offered them), and chips of terminating pods (still held until the pod is really gone,
-seed 000 "Concurrency Considerations", case 2). Releasing a task returns its chips.
+Chips chosen for a task in this session, so the next pod of the round is not offered them;
+releasing a task returns its chips. (Chips of terminating pods need no entry: the cluster
+view counts every pod that is not finished as holding its chips.)
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ class SessionLedger:
     _holdings: dict[tuple[str, str], Holding] = field(default_factory=dict)
     _tasks_of_job: dict[str, set[str]] = field(default_factory=dict)
     _held: dict[str, set[int]] = field(default_factory=dict)
-    _terminating: dict[str, set[int]] = field(default_factory=dict)
 
     def take(self, job: str, task: str, node: str, chips: Iterable[int]) -> Holding:
         chosen = tuple(chips)
@@ -59,20 +58,9 @@ class SessionLedger:
         tasks = sorted(self._tasks_of_job.get(job, ()))
         return [h for h in (self.release_task(job, t) for t in tasks) if h is not None]
 
-    def mark_terminating(self, node: str, chips: Iterable[int]) -> None:
-        self._terminating.setdefault(node, set()).update(chips)
-
-    def clear_terminating(self, node: str, chips: Iterable[int]) -> None:
-        self._terminating.get(node, set()).difference_update(chips)
-
     def unavailable(self, node: str) -> frozenset[int]:
         """Chips of ``node`` that must not be offered, whatever its free list says."""
-        return frozenset(self._held.get(node, ())) | frozenset(self._terminating.get(node, ()))
+        return frozenset(self._held.get(node, ()))
 
     def holds(self, job: str) -> bool:
         return job in self._tasks_of_job
-
-    def holdings(self, job: str | None = None) -> list[Holding]:
-        if job is None:
-            return list(self._holdings.values())
-        return [self._holdings[(job, t)] for t in sorted(self._tasks_of_job.get(job, ()))]

@@ -20,10 +20,8 @@ import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from contract.annotations import RANK_INDEX_ANNOTATION, REAL_ANNOTATION
-from contract.chip_names import InvalidInput, parse_chip_name
+from contract.chip_names import InvalidInput
 from contract.go_json import go_json
-from contract.objects import Obj
 
 FAULT_LABEL = "fault-scheduling"
 GRACE, FORCE = "grace", "force"
@@ -64,30 +62,6 @@ class Deletion:
     name: str
     uid: str
     grace_seconds: int | None  # None: the pod's own grace period
-
-
-def job_pod(pod: Obj, fallback_rank: int) -> JobPod | None:
-    """A bound pod of a multi-node job, or None when its AscendReal names no chips."""
-    meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    annotations = meta.get("annotations") or {}
-    text = annotations.get(REAL_ANNOTATION, "")
-    try:
-        chips = tuple(parse_chip_name(n.strip()) for n in text.split(",") if n.strip())
-    except InvalidInput:
-        return None
-    rank_text = annotations.get(RANK_INDEX_ANNOTATION, "")
-    if not chips or not spec.get("nodeName"):
-        return None
-    return JobPod(
-        meta.get("namespace", "default"),
-        meta.get("name", ""),
-        meta.get("uid", ""),
-        spec["nodeName"],
-        int(rank_text) if rank_text.isdigit() else fallback_rank,
-        chips,
-        bool(meta.get("deletionTimestamp")),
-    )
 
 
 def find_faults(

@@ -110,38 +110,15 @@ class Session:
         self._nodes[node.name] = node
         self._reindex(node.name)
 
-    def remove_node(self, name: str) -> None:
-        if name in self._nodes:
-            self._unindex(name)
-            del self._nodes[name]
-
-    def holdings(self, job: str | None = None) -> list[Holding]:
-        """Chips taken this session (all of them, or one job's)."""
-        return self._ledger.holdings(job)
-
     def usable(self, name: str) -> tuple[int, ...]:
         """Chips of a node that may be offered now, in DeviceInfo order."""
         return self._usable[name]
-
-    def mark_terminating(self, node: str, chips: Iterable[int]) -> None:
-        self._ledger.mark_terminating(node, chips)
-        self._refresh(node)
-
-    def clear_terminating(self, node: str, chips: Iterable[int]) -> None:
-        self._ledger.clear_terminating(node, chips)
-        self._refresh(node)
 
     def release_job(self, job: str) -> list[Holding]:
         released = self._ledger.release_job(job)
         for node in {h.node for h in released}:
             self._refresh(node)
         return released
-
-    def release_task(self, job: str, task: str) -> Holding | None:
-        holding = self._ledger.release_task(job, task)
-        if holding is not None:
-            self._refresh(holding.node)
-        return holding
 
     # ---- decisions -------------------------------------------------------------------
 
@@ -183,13 +160,19 @@ class Session:
                     scores[name] = score
         return scores
 
-    def place(self, job: Job, explain: bool = False) -> Decision:
-        """Place every NPU task of the job, or none of them."""
+    def place(
+        self, job: Job, nodes: Sequence[str] | None = None, explain: bool = False
+    ) -> Decision:
+        """Place every NPU task of the job, or none of them: the i-th task on ``nodes[i]``
+        when given (the node kube-scheduler chose, a gang's nodes chosen for the network),
+        else on the best node. ``explain``: scores and rejections for the first task."""
         try:
             product = validate_job(job)
         except JobInvalid as invalid:
             return Decision(job.key, False, reason=str(invalid))
         tasks = job.npu_tasks
+        if nodes is not None and (len(nodes) != len(tasks) or len(set(nodes)) != len(nodes)):
+            return Decision(job.key, False, reason=f"{job.key}: need {len(tasks)} distinct nodes")
         if self._ledger.holds(job.key):
             return Decision(
                 job.key, False, reason=f"job {job.key} already holds chips this session"
@@ -201,17 +184,17 @@ class Session:
             rejected = {n: s.reason for n, s in self.filter(job, tasks[0].npu).items() if not s.ok}
         placements: list[Placement] = []
         distributed = job.distributed
-        for task in tasks:
-            node = self._best_node(job.product, task.npu, distributed)
-            if node is None:
-                for placed in placements:
-                    self.release_task(job.key, placed.task)
+        for i, task in enumerate(tasks):
+            if nodes is None:
+                node = self._best_node(job.product, task.npu, distributed)
+                refusal = None if node is not None else self._no_fit_reason(job, product, task)
+            else:
+                node = nodes[i]
+                refusal = self._refusal(node, product, task.npu, distributed)
+            if node is None or refusal is not None:
+                self.release_job(job.key)
                 return Decision(
-                    job.key,
-                    False,
-                    reason=self._no_fit_reason(job, product, task.name, task.npu),
-                    scores=scores,
-                    rejected=rejected,
+                    job.key, False, reason=refusal or "", scores=scores, rejected=rejected
                 )
             usable = self._usable[node]
             if distributed:
@@ -224,6 +207,13 @@ class Session:
             placements.append(Placement(task.name, node, chips))
         return Decision(job.key, True, tuple(placements), scores=scores, rejected=rejected)
 
+    def _refusal(self, node: str, product: Product, req: int, distributed: bool) -> str | None:
+        """Why a task may not go on a node chosen for it (None: it may)."""
+        if node not in self._nodes:
+            return f"{node} is not a known NPU node"
+        status = filter_node(self._nodes[node], self._usable[node], product, req, distributed)
+        return None if status.ok else f"{node}: {status.reason}"
+
     def warm(self) -> None:
         """Fill the per-signature caches for every single-pod request of every product here,
         so the first requests after a new snapshot are as fast as the rest."""
@@ -233,63 +223,6 @@ class Session:
                 job = Job("warm-up", product_name, (Task("warm-up", req),))
                 self.filter(job, req)
                 self.score(job, req)
-
-    def place_on(self, job: Job, node: str) -> Decision:
-        """Place a one-pod job on a given node (the one kube-scheduler chose), or say why not."""
-        try:
-            product = validate_job(job)
-        except JobInvalid as invalid:
-            return Decision(job.key, False, reason=str(invalid))
-        if len(job.npu_tasks) != 1:
-            return Decision(job.key, False, reason=f"{job.key} is not a one-pod job")
-        if node not in self._nodes:
-            return Decision(job.key, False, reason=f"{node} is not a known NPU node")
-        if self._ledger.holds(job.key):
-            return Decision(
-                job.key, False, reason=f"job {job.key} already holds chips this session"
-            )
-        task = job.npu_tasks[0]
-        status = filter_node(self._nodes[node], self._usable[node], product, task.npu, False)
-        if not status.ok:
-            return Decision(job.key, False, reason=f"{node}: {status.reason}")
-        chips = self.policy.select(product, self._usable[node], task.npu, False)
-        self._ledger.take(job.key, task.name, node, chips)
-        self._refresh(node)
-        return Decision(job.key, True, (Placement(task.name, node, chips),))
-
-    def place_at(self, job: Job, nodes: Sequence[str]) -> Decision:
-        """Place the job's i-th NPU task on ``nodes[i]`` (chosen for the network), all or
-        none."""
-        try:
-            product = validate_job(job)
-        except JobInvalid as invalid:
-            return Decision(job.key, False, reason=str(invalid))
-        tasks = job.npu_tasks
-        if len(nodes) != len(tasks) or len(set(nodes)) != len(nodes):
-            return Decision(job.key, False, reason=f"{job.key}: need {len(tasks)} distinct nodes")
-        if self._ledger.holds(job.key):
-            return Decision(
-                job.key, False, reason=f"job {job.key} already holds chips this session"
-            )
-        placements: list[Placement] = []
-        distributed = job.distributed
-        for task, node in zip(tasks, nodes, strict=True):
-            status = (
-                filter_node(self._nodes[node], self._usable[node], product, task.npu, distributed)
-                if node in self._nodes
-                else Status.unschedulable("not a known NPU node")
-            )
-            if not status.ok:
-                self.release_job(job.key)
-                return Decision(job.key, False, reason=f"{node}: {status.reason}")
-            usable = self._usable[node]
-            if distributed:
-                usable = tuple(c for c in usable if c not in self._nodes[node].network_unhealthy)
-            chips = self.policy.select(product, usable, task.npu, distributed)
-            self._ledger.take(job.key, task.name, node, chips)
-            self._refresh(node)
-            placements.append(Placement(task.name, node, chips))
-        return Decision(job.key, True, tuple(placements))
 
     def take(self, job: str, task: str, node: str, chips: tuple[int, ...]) -> bool:
         """Hold chips chosen earlier (a bind the published state does not show yet); False
@@ -339,11 +272,12 @@ class Session:
                 best_score, best_name = score, first
         return best_name
 
-    def _no_fit_reason(self, job: Job, product: Product, task: str, req: int) -> str:
+    def _no_fit_reason(self, job: Job, product: Product, task: Task) -> str:
+        req = task.npu
         reasons = Counter(s.reason for s in self.filter(job, req).values() if not s.ok)
         detail = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
         return (
-            f"task {task} of {job.key} ({req} x {product.name}): 0/{len(self._nodes)} nodes "
+            f"task {task.name} of {job.key} ({req} x {product.name}): 0/{len(self._nodes)} nodes "
             f"are available" + (f": {detail}" if detail else "")
         )
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from contract.chip_names import RESOURCE_NAME
 from contract.objects import npu_limit
-from scheduler_core.service.extender import BadPod, Extender
+from scheduler_core.service.extender import Extender
+from scheduler_core.service.wire import BadPod
 
 SUCCESS, UNSCHEDULABLE = 0, 2
 PERMIT, ABSTAIN, REJECT = 1, 0, -1

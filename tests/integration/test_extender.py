@@ -8,8 +8,9 @@ import pytest
 
 from contract.deviceinfo import DeviceInfo, encode
 from scheduler_core.service import cluster_view as cluster_state
-from scheduler_core.service.extender import Extender, normalize
+from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.wire import normalize
 from simulation.memory import MemoryCluster, pod_object
 
 

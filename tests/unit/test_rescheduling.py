@@ -17,11 +17,11 @@ from scheduler_core.engine.rescheduling import (
     deletions,
     fault_config,
     find_faults,
-    job_pod,
     record,
     restore,
     verify,
 )
+from scheduler_core.service.gangs import job_pod
 from simulation.memory import pod_object
 
 

@@ -1,0 +1,296 @@
+"""Gangs: pods labelled ``ascend.npu/gang: <name>`` with ``ascend.npu/gang-size: "<N>"``.
+
+A gang is reserved as N nodes at once, only when all N pods exist; members bind only into
+that reservation, which expires after ``ttl`` seconds if they never do. While a gang waits,
+up to N whole free nodes are held back from one-pod jobs, oldest gang first, for at most
+``hold_limit`` seconds, so a stream of small pods cannot starve it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from contract.annotations import GANG_LABEL, RANK_INDEX_ANNOTATION, REAL_ANNOTATION
+from contract.chip_names import InvalidInput, parse_chip_name
+from contract.objects import Obj, live
+from scheduler_core.engine import locality, rescheduling, tor
+from scheduler_core.engine.model import Job, Placement, Task
+from scheduler_core.engine.products import product_by_name
+from scheduler_core.engine.rescheduling import FaultJob, JobPod
+from scheduler_core.engine.session import Session
+from scheduler_core.engine.superpod import SuperPodInvalid
+from scheduler_core.engine.tor import TorInvalid
+from scheduler_core.engine.tor_share import SharedSelection
+from scheduler_core.service.wire import PodRequest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GangPods:
+    """The live pods of gangs, as one read of the cluster shows them."""
+
+    pending: dict[str, list[str]] = field(default_factory=dict)  # gang → unbound pod names
+    # gang → (fault-scheduling mode, bound pods whose AscendReal names their chips)
+    running: dict[str, tuple[str, list[JobPod]]] = field(default_factory=dict)
+    ranks: dict[str, dict[int, str]] = field(default_factory=dict)  # gang → bound rank → node
+    # (gang, node IP, annotations, large-model) of each bound pod, for the ToR states
+    on_tors: list[tuple[str, str, Mapping[str, str], bool]] = field(default_factory=list)
+
+    def on_nodes(self) -> set[str]:
+        """Nodes running a pod of a gang."""
+        return {p.node for _, members in self.running.values() for p in members}
+
+
+def job_pod(pod: Obj, fallback_rank: int) -> JobPod | None:
+    """A bound pod of a multi-node job, or None when its AscendReal names no chips."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    annotations = meta.get("annotations") or {}
+    text = annotations.get(REAL_ANNOTATION, "")
+    try:
+        chips = tuple(parse_chip_name(n.strip()) for n in text.split(",") if n.strip())
+    except InvalidInput:
+        return None
+    rank_text = annotations.get(RANK_INDEX_ANNOTATION, "")
+    if not chips or not spec.get("nodeName"):
+        return None
+    return JobPod(
+        meta.get("namespace", "default"),
+        meta.get("name", ""),
+        meta.get("uid", ""),
+        spec["nodeName"],
+        int(rank_text) if rank_text.isdigit() else fallback_rank,
+        chips,
+        bool(meta.get("deletionTimestamp")),
+    )
+
+
+def gang_pods(pods: Iterable[Obj], addresses: Mapping[str, str]) -> GangPods:
+    found = GangPods()
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        gang = labels.get(GANG_LABEL)
+        if not gang or not live(pod):
+            continue
+        key = f"{meta.get('namespace')}/{gang}"
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            found.pending.setdefault(key, []).append(meta.get("name", ""))
+            continue
+        annotations = meta.get("annotations") or {}
+        rank = annotations.get(RANK_INDEX_ANNOTATION, "")
+        if rank.isdigit():
+            found.ranks.setdefault(key, {})[int(rank)] = node
+        mode = labels.get(rescheduling.FAULT_LABEL, "off")
+        members = found.running.setdefault(key, (mode, []))[1]
+        if (member := job_pod(pod, len(members))) is not None:
+            members.append(member)
+        if ip := addresses.get(node):
+            large = labels.get(tor.AFFINITY_LABEL) == tor.LARGE_MODEL
+            found.on_tors.append((key, ip, annotations, large))
+    return found
+
+
+@dataclass
+class Reservation:
+    placements: dict[int, Placement]  # rank → placement (ranks already running: none)
+    expires: float
+    notes: Mapping[int, Mapping[str, str]]  # extra annotations of each rank's pod
+    shared: SharedSelection | None = None
+    schema: str = tor.DISABLED
+    bound: dict[str, str] = field(default_factory=dict)  # task → pod key
+    ranks_on: dict[str, list[int]] = field(init=False)  # node → its placements' ranks
+
+    def __post_init__(self) -> None:
+        self.ranks_on = {}
+        for r, p in self.placements.items():
+            self.ranks_on.setdefault(p.node, []).append(r)
+
+    def free_on(self, node: str, rank: int | None = None) -> int | None:
+        """The rank of a placement on ``node`` still to bind (``rank``'s only, if given)."""
+        return next(
+            (
+                r
+                for r in self.ranks_on.get(node, ())
+                if self.placements[r].task not in self.bound and rank in (None, r)
+            ),
+            None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NotReserved:
+    """Why a gang has no reservation (yet)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RankTaken:
+    """A gang member's place in its reservation, taken for a bind."""
+
+    gang: str
+    reservation: Reservation
+    placement: Placement
+    notes: Mapping[str, str]  # the pod's annotations beyond the chips
+
+
+def capacity(product: str) -> int:
+    return product_by_name(product).capacity
+
+
+class Gangs:
+    def __init__(self, ttl: float, hold_limit: float) -> None:
+        self._ttl = ttl
+        self._hold_limit = hold_limit
+        self.reservations: dict[str, Reservation] = {}
+        self._waiting: dict[str, float] = {}  # gang → since when it waits
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self._waiting)
+
+    def hold_in(self, session: Session, pending: Collection[str], now: float) -> None:
+        """Hold every live reservation's unbound placements in a new view's session; drop
+        the expired ones, and the waiting gangs that no longer have pending pods."""
+        for gang, reservation in list(self.reservations.items()):
+            if now > reservation.expires:
+                log.warning(
+                    "gang %s: reservation expired with %d of %d bound",
+                    gang,
+                    len(reservation.bound),
+                    len(reservation.placements),
+                )
+                del self.reservations[gang]
+                continue
+            for p in reservation.placements.values():
+                if p.task not in reservation.bound:
+                    session.take(gang, p.task, p.node, p.chips)
+        self._waiting = {g: since for g, since in self._waiting.items() if g in pending}
+
+    def held_nodes(
+        self,
+        session: Session,
+        pending: Mapping[str, list[str]],
+        fault_holds: Mapping[str, str],
+        now: float,
+    ) -> dict[str, str]:
+        """Nodes kept from one-pod jobs (node → why): a fault job's healthy nodes until it
+        comes back, and whole free nodes for waiting gangs, oldest first, within the hold
+        limit."""
+        held = {node: f"held for fault job {job} to come back" for node, job in fault_holds.items()}
+        if not self._waiting:
+            return held
+        whole = sorted(
+            n
+            for n, node in session.nodes.items()
+            if len(session.usable(n)) == node.allocatable == capacity(node.product)
+        )
+        for gang, since in sorted(self._waiting.items(), key=lambda item: item[1]):
+            if now - since > self._hold_limit:
+                continue
+            size = len(pending.get(gang, [])) or 1
+            free = [n for n in whole if n not in held]
+            for name in free[:size]:
+                held[name] = f"held for gang {gang}, waiting since {int(now - since)} s"
+        return held
+
+    def reserve(
+        self,
+        request: PodRequest,
+        *,
+        session: Session,
+        network: locality.Network,
+        settings: locality.Settings,
+        pods: GangPods,
+        fault: FaultJob | None,
+        held: Collection[str],
+        now: float,
+    ) -> Reservation | NotReserved:
+        """Reserve the gang's missing ranks (all of them, or those of a fault job's run that
+        failed), on nodes chosen for the network; or say why it cannot be yet."""
+        gang = request.gang_key
+        # Ranks still running stay (a reservation that expired half bound, a restart).
+        running = {} if fault else pods.ranks.get(gang, {})
+        present = len(pods.pending.get(gang, [])) + len(running)
+        if present < request.gang_size:
+            self._waiting.setdefault(gang, now)
+            return NotReserved(
+                f"gang {gang}: {present} of {request.gang_size} pods exist; waiting for the rest"
+            )
+        missing = [r for r in range(request.gang_size) if r not in running]
+        tasks = tuple(Task(f"{request.gang}-{r}", request.npu) for r in missing)
+        job = Job(gang, request.product, tasks)
+        candidates = [
+            n
+            for n, status in session.filter(job, request.npu).items()
+            if status.ok and n not in held
+        ]
+        scores = session.score(job, request.npu, candidates)
+        candidates.sort(key=lambda n: (-scores.get(n, 0.0), n))
+        ask = locality.Ask(
+            gang, len(missing), capacity(request.product), request.labels, request.annotations
+        )
+        try:
+            choice = locality.choose(
+                ask,
+                candidates,
+                network,
+                settings,
+                previous=fault.previous if fault else None,
+                fault_nodes=frozenset(fault.nodes) if fault else frozenset(),
+                running=running.values(),
+            )
+            decision = session.place(job, choice.nodes)
+            if not decision.feasible:
+                raise locality.Unplaceable(decision.reason)
+        except (TorInvalid, SuperPodInvalid) as invalid:
+            return NotReserved(str(invalid))
+        except locality.Unplaceable as why:
+            self._waiting.setdefault(gang, now)
+            return NotReserved(f"gang {gang} does not fit yet: {why}")
+        self._waiting.pop(gang, None)
+        reservation = Reservation(
+            dict(zip(missing, decision.placements, strict=True)),
+            now + self._ttl,
+            dict(zip(missing, choice.notes, strict=True)),
+            choice.shared,
+            request.labels.get(tor.AFFINITY_LABEL, tor.DISABLED),
+        )
+        self.reservations[gang] = reservation
+        log.info(
+            "gang %s reserved %s (%s)",
+            gang,
+            {r: p.node for r, p in reservation.placements.items()},
+            choice.how,
+        )
+        return reservation
+
+    def take_rank(self, request: PodRequest, node: str) -> RankTaken | NotReserved:
+        """The member's rank on ``node`` in its gang's reservation, marked bound to it."""
+        reservation = self.reservations.get(request.gang_key)
+        rank = reservation.free_on(node, request.rank) if reservation else None
+        if reservation is None or rank is None:
+            return NotReserved(f"no reservation of gang {request.gang_key} on {node}")
+        placement = reservation.placements[rank]
+        reservation.bound[placement.task] = request.key
+        if len(reservation.bound) == len(reservation.placements):
+            del self.reservations[request.gang_key]  # complete: the pods hold it now
+        notes = {RANK_INDEX_ANNOTATION: str(rank), **reservation.notes[rank]}
+        return RankTaken(request.gang_key, reservation, placement, notes)
+
+    def give_back(self, taken: RankTaken) -> None:
+        """A bind that failed: its rank is free in the reservation again."""
+        taken.reservation.bound.pop(taken.placement.task, None)
+        self.reservations.setdefault(taken.gang, taken.reservation)
+
+    def unbind(self, pod: str) -> None:
+        """Volcano took the pod out of its session: its rank is free again."""
+        for reservation in self.reservations.values():
+            for task, key in list(reservation.bound.items()):
+                if key == pod:
+                    del reservation.bound[task]

@@ -1,0 +1,80 @@
+"""The network as the extender tracks it between views: ToR states of switch affinity 2.0
+(rebuilt from the pods' annotations, then changed by each reservation), the ToRs under jobs
+that span several, and which cross-ToR jobs run behind each server (``tor-share-cm``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+from scheduler_core.engine import locality, tor_share
+from scheduler_core.engine.tor import Topology
+from scheduler_core.service.cluster_view import Snapshot
+from scheduler_core.service.gangs import GangPods, Reservation
+
+
+class TorState:
+    def __init__(self, settings: locality.Settings) -> None:
+        self.settings = settings
+        self.network = locality.Network()
+        self._jobs_on: dict[str, set[str]] = {}  # server IP → cross-ToR jobs there
+
+    def rebuild(
+        self,
+        snapshot: Snapshot,
+        topology: Topology | None,
+        pods: GangPods,
+        reservations: Mapping[str, Reservation],
+    ) -> None:
+        """The network of a new view: bound pods' ToR states, then the live reservations'."""
+        states = tor_share.states_from_pods(topology, pods.on_tors) if topology else {}
+        jobs_on: dict[str, set[str]] = {}
+        for key, ip, notes, _ in pods.on_tors:
+            if notes.get(tor_share.SHARED_ANNOTATION) in ("1", "2"):
+                jobs_on.setdefault(ip, set()).add(key)
+        for gang, reservation in reservations.items():
+            if reservation.shared is not None and topology is not None:
+                states = self._with_shared(states, gang, reservation)
+                for p in reservation.placements.values():
+                    if address := snapshot.addresses.get(p.node):
+                        jobs_on.setdefault(address, set()).add(gang)
+        network = locality.Network(topology, snapshot.addresses, snapshot.super_pods, states)
+        spans = _spans(network, pods, reservations)
+        self.network = dataclasses.replace(network, multi_job_tors=spans)
+        self._jobs_on = jobs_on
+
+    def reserved(self, gang: str, reservation: Reservation) -> None:
+        """A new reservation changes the ToR states (under switch affinity 2.0)."""
+        states = self._with_shared(self.network.tor_states, gang, reservation)
+        self.network = dataclasses.replace(self.network, tor_states=states)
+
+    def _with_shared(
+        self, states: Mapping[int, tor_share.TorState], gang: str, reservation: Reservation
+    ) -> dict[int, tor_share.TorState]:
+        if reservation.shared is None:
+            return dict(states)
+        return tor_share.apply(
+            states, reservation.shared, gang, reservation.schema, self.settings.shared_tor_num
+        )
+
+    def tor_share_data(self) -> dict[str, str] | None:
+        """``tor-share-cm`` content under switch affinity 2.0 (None otherwise)."""
+        network = self.network
+        if self.settings.nslb_version != "2.0" or network.topology is None:
+            return None
+        node_of_ip = {ip: n for n, ip in network.addresses.items()}
+        return tor_share.encode(network.topology, network.tor_states, self._jobs_on, node_of_ip)
+
+
+def _spans(
+    network: locality.Network, pods: GangPods, reservations: Mapping[str, Reservation]
+) -> frozenset[int]:
+    """ToRs under a gang (bound or reserved) that spans more than one ToR."""
+    nodes_of: dict[str, list[str]] = {
+        g: [p.node for p in r.placements.values()] for g, r in reservations.items()
+    }
+    node_of_ip = {ip: n for n, ip in network.addresses.items()}
+    for key, ip, _, _ in pods.on_tors:
+        nodes_of.setdefault(key, []).append(node_of_ip.get(ip, ""))
+    spans: Iterable[set[int]] = (network.tors_of(nodes) for nodes in nodes_of.values())
+    return frozenset(t for span in spans if len(span) > 1 for t in span)
