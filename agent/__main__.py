@@ -29,8 +29,7 @@ from agent.npu_smi import replay_runner, run_npu_smi
 from agent.repair import POD_RESOURCES_SOCKET
 from contract.objects import holders_by_node
 from infra import config
-from infra.kube.client import KubernetesGateway
-from infra.kube.port import KubeError
+from infra.kube.port import KubeError, KubeGateway
 from infra.logs import configure as configure_logs
 from scheduler_core.engine.diagram import LEGEND, node_lines
 
@@ -210,7 +209,7 @@ def _status(args: argparse.Namespace) -> int:
     if args.kube != "off":
         try:
             config = args.kubeconfig if args.kube == "kubeconfig" else None
-            pods, _ = KubernetesGateway.from_environment(config).list_pods(args.node_name)
+            pods, _ = _gateway(config).list_pods(args.node_name)
         except KubeError as failed:
             print(f"error: {failed}", file=sys.stderr)
             return EXIT_BAD_INPUT
@@ -228,6 +227,14 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gateway(kubeconfig: Path | None) -> KubeGateway:
+    """The official client, imported only when the API is used: it is a third of the
+    agent's memory, and ``--kube off`` needs none of it."""
+    from infra.kube.client import KubernetesGateway  # noqa: PLC0415
+
+    return KubernetesGateway.from_environment(kubeconfig)
+
+
 def _serve(args: argparse.Namespace) -> int:
     configure_logs(args.log_level, args.log_format == "json")
     try:
@@ -235,9 +242,7 @@ def _serve(args: argparse.Namespace) -> int:
         gateway = (
             None
             if config.kube is None
-            else KubernetesGateway.from_environment(
-                args.kubeconfig if args.kube == "kubeconfig" else None
-            )
+            else _gateway(args.kubeconfig if args.kube == "kubeconfig" else None)
         )
     except (KubeError, ValueError) as failed:
         print(f"error: {failed}", file=sys.stderr)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from agent.allocation.base import FailureReason
 from infra.histogram import Histogram
 
 
@@ -29,9 +30,9 @@ class AgentMetrics:
             self.allocations += 1
             self._observe(seconds)
 
-    def failed(self, reason: str, seconds: float) -> None:
+    def failed(self, reason: FailureReason, seconds: float) -> None:
         with self._lock:
-            self.failures[reason] = self.failures.get(reason, 0) + 1
+            self.failures[reason.value] = self.failures.get(reason.value, 0) + 1
             self._observe(seconds)
 
     def chips_changed(self, healthy: int, unhealthy: int) -> None:
@@ -67,17 +68,6 @@ class AgentMetrics:
                 f'ascend_agent_chips{{health="{h}"}} {n}' for h, n in sorted(self._chips.items())
             ]
         return "\n".join(lines) + "\n"
-
-
-def failure_reason(message: str) -> str:
-    """A small, stable label for why an Allocate failed."""
-    if message.startswith("not get valid pod"):
-        return "no_pod"
-    if message.startswith("API server"):
-        return "api_error"
-    if " is held by " in message or " is unhealthy" in message or " does not exist" in message:
-        return "chips_refused"
-    return "invalid_request" if message else "other"
 
 
 class MetricsServer:

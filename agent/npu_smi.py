@@ -138,7 +138,7 @@ def parse_mapping(text: str) -> list[MappingRow]:
 
 
 def resource_of(model: str, table: Table) -> str:
-    """The device type the kubelet sees (reference §1.2)."""
+    """The device type the kubelet sees (Huawei's ``pkg/common/device.go`` names)."""
     upper = model.upper()
     if "310P" in upper:
         return "Ascend310P"

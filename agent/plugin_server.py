@@ -24,7 +24,7 @@ from agent.allocation.kubelet_requests import (
     container_response,
 )
 from agent.chips import NodeChips
-from agent.metrics import AgentMetrics, failure_reason
+from agent.metrics import AgentMetrics
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from deviceplugin_api.v1beta1 import api_pb2_grpc as dp_grpc
 
@@ -167,14 +167,15 @@ class DevicePluginService(dp_grpc.DevicePluginServicer):
                         ",".join(node.device_id(c) for c in chips),
                         ",".join(node.device_id(c) for c in requested),
                     )
-        except InvalidRequest as bad:
-            log.warning("refused Allocate: %s", bad)
-            self._metrics.failed("invalid_request", time.perf_counter() - start)
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(bad))
-        except AllocationFailed as failed:
-            log.warning("Allocate failed: %s", failed)
-            self._metrics.failed(failure_reason(str(failed)), time.perf_counter() - start)
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(failed))
+        except (InvalidRequest, AllocationFailed) as failed:
+            log.warning("Allocate failed: %s", failed, extra={"reason": failed.reason.value})
+            self._metrics.failed(failed.reason, time.perf_counter() - start)
+            code = (
+                grpc.StatusCode.INVALID_ARGUMENT
+                if isinstance(failed, InvalidRequest)
+                else grpc.StatusCode.FAILED_PRECONDITION
+            )
+            context.abort(code, str(failed))
         self._metrics.allocated(time.perf_counter() - start)
         return answer
 

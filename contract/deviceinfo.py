@@ -1,6 +1,7 @@
 """The ``mindx-dl-deviceinfo-<node>`` ConfigMap: the agent writes it, schedulers read it.
 
-Wire format of Huawei's device plugin (reference §1.10): data key ``DeviceInfoCfg`` holds
+Wire format of Huawei's device plugin (``pkg/device/ascend910.go updateDeviceInfo``): data key
+``DeviceInfoCfg`` holds
 ``{"DeviceInfo":{"DeviceList":{…},"UpdateTime":n},"CheckCode":"<sha256>"}`` where the
 CheckCode is the SHA-256 of Go's ``json.Marshal`` of ``{"DeviceList":…,"UpdateTime":n}``:
 compact, map keys sorted, and Go's escaping (``<``, ``>``, ``&``, U+2028/2029 as ``\\u…``).

@@ -3,18 +3,39 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import Enum
 from typing import Protocol
 
 from agent.chips import Chip, NodeChips
 
 
+class FailureReason(Enum):
+    """Why an Allocate failed: the label of the failure metric, the log's ``reason`` field
+    and the reason of the pod's Event."""
+
+    INVALID_REQUEST = "invalid_request"  # the kubelet's request is malformed
+    NO_POD = "no_pod"  # no pending pod of this node carries chips for it
+    CHIPS_REFUSED = "chips_refused"  # the pod's chips are missing, unhealthy or held
+    API_ERROR = "api_error"  # the API server refused or could not be reached
+
+    @property
+    def event_reason(self) -> str:
+        return "NPU" + "".join(word.capitalize() for word in self.value.split("_"))
+
+
 class InvalidRequest(ValueError):
     """A kubelet request the plugin refuses; the message names the offending part."""
 
+    reason = FailureReason.INVALID_REQUEST
+
 
 class AllocationFailed(RuntimeError):
-    """A valid request that cannot be served now (no pod waiting for it, chips refused, API
-    server unreachable); the kubelet fails the pod's admission with this message."""
+    """A valid request that cannot be served now; the kubelet fails the pod's admission with
+    this message."""
+
+    def __init__(self, reason: FailureReason, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class Allocator(Protocol):

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from agent.allocation.base import AllocationFailed
+from agent.allocation.base import AllocationFailed, FailureReason
 from agent.allocation.handshake_rules import (
     NOT_FOUND,
     ChipsRefused,
@@ -59,7 +59,8 @@ class HandshakeAllocator:
                 return pod
             self._cache.wait_change(min(left, 0.05))
 
-    def _refuse(self, pod: PodInfo, reason: str) -> AllocationFailed:
+    def _refuse(self, pod: PodInfo, message: str) -> AllocationFailed:
+        reason = FailureReason.CHIPS_REFUSED
         event = {
             "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
             "involvedObject": {
@@ -68,8 +69,8 @@ class HandshakeAllocator:
                 "name": pod.name,
                 "uid": pod.uid,
             },
-            "reason": "NPUAllocationFailed",
-            "message": reason,
+            "reason": reason.event_reason,
+            "message": message,
             "type": "Warning",
             "source": {"component": "ascend-npu-agent"},
         }
@@ -77,7 +78,7 @@ class HandshakeAllocator:
             self._gateway.create_event(pod.namespace, event)
         except KubeError as failed:
             log.warning("could not record an event on %s: %s", pod.key, failed)
-        return AllocationFailed(reason)
+        return AllocationFailed(reason, message)
 
     def _refresh(self, pod: PodInfo) -> bool:
         """Re-read a pod into the cache; True when the API server's copy differs from it."""
@@ -88,7 +89,7 @@ class HandshakeAllocator:
             self._cache.apply(gone, deleted=True)
             return True
         except KubeError as failed:
-            raise AllocationFailed(f"API server: {failed}") from None
+            raise AllocationFailed(FailureReason.API_ERROR, f"API server: {failed}") from None
         self._cache.apply(fresh)
         return bool(fresh["metadata"].get("resourceVersion") != pod.resource_version)
 
@@ -97,7 +98,9 @@ class HandshakeAllocator:
         for _ in range(MAX_CONFLICTS):
             pod = self._find(len(requested))
             if pod is None:
-                raise AllocationFailed(f"{NOT_FOUND} (kubelet asked {len(requested)} chips)")
+                raise AllocationFailed(
+                    FailureReason.NO_POD, f"{NOT_FOUND} (kubelet asked {len(requested)} chips)"
+                )
             try:
                 chips = check_chips(pod, node, held_chips(self._cache.pods(), other_than=pod.key))
             except ChipsRefused as refused:
@@ -118,7 +121,7 @@ class HandshakeAllocator:
                 self._refresh(pod)
                 continue
             except KubeError as failed:
-                raise AllocationFailed(f"API server: {failed}") from None
+                raise AllocationFailed(FailureReason.API_ERROR, f"API server: {failed}") from None
             self._cache.apply(updated)
             log.info(
                 "pod %s gets %s (kubelet asked %s)",
@@ -127,7 +130,9 @@ class HandshakeAllocator:
                 ",".join(kubelet_ids),
             )
             return chips
-        raise AllocationFailed(f"{NOT_FOUND}: pods kept changing ({MAX_CONFLICTS} conflicts)")
+        raise AllocationFailed(
+            FailureReason.NO_POD, f"{NOT_FOUND}: pods kept changing ({MAX_CONFLICTS} conflicts)"
+        )
 
     def preferred(
         self, node: NodeChips, available: Sequence[str], must_include: Sequence[str], size: int

@@ -1,5 +1,6 @@
 """The Allocate handshake's decisions, pure: which pending pod an Allocate belongs to, and
-whether the chips the scheduler annotated may be handed out (reference §1.6, §1.8).
+whether the chips the scheduler annotated may be handed out (Huawei's device plugin,
+``pkg/server/plugin.go Allocate/doWithVolcanoSchedule``).
 
 The kubelet tells the plugin only device IDs. The pod is the one on this node, not
 finished, not being deleted, requesting the resource, carrying the scheduler's chip

@@ -10,7 +10,7 @@ from agent.chips import Chip, NodeChips
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from scheduler_core.engine.products import product_by_name, select_huawei
 
-# Limits of Huawei's checkAllocateRequest (reference §1.6).
+# Limits of Huawei's device plugin (``pkg/server/plugin.go checkAllocateRequest``).
 MAX_CONTAINER_REQUESTS = 300_000
 MAX_DEVICES_PER_CONTAINER = 800
 MAX_DEVICE_ID_LENGTH = 50

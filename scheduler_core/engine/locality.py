@@ -4,8 +4,9 @@ One entry point for the extender's gangs: a job annotated ``sp-block`` gets logi
 SuperPoDs (``superpod``), a job labelled ``tor-affinity`` gets ToRs (``tor`` for NSLB 1.0,
 ``tor_share`` for 2.0), any other job the candidates in the order given (best score first). A
 job restarting after a fault keeps its healthy ranks on their nodes and moves the others:
-first to its own ToRs, then to shared ToRs, then anywhere (seed 004); a job with ranks still
-running (its reservation expired half bound) gets the missing ranks in the same order.
+first to its own ToRs, then to shared ToRs, then anywhere (MindCluster ``internal/nslb``); a
+job with ranks still running (its reservation expired half bound) gets the missing ranks in
+the same order.
 """
 
 from __future__ import annotations
@@ -199,7 +200,8 @@ def _join(ask: Ask, candidates: Sequence[str], network: Network, running: Iterab
 
 def _near(candidates: Sequence[str], network: Network, used: Iterable[str]) -> list[str]:
     """Candidates on the job's own ToRs or SuperPoDs first, then on shared ToRs, then the
-    rest, each group in the given order (seed 004's order for a rescheduled job)."""
+        rest, each group in the given order (a rescheduled job's order in MindCluster
+    ``internal/nslb``)."""
     used = list(used)
     own_tors = network.tors_of(used)
     own_pods = {network.super_pods[n] for n in used if n in network.super_pods}

@@ -4,8 +4,8 @@ Every rule here is a function of a product and a *bitmask* of usable chips, so c
 cache answers per mask instead of rescanning chip lists for every pod. Chip order only
 matters when chips are picked (``select_*``), and those take the ordered list.
 
-Sources: shared reference §2.4–2.6 (VOL-v5 handlers module910x8, half910x4, card910x2,
-module910bx8, module910bx16).
+Sources: the Volcano plugin v5 handlers ``internal/ascend910/.../module910x8``, ``half910x4``,
+``card910x2``, ``module910bx8``, ``module910bx16``.
 """
 
 from __future__ import annotations

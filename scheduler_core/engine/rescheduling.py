@@ -1,4 +1,5 @@
-"""Fault rescheduling of multi-node jobs (reference §2.11, seed 004). Pure.
+"""Fault rescheduling of multi-node jobs (Volcano plugin v5
+``internal/rescheduling``). Pure.
 
 A running job labelled ``fault-scheduling: grace|force`` whose pod sits on a failed chip
 (``-Unhealthy`` or, the job being distributed, ``-NetworkUnhealthy``) or on a node that no

@@ -1,4 +1,4 @@
-"""Logical SuperPoD affinity (reference §2.10, seed 001). Pure.
+"""Logical SuperPoD affinity (the MindCluster Volcano plugin's SuperPoD handler). Pure.
 
 A job annotated ``sp-block`` (NPUs per logical SuperPoD) runs as blocks of ``block`` nodes
 (``sp-block`` / chips per node), each block inside one physical SuperPoD. A SuperPoD with
@@ -8,7 +8,8 @@ block`` idle. For a job of ``need`` blocks, SuperPoDs are tried in four passes:
 
 1. those that hold the job at most once (``multiple < 2 × need``, ``size ≥ block +
    reserve``), fewest idle leftovers first: by (remainder, multiple). With block 8, need 2,
-   reserve 2 that is 18, 26, 19, 27, 20, 28, …, 25, 33 free nodes (seed 001's example);
+   reserve 2 that is 18, 26, 19, 27, 20, 28, …, 25, 33 free nodes (the order of Huawei's
+   logical-SuperPoD design example);
 2. the bigger ones, smallest first (34, 35, …), so big SuperPoDs stay whole;
 3. those that only fit by using their reserve (``block ≤ size < block + reserve``), most
    free first;

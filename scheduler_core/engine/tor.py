@@ -1,4 +1,5 @@
-"""Switch (ToR) affinity 1.0 for multi-node jobs (reference §2.9, "NSLB 1.0"). Pure.
+"""Switch (ToR) affinity 1.0 for multi-node jobs (Volcano plugin v5
+``plugin/job.go CheckNetSliceIsMeetJobRequire``, MindCluster ``internal/nslb/nslbv1.go``). Pure.
 
 Servers hang under leaf switches (ToRs) ``tor_count`` at a time; a server's ``slice_id`` is
 its position under its ToR, and servers at the same position of different ToRs share a net

@@ -1,4 +1,4 @@
-"""Switch (ToR) affinity 2.0: shared ToRs (reference §2.9 "NSLB 2.0", seed 004). Pure.
+"""Switch (ToR) affinity 2.0: shared ToRs (MindCluster ``internal/nslb/nslbv2.go``). Pure.
 
 Every ToR is *idle* (no cross-ToR job, perhaps padding jobs), *exclusive* (one cross-ToR job
 took it whole) or *shared* (cross-ToR jobs use some of its servers); a shared ToR is

@@ -2,8 +2,9 @@
 
 Ascend 910 (ring) products: a single-pod job asks for one of the product's sizes; a job of
 more than one pod is a distributed job. On ``module910x8`` that means 8 × N: every pod takes
-a whole 8-chip server (seed 000, "Resource Application Constraints"). Upstream only checks
-the first task's count; we check every task, because any other pod would fail later anyway.
+a whole 8-chip server (Huawei's resource application constraints for Atlas 800 training
+servers). Upstream only checks the first task's count; we check every task, because any other
+pod would fail later anyway.
 
 910B products: every task asks for 1..capacity chips outside the product's invalid set.
 A ``ring-controller.atlas`` label or a ``host-arch`` selector that contradicts the product is

@@ -1,7 +1,8 @@
 """The scheduler's view of the NPU nodes, built from what the API server lists.
 
 Pure: node, ConfigMap and pod objects (the API server's JSON) and the current time in, node
-states (and the reason every other node is left out) back. Reference §2.3, §2.7:
+states (and the reason every other node is left out) back, as the Volcano plugin reads them
+(``plugin/node.go``, ``common/k8s/cmmgr.go``):
 
 - a node is an NPU node when its capacity has ``huawei.com/Ascend910`` and it publishes a
   DeviceInfo ConfigMap whose CheckCode matches and whose UpdateTime is recent;

@@ -1,4 +1,5 @@
-"""Volcano's extender plugin verbs, on the same extender (reference kubelet-and-peers §5.2).
+"""Volcano's extender plugin verbs, on the same extender (Volcano's
+``pkg/scheduler/plugins/extender``).
 
 Volcano posts its internal structs without json tags, so keys are Go field names: a
 ``TaskInfo`` carries the full ``Pod`` and the session's ``NodeName``; a ``NodeInfo`` its

@@ -183,7 +183,9 @@ def test_chips_that_cannot_be_given_fail_allocate_with_an_event(
     cluster.bind("bad", chips, "100")
     with pytest.raises(KubeletError, match=reason):
         cluster.kubelet.allocate("ns/bad", "main", RESOURCE, 1)
-    assert [e["message"] for e in cluster.api.events][-1].endswith(reason)
+    event = cluster.api.events[-1]
+    assert (event["reason"], event["type"]) == ("NPUChipsRefused", "Warning")
+    assert event["message"].endswith(reason)
     assert cluster.annotations("bad")["predicate-time"] == "100", "a refused pod is not consumed"
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from agent.metrics import AgentMetrics, failure_reason
+from agent.allocation.base import FailureReason
+from agent.metrics import AgentMetrics
 
 
 def test_allocations_failures_and_the_histogram_are_counted() -> None:
@@ -10,7 +11,7 @@ def test_allocations_failures_and_the_histogram_are_counted() -> None:
     metrics.chips_changed(healthy=7, unhealthy=1)
     metrics.allocated(0.002)
     metrics.allocated(0.2)
-    metrics.failed("no_pod", 0.9)
+    metrics.failed(FailureReason.NO_POD, 0.9)
     metrics.api_error()
     text = metrics.text()
     assert "ascend_agent_allocations_total 2" in text
@@ -23,8 +24,12 @@ def test_allocations_failures_and_the_histogram_are_counted() -> None:
     assert 'ascend_agent_chips{health="Unhealthy"} 1' in text
 
 
-def test_failure_messages_map_to_a_few_stable_reasons() -> None:
-    assert failure_reason("not get valid pod (kubelet asked 2 chips)") == "no_pod"
-    assert failure_reason("API server: list pods: unreachable") == "api_error"
-    assert failure_reason("ns/p: Ascend910-3 is held by ns/q") == "chips_refused"
-    assert failure_reason("ns/p: Ascend910-7 is unhealthy") == "chips_refused"
+def test_each_failure_reason_has_its_own_metric_label_and_event_reason() -> None:
+    metrics = AgentMetrics()
+    for reason in FailureReason:
+        metrics.failed(reason, 0.01)
+    text = metrics.text()
+    for label in ("invalid_request", "no_pod", "chips_refused", "api_error"):
+        assert f'ascend_agent_allocation_failures_total{{reason="{label}"}} 1' in text
+    assert FailureReason.CHIPS_REFUSED.event_reason == "NPUChipsRefused"
+    assert len({r.event_reason for r in FailureReason}) == len(FailureReason)

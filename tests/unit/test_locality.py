@@ -1,4 +1,5 @@
-"""Choosing a multi-node job's nodes: plain, and after a fault (seed 004's order)."""
+"""Choosing a multi-node job's nodes: plain, and after a fault (MindCluster ``internal/nslb``'s
+order)."""
 
 from __future__ import annotations
 

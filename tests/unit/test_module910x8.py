@@ -1,5 +1,6 @@
-"""module910x8: two HCCS rings of four (0-3, 4-7). Upstream cases are numbered as in the
-reference's §2.12 table; the rest are derived from the rules by hand."""
+"""module910x8: two HCCS rings of four (0-3, 4-7). Upstream cases are numbered as the
+Volcano plugin's ``module910x8/frame_test.go`` cases we list; the rest are derived from the
+rules by hand."""
 
 from __future__ import annotations
 
