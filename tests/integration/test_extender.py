@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 
 from contract.deviceinfo import DeviceInfo, encode
+from infra.kube.port import KubeError
 from scheduler_core.service import cluster_view as cluster_state
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
@@ -210,6 +212,73 @@ def test_a_bind_that_the_api_server_refuses_gives_its_chips_back() -> None:
     )
     assert "not found" in answer["Error"]
     assert h.filter(pending(h.api, "q", 8))["NodeNames"] == ["n0"]
+
+
+def bind_args(pod: dict[str, Any], node: str) -> dict[str, str]:
+    meta = pod["metadata"]
+    return {"PodName": meta["name"], "PodNamespace": "ns", "PodUID": meta["uid"], "Node": node}
+
+
+def test_a_binding_the_api_server_refuses_gives_its_chips_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = Harness(1)
+    pod = pending(h.api, "p", 8)
+
+    def refuse(*args: object) -> None:
+        raise KubeError("create binding: the API server is unreachable")
+
+    monkeypatch.setattr(h.api, "bind_pod", refuse)
+    assert "unreachable" in h.extender.bind(bind_args(pod, "n0"))["Error"]
+    assert h.filter(pending(h.api, "q", 8))["NodeNames"] == ["n0"]
+
+
+def test_while_a_binding_is_written_the_lock_is_free_and_its_chips_stay_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = Harness(1)
+    pod, other = pending(h.api, "p", 8), pending(h.api, "q", 8)
+    bind = h.api.bind_pod
+    seen: list[dict[str, Any]] = []
+
+    def bind_slowly(*args: Any) -> None:
+        # Another verb and a refresh run while this Binding is on its way (a view listed
+        # before it lands): neither waits for it, and neither offers its chips.
+        def meanwhile() -> None:
+            h.service.refresh()
+            seen.append(h.filter(other))
+
+        worker = threading.Thread(target=meanwhile)
+        worker.start()
+        worker.join(timeout=10)
+        assert not worker.is_alive(), "the extender's lock is held during the API call"
+        bind(*args)
+
+    monkeypatch.setattr(h.api, "bind_pod", bind_slowly)
+    assert h.extender.bind(bind_args(pod, "n0")) == {"Error": ""}
+    assert seen[0]["NodeNames"] == [], seen
+    h.service.refresh()
+    assert h.filter(other)["NodeNames"] == []
+
+
+def test_the_last_rank_of_a_gang_whose_binding_fails_can_bind_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = Harness(2)
+    pods = [pending(h.api, f"g-{i}", 8, gang="g", size=2) for i in range(2)]
+    h.service.refresh()
+    first = h.schedule(pods[0])
+    assert first is not None
+    last = next(n for n in h.names if n != first)
+    bind = h.api.bind_pod
+
+    def unavailable(*args: object) -> None:
+        raise KubeError("create binding: 503")
+
+    monkeypatch.setattr(h.api, "bind_pod", unavailable)
+    assert "503" in h.extender.bind(bind_args(pods[1], last))["Error"]
+    monkeypatch.setattr(h.api, "bind_pod", bind)
+    assert h.extender.bind(bind_args(pods[1], last)) == {"Error": ""}
 
 
 @pytest.mark.parametrize("size", ["x", "0"])

@@ -65,8 +65,7 @@ def test_a_watch_streams_changes_of_its_node_from_a_version(setup: Setup) -> Non
         seen.extend(setup.gateway.watch_pods("node-1", version, timeout=1.0))
 
     watcher = threading.Thread(target=follow)
-    watcher.start()
-    time.sleep(0.2)
+    watcher.start()  # the watch replays what changed after ``version``, whenever it starts
     setup.store.put("Pod", pod_object("ns", "c", "node-1", 1))
     setup.store.put("Pod", pod_object("ns", "d", "node-2", 1))
     setup.store.patch_pod_annotations("ns", "a", {"x": "1"}, "")
