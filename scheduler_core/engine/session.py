@@ -128,16 +128,22 @@ class Session:
         product = product_by_name(job.product)
         distributed = job.distributed
         statuses: dict[str, Status] = {}
+        # Per call by signature alone: no key tuple built per node (the extender sends every
+        # node's name with every pod).
+        seen: dict[Signature, Status] = {}
         for name in self._nodes if names is None else names:
             signature = self._signature.get(name)
             if signature is None:
                 continue
-            key = (signature, job.product, req, distributed)
-            status = self._statuses.get(key)
+            status = seen.get(signature)
             if status is None:
-                node = self._nodes[name]
-                status = filter_node(node, self._usable[name], product, req, distributed)
-                self._statuses[key] = status
+                key = (signature, job.product, req, distributed)
+                status = self._statuses.get(key)
+                if status is None:
+                    node = self._nodes[name]
+                    status = filter_node(node, self._usable[name], product, req, distributed)
+                    self._statuses[key] = status
+                seen[signature] = status
             statuses[name] = status
         return statuses
 
@@ -152,12 +158,17 @@ class Session:
                 if score is not None:
                     scores.update(dict.fromkeys(bucket, score))
             return scores
+        seen: dict[Signature, float | None] = {}
         for name in names:
             known = self._signature.get(name)
-            if known is not None:
-                score = self._score(known, job.product, req, distributed)
-                if score is not None:
-                    scores[name] = score
+            if known is None:
+                continue
+            if known in seen:
+                score = seen[known]
+            else:
+                score = seen[known] = self._score(known, job.product, req, distributed)
+            if score is not None:
+                scores[name] = score
         return scores
 
     def place(
