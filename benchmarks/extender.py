@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from contract.deviceinfo import DeviceInfo, encode
-from simulation.cluster import KubeScheduler, scheduler_process, simulated_cluster
+from simulation.cluster import simulated_cluster
+from simulation.kube_scheduler import KubeScheduler
 from simulation.memory import MemoryCluster, pod_object
+from simulation.processes import scheduler_process
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -1,28 +1,22 @@
 """A whole simulated cluster in one process, for end-to-end tests and the demo.
 
-The loopback API server; per node a fake driver, the agent (annotation handshake through the
-official kubernetes client), its DeviceInfo publisher and a kubelet simulator over real gRPC
-unix sockets; the scheduler service over HTTP; and ``KubeScheduler``, a small driver that
-plays kube-scheduler's part: list pending pods, filter, prioritize, pick the best node, bind.
-``admit`` then lets each node's kubelet admit the pods bound to it.
+The loopback API server; per node a fake driver, the agent as its own builder wires a node
+(pod cache, annotation handshake, DeviceInfo publisher, repair loop and node label, through
+the official kubernetes client) and a kubelet simulator over real gRPC unix sockets; the scheduler service over HTTP (driven by ``kube_scheduler.KubeScheduler``).
+``admit`` lets each node's kubelet admit the pods bound to it.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from agent.builder import AgentConfig, KubeSettings, NodeAgent, start_node_agent
 from agent.driver import FakeDriver
@@ -35,7 +29,7 @@ from scheduler_core.engine.policies import policy_by_name
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
 from simulation.kubelet import Allocation, KubeletError, KubeletSimulator
-from simulation.loopback import LoopbackApiServer, kubeconfig
+from simulation.loopback import LoopbackApiServer
 from simulation.memory import MemoryCluster
 
 
@@ -298,128 +292,3 @@ def _stop_node(node: SimNode) -> None:
 def _writes(node: SimNode) -> int:
     publisher = node.agent.publisher
     return 0 if publisher is None else publisher.writes
-
-
-class KubeScheduler:
-    """kube-scheduler's part, against the extender over HTTP: one pod at a time."""
-
-    def __init__(self, cluster: SimulatedCluster) -> None:
-        self.cluster = cluster
-        self.reasons: dict[str, dict[str, str]] = {}
-
-    def _post(self, verb: str, body: dict[str, Any]) -> Any:
-        request = urllib.request.Request(
-            f"{self.cluster.url}/{verb}",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return json.loads(response.read())
-
-    def pending(self) -> list[Obj]:
-        pods, _ = self.cluster.store.list_pods(None)
-        return [
-            p
-            for p in pods
-            if not (p.get("spec") or {}).get("nodeName")
-            and p["status"].get("phase") == "Pending"
-            and npu_limit(p) > 0
-        ]
-
-    def schedule_one(self, pod: Obj, nodes: list[str]) -> str | None:
-        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-        filtered = self._post("filter", {"Pod": pod, "Nodes": None, "NodeNames": nodes})
-        if not filtered.get("NodeNames"):
-            self.reasons[key] = filtered.get("FailedNodes") or {}
-            return None
-        scores = self._post(
-            "prioritize", {"Pod": pod, "Nodes": None, "NodeNames": filtered["NodeNames"]}
-        )
-        best = max(scores, key=lambda s: (s["Score"], -filtered["NodeNames"].index(s["Host"])))[
-            "Host"
-        ]
-        meta = pod["metadata"]
-        bound = self._post(
-            "bind",
-            {
-                "PodName": meta["name"],
-                "PodNamespace": meta["namespace"],
-                "PodUID": meta["uid"],
-                "Node": best,
-            },
-        )
-        if bound.get("Error"):
-            self.reasons[key] = {best: bound["Error"]}
-            return None
-        self.reasons.pop(key, None)
-        return str(best)
-
-    def cycle(self, settle: Callable[[], None] | None = None) -> int:
-        """One pass over the pending pods; returns how many were bound."""
-        nodes = sorted(self.cluster.nodes)
-        bound = 0
-        for pod in self.pending():
-            if self.schedule_one(pod, nodes) is not None:
-                bound += 1
-        if settle is not None:
-            settle()
-        return bound
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@dataclass
-class ServiceProcess:
-    process: subprocess.Popen[str]
-    url: str
-    api: LoopbackApiServer
-
-
-@contextmanager
-def scheduler_process(store: MemoryCluster, workdir: Path, *flags: str) -> Iterator[ServiceProcess]:
-    """``python -m scheduler_core serve`` as its own process (as kube-scheduler would call it),
-    reading ``store`` through the loopback API server; yields once it is ready."""
-    api = LoopbackApiServer(store)
-    config_file = workdir / "kubeconfig"
-    config_file.write_text(kubeconfig(api.start()))
-    port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "scheduler_core",
-        "serve",
-        "--listen",
-        f"127.0.0.1:{port}",
-        "--kube",
-        "kubeconfig",
-        "--kubeconfig",
-        str(config_file),
-        *flags,
-    ]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    service = ServiceProcess(process, f"http://127.0.0.1:{port}", api)
-    try:
-        deadline = time.monotonic() + 120
-        while not _ready(service.url):
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError("the scheduler service did not become ready")
-            time.sleep(0.1)
-        yield service
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            process.communicate(timeout=30)
-        api.stop()
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/readyz", timeout=2) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulation.cluster import KubeScheduler, SimulatedCluster, simulated_cluster, tor_configmap
+from simulation.cluster import SimulatedCluster, simulated_cluster, tor_configmap
+from simulation.kube_scheduler import KubeScheduler
 from simulation.memory import pod_object
 
 DEMO_JOBS = [

@@ -10,13 +10,8 @@ import time
 from contract.deviceinfo import decode
 from infra.kube.port import KubeError
 from scheduler_core.engine.products import MODULE_910X8
-from simulation.cluster import (
-    KubeScheduler,
-    SimulatedCluster,
-    simulated_cluster,
-    tor_configmap,
-    wait_for,
-)
+from simulation.cluster import SimulatedCluster, simulated_cluster, tor_configmap, wait_for
+from simulation.kube_scheduler import KubeScheduler
 from simulation.memory import pod_object
 
 

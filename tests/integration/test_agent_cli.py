@@ -12,10 +12,11 @@ from pathlib import Path
 
 from contract.deviceinfo import decode
 from infra.kube.port import NotFound
-from simulation.cluster import free_port, state_file
+from simulation.cluster import state_file
 from simulation.kubelet import KubeletSimulator
 from simulation.loopback import LoopbackApiServer, kubeconfig
 from simulation.memory import MemoryCluster, pod_object
+from simulation.processes import free_port
 from tests.integration.conftest import RESOURCE
 
 SAMPLES = Path(__file__).parents[1] / "data" / "npu_smi"

@@ -14,8 +14,8 @@ from typing import Any
 from contract.deviceinfo import DeviceInfo, encode
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
-from simulation.cluster import scheduler_process
 from simulation.memory import MemoryCluster, pod_object
+from simulation.processes import scheduler_process
 
 
 def get(url: str) -> tuple[int, str]:
