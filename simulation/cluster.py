@@ -2,8 +2,9 @@
 
 The loopback API server; per node a fake driver, the agent as its own builder wires a node
 (pod cache, annotation handshake, DeviceInfo publisher, repair loop and node label, through
-the official kubernetes client) and a kubelet simulator over real gRPC unix sockets; the scheduler service over HTTP (driven by ``kube_scheduler.KubeScheduler``).
-``admit`` lets each node's kubelet admit the pods bound to it.
+the official kubernetes client) and a kubelet simulator over real gRPC unix sockets; the
+scheduler service over HTTP (driven by ``kube_scheduler.KubeScheduler``). ``admit`` lets each
+node's kubelet admit the pods bound to it.
 """
 
 from __future__ import annotations
