@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 from agent.allocation.base import FailureReason
 from infra.histogram import Histogram
+from infra.http import PROMETHEUS_TEXT, HttpServer, Response
 
 
 class AgentMetrics:
@@ -74,39 +73,20 @@ class MetricsServer:
     def __init__(self, metrics: AgentMetrics, ready: Callable[[], bool]) -> None:
         self._metrics = metrics
         self._ready = ready
-        self._server: ThreadingHTTPServer | None = None
+        self._server = HttpServer(self._get)
+
+    def _get(self, path: str) -> Response:
+        if path == "/metrics":
+            return Response.text(200, self._metrics.text(), PROMETHEUS_TEXT)
+        if path == "/healthz":
+            return Response.text(200, "ok\n")
+        if path == "/readyz":
+            ready = self._ready()
+            return Response.text(200 if ready else 503, "ready\n" if ready else "not registered\n")
+        return Response.text(404, "not found\n")
 
     def start(self, host: str, port: int) -> str:
-        metrics, ready = self._metrics, self._ready
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                """Scrapes every few seconds: not worth a log line each."""
-
-            def do_GET(self) -> None:
-                if self.path == "/metrics":
-                    code, body, kind = 200, metrics.text(), "text/plain; version=0.0.4"
-                elif self.path == "/healthz":
-                    code, body, kind = 200, "ok\n", "text/plain"
-                elif self.path == "/readyz":
-                    code = 200 if ready() else 503
-                    body, kind = ("ready\n" if code == 200 else "not registered\n"), "text/plain"
-                else:
-                    code, body, kind = 404, "not found\n", "text/plain"
-                data = body.encode()
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        server = ThreadingHTTPServer((host, port), Handler)
-        server.daemon_threads = True
-        self._server = server
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return f"http://{host}:{server.server_address[1]}"
+        return self._server.start(host, port)
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        self._server.stop()

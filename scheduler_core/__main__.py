@@ -28,7 +28,7 @@ from scheduler_core.engine.policies import DEFAULT_POLICY, POLICIES, policy_by_n
 from scheduler_core.engine.products import product_by_name
 from scheduler_core.engine.session import Session
 from scheduler_core.request_json import decision_to_json, parse_request
-from scheduler_core.service import cluster_view as cluster_state
+from scheduler_core.service import cluster_view
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
 from scheduler_core.service.status import cluster_lines
@@ -133,7 +133,7 @@ def _status(args: argparse.Namespace) -> int:
     except KubeError as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    snapshot = cluster_state.build(nodes, configmaps, pods, time.time(), args.self_maintain)
+    snapshot = cluster_view.build(nodes, configmaps, pods, time.time(), args.self_maintain)
     print("\n".join(cluster_lines(snapshot, pods)))
     return 0
 

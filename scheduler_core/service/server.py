@@ -18,16 +18,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from contract import deviceinfo
 from contract.chip_names import InvalidInput
 from contract.objects import Obj
 from infra.histogram import Histogram
+from infra.http import PROMETHEUS_TEXT, HttpServer, Response
 from infra.kube.port import KubeError, KubeGateway, NotFound
 from scheduler_core.engine import rescheduling, tor, tor_share
-from scheduler_core.service import cluster_view as cluster_state
+from scheduler_core.service import cluster_view
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.volcano import VolcanoVerbs
 
@@ -79,12 +79,6 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    # The stdlib default backlog of 5 resets connections when callers arrive together.
-    request_queue_size = 128
-
-
 class SchedulerService:
     def __init__(
         self,
@@ -103,8 +97,8 @@ class SchedulerService:
         self._self_maintain = self_maintain
         self._clock = clock
         self._stop = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._threads: list[threading.Thread] = []
+        self._server: HttpServer | None = None
+        self._thread: threading.Thread | None = None
         self._written: dict[tuple[str, str], dict[str, str]] = {}
         self._write_errors: dict[tuple[str, str], str] = {}
         self._topology_error = ""
@@ -117,7 +111,7 @@ class SchedulerService:
         pods, _ = self.gateway.list_pods(None)
         if not self._restored:
             self._restore_faults()
-        snapshot = cluster_state.build(nodes, configmaps, pods, self._clock(), self._self_maintain)
+        snapshot = cluster_view.build(nodes, configmaps, pods, self._clock(), self._self_maintain)
         self.extender.refresh(snapshot, pods, self._topology(configmaps))
         # The snapshot lives until the next refresh; keep the cyclic collector from walking
         # it on every pause (at 5,000 nodes those walks were the tail of each request).
@@ -241,61 +235,35 @@ class SchedulerService:
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         self.refresh_once_safely()
-        service = self
+        self._server = HttpServer(self._get, self._post)
+        url = self._server.start(host, port)
+        self._thread = threading.Thread(target=self._refresh_loop, name="refresh", daemon=True)
+        self._thread.start()
+        return url
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
+    def _get(self, path: str) -> Response:
+        if path == "/healthz":
+            return Response.text(200, "ok\n")
+        if path == "/readyz":
+            ready = self.extender.ready
+            return Response.text(200 if ready else 503, "ready\n" if ready else "not ready\n")
+        if path == "/metrics":
+            text = self.metrics.text(self.extender.binds, self.nodes)
+            return Response.text(200, text, PROMETHEUS_TEXT)
+        return Response.json(404, {"Error": "not found"})
 
-            def log_message(self, format: str, *args: Any) -> None:
-                log.debug(format, *args)
-
-            def _send(self, code: int, body: bytes, kind: str = "application/json") -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                if self.path == "/healthz":
-                    self._send(200, b"ok\n", "text/plain")
-                elif self.path == "/readyz":
-                    ready = service.extender.ready
-                    self._send(
-                        200 if ready else 503, b"ready\n" if ready else b"not ready\n", "text/plain"
-                    )
-                elif self.path == "/metrics":
-                    text = service.metrics.text(service.extender.binds, service.nodes)
-                    self._send(200, text.encode(), "text/plain; version=0.0.4")
-                else:
-                    self._send(404, b'{"Error":"not found"}')
-
-            def do_POST(self) -> None:
-                verb = self.path.strip("/")
-                length = int(self.headers.get("Content-Length") or 0)
-                try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
-                except ValueError:
-                    self._send(400, json.dumps({"Error": "the body is not JSON"}).encode())
-                    return
-                if not isinstance(body, dict):
-                    self._send(400, json.dumps({"Error": "the body is not a JSON object"}).encode())
-                    return
-                try:
-                    answer = service.handle(verb, body)
-                except KeyError:
-                    self._send(404, json.dumps({"Error": f"no verb {verb!r}"}).encode())
-                    return
-                self._send(200, json.dumps(answer).encode())
-
-        server = _Server((host, port), Handler)
-        self._server = server
-        for target in (server.serve_forever, self._refresh_loop):
-            thread = threading.Thread(target=target, daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        return f"http://{host}:{server.server_address[1]}"
+    def _post(self, path: str, raw: bytes) -> Response:
+        verb = path.strip("/")
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            return Response.json(400, {"Error": "the body is not JSON"})
+        if not isinstance(body, dict):
+            return Response.json(400, {"Error": "the body is not a JSON object"})
+        try:
+            return Response.json(200, self.handle(verb, body))
+        except KeyError:
+            return Response.json(404, {"Error": f"no verb {verb!r}"})
 
     def refresh_once_safely(self) -> None:
         try:
@@ -306,5 +274,4 @@ class SchedulerService:
     def stop(self) -> None:
         self._stop.set()
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()

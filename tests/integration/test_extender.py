@@ -9,7 +9,7 @@ import pytest
 
 from contract.deviceinfo import DeviceInfo, encode
 from infra.kube.port import KubeError
-from scheduler_core.service import cluster_view as cluster_state
+from scheduler_core.service import cluster_view
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
 from scheduler_core.service.wire import normalize
@@ -294,7 +294,7 @@ def test_a_malformed_gang_size_is_refused_with_the_reason(size: str) -> None:
 def test_a_view_listed_before_a_bind_does_not_offer_that_binds_chips_again() -> None:
     h = Harness(1)
     pods_before, _ = h.api.list_pods(None)
-    stale = cluster_state.build(
+    stale = cluster_view.build(
         h.api.list_nodes(), h.api.list_configmaps("kube-system"), pods_before, h.clock()
     )
     h.schedule(pending(h.api, "first", 8))

@@ -1,0 +1,70 @@
+"""The house rules: which package may import which (read off the source, not run)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+OURS = ("agent", "contract", "deviceplugin_api", "infra", "scheduler_core", "simulation")
+# Package (or sub-package) → the packages of ours it may import, besides itself.
+ALLOWED = {
+    "contract": set(),
+    "deviceplugin_api": set(),
+    "infra": {"contract"},
+    "scheduler_core.engine": {"contract"},
+    "scheduler_core": {"contract", "infra", "scheduler_core.engine"},
+    "agent": {"contract", "infra", "deviceplugin_api", "scheduler_core.engine"},
+}
+# Third-party packages the pure engine must not touch.
+IMPURE = ("kubernetes", "grpc", "watchdog", "yaml", "socket", "threading", "time", "http")
+
+
+def imports(module: Path) -> set[str]:
+    tree = ast.parse(module.read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
+    return found
+
+
+def owner(name: str) -> str:
+    """The ALLOWED key a dotted module name belongs to (the longest that prefixes it)."""
+    return max((k for k in ALLOWED if name == k or name.startswith(k + ".")), key=len, default="")
+
+
+def modules(package: str) -> list[Path]:
+    return sorted((ROOT / package.replace(".", "/")).rglob("*.py"))
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_a_package_imports_only_what_the_layering_allows(package: str) -> None:
+    for module in modules(package):
+        dotted = ".".join(module.relative_to(ROOT).with_suffix("").parts)
+        if owner(dotted) != package:
+            continue  # a sub-package with rules of its own
+        for name in imports(module):
+            top = name.split(".")[0]
+            if top not in OURS:
+                continue
+            target = owner(name) or top
+            assert target == package or target in ALLOWED[package], f"{dotted} imports {name}"
+
+
+def test_the_engine_is_pure() -> None:
+    for module in modules("scheduler_core.engine"):
+        for name in imports(module):
+            assert name.split(".")[0] not in IMPURE, f"{module.name} imports {name}"
+
+
+def test_the_simulation_harness_is_not_shipped() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "simulation" not in pyproject and "simulation" not in dockerfile
+    for package in ("agent", "contract", "deviceplugin_api", "infra", "scheduler_core"):
+        assert f'"{package}*"' in pyproject and f"COPY {package} " in dockerfile
