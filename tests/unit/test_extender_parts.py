@@ -1,14 +1,19 @@
-"""The extender's parts on their own: assumed binds, gang hold-back, fault restarts."""
+"""The extender's parts on their own: assumed binds, gang hold-back, fault restarts, the
+ToRs under spanning jobs."""
 
 from __future__ import annotations
 
-from scheduler_core.engine import locality
+from scheduler_core.engine import locality, tor
+from scheduler_core.engine.model import Placement
 from scheduler_core.engine.rescheduling import FORCE, JobPod, restore
 from scheduler_core.engine.session import Session
 from scheduler_core.service.assumed import AssumedBinds
+from scheduler_core.service.cluster_view import Snapshot
 from scheduler_core.service.fault_restarts import FaultRestarts
-from scheduler_core.service.gangs import GangPods, Gangs, NotReserved
+from scheduler_core.service.gangs import GangPods, Gangs, NotReserved, Reservation
+from scheduler_core.service.tor_state import TorState
 from scheduler_core.service.wire import PodRequest
+from simulation.cluster import tor_configmap
 from tests.unit.helpers import node
 
 FULL = range(8)
@@ -99,3 +104,35 @@ def test_the_fault_record_round_trips_through_a_restart() -> None:
     restarted = FaultRestarts(hold_limit=100, grace_over=900)
     restarted.restore(restore(record))
     assert restarted.holds(now=8) == {"n0": "ns/j"}
+
+
+def test_the_tors_under_a_job_that_spans_several_are_known_bound_or_reserved() -> None:
+    # Four ToRs of two servers: node-i has InternalIP 192.168.0.<i+1>.
+    topology = tor.parse_topology(tor_configmap(nodes=8, per_tor=2)["data"]["tor_info"])
+    addresses = {f"node-{i:02d}": f"192.168.0.{i + 1}" for i in range(8)}
+    snapshot = Snapshot((), addresses=addresses)
+    bound = GangPods(
+        on_tors=[
+            ("ns/wide", "192.168.0.1", {}, False),  # ToR 0
+            ("ns/wide", "192.168.0.3", {}, False),  # ToR 1
+            ("ns/narrow", "192.168.0.5", {}, False),  # ToR 2 alone
+        ]
+    )
+    reserved = Reservation(
+        {0: Placement("r-0", "node-06", (0,)), 1: Placement("r-1", "node-07", (0,))},
+        expires=60,
+        notes={0: {}, 1: {}},
+    )
+    state = TorState(locality.Settings())
+    state.rebuild(snapshot, topology, bound, {})
+    assert state.network.multi_job_tors == frozenset({0, 1})
+    state.rebuild(snapshot, topology, bound, {"ns/r": reserved})
+    assert state.network.multi_job_tors == frozenset({0, 1}), "one ToR: not a spanning job"
+    spanning = Reservation(
+        {0: Placement("s-0", "node-05", (0,)), 1: Placement("s-1", "node-07", (0,))},
+        expires=60,
+        notes={0: {}, 1: {}},
+    )
+    state.rebuild(snapshot, topology, bound, {"ns/s": spanning})
+    assert state.network.multi_job_tors == frozenset({0, 1, 2, 3})
+    assert state.tor_share_data() is None, "tor-share-cm is written under NSLB 2.0 only"
