@@ -1,4 +1,4 @@
-"""The agent on one node: driver → device state → plugin server ↔ kubelet.
+"""The device plugin of a node: driver → device state → plugin server ↔ kubelet.
 
 It keeps the plugin registered across kubelet restarts. Two signals trigger a re-serve and
 re-register: a new ``kubelet.sock`` in the plugin directory (seen with watchdog), and a

@@ -1,4 +1,6 @@
-"""Publishes this node's DeviceInfo ConfigMap (``kube-system/mindx-dl-deviceinfo-<node>``).
+"""Publishes this node's DeviceInfo ConfigMap (``kube-system/mindx-dl-deviceinfo-<node>``):
+its content (free = healthy chips no live pod holds, unhealthy, network-unhealthy, faults)
+and the publishing loop.
 
 Written when its content changes and at least once per period; a failed write is retried on
 the next wake-up with a growing delay. Never written while the pod cache is not synced: an

@@ -24,6 +24,7 @@ STOP_WAIT = 1.0
 
 
 def pod_info(pod: Obj) -> PodInfo:
+    """The handshake's view of a pod, from the API server's JSON."""
     meta = pod.get("metadata", {})
     status = pod.get("status", {}) or {}
     return PodInfo(
