@@ -27,7 +27,7 @@ from agent.deviceinfo_publisher import configmap, device_info
 from agent.driver import FakeDriver, NpuDriver, NpuSmiDriver
 from agent.npu_smi import replay_runner, run_npu_smi
 from agent.repair import POD_RESOURCES_SOCKET
-from contract.objects import holders_by_node
+from contract.pods import holders_by_node, pod_view
 from infra import config
 from infra.kube.port import KubeError, KubeGateway
 from infra.logs import configure as configure_logs
@@ -213,7 +213,7 @@ def _status(args: argparse.Namespace) -> int:
         except KubeError as failed:
             print(f"error: {failed}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        holders = holders_by_node(pods).get(args.node_name, {})
+        holders = holders_by_node(map(pod_view, pods)).get(args.node_name, {})
     unhealthy = {c.id for c in node.chips if not c.healthy}
     free = {c.id for c in node.chips} - unhealthy - set(holders)
     if node.product is None:

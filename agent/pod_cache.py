@@ -12,8 +12,8 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
-from agent.allocation.handshake_rules import PodInfo
-from contract.objects import Obj, npu_limit
+from contract.objects import Obj
+from contract.pods import PodView, pod_view
 from infra.kube.port import KubeError, KubeGateway
 
 log = logging.getLogger(__name__)
@@ -21,23 +21,6 @@ log = logging.getLogger(__name__)
 WATCH_SECONDS = 30.0
 RETRY_SECONDS = 0.5
 STOP_WAIT = 1.0
-
-
-def pod_info(pod: Obj) -> PodInfo:
-    """The handshake's view of a pod, from the API server's JSON."""
-    meta = pod.get("metadata", {})
-    status = pod.get("status", {}) or {}
-    return PodInfo(
-        namespace=meta.get("namespace", "default"),
-        name=meta.get("name", ""),
-        uid=meta.get("uid", ""),
-        phase=status.get("phase", "Pending") or "Pending",
-        deleting=bool(meta.get("deletionTimestamp")),
-        reason=status.get("reason", "") or "",
-        npu_limit=npu_limit(pod),
-        resource_version=meta.get("resourceVersion", ""),
-        annotations=dict(meta.get("annotations") or {}),
-    )
 
 
 class PodCache:
@@ -53,7 +36,7 @@ class PodCache:
         self._gateway = gateway
         self._node = node
         self._watch_seconds = watch_seconds
-        self._pods: dict[str, PodInfo] = {}
+        self._pods: dict[str, PodView] = {}
         self._synced = False
         self._changed = threading.Condition()
         self._stop = threading.Event()
@@ -70,13 +53,13 @@ class PodCache:
         with self._changed:
             return self._synced
 
-    def pods(self) -> list[PodInfo]:
+    def pods(self) -> list[PodView]:
         with self._changed:
             return list(self._pods.values())
 
     def apply(self, obj: Obj, deleted: bool = False) -> None:
         """Record a pod as the API server returned it (newer resourceVersions win)."""
-        info = pod_info(obj)
+        info = pod_view(obj)
         with self._changed:
             old = self._pods.get(info.key)
             if deleted:
@@ -93,7 +76,7 @@ class PodCache:
     def resync(self) -> str:
         """Replace the cache with a fresh list; return its resourceVersion."""
         objects, version = self._gateway.list_pods(self._node)
-        fresh = {info.key: info for info in map(pod_info, objects)}
+        fresh = {info.key: info for info in map(pod_view, objects)}
         with self._changed:
             self._pods = fresh
             self._synced = True

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import grpc
 
-from agent.allocation.handshake_rules import ChipsRefused, PodInfo, parse_chips
+from agent.allocation.handshake_rules import ChipsRefused, parse_chips
 from agent.chips import NodeChips
 from agent.pod_cache import PodCache
 from contract.annotations import (
@@ -26,7 +26,8 @@ from contract.annotations import (
     RANK_TABLE_ANNOTATION,
     REAL_ANNOTATION,
 )
-from contract.chip_names import RESOURCE_NAME, chip_name
+from contract.chip_names import RESOURCE_NAME, format_chip_list
+from contract.pods import PodView
 from contract.rank_table import rank_table
 from deviceplugin_api.podresources.v1 import api_pb2 as pr
 from deviceplugin_api.podresources.v1 import api_pb2_grpc as pr_grpc
@@ -41,7 +42,7 @@ TIMEOUT = 2.0
 
 @dataclass(frozen=True, slots=True)
 class Repair:
-    pod: PodInfo
+    pod: PodView
     annotations: dict[str, str]
 
 
@@ -62,7 +63,7 @@ def kubelet_devices(socket: Path, resource: str = RESOURCE_NAME) -> dict[str, li
 
 
 def repairs(
-    pods: Sequence[PodInfo],
+    pods: Sequence[PodView],
     devices: Mapping[str, list[str]],
     node: NodeChips,
     server_id: str,
@@ -83,13 +84,13 @@ def repairs(
                 log.warning("cannot repair %s: %s", pod.key, bad)
                 continue
         else:
-            real = [by_device[d].id for d in kubelet_ids if d in by_device]
+            real = tuple(by_device[d].id for d in kubelet_ids if d in by_device)
         chips = [c for c in node.chips if c.id in set(real)]
         found.append(
             Repair(
                 pod,
                 {
-                    REAL_ANNOTATION: ",".join(chip_name(c) for c in real),
+                    REAL_ANNOTATION: format_chip_list(real),
                     KUBELET_ANNOTATION: ",".join(kubelet_ids),
                     RANK_TABLE_ANNOTATION: rank_table(
                         pod.name, server_id, ((c.id, c.ip) for c in chips)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 from contract.objects import Obj
+from contract.pods import pod_view
 from scheduler_core.engine import locality
 from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.tor import Topology, parse_topology
@@ -124,7 +125,7 @@ def main() -> None:
         pods = gang("train", size, {"tor-affinity": schema}, {}) + other_jobs(snapshot)
 
         def refresh(pods: list[Obj], extender: Extender = extender) -> None:
-            extender.refresh(snapshot, pods, topology)
+            extender.refresh(snapshot, [pod_view(p) for p in pods], topology)
 
         median, worst, chosen = decide(extender, names, refresh, pods, args.repeats)
         print(f"  {title}: median {median:.1f} ms, max {worst:.1f} ms ({chosen} nodes)")
@@ -137,7 +138,7 @@ def main() -> None:
         pods = gang("sp", size, {}, {"sp-block": str(block * 8)})
 
         def sp_refresh(pods: list[Obj], extender: Extender = extender) -> None:
-            extender.refresh(sp_snapshot, pods)
+            extender.refresh(sp_snapshot, [pod_view(p) for p in pods])
 
         median, worst, chosen = decide(extender, sp_names, sp_refresh, pods, args.repeats)
         print(

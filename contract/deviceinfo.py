@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from contract.chip_names import RESOURCE_NAME, InvalidInput, chip_name, parse_chip_name
+from contract.chip_names import RESOURCE_NAME, InvalidInput, chip_name, parse_chip_list, quoted
 from contract.go_json import go_json
 
 NAMESPACE = "kube-system"
@@ -23,6 +23,9 @@ NAME_PREFIX = "mindx-dl-deviceinfo-"
 DATA_KEY = "DeviceInfoCfg"
 SEPARATED_KEY = "ManuallySeparateNPU"
 CONSUMER_LABEL = ("mx-consumer-cim", "true")
+# A 16-chip server with a fault on every chip publishes about 4 KB: anything much larger is
+# not a DeviceInfo, and reading it would only cost time.
+MAX_BYTES = 64 * 1024
 
 FREE_KEY = RESOURCE_NAME
 UNHEALTHY_KEY = f"{RESOURCE_NAME}-Unhealthy"
@@ -128,10 +131,8 @@ def _optional_int(cache: Mapping[str, object], key: str) -> int | None:
 
 
 def _chips(text: str, key: str) -> frozenset[int]:
-    if not text:
-        return frozenset()
     try:
-        return frozenset(parse_chip_name(name) for name in text.split(","))
+        return frozenset(parse_chip_list(text))
     except InvalidInput as bad:
         raise InvalidInput(f"{DATA_KEY}.DeviceList[{key}]: {bad}") from None
 
@@ -139,15 +140,21 @@ def _chips(text: str, key: str) -> frozenset[int]:
 def decode(data: Mapping[str, str]) -> DeviceInfo:
     """Read a published ConfigMap; a missing field or a CheckCode that does not match its
     content raises InvalidInput (VOL-v5 ignores such a ConfigMap, and so do we)."""
-    if DATA_KEY not in data:
+    text = data.get(DATA_KEY)
+    if not isinstance(text, str):
         raise InvalidInput(f"no {DATA_KEY} key")
+    if len(text) > MAX_BYTES:
+        raise InvalidInput(f"{DATA_KEY} has {len(text)} characters (at most {MAX_BYTES})")
     try:
-        cache = json.loads(data[DATA_KEY])
+        cache = json.loads(text)
         devices = cache["DeviceInfo"]["DeviceList"]
         update_time = cache["DeviceInfo"]["UpdateTime"]
         code = cache["CheckCode"]
+    except RecursionError:
+        raise InvalidInput(f"{DATA_KEY} nests too deep to be a DeviceInfo cache") from None
     except (ValueError, KeyError, TypeError) as bad:
-        raise InvalidInput(f"{DATA_KEY} is not a DeviceInfo cache: {bad!r}") from None
+        reason = quoted(repr(bad))
+        raise InvalidInput(f"{DATA_KEY} is not a DeviceInfo cache: {reason}") from None
     if not isinstance(devices, dict) or not all(isinstance(v, str) for v in devices.values()):
         raise InvalidInput(f"{DATA_KEY}.DeviceList is not a map of strings")
     if not isinstance(update_time, int) or isinstance(update_time, bool):

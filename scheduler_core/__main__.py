@@ -17,6 +17,7 @@ from pathlib import Path
 
 from contract import deviceinfo
 from contract.chip_names import InvalidInput
+from contract.pods import pod_view
 from infra import config
 from infra.kube.client import KubernetesGateway
 from infra.kube.port import KubeError
@@ -129,7 +130,7 @@ def _status(args: argparse.Namespace) -> int:
         )
         nodes = gateway.list_nodes()
         configmaps = gateway.list_configmaps(deviceinfo.NAMESPACE)
-        pods, _ = gateway.list_pods(None)
+        pods = [pod_view(p) for p in gateway.list_pods(None)[0]]
     except KubeError as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT

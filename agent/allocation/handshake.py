@@ -17,10 +17,10 @@ from agent.allocation.base import AllocationFailed, FailureReason
 from agent.allocation.handshake_rules import (
     NOT_FOUND,
     ChipsRefused,
-    PodInfo,
     check_chips,
     consumed_annotations,
     held_chips,
+    misfits,
     parse_chips,
     pick_pod,
 )
@@ -29,6 +29,7 @@ from agent.chips import Chip, NodeChips
 from agent.pod_cache import PodCache
 from contract.annotations import CHIPS_ANNOTATION
 from contract.chip_names import chip_name
+from contract.pods import PodView
 from infra.kube.port import Conflict, KubeError, KubeGateway, NotFound
 
 log = logging.getLogger(__name__)
@@ -50,16 +51,16 @@ class HandshakeAllocator:
         self._server_id = server_id
         self._wait_for_pod = wait_for_pod
 
-    def _find(self, count: int) -> PodInfo | None:
+    def _find(self, count: int, node: NodeChips) -> PodView | None:
         deadline = time.monotonic() + self._wait_for_pod
         while True:
-            pod = pick_pod(self._cache.pods(), count)
+            pod = pick_pod(self._cache.pods(), count, node)
             left = deadline - time.monotonic()
             if pod is not None or left <= 0:
                 return pod
             self._cache.wait_change(min(left, 0.05))
 
-    def _refuse(self, pod: PodInfo, message: str) -> AllocationFailed:
+    def _refuse(self, pod: PodView, message: str) -> AllocationFailed:
         reason = FailureReason.CHIPS_REFUSED
         event = {
             "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
@@ -80,7 +81,7 @@ class HandshakeAllocator:
             log.warning("could not record an event on %s: %s", pod.key, failed)
         return AllocationFailed(reason, message)
 
-    def _refresh(self, pod: PodInfo) -> bool:
+    def _refresh(self, pod: PodView) -> bool:
         """Re-read a pod into the cache; True when the API server's copy differs from it."""
         try:
             fresh = self._gateway.get_pod(pod.namespace, pod.name)
@@ -96,8 +97,11 @@ class HandshakeAllocator:
     def allocate(self, requested: list[Chip], node: NodeChips) -> list[Chip]:
         kubelet_ids = [node.device_id(c) for c in requested]
         for _ in range(MAX_CONFLICTS):
-            pod = self._find(len(requested))
+            pod = self._find(len(requested), node)
             if pod is None:
+                passed_over = misfits(self._cache.pods(), len(requested), node)
+                if passed_over:  # the pod this Allocate is for, most likely: tell its owner
+                    raise self._refuse(*passed_over[0])
                 raise AllocationFailed(
                     FailureReason.NO_POD, f"{NOT_FOUND} (kubelet asked {len(requested)} chips)"
                 )
@@ -140,7 +144,7 @@ class HandshakeAllocator:
         """The pending pod's own chips when the kubelet may take them all, so the kubelet's
         records name the real chips; otherwise the HCCS-affine choice. The kubelet asks right
         after admitting the pod, so the same bounded wait for the cache applies."""
-        pod = self._find(size)
+        pod = self._find(size, node)
         if pod is not None:
             try:
                 text = pod.annotations.get(CHIPS_ANNOTATION, "")

@@ -4,56 +4,30 @@ whether the chips the scheduler annotated may be handed out (Huawei's device plu
 
 The kubelet tells the plugin only device IDs. The pod is the one on this node, not
 finished, not being deleted, requesting the resource, carrying the scheduler's chip
-annotation with as many chips as the kubelet asked for, not yet consumed, and with the
-smallest ``predicate-time`` (an unparseable one sorts last).
+annotation with as many chips of this node as the kubelet asked for, not yet consumed, and
+with the smallest ``predicate-time`` (an unparseable one sorts last).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from agent.chips import Chip, NodeChips
 from contract.annotations import (
     CHIPS_ANNOTATION,
     CONSUMED,
     KUBELET_ANNOTATION,
+    MAX_UINT64,
     PREDICATE_TIME,
     RANK_TABLE_ANNOTATION,
     REAL_ANNOTATION,
+    parse_predicate_time,
 )
-from contract.chip_names import InvalidInput, chip_name, parse_chip_name
-from contract.objects import FINISHED_PHASES
+from contract.chip_names import InvalidInput, chip_name, format_chip_list, parse_chip_list
+from contract.pods import PodView
 from contract.rank_table import rank_table
 
 NOT_FOUND = "not get valid pod"
-
-
-@dataclass(frozen=True, slots=True)
-class PodInfo:
-    """The parts of a pod the handshake reads."""
-
-    namespace: str
-    name: str
-    uid: str = ""
-    phase: str = "Pending"
-    deleting: bool = False
-    reason: str = ""
-    npu_limit: int = 0
-    resource_version: str = ""
-    annotations: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def live(self) -> bool:
-        return self.phase not in FINISHED_PHASES and not self.deleting
-
-    @property
-    def consumed(self) -> bool:
-        return self.annotations.get(PREDICATE_TIME) == CONSUMED
 
 
 class ChipsRefused(ValueError):
@@ -65,79 +39,90 @@ class ChipsRefused(ValueError):
         self.holder = holder
 
 
-def predicate_time(pod: PodInfo) -> int:
-    text = pod.annotations.get(PREDICATE_TIME, "")
-    return int(text) if text.isdigit() and int(text) < 2**64 else 2**64 - 1
+def predicate_time(pod: PodView) -> int:
+    """When the scheduler chose the pod's chips; an unreadable value sorts last."""
+    try:
+        return parse_predicate_time(pod.annotations.get(PREDICATE_TIME, ""))
+    except InvalidInput:
+        return MAX_UINT64
 
 
-def annotated_count(pod: PodInfo) -> int:
-    text = pod.annotations.get(CHIPS_ANNOTATION, "")
-    return len(text.split(",")) if text else 0
-
-
-def is_candidate(pod: PodInfo, count: int) -> bool:
+def waiting(pod: PodView) -> bool:
+    """The pod waits for an Allocate: live, not being deleted, not refused by the kubelet,
+    requesting NPUs, given chips by the scheduler and not yet consumed."""
     return (
         pod.live
+        and not pod.deleting
         and pod.reason != "UnexpectedAdmissionError"
         and pod.npu_limit > 0
         and CHIPS_ANNOTATION in pod.annotations
         and not pod.consumed
-        and annotated_count(pod) == count
     )
 
 
-def pick_pod(pods: Sequence[PodInfo], count: int) -> PodInfo | None:
+def misfit(pod: PodView, count: int, node: NodeChips) -> str | None:
+    """Why a waiting pod's chips cannot be an Allocate of ``count`` chips here (None: they
+    can, or they are for an Allocate of another size). A pod whose annotation is malformed
+    or names chips this node lacks is nobody's Allocate: it harms only itself."""
+    text = pod.annotations.get(CHIPS_ANNOTATION, "")
+    try:
+        chips = parse_chip_list(text)
+    except InvalidInput as bad:
+        return f"{pod.key} {CHIPS_ANNOTATION}: {bad}"
+    if len(chips) != count:
+        return None
+    ids = {c.id for c in node.chips}
+    lacking = [c for c in chips if c not in ids]
+    if lacking:
+        return f"{pod.key}: {chip_name(lacking[0])} does not exist on this node"
+    return None
+
+
+def is_candidate(pod: PodView, count: int, node: NodeChips) -> bool:
+    if not waiting(pod) or misfit(pod, count, node) is not None:
+        return False
+    return len(parse_chip_list(pod.annotations[CHIPS_ANNOTATION])) == count
+
+
+def pick_pod(pods: Sequence[PodView], count: int, node: NodeChips) -> PodView | None:
     """The pending pod with the smallest predicate-time; ties keep list order."""
-    candidates = [p for p in pods if is_candidate(p, count)]
+    candidates = [p for p in pods if is_candidate(p, count, node)]
     return min(candidates, key=predicate_time) if candidates else None
 
 
-def parse_chips(text: str, what: str) -> list[int]:
+def misfits(pods: Iterable[PodView], count: int, node: NodeChips) -> list[tuple[PodView, str]]:
+    """The waiting pods passed over for an Allocate of ``count`` chips, and why."""
+    found = []
+    for pod in pods:
+        if waiting(pod) and (why := misfit(pod, count, node)) is not None:
+            found.append((pod, why))
+    return found
+
+
+def parse_chips(text: str, what: str) -> tuple[int, ...]:
     try:
-        chips = [parse_chip_name(name.strip()) for name in text.split(",") if name.strip()]
+        return parse_chip_list(text)
     except InvalidInput as bad:
         raise ChipsRefused(f"{what}: {bad}") from None
-    if len(set(chips)) != len(chips):
-        raise ChipsRefused(f"{what}: names a chip twice ({text})")
-    return chips
 
 
-def held_chips(pods: Iterable[PodInfo], other_than: str = "") -> dict[int, str]:
-    """Chips live pods hold: their ``AscendReal``; for a consumed pod whose AscendReal is
-    missing (consumed by another device plugin) or unreadable, the scheduler's chips. When
-    in doubt a chip counts as held: handing it out twice is the failure that kills jobs."""
+def held_chips(pods: Iterable[PodView], other_than: str = "") -> dict[int, str]:
+    """Chips live pods hold (``PodView.holding``): handing one out twice is the failure that
+    kills jobs."""
     held: dict[int, str] = {}
     for pod in pods:
-        if not pod.live or pod.key == other_than:
-            continue
-        records = [pod.annotations.get(REAL_ANNOTATION, "")]
-        if pod.consumed:
-            records.append(pod.annotations.get(CHIPS_ANNOTATION, ""))
-        for text in records:
-            try:
-                chips = parse_chips(text, pod.key)
-            except ChipsRefused:
-                continue
-            if chips:
-                for chip in chips:
-                    held.setdefault(chip, pod.key)
-                break
+        if pod.key != other_than:
+            for chip in pod.holding:
+                held.setdefault(chip, pod.key)
     return held
 
 
-def reserved_chips(pods: Iterable[PodInfo]) -> set[int]:
+def reserved_chips(pods: Iterable[PodView]) -> set[int]:
     """Chips the scheduler gave to pods not yet admitted: not free, though not held yet."""
-    reserved: set[int] = set()
-    for pod in pods:
-        if pod.live and not pod.consumed and CHIPS_ANNOTATION in pod.annotations:
-            try:
-                reserved.update(parse_chips(pod.annotations[CHIPS_ANNOTATION], pod.key))
-            except ChipsRefused:
-                continue
-    return reserved
+    return {chip for pod in pods for chip in pod.assigned}
 
 
-def check_chips(pod: PodInfo, node: NodeChips, held: Mapping[int, str]) -> list[Chip]:
+def check_chips(pod: PodView, node: NodeChips, held: Mapping[int, str]) -> list[Chip]:
     """The annotated chips, if every one exists here, is healthy and is not held."""
     wanted = parse_chips(pod.annotations.get(CHIPS_ANNOTATION, ""), f"{pod.key} {CHIPS_ANNOTATION}")
     by_id = {c.id: c for c in node.chips}
@@ -157,12 +142,12 @@ def check_chips(pod: PodInfo, node: NodeChips, held: Mapping[int, str]) -> list[
 
 
 def consumed_annotations(
-    pod: PodInfo, chips: Sequence[Chip], kubelet_ids: Sequence[str], server_id: str
+    pod: PodView, chips: Sequence[Chip], kubelet_ids: Sequence[str], server_id: str
 ) -> dict[str, str]:
     """What Allocate writes on the pod: consumed, and the record of the chips."""
     return {
         PREDICATE_TIME: CONSUMED,
-        REAL_ANNOTATION: ",".join(chip_name(c.id) for c in chips),
+        REAL_ANNOTATION: format_chip_list(c.id for c in chips),
         KUBELET_ANNOTATION: ",".join(kubelet_ids),
         RANK_TABLE_ANNOTATION: rank_table(pod.name, server_id, ((c.id, c.ip) for c in chips)),
     }

@@ -20,13 +20,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from contract import deviceinfo
-from contract.chip_names import RESOURCE_NAME, InvalidInput, chip_name, parse_chip_name
-from contract.objects import Obj, live, node_address, npu_limit, pod_chips
+from contract.chip_names import RESOURCE_NAME, InvalidInput, chip_name, parse_chip_list
+from contract.objects import Obj, node_address
+from contract.pods import PodView
 from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.products import ACCELERATOR_TYPE_LABEL, product_for_selector
 
 SUPER_POD_LABEL = "huawei.com/topotree.superpodid"
 MAX_AGE = 300  # seconds: a DeviceInfo older than this is stale (agents write every few s)
+MAX_SKEW = 60  # seconds a node's clock may run ahead of the scheduler's
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,7 @@ def _quantity(node: Obj, where: str) -> int:
 def build(
     nodes: Iterable[Obj],
     configmaps: Iterable[Obj],
-    pods: Iterable[Obj],
+    pods: Iterable[PodView],
     now: float,
     self_maintain: bool = True,
 ) -> Snapshot:
@@ -68,10 +70,9 @@ def build(
     held: dict[str, set[int]] = {}
     requested: dict[str, int] = {}
     for pod in pods:
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        if node_name and live(pod):
-            held.setdefault(node_name, set()).update(pod_chips(pod))
-            requested[node_name] = requested.get(node_name, 0) + npu_limit(pod)
+        if pod.node and pod.live:
+            held.setdefault(pod.node, set()).update(pod.chips)
+            requested[pod.node] = requested.get(pod.node, 0) + pod.npu_limit
     states: list[NodeState] = []
     left_out: dict[str, str] = {}
     addresses: dict[str, str] = {}
@@ -124,6 +125,9 @@ def _published(
         return f"{name}: DeviceInfo ignored: {bad}"
     if now - info.update_time > MAX_AGE:
         return Down(f"{name}: DeviceInfo is stale (updated {int(now - info.update_time)} s ago)")
+    if info.update_time - now > MAX_SKEW:
+        # Fresh for ever otherwise: a node whose agent died would never be seen down.
+        return f"{name}: DeviceInfo UpdateTime is {int(info.update_time - now)} s in the future"
     return info
 
 
@@ -171,6 +175,6 @@ def _node_state(
 def _separated(data: Mapping[str, str]) -> set[int]:
     text = data.get(deviceinfo.SEPARATED_KEY, "")
     try:
-        return {parse_chip_name(n) for n in text.split(",") if n}
+        return set(parse_chip_list(text))
     except InvalidInput:
         return set()

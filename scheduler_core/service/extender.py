@@ -23,6 +23,7 @@ from typing import Any
 
 from contract.annotations import CHIPS_ANNOTATION, PREDICATE_TIME
 from contract.objects import Obj
+from contract.pods import PodView
 from infra.kube.port import KubeError, KubeGateway
 from scheduler_core.engine import locality, rescheduling, tor
 from scheduler_core.engine.model import Placement
@@ -108,12 +109,11 @@ class Extender:
         self._faults = FaultRestarts(hold_limit, grace_over)
         self._tors = TorState(network)
         self.binds = 0
-        self.ready = False
 
     # ---- state -----------------------------------------------------------------------
 
     def refresh(
-        self, snapshot: Snapshot, pods: Iterable[Obj] = (), topology: Topology | None = None
+        self, snapshot: Snapshot, pods: Iterable[PodView] = (), topology: Topology | None = None
     ) -> None:
         """A new view of the cluster; chips bound since are held again until it shows them."""
         now = self._clock()
@@ -133,7 +133,6 @@ class Extender:
             self._session = session
             self._left_out = snapshot.left_out
             self._pods = gangs
-            self.ready = True
 
     # ---- kube-scheduler verbs ----------------------------------------------------------
 

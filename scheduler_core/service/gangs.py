@@ -12,9 +12,8 @@ import logging
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from contract.annotations import GANG_LABEL, RANK_INDEX_ANNOTATION, REAL_ANNOTATION
-from contract.chip_names import InvalidInput, parse_chip_name
-from contract.objects import Obj, live
+from contract.annotations import GANG_LABEL, RANK_INDEX_ANNOTATION
+from contract.pods import PodView
 from scheduler_core.engine import locality, rescheduling, tor
 from scheduler_core.engine.model import Job, Placement, Task
 from scheduler_core.engine.products import product_by_name
@@ -44,54 +43,41 @@ class GangPods:
         return {p.node for _, members in self.running.values() for p in members}
 
 
-def job_pod(pod: Obj, fallback_rank: int) -> JobPod | None:
+def job_pod(pod: PodView, fallback_rank: int) -> JobPod | None:
     """A bound pod of a multi-node job, or None when its AscendReal names no chips."""
-    meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    annotations = meta.get("annotations") or {}
-    text = annotations.get(REAL_ANNOTATION, "")
-    try:
-        chips = tuple(parse_chip_name(n.strip()) for n in text.split(",") if n.strip())
-    except InvalidInput:
+    if not pod.recorded or not pod.node:
         return None
-    rank_text = annotations.get(RANK_INDEX_ANNOTATION, "")
-    if not chips or not spec.get("nodeName"):
-        return None
+    rank = pod.rank
     return JobPod(
-        meta.get("namespace", "default"),
-        meta.get("name", ""),
-        meta.get("uid", ""),
-        spec["nodeName"],
-        int(rank_text) if rank_text.isdigit() else fallback_rank,
-        chips,
-        bool(meta.get("deletionTimestamp")),
+        pod.namespace,
+        pod.name,
+        pod.uid,
+        pod.node,
+        fallback_rank if rank is None else rank,
+        pod.recorded,
+        pod.deleting,
     )
 
 
-def gang_pods(pods: Iterable[Obj], addresses: Mapping[str, str]) -> GangPods:
+def gang_pods(pods: Iterable[PodView], addresses: Mapping[str, str]) -> GangPods:
     found = GangPods()
     for pod in pods:
-        meta = pod.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        gang = labels.get(GANG_LABEL)
-        if not gang or not live(pod):
+        gang = pod.labels.get(GANG_LABEL)
+        if not gang or not pod.live:
             continue
-        key = f"{meta.get('namespace')}/{gang}"
-        node = (pod.get("spec") or {}).get("nodeName")
-        if not node:
-            found.pending.setdefault(key, []).append(meta.get("name", ""))
+        key = f"{pod.namespace}/{gang}"
+        if not pod.node:
+            found.pending.setdefault(key, []).append(pod.name)
             continue
-        annotations = meta.get("annotations") or {}
-        rank = annotations.get(RANK_INDEX_ANNOTATION, "")
-        if rank.isdigit():
-            found.ranks.setdefault(key, {})[int(rank)] = node
-        mode = labels.get(rescheduling.FAULT_LABEL, "off")
+        if (rank := pod.rank) is not None:
+            found.ranks.setdefault(key, {})[rank] = pod.node
+        mode = pod.labels.get(rescheduling.FAULT_LABEL, "off")
         members = found.running.setdefault(key, (mode, []))[1]
         if (member := job_pod(pod, len(members))) is not None:
             members.append(member)
-        if ip := addresses.get(node):
-            large = labels.get(tor.AFFINITY_LABEL) == tor.LARGE_MODEL
-            found.on_tors.append((key, ip, annotations, large))
+        if ip := addresses.get(pod.node):
+            large = pod.labels.get(tor.AFFINITY_LABEL) == tor.LARGE_MODEL
+            found.on_tors.append((key, ip, pod.annotations, large))
     return found
 
 

@@ -2,7 +2,8 @@
 
 ``POST /filter``, ``/prioritize``, ``/bind`` take kube-scheduler's extender JSON (Go field
 names: ``Pod``, ``NodeNames``, ``FailedNodes``, ``Host``, ``Score``, ``PodName``, …);
-``GET /healthz``, ``/readyz`` (ready once the cluster has been read) and ``/metrics``
+``GET /healthz``, ``/readyz`` (ready while the last good read of the cluster is recent) and
+``/metrics``
 (Prometheus text). Every ``refresh_period`` the loop lists nodes, DeviceInfo ConfigMaps,
 the ToR topology (``kube-system/basic-tor-node-cm``) and pods, hands the extender a new
 snapshot, deletes the pods of fault jobs so they restart, and writes what changed of
@@ -23,6 +24,7 @@ from typing import Any
 from contract import deviceinfo
 from contract.chip_names import InvalidInput
 from contract.objects import Obj
+from contract.pods import pod_view
 from infra.histogram import Histogram
 from infra.http import PROMETHEUS_TEXT, HttpServer, Response
 from infra.kube.port import KubeError, KubeGateway, NotFound
@@ -34,6 +36,7 @@ from scheduler_core.service.volcano import VolcanoVerbs
 log = logging.getLogger(__name__)
 
 VERBS = ("filter", "prioritize", "bind")
+STALE_PERIODS = 3  # not ready once the last good read is this many periods old
 TOPOLOGY_CONFIGMAP, TOPOLOGY_KEY = "basic-tor-node-cm", "tor_info"
 
 
@@ -103,12 +106,14 @@ class SchedulerService:
         self._write_errors: dict[tuple[str, str], str] = {}
         self._topology_error = ""
         self._restored = False
+        self._last_read: float | None = None
 
     def refresh(self) -> None:
         """Read the cluster once and give the extender the new snapshot."""
         nodes = self.gateway.list_nodes()
         configmaps = self.gateway.list_configmaps(deviceinfo.NAMESPACE)
-        pods, _ = self.gateway.list_pods(None)
+        objects, _ = self.gateway.list_pods(None)
+        pods = [pod_view(p) for p in objects]
         if not self._restored:
             self._restore_faults()
         snapshot = cluster_view.build(nodes, configmaps, pods, self._clock(), self._self_maintain)
@@ -123,6 +128,7 @@ class SchedulerService:
         shared = self.extender.tor_share_data()
         if shared is not None:
             self._write_configmap(*tor_share.CONFIGMAP, shared)
+        self._last_read = self._clock()
 
     def _topology(self, configmaps: list[Obj]) -> tor.Topology | None:
         """The ToR topology, if imported; a malformed one is reported once and ignored."""
@@ -202,11 +208,7 @@ class SchedulerService:
     def _refresh_loop(self) -> None:
         # start() has just read the cluster: the first refresh is one period later.
         while not self._stop.wait(self._period):
-            try:
-                self.refresh()
-            except KubeError as failed:
-                self.metrics.refresh_errors += 1
-                log.warning("cluster not read: %s", failed)
+            self.refresh_once_safely()
 
     def handle(self, verb: str, body: Any) -> Any:
         """One extender call: kube-scheduler's verbs, or ``volcano/<verb>`` (KeyError if none)."""
@@ -245,7 +247,7 @@ class SchedulerService:
         if path == "/healthz":
             return Response.text(200, "ok\n")
         if path == "/readyz":
-            ready = self.extender.ready
+            ready = self.ready()
             return Response.text(200 if ready else 503, "ready\n" if ready else "not ready\n")
         if path == "/metrics":
             text = self.metrics.text(self.extender.binds, self.nodes)
@@ -266,10 +268,21 @@ class SchedulerService:
             return Response.json(404, {"Error": f"no verb {verb!r}"})
 
     def refresh_once_safely(self) -> None:
+        """One refresh; no failure stops the loop: it is counted, logged, and ``/readyz``
+        turns false once the last good read is three periods old."""
         try:
             self.refresh()
         except KubeError as failed:
-            log.warning("cluster not read yet: %s", failed)
+            self.metrics.refresh_errors += 1
+            log.warning("cluster not read: %s", failed)
+        except Exception:
+            self.metrics.refresh_errors += 1
+            log.exception("refresh failed")
+
+    def ready(self) -> bool:
+        """The cluster has been read, and not too long ago."""
+        last = self._last_read
+        return last is not None and self._clock() - last <= STALE_PERIODS * self._period
 
     def stop(self) -> None:
         self._stop.set()

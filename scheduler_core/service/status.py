@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from contract.objects import Obj, holders_by_node
+from contract.pods import PodView, holders_by_node
 from scheduler_core.engine.diagram import LEGEND, node_lines
 from scheduler_core.service.cluster_view import Snapshot
 
 
-def cluster_lines(snapshot: Snapshot, pods: Iterable[Obj]) -> list[str]:
+def cluster_lines(snapshot: Snapshot, pods: Iterable[PodView]) -> list[str]:
     held = holders_by_node(pods)
     lines = [f"NPU nodes ({LEGEND}):"]
     for node in sorted(snapshot.nodes, key=lambda n: n.name):

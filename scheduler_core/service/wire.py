@@ -11,8 +11,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from contract.annotations import GANG_LABEL, GANG_SIZE_ANNOTATION, RANK_INDEX_ANNOTATION
-from contract.objects import Obj, npu_limit
+from contract.annotations import (
+    GANG_LABEL,
+    GANG_SIZE_ANNOTATION,
+    RANK_INDEX_ANNOTATION,
+    parse_gang_size,
+    parse_rank,
+)
+from contract.chip_names import InvalidInput
+from contract.objects import Obj
+from contract.pods import pod_view
 from scheduler_core.engine.model import Job, Task
 from scheduler_core.engine.products import ACCELERATOR_TYPE_LABEL, product_for_selector
 
@@ -37,8 +45,13 @@ class PodRequest:
 
     @property
     def rank(self) -> int | None:
-        text = self.annotations.get(RANK_INDEX_ANNOTATION, "")
-        return int(text) if text.isdigit() else None
+        text = self.annotations.get(RANK_INDEX_ANNOTATION)
+        if text is None:
+            return None
+        try:
+            return parse_rank(text)
+        except InvalidInput:
+            return None
 
     @property
     def key(self) -> str:
@@ -53,28 +66,31 @@ class PodRequest:
 
 
 def pod_request(pod: Obj) -> PodRequest:
-    meta = pod.get("metadata") or {}
+    """The pod's NPU request; BadPod names what cannot be read."""
+    if not isinstance(pod, dict):
+        raise BadPod(f"the pod is a JSON {type(pod).__name__}, not an object")
+    view = pod_view(pod)
     selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+    if not isinstance(selector, dict):
+        raise BadPod("spec.nodeSelector is not a map")
     try:
         product = product_for_selector(
-            {k: v for k, v in selector.items() if k == ACCELERATOR_TYPE_LABEL}
+            {k: str(v) for k, v in selector.items() if k == ACCELERATOR_TYPE_LABEL}
         )
-    except ValueError as bad:
+        gang = view.labels.get(GANG_LABEL)
+        size = parse_gang_size(view.annotations.get(GANG_SIZE_ANNOTATION, "1"))
+    except (InvalidInput, ValueError) as bad:
         raise BadPod(str(bad)) from None
-    gang = (meta.get("labels") or {}).get(GANG_LABEL)
-    size_text = (meta.get("annotations") or {}).get(GANG_SIZE_ANNOTATION, "1")
-    if not size_text.isdigit() or int(size_text) < 1:
-        raise BadPod(f"{GANG_SIZE_ANNOTATION} {size_text!r} is not a positive number")
     return PodRequest(
-        meta.get("namespace", "default"),
-        meta.get("name", ""),
-        meta.get("uid", ""),
-        npu_limit(pod),
+        view.namespace,
+        view.name,
+        view.uid,
+        view.npu_limit,
         product.name,
         gang,
-        int(size_text) if gang else 1,
-        dict(meta.get("labels") or {}),
-        dict(meta.get("annotations") or {}),
+        size if gang else 1,
+        view.labels,
+        view.annotations,
     )
 
 

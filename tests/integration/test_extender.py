@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from contract.deviceinfo import DeviceInfo, encode
+from contract.pods import pod_view
 from infra.kube.port import KubeError
 from scheduler_core.service import cluster_view
 from scheduler_core.service.extender import Extender
@@ -293,7 +294,7 @@ def test_a_malformed_gang_size_is_refused_with_the_reason(size: str) -> None:
 
 def test_a_view_listed_before_a_bind_does_not_offer_that_binds_chips_again() -> None:
     h = Harness(1)
-    pods_before, _ = h.api.list_pods(None)
+    pods_before = [pod_view(p) for p in h.api.list_pods(None)[0]]
     stale = cluster_view.build(
         h.api.list_nodes(), h.api.list_configmaps("kube-system"), pods_before, h.clock()
     )

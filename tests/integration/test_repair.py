@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from agent.allocation.handshake_rules import PodInfo
 from agent.chips import Chip, NodeChips
 from agent.device_plugin import DevicePlugin
 from agent.deviceinfo_publisher import DeviceInfoPublisher
@@ -17,6 +16,7 @@ from agent.pod_cache import PodCache
 from agent.repair import RepairLoop, kubelet_devices, repairs
 from contract.annotations import CONSUMED
 from contract.deviceinfo import decode
+from contract.pods import PodView
 from simulation.cluster import state_file
 from simulation.kubelet import KubeletSimulator
 from simulation.memory import MemoryCluster, pod_object
@@ -25,8 +25,8 @@ from tests.integration.conftest import RESOURCE
 NODE = NodeChips("Ascend910", "module910x8", tuple(Chip(i, i, ip=f"10.0.0.{i}") for i in range(8)))
 
 
-def pod(name: str, annotations: dict[str, str], phase: str = "Running") -> PodInfo:
-    return PodInfo("ns", name, phase=phase, npu_limit=2, annotations=annotations)
+def pod(name: str, annotations: dict[str, str], phase: str = "Running") -> PodView:
+    return PodView("ns", name, phase=phase, npu_limit=2, annotations=annotations)
 
 
 def test_only_live_pods_holding_devices_without_a_record_are_repaired() -> None:

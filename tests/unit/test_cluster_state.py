@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from contract.deviceinfo import DeviceInfo, encode
+from contract.objects import Obj
+from contract.pods import PodView, pod_view
 from scheduler_core.service.cluster_view import build
 from simulation.memory import pod_object
 
@@ -43,6 +45,10 @@ def bound(
     )
 
 
+def views(pods: list[Obj]) -> list[PodView]:
+    return [pod_view(p) for p in pods]
+
+
 def test_free_chips_are_all_chips_minus_held_minus_unhealthy() -> None:
     pods = [
         bound("a", "n1", "Ascend910-0,Ascend910-1", real=True),
@@ -50,7 +56,10 @@ def test_free_chips_are_all_chips_minus_held_minus_unhealthy() -> None:
         bound("done", "n1", "Ascend910-5", phase="Succeeded"),
     ]
     snapshot = build(
-        [node("n1", allocatable=7)], [cm("n1", {2, 3, 5, 6}, unhealthy=frozenset({7}))], pods, NOW
+        [node("n1", allocatable=7)],
+        [cm("n1", {2, 3, 5, 6}, unhealthy=frozenset({7}))],
+        views(pods),
+        NOW,
     )
     (state,) = snapshot.nodes
     assert state.free == (2, 3, 5, 6)
@@ -66,7 +75,7 @@ def test_the_published_list_is_used_verbatim_when_the_scheduler_does_not_maintai
 
 def test_a_node_whose_free_count_disagrees_with_the_kubelet_is_left_out() -> None:
     pods = [pod_object("ns", "other", "n1", 2, phase="Running")]  # holds 2 chips, names none
-    snapshot = build([node("n1")], [cm("n1", set(range(8)))], pods, NOW)
+    snapshot = build([node("n1")], [cm("n1", set(range(8)))], views(pods), NOW)
     assert snapshot.nodes == ()
     assert snapshot.left_out["n1"] == (
         "n1's huawei.com/Ascend910 not stable: 8 listed free, 6 idle at the kubelet"

@@ -8,15 +8,16 @@ import pytest
 
 from agent.allocation.handshake_rules import (
     ChipsRefused,
-    PodInfo,
     check_chips,
     consumed_annotations,
     held_chips,
+    misfits,
     pick_pod,
     predicate_time,
 )
 from agent.chips import Chip, NodeChips
 from contract.annotations import CONSUMED
+from contract.pods import PodView
 
 NODE = NodeChips(
     "Ascend910",
@@ -35,13 +36,13 @@ def pod(
     deleting: bool = False,
     reason: str = "",
     npu_limit: int = 2,
-) -> PodInfo:
+) -> PodView:
     annotations = dict(extra or {})
     if chips is not None:
         annotations["huawei.com/Ascend910"] = chips
     if when is not None:
         annotations["predicate-time"] = when
-    return PodInfo(
+    return PodView(
         "ns",
         name,
         phase=phase,
@@ -57,13 +58,13 @@ def test_of_two_pending_pods_with_equal_counts_the_older_prediction_wins() -> No
         pod("late", "Ascend910-4,Ascend910-5", "200"),
         pod("early", "Ascend910-0,Ascend910-1", "100"),
     ]
-    chosen = pick_pod(pods, 2)
+    chosen = pick_pod(pods, 2, NODE)
     assert chosen is not None and chosen.name == "early"
 
 
 def test_the_chip_count_must_equal_the_kubelets_request() -> None:
     pods = [pod("two", "Ascend910-0,Ascend910-1", "1"), pod("one", "Ascend910-4", "2")]
-    chosen = pick_pod(pods, 1)
+    chosen = pick_pod(pods, 1, NODE)
     assert chosen is not None and chosen.name == "one"
 
 
@@ -73,10 +74,10 @@ def test_an_unparseable_predicate_time_sorts_last_and_ties_keep_list_order() -> 
         pod("a", "Ascend910-1", "5"),
         pod("b", "Ascend910-2", "5"),
     ]
-    chosen = pick_pod(pods, 1)
+    chosen = pick_pod(pods, 1, NODE)
     assert chosen is not None and chosen.name == "a"
     assert predicate_time(pods[0]) == 2**64 - 1
-    only_bad = pick_pod([pods[0]], 1)
+    only_bad = pick_pod([pods[0]], 1, NODE)
     assert only_bad is not None and only_bad.name == "bad"
 
 
@@ -92,8 +93,8 @@ def test_an_unparseable_predicate_time_sorts_last_and_ties_keep_list_order() -> 
         pod("unscheduled", None),
     ],
 )
-def test_pods_that_are_not_waiting_for_this_allocate_are_never_chosen(excluded: PodInfo) -> None:
-    assert pick_pod([excluded], 1) is None
+def test_pods_that_are_not_waiting_for_this_allocate_are_never_chosen(excluded: PodView) -> None:
+    assert pick_pod([excluded], 1, NODE) is None
 
 
 def test_annotated_chips_that_exist_are_healthy_and_free_are_handed_out() -> None:
@@ -133,7 +134,7 @@ def test_live_pods_hold_their_real_chips_or_their_consumed_annotation() -> None:
 def test_allocate_records_consumption_real_and_kubelet_chips_and_the_rank_table() -> None:
     chips = [NODE.chips[5], NODE.chips[4]]
     written = consumed_annotations(
-        PodInfo("ns", "job-worker-0"), chips, ["Ascend910-0", "Ascend910-7"], "192.168.10.11"
+        PodView("ns", "job-worker-0"), chips, ["Ascend910-0", "Ascend910-7"], "192.168.10.11"
     )
     assert written["predicate-time"] == "18446744073709551615"
     assert written["huawei.com/AscendReal"] == "Ascend910-5,Ascend910-4"
@@ -144,3 +145,28 @@ def test_allocate_records_consumption_real_and_kubelet_chips_and_the_rank_table(
         '{"device_id":"4","device_ip":"10.0.0.14"},{"device_id":"5","device_ip":"10.0.0.15"}]}'
     )
     assert json.loads(table)["devices"][0]["device_id"] == "4"
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        pod("superscript", "Ascend910-0", "²"),
+        pod("huge-time", "Ascend910-0", "9" * 5000),
+        pod("elsewhere", "Ascend910-99", "1"),
+        pod("huge-chip", "Ascend910-" + "9" * 5000, "1"),
+        pod("twice", "Ascend910-0,Ascend910-0", "1"),
+    ],
+)
+def test_another_pods_hostile_annotations_never_take_a_legitimate_pods_allocate(
+    hostile: PodView,
+) -> None:
+    legitimate = pod("legit", "Ascend910-1", "100")
+    chosen = pick_pod([hostile, legitimate], 1, NODE)
+    assert chosen is not None and chosen.name == "legit"
+
+
+def test_a_huge_annotation_is_refused_with_a_short_reason() -> None:
+    huge = pod("huge", ",".join(["Ascend910-1"] * 2000), "1")
+    ((passed_over, why),) = misfits([huge], 2, NODE)
+    assert passed_over.name == "huge" and "longer than 16 chips" in why
+    assert len(why) < 300, "a refusal travels in gRPC metadata: it must stay small"

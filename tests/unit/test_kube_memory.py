@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from agent.pod_cache import pod_info
 from contract.objects import node_address
+from contract.pods import pod_view
 from infra.kube.port import Conflict, KubeError, NotFound
 from simulation.memory import MemoryCluster, pod_object
 
@@ -76,19 +76,20 @@ def test_configmaps_are_created_once_and_updated_after() -> None:
     assert cluster.get_configmap("kube-system", "cm")["data"] == {"k": "w"}
 
 
-def test_a_pod_object_becomes_the_handshakes_pod_info() -> None:
+def test_a_pod_object_becomes_the_pod_view() -> None:
     raw = pod_object("ns", "p", "n", 4, annotations={"huawei.com/Ascend910": "Ascend910-0"})
     raw["spec"]["containers"].append({"name": "side", "resources": {"limits": {"cpu": "1"}}})
     raw["metadata"]["deletionTimestamp"] = "2026-11-21T00:00:00Z"
     raw["status"]["reason"] = "UnexpectedAdmissionError"
-    info = pod_info(raw)
+    info = pod_view(raw)
     assert (info.key, info.npu_limit, info.deleting, info.reason) == (
         "ns/p",
         4,
         True,
         "UnexpectedAdmissionError",
     )
-    assert not info.live
+    assert info.node == "n"
+    assert info.live, "a terminating pod's containers still run: its chips are not free yet"
 
 
 def test_the_node_address_is_its_internal_ip() -> None:

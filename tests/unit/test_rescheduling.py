@@ -9,6 +9,7 @@ import pytest
 
 from contract.chip_names import InvalidInput
 from contract.go_json import go_json
+from contract.pods import pod_view
 from scheduler_core.engine.rescheduling import (
     FORCE,
     GRACE,
@@ -110,13 +111,15 @@ def test_a_pods_chips_come_only_from_ascend_real() -> None:
         8,
         annotations={"huawei.com/AscendReal": "Ascend910-0,Ascend910-1", "hccl/rankIndex": "3"},
     )
-    assert job_pod(bound, fallback_rank=0) == JobPod("ns", "p", "uid-ns-p", "a", 3, (0, 1))
+    assert job_pod(pod_view(bound), fallback_rank=0) == JobPod(
+        "ns", "p", "uid-ns-p", "a", 3, (0, 1)
+    )
     chosen_only = pod_object("ns", "p", "a", 8, annotations={"huawei.com/Ascend910": "Ascend910-0"})
-    assert job_pod(chosen_only, 0) is None
+    assert job_pod(pod_view(chosen_only), 0) is None
     garbled = pod_object("ns", "p", "a", 8, annotations={"huawei.com/AscendReal": "chip-zero"})
-    assert job_pod(garbled, 0) is None
+    assert job_pod(pod_view(garbled), 0) is None
     unranked = pod_object("ns", "p", "a", 8, annotations={"huawei.com/AscendReal": "Ascend910-5"})
-    assert job_pod(unranked, 4) == JobPod("ns", "p", "uid-ns-p", "a", 4, (5,))
+    assert job_pod(pod_view(unranked), 4) == JobPod("ns", "p", "uid-ns-p", "a", 4, (5,))
 
 
 def test_grace_does_not_delete_a_terminating_pod_again_until_the_grace_is_over() -> None:

@@ -1,0 +1,116 @@
+"""What a tenant of a shared cluster can write (annotations, ConfigMaps, requests) harms only
+the object it wrote: no loop stops, no node is taken out, no other pod's Allocate fails."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from contract.deviceinfo import DATA_KEY, DeviceInfo, check_code, encode
+from scheduler_core.service.wire import BadPod, pod_request
+from simulation.memory import pod_object
+from tests.integration.test_extender import Harness, add_node, pending
+
+HUGE_CHIP = "Ascend910-" + "9" * 5000
+
+
+def running(h: Harness, name: str, node: str, npu: int, **annotations: str) -> None:
+    h.api.put("Pod", pod_object("ns", name, node, npu, annotations=annotations, phase="Running"))
+
+
+def test_a_running_pod_naming_a_huge_chip_id_stops_nothing_and_new_nodes_are_seen() -> None:
+    h = Harness(1)
+    running(h, "evil", "n0", 2, **{"huawei.com/AscendReal": HUGE_CHIP})
+    h.service.refresh_once_safely()
+    add_node(h.api, "n1")
+    h.names.append("n1")
+    h.service.refresh_once_safely()
+    assert h.service.metrics.refresh_errors == 0
+    assert h.filter(pending(h.api, "p", 8))["NodeNames"] == ["n1"]
+
+
+def test_a_gang_pod_with_an_unreadable_rank_stops_nothing() -> None:
+    h = Harness(2)
+    pod = pod_object("ns", "g-0", "n0", 8, annotations={"hccl/rankIndex": "²"}, phase="Running")
+    pod["metadata"]["labels"] = {"ascend.npu/gang": "g"}
+    h.api.put("Pod", pod)
+    h.service.refresh_once_safely()
+    assert h.service.metrics.refresh_errors == 0
+
+
+@pytest.mark.parametrize("size", ["²", "9" * 5000, "-1"])
+def test_an_unreadable_gang_size_is_the_pods_own_bad_request(size: str) -> None:
+    pod = pod_object("ns", "p", None, 8, annotations={"ascend.npu/gang-size": size})
+    pod["metadata"]["labels"] = {"ascend.npu/gang": "g"}
+    with pytest.raises(BadPod, match="gang-size"):
+        pod_request(pod)
+
+
+def test_a_pod_that_requests_no_npu_holds_no_chips_whatever_it_carries() -> None:
+    h = Harness(1)
+    running(h, "squatter", "n0", 0, **{"huawei.com/Ascend910": "Ascend910-0"})
+    h.service.refresh()
+    assert h.filter(pending(h.api, "p", 8))["NodeNames"] == ["n0"]
+
+
+def deviceinfo_data(text: str) -> dict[str, str]:
+    return {DATA_KEY: text}
+
+
+def valid_cache(devices: dict[str, str], update_time: int) -> str:
+    return json.dumps(
+        {
+            "DeviceInfo": {"DeviceList": devices, "UpdateTime": update_time},
+            "CheckCode": check_code(devices, update_time),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (deviceinfo_data("[" * 100_000), "characters"),
+        (deviceinfo_data("[" * 60_000), "nests too deep"),
+        (
+            deviceinfo_data(valid_cache({"huawei.com/Ascend910": HUGE_CHIP}, 1_700_000_000)),
+            "chip list",
+        ),
+        (
+            encode(
+                DeviceInfo(frozenset(range(8)), frozenset(), frozenset(), update_time=1_800_000_000)
+            ),
+            "in the future",
+        ),
+    ],
+)
+def test_a_malformed_deviceinfo_leaves_only_its_node_out_with_the_reason(
+    data: dict[str, str], reason: str
+) -> None:
+    h = Harness(2)
+    h.api.put(
+        "ConfigMap",
+        {"metadata": {"namespace": "kube-system", "name": "mindx-dl-deviceinfo-n1"}, "data": data},
+    )
+    h.service.refresh_once_safely()
+    assert h.service.metrics.refresh_errors == 0
+    answer = h.filter(pending(h.api, "p", 8))
+    assert answer["NodeNames"] == ["n0"]
+    assert reason in answer["FailedNodes"]["n1"]
+    assert len(answer["FailedNodes"]["n1"]) < 300, "a huge value makes no huge message"
+
+
+def test_readyz_turns_false_when_the_last_good_read_is_three_periods_old() -> None:
+    h = Harness(1)
+    assert h.service.ready()
+    h.api.reachable = False
+    h.clock.now += 2.5
+    h.service.refresh_once_safely()
+    assert h.service.ready(), "two and a half periods: still ready"
+    h.clock.now += 1
+    h.service.refresh_once_safely()
+    assert not h.service.ready()
+    assert h.service.metrics.refresh_errors == 2
+    h.api.reachable = True
+    h.service.refresh_once_safely()
+    assert h.service.ready()
