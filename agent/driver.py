@@ -130,6 +130,22 @@ class _FileEvents(FileSystemEventHandler):
             self._reload()
 
 
+MAX_STATE_BYTES = 256 * 1024  # a 16-chip server's state is about 2 KB
+
+
+def _read_limited(path: Path) -> str:
+    """The state file's text; DriverError when it is larger than any real state (parsing a
+    10 MB file took a minute and held back every fault report meanwhile)."""
+    with path.open("rb") as handle:
+        data = handle.read(MAX_STATE_BYTES + 1)
+    if len(data) > MAX_STATE_BYTES:
+        raise DriverError(f"larger than {MAX_STATE_BYTES // 1024} KiB: not a chip state")
+    try:
+        return data.decode()
+    except UnicodeDecodeError as bad:
+        raise DriverError(f"not UTF-8 text ({bad.reason} at byte {bad.start})") from None
+
+
 class FakeDriver:
     """Chips from a YAML state file; a bad edit is reported and the last good state kept."""
 
@@ -144,7 +160,7 @@ class FakeDriver:
     def read(self) -> NodeChips:
         with self._lock:
             try:
-                state = parse_fake_state(self.path.read_text())
+                state = parse_fake_state(_read_limited(self.path))
             except (OSError, DriverError) as bad:
                 self.last_error = f"{self.path}: {bad}"
                 if self._state is None:

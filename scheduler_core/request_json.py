@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from contract.chip_names import InvalidInput, parse_chip_name
+from contract.chip_names import InvalidInput, parse_chip_name, quoted
 from scheduler_core.engine.model import Decision, Job, NodeState, Task
 from scheduler_core.engine.products import product_by_name, product_for_selector
 from scheduler_core.engine.session import check_node_chips
@@ -126,13 +126,18 @@ def parse_request(text: str) -> PlacementRequest:
         raw = json.loads(text)
     except json.JSONDecodeError as bad:
         raise InvalidInput(f"request: not JSON ({bad})") from None
+    except RecursionError:
+        raise InvalidInput("request: nested too deep") from None
+    except ValueError:  # a number of more digits than Python converts (4,300)
+        raise InvalidInput("request: a number has too many digits") from None
     obj = _object(raw, "request")
     nodes = _field(obj, "nodes", "request", list)
     parsed = tuple(_node(n, f"nodes[{i}]") for i, n in enumerate(nodes))
-    names = [n.name for n in parsed]
-    for i, name in enumerate(names):
-        if name in names[:i]:
-            raise InvalidInput(f"nodes[{i}].name: {name!r} appears twice")
+    seen: set[str] = set()
+    for i, node in enumerate(parsed):
+        if node.name in seen:
+            raise InvalidInput(f"nodes[{i}].name: {quoted(node.name)} appears twice")
+        seen.add(node.name)
     if "job" not in obj:
         raise InvalidInput("request.job: missing")
     return PlacementRequest(parsed, _job(obj["job"]))

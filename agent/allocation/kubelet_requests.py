@@ -49,10 +49,20 @@ def check_allocate_request(request: dp.AllocateRequest, node: NodeChips) -> list
             f"allocate request has {len(request.container_requests)} container requests"
         )
     known = node.by_device_id()
-    return [
+    requests = [
         check_device_ids(list(c.devices_ids), known, f"container request {i}")
         for i, c in enumerate(request.container_requests)
     ]
+    given: dict[int, int] = {}
+    for i, chips in enumerate(requests):
+        for chip in chips:
+            if chip.id in given:
+                raise InvalidRequest(
+                    f"container requests {given[chip.id]} and {i} both name "
+                    f"{node.device_id(chip)}: a chip goes to one container"
+                )
+            given[chip.id] = i
+    return requests
 
 
 def container_response(

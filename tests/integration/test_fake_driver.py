@@ -122,3 +122,13 @@ def test_a_new_file_renamed_over_the_old_one_counts_as_a_change(tmp_path: Path) 
         assert "not YAML" in driver.last_error
     finally:
         driver.close()
+
+
+def test_a_state_file_larger_than_any_server_is_refused_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "state.yaml"
+    path.write_text(EIGHT)
+    driver = FakeDriver(path)
+    good = driver.read()
+    path.write_text(EIGHT + "#" * (10 * 1024 * 1024))
+    assert driver.read() == good
+    assert "larger than 256 KiB" in driver.last_error

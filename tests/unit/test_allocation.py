@@ -7,8 +7,14 @@ from pathlib import Path
 import pytest
 
 from agent.allocation.base import InvalidRequest
-from agent.allocation.kubelet_requests import check_device_ids, container_response, preferred_chips
+from agent.allocation.kubelet_requests import (
+    check_allocate_request,
+    check_device_ids,
+    container_response,
+    preferred_chips,
+)
 from agent.chips import Chip, NodeChips
+from deviceplugin_api.v1beta1 import api_pb2 as dp
 
 
 def node(count: int, product: str | None) -> NodeChips:
@@ -58,3 +64,14 @@ def test_more_than_800_ids_in_one_container_request_are_refused() -> None:
     known = {f"Ascend910-{i}": Chip(i, i) for i in range(801)}
     with pytest.raises(InvalidRequest, match="801 device ids"):
         check_device_ids(list(known), known, "container request 0")
+
+
+def test_one_allocate_never_gives_a_chip_to_two_containers() -> None:
+    request = dp.AllocateRequest(
+        container_requests=[
+            dp.ContainerAllocateRequest(devices_ids=names(0, 1)),
+            dp.ContainerAllocateRequest(devices_ids=names(1)),
+        ]
+    )
+    with pytest.raises(InvalidRequest, match="container requests 0 and 1 both name Ascend910-1"):
+        check_allocate_request(request, node(8, "module910x8"))

@@ -144,6 +144,22 @@ def test_malformed_input_exits_2_with_one_line_naming_the_field(
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("[" * 100_000, "request: nested too deep"),
+        ('{"nodes": [], "job": ' + "9" * 5000 + "}", "request: a number has too many digits"),
+    ],
+)
+def test_input_of_any_depth_or_size_exits_2_with_one_line(
+    text: str, error: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, answer, err = run(text, monkeypatch, capsys)
+    assert (code, answer) == (2, None)
+    assert err.startswith(f"error: {error}") and err.count("\n") == 1, err
+    assert len(err) < 300
+
+
 def test_the_module_runs_as_a_command() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "scheduler_core", "place"],
