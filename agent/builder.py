@@ -94,6 +94,7 @@ def start_node_agent(
         kube.watch_seconds,
         on_change=(deviceinfo_due.set,),
         on_api_error=metrics.api_error,
+        on_loop_error=metrics.loop_error,
     )
     cache.start()
     server_id = node_server_id(gateway, kube.node_name)
@@ -125,6 +126,7 @@ def start_node_agent(
         server_id=server_id,
         socket=kube.pod_resources_socket,
         period=config.period,
+        on_loop_error=metrics.loop_error,
     )
     repair.start()
     publisher = DeviceInfoPublisher(
@@ -137,6 +139,7 @@ def start_node_agent(
         extra_held=None if kube.volcano_type else _kubelet_held(kube.pod_resources_socket, state),
         wake=deviceinfo_due,
         on_api_error=metrics.api_error,
+        on_loop_error=metrics.loop_error,
     )
     publisher.start()
     return NodeAgent(

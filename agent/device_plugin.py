@@ -126,7 +126,13 @@ class DevicePlugin:
             if self._stopping.is_set():
                 return
             self._restart.clear()
-            self._serve_and_register()
+            try:
+                self._serve_and_register()
+            except Exception:
+                self.metrics.loop_error("registration")
+                log.exception("serving or registering failed; trying again in %.1f s", MAX_RETRY)
+                self._stopping.wait(MAX_RETRY)
+                self._restart.set()
 
     def _serve_and_register(self) -> None:
         assert self.server is not None

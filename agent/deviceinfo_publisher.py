@@ -93,6 +93,7 @@ class DeviceInfoPublisher:
         extra_held: Callable[[], Iterable[int]] | None = None,
         wake: threading.Event | None = None,
         on_api_error: Callable[[], None] = lambda: None,
+        on_loop_error: Callable[[str], None] = lambda loop: None,
     ) -> None:
         self._gateway = gateway
         self._node = node
@@ -111,6 +112,7 @@ class DeviceInfoPublisher:
         self._thread: threading.Thread | None = None
         self.writes = 0
         self._on_api_error = on_api_error
+        self._on_loop_error = on_loop_error  # an unexpected failure, survived and counted
 
     def nudge(self) -> None:
         """Something changed (chips, pods): publish soon."""
@@ -181,5 +183,9 @@ class DeviceInfoPublisher:
                 self._on_api_error()
                 delay = min(max(delay * 2, 0.5), MAX_BACKOFF)
                 log.warning("DeviceInfo not written (%s); retrying in %.1f s", failed, delay)
+            except Exception:
+                self._on_loop_error("deviceinfo")
+                delay = min(max(delay * 2, 0.5), MAX_BACKOFF)
+                log.exception("DeviceInfo not written; retrying in %.1f s", delay)
             self._wake.wait(delay or self._period)
             self._wake.clear()

@@ -221,6 +221,9 @@ class NpuSmiDriver:
                 except DriverError as bad:
                     log.warning("npu-smi poll failed, keeping the last state: %s", bad)
                     continue
+                except Exception:
+                    log.exception("npu-smi poll failed, keeping the last state")
+                    continue
                 if state != before:
                     on_change(state)
 

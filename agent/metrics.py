@@ -7,66 +7,73 @@ registered with the kubelet.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
+from prometheus_client import Counter, Gauge, Histogram
+
 from agent.allocation.base import FailureReason
-from infra.histogram import Histogram
 from infra.http import PROMETHEUS_TEXT, HttpServer, Response
+from infra.metrics import LATENCY_BUCKETS, exposition, registry
 
 
 class AgentMetrics:
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.allocations = 0
-        self.failures: dict[str, int] = {}
-        self.api_errors = 0
-        self._latency = Histogram("ascend_agent_allocate_seconds")
-        self._chips: dict[str, int] = {}
+        self.registry = registry()
+        self._allocations = Counter(
+            "ascend_agent_allocations", "Allocate calls answered.", registry=self.registry
+        )
+        self._failures = Counter(
+            "ascend_agent_allocation_failures",
+            "Allocate calls refused, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in FailureReason:  # every reason shows, at 0 until it happens
+            self._failures.labels(reason.value)
+        self._api_errors = Counter(
+            "ascend_agent_api_errors",
+            "Kubernetes API calls of the agent's loops that failed.",
+            registry=self.registry,
+        )
+        self._loop_errors = Counter(
+            "ascend_agent_loop_errors",
+            "Unexpected failures a background loop survived, by loop.",
+            ["loop"],
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            "ascend_agent_allocate_seconds",
+            "Time to answer an Allocate call.",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self._chips = Gauge(
+            "ascend_agent_chips",
+            "Chips of this node by health.",
+            ["health"],
+            registry=self.registry,
+        )
 
     def allocated(self, seconds: float) -> None:
-        with self._lock:
-            self.allocations += 1
-            self._observe(seconds)
-
-    def failed(self, reason: FailureReason, seconds: float) -> None:
-        with self._lock:
-            self.failures[reason.value] = self.failures.get(reason.value, 0) + 1
-            self._observe(seconds)
-
-    def chips_changed(self, healthy: int, unhealthy: int) -> None:
-        with self._lock:
-            self._chips = {"Healthy": healthy, "Unhealthy": unhealthy}
-
-    def api_error(self) -> None:
-        with self._lock:
-            self.api_errors += 1
-
-    def _observe(self, seconds: float) -> None:
+        self._allocations.inc()
         self._latency.observe(seconds)
 
+    def failed(self, reason: FailureReason, seconds: float) -> None:
+        self._failures.labels(reason.value).inc()
+        self._latency.observe(seconds)
+
+    def chips_changed(self, healthy: int, unhealthy: int) -> None:
+        self._chips.labels("Healthy").set(healthy)
+        self._chips.labels("Unhealthy").set(unhealthy)
+
+    def api_error(self) -> None:
+        self._api_errors.inc()
+
+    def loop_error(self, loop: str) -> None:
+        self._loop_errors.labels(loop).inc()
+
     def text(self) -> str:
-        with self._lock:
-            lines = [
-                "# TYPE ascend_agent_allocations_total counter",
-                f"ascend_agent_allocations_total {self.allocations}",
-                "# TYPE ascend_agent_allocation_failures_total counter",
-            ]
-            lines += [
-                f'ascend_agent_allocation_failures_total{{reason="{r}"}} {n}'
-                for r, n in sorted(self.failures.items())
-            ]
-            lines += [
-                "# TYPE ascend_agent_api_errors_total counter",
-                f"ascend_agent_api_errors_total {self.api_errors}",
-                "# TYPE ascend_agent_allocate_seconds histogram",
-            ]
-            lines += self._latency.lines()
-            lines.append("# TYPE ascend_agent_chips gauge")
-            lines += [
-                f'ascend_agent_chips{{health="{h}"}} {n}' for h, n in sorted(self._chips.items())
-            ]
-        return "\n".join(lines) + "\n"
+        return exposition(self.registry)
 
 
 class MetricsServer:

@@ -32,6 +32,7 @@ class PodCache:
         *,
         on_change: Sequence[Callable[[], None]] = (),
         on_api_error: Callable[[], None] = lambda: None,
+        on_loop_error: Callable[[str], None] = lambda loop: None,
     ) -> None:
         self._gateway = gateway
         self._node = node
@@ -43,6 +44,7 @@ class PodCache:
         self._thread: threading.Thread | None = None
         self._listeners = tuple(on_change)  # called after every change to the cache
         self._on_api_error = on_api_error
+        self._on_loop_error = on_loop_error  # an unexpected failure, survived and counted
 
     def _notify(self) -> None:
         for listener in self._listeners:
@@ -107,10 +109,13 @@ class PodCache:
                         version = change.object["metadata"].get("resourceVersion", version)
             except KubeError as failed:
                 self._on_api_error()
-                with self._changed:
-                    self._synced = False
                 log.warning("pod watch failed (%s); listing again in %.1f s", failed, RETRY_SECONDS)
-                self._stop.wait(RETRY_SECONDS)
+            except Exception:
+                self._on_loop_error("pod-cache")
+                log.exception("pod watch failed; listing again in %.1f s", RETRY_SECONDS)
+            with self._changed:
+                self._synced = False
+            self._stop.wait(RETRY_SECONDS)
 
 
 def _newer(candidate: str, current: str) -> bool:

@@ -113,6 +113,7 @@ class RepairLoop:
         server_id: str,
         socket: Path = POD_RESOURCES_SOCKET,
         period: float = 5.0,
+        on_loop_error: Callable[[str], None] = lambda loop: None,
     ) -> None:
         self._gateway = gateway
         self._cache = cache
@@ -120,6 +121,7 @@ class RepairLoop:
         self._server_id = server_id
         self._socket = socket
         self._period = period
+        self._on_loop_error = on_loop_error  # an unexpected failure, survived and counted
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.repaired = 0
@@ -154,7 +156,11 @@ class RepairLoop:
     def start(self) -> None:
         def loop() -> None:
             while not self._stop.wait(self._period):
-                self.run_once()
+                try:
+                    self.run_once()
+                except Exception:
+                    self._on_loop_error("repair")
+                    log.exception("repair round failed")
 
         self._thread = threading.Thread(target=loop, name="repair", daemon=True)
         self._thread.start()

@@ -30,9 +30,12 @@ from agent.pod_cache import PodCache
 from contract.annotations import CHIPS_ANNOTATION
 from contract.chip_names import chip_name
 from contract.pods import PodView
+from infra.events import warn
 from infra.kube.port import Conflict, KubeError, KubeGateway, NotFound
 
 log = logging.getLogger(__name__)
+
+COMPONENT = "ascend-npu-agent"
 
 WAIT_FOR_POD = 1.0  # bounded wait for the cache to show the pod (Huawei: 3 × 1 s sleeps)
 MAX_CONFLICTS = 5
@@ -62,23 +65,7 @@ class HandshakeAllocator:
 
     def _refuse(self, pod: PodView, message: str) -> AllocationFailed:
         reason = FailureReason.CHIPS_REFUSED
-        event = {
-            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
-            "involvedObject": {
-                "kind": "Pod",
-                "namespace": pod.namespace,
-                "name": pod.name,
-                "uid": pod.uid,
-            },
-            "reason": reason.event_reason,
-            "message": message,
-            "type": "Warning",
-            "source": {"component": "ascend-npu-agent"},
-        }
-        try:
-            self._gateway.create_event(pod.namespace, event)
-        except KubeError as failed:
-            log.warning("could not record an event on %s: %s", pod.key, failed)
+        warn(self._gateway, pod, reason.event_reason, message, COMPONENT)
         return AllocationFailed(reason, message)
 
     def _refresh(self, pod: PodView) -> bool:

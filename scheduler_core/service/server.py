@@ -18,16 +18,21 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
+
+from prometheus_client import Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from contract import deviceinfo
 from contract.chip_names import InvalidInput
 from contract.objects import Obj
-from contract.pods import pod_view
-from infra.histogram import Histogram
+from contract.pods import PodView, pod_view
+from infra.events import warn
 from infra.http import PROMETHEUS_TEXT, HttpServer, Response
 from infra.kube.port import KubeError, KubeGateway, NotFound
+from infra.metrics import LATENCY_BUCKETS, exposition, registry
 from scheduler_core.engine import rescheduling, tor, tor_share
 from scheduler_core.service import cluster_view
 from scheduler_core.service.extender import Extender
@@ -36,50 +41,83 @@ from scheduler_core.service.volcano import VolcanoVerbs
 log = logging.getLogger(__name__)
 
 VERBS = ("filter", "prioritize", "bind")
+COMPONENT = "ascend-npu-scheduler"
+MALFORMED_REASON = "NPUAnnotationMalformed"
 STALE_PERIODS = 3  # not ready once the last good read is this many periods old
 TOPOLOGY_CONFIGMAP, TOPOLOGY_KEY = "basic-tor-node-cm", "tor_info"
 
 
 class Metrics:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.calls: dict[str, int] = dict.fromkeys(VERBS, 0)
-        self.errors: dict[str, int] = dict.fromkeys(VERBS, 0)
-        self.latency: dict[str, Histogram] = {}
-        self.refresh_errors = 0
+    """The service's metrics; verbs are label values only when they are known verbs."""
+
+    def __init__(self, binds: Callable[[], int], nodes: Callable[[], int]) -> None:
+        self.registry = registry()
+        self.registry.register(_Owned(binds, nodes))
+        self._calls = Counter(
+            "ascend_scheduler_requests",
+            "Extender calls by verb.",
+            ["verb"],
+            registry=self.registry,
+        )
+        self._errors = Counter(
+            "ascend_scheduler_request_errors",
+            "Extender calls that answered an error, by verb.",
+            ["verb"],
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            "ascend_scheduler_request_seconds",
+            "Time to answer an extender call, by verb.",
+            ["verb"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self._malformed = Counter(
+            "ascend_scheduler_malformed_objects",
+            "Objects left out because they break the wire contract, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self._refresh_errors = Counter(
+            "ascend_scheduler_refresh_errors",
+            "Reads of the cluster that failed.",
+            registry=self.registry,
+        )
+
+    @property
+    def refresh_errors(self) -> int:
+        return int(self.registry.get_sample_value("ascend_scheduler_refresh_errors_total") or 0)
+
+    def malformed(self, kind: str) -> None:
+        self._malformed.labels(kind).inc()
+
+    def refresh_failed(self) -> None:
+        self._refresh_errors.inc()
 
     def record(self, verb: str, seconds: float, failed: bool) -> None:
-        with self._lock:
-            self.calls[verb] = self.calls.get(verb, 0) + 1
-            self.errors[verb] = self.errors.get(verb, 0) + int(failed)
-            histogram = self.latency.setdefault(
-                verb, Histogram("ascend_scheduler_request_seconds", f'verb="{verb}"')
-            )
-        histogram.observe(seconds)
+        self._calls.labels(verb).inc()
+        if failed:
+            self._errors.labels(verb).inc()
+        self._latency.labels(verb).observe(seconds)
 
-    def text(self, binds: int, nodes: int) -> str:
-        with self._lock:
-            lines = ["# TYPE ascend_scheduler_requests_total counter"]
-            lines += [
-                f'ascend_scheduler_requests_total{{verb="{v}"}} {n}' for v, n in self.calls.items()
-            ]
-            lines.append("# TYPE ascend_scheduler_request_errors_total counter")
-            lines += [
-                f'ascend_scheduler_request_errors_total{{verb="{v}"}} {n}'
-                for v, n in self.errors.items()
-            ]
-            lines.append("# TYPE ascend_scheduler_request_seconds histogram")
-            for histogram in self.latency.values():
-                lines += histogram.lines()
-            lines += [
-                "# TYPE ascend_scheduler_binds_total counter",
-                f"ascend_scheduler_binds_total {binds}",
-                "# TYPE ascend_scheduler_npu_nodes gauge",
-                f"ascend_scheduler_npu_nodes {nodes}",
-                "# TYPE ascend_scheduler_refresh_errors_total counter",
-                f"ascend_scheduler_refresh_errors_total {self.refresh_errors}",
-            ]
-        return "\n".join(lines) + "\n"
+    def text(self) -> str:
+        return exposition(self.registry)
+
+
+class _Owned(Collector):
+    """Values the extender and the refresh own, read at each scrape."""
+
+    def __init__(self, binds: Callable[[], int], nodes: Callable[[], int]) -> None:
+        self._binds = binds
+        self._nodes = nodes
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "ascend_scheduler_binds", "Pods given chips (bound or annotated).", self._binds()
+        )
+        yield GaugeMetricFamily(
+            "ascend_scheduler_npu_nodes", "NPU nodes in the last view.", self._nodes()
+        )
 
 
 class SchedulerService:
@@ -93,9 +131,9 @@ class SchedulerService:
     ) -> None:
         self.gateway = gateway
         self.extender = extender
-        self.metrics = Metrics()
-        self.volcano = VolcanoVerbs(extender, self.refresh_once_safely)
         self.nodes = 0
+        self.metrics = Metrics(lambda: self.extender.binds, lambda: self.nodes)
+        self.volcano = VolcanoVerbs(extender, self.refresh_once_safely)
         self._period = refresh_period
         self._self_maintain = self_maintain
         self._clock = clock
@@ -107,6 +145,7 @@ class SchedulerService:
         self._topology_error = ""
         self._restored = False
         self._last_read: float | None = None
+        self._malformed: set[tuple[str, str]] = set()  # pods already reported, by version
 
     def refresh(self) -> None:
         """Read the cluster once and give the extender the new snapshot."""
@@ -114,6 +153,7 @@ class SchedulerService:
         configmaps = self.gateway.list_configmaps(deviceinfo.NAMESPACE)
         objects, _ = self.gateway.list_pods(None)
         pods = [pod_view(p) for p in objects]
+        self._report_malformed(pods)
         if not self._restored:
             self._restore_faults()
         snapshot = cluster_view.build(nodes, configmaps, pods, self._clock(), self._self_maintain)
@@ -129,6 +169,24 @@ class SchedulerService:
         if shared is not None:
             self._write_configmap(*tor_share.CONFIGMAP, shared)
         self._last_read = self._clock()
+
+    def _report_malformed(self, pods: list[PodView]) -> None:
+        """A pod whose chip annotations are malformed holds no chips by them: say so once per
+        version of it (a log line, a counter, a Warning Event on the pod)."""
+        reported = set()
+        for pod in pods:
+            errors = pod.errors()
+            if not errors:
+                continue
+            version = (pod.key, pod.resource_version)
+            reported.add(version)
+            if version in self._malformed:
+                continue
+            self.metrics.malformed("pod")
+            message = "; ".join(errors)
+            log.warning("ignoring chip annotations: %s", message, extra={"pod": pod.key})
+            warn(self.gateway, pod, MALFORMED_REASON, message, COMPONENT)
+        self._malformed = reported
 
     def _topology(self, configmaps: list[Obj]) -> tor.Topology | None:
         """The ToR topology, if imported; a malformed one is reported once and ignored."""
@@ -250,7 +308,7 @@ class SchedulerService:
             ready = self.ready()
             return Response.text(200 if ready else 503, "ready\n" if ready else "not ready\n")
         if path == "/metrics":
-            text = self.metrics.text(self.extender.binds, self.nodes)
+            text = self.metrics.text()
             return Response.text(200, text, PROMETHEUS_TEXT)
         return Response.json(404, {"Error": "not found"})
 
@@ -273,10 +331,10 @@ class SchedulerService:
         try:
             self.refresh()
         except KubeError as failed:
-            self.metrics.refresh_errors += 1
+            self.metrics.refresh_failed()
             log.warning("cluster not read: %s", failed)
         except Exception:
-            self.metrics.refresh_errors += 1
+            self.metrics.refresh_failed()
             log.exception("refresh failed")
 
     def ready(self) -> bool:

@@ -53,8 +53,8 @@ CLUSTER_WIDE_CALLS = {
 }
 # The packages each deployed component runs (the simulation harness is not deployed).
 COMPONENTS = {
-    "ascend-npu-agent": ["agent"],
-    "ascend-npu-scheduler": ["scheduler_core"],
+    "ascend-npu-agent": ["agent", "infra"],
+    "ascend-npu-scheduler": ["scheduler_core", "infra"],
 }
 
 

@@ -18,6 +18,7 @@ from simulation.loopback import LoopbackApiServer, kubeconfig
 from simulation.memory import MemoryCluster, pod_object
 from simulation.processes import free_port
 from tests.integration.conftest import RESOURCE
+from tests.unit.helpers import metric
 
 SAMPLES = Path(__file__).parents[1] / "data" / "npu_smi"
 
@@ -105,8 +106,8 @@ def test_serve_registers_with_the_kubelet_and_sigterm_removes_its_socket(short_d
             assert ready.status == 200
         with urllib.request.urlopen(f"{base}/metrics", timeout=5) as scraped:
             text = scraped.read().decode()
-        assert "ascend_agent_allocations_total 1" in text
-        assert 'ascend_agent_chips{health="Healthy"} 8' in text
+        assert metric(text, "ascend_agent_allocations_total") == 1
+        assert metric(text, "ascend_agent_chips", health="Healthy") == 8
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
         assert not (plugins / "Ascend910.sock").exists()

@@ -11,6 +11,7 @@ from contract.deviceinfo import DATA_KEY, DeviceInfo, check_code, encode
 from scheduler_core.service.wire import BadPod, pod_request
 from simulation.memory import pod_object
 from tests.integration.test_extender import Harness, add_node, pending
+from tests.unit.helpers import metric
 
 HUGE_CHIP = "Ascend910-" + "9" * 5000
 
@@ -114,3 +115,16 @@ def test_readyz_turns_false_when_the_last_good_read_is_three_periods_old() -> No
     h.api.reachable = True
     h.service.refresh_once_safely()
     assert h.service.ready()
+
+
+def test_a_malformed_pod_is_reported_once_with_a_warning_event_and_a_counter() -> None:
+    h = Harness(1)
+    running(h, "garbled", "n0", 2, **{"huawei.com/AscendReal": "Ascend910-1,Ascend910-1"})
+    for _ in range(3):
+        h.service.refresh()
+    (event,) = h.api.events
+    assert (event["type"], event["reason"]) == ("Warning", "NPUAnnotationMalformed")
+    assert event["involvedObject"]["name"] == "garbled"
+    assert "names a chip twice" in event["message"]
+    text = h.service.metrics.text()
+    assert metric(text, "ascend_scheduler_malformed_objects_total", kind="pod") == 1

@@ -9,6 +9,8 @@ from agent.deviceinfo_publisher import DeviceInfoPublisher
 from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
 from contract.deviceinfo import decode
+from contract.objects import Obj
+from simulation.cluster import wait_for
 from simulation.memory import MemoryCluster, pod_object
 
 NODE = NodeChips("Ascend910", "module910x8", tuple(Chip(i, i, healthy=i != 7) for i in range(8)))
@@ -124,3 +126,28 @@ def test_nothing_is_written_while_the_pods_are_unknown() -> None:
     publisher = DeviceInfoPublisher(api, "n1", state=DeviceState(NODE), cache=cache, period=5)
     assert not publisher.publish_once()
     assert api.list_pods("n1") == ([], "0")
+
+
+class FailsOnce(MemoryCluster):
+    """An API adapter whose first list fails with a bug, not an API error."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 1
+
+    def list_pods(self, node: str | None) -> tuple[list[Obj], str]:
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError("a bug in the adapter")
+        return super().list_pods(node)
+
+
+def test_the_pod_cache_survives_an_unexpected_failure_and_counts_it() -> None:
+    errors: list[str] = []
+    cache = PodCache(FailsOnce(), "n1", watch_seconds=0.2, on_loop_error=errors.append)
+    cache.start()
+    try:
+        assert wait_for(lambda: cache.synced), "the loop lists again after the failure"
+        assert errors == ["pod-cache"]
+    finally:
+        cache.stop()

@@ -16,6 +16,7 @@ from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
 from simulation.memory import MemoryCluster, pod_object
 from simulation.processes import scheduler_process
+from tests.unit.helpers import metric
 
 
 def get(url: str) -> tuple[int, str]:
@@ -77,10 +78,13 @@ def test_the_service_filters_binds_and_reports_health_and_metrics(tmp_path: Path
             "Ascend910-0,Ascend910-1,Ascend910-2,Ascend910-3"
         )
         status, metrics = get(f"{url}/metrics")
-        assert status == 200 and "ascend_scheduler_binds_total 1" in metrics
-        assert 'ascend_scheduler_requests_total{verb="filter"} 1' in metrics
-        assert 'ascend_scheduler_request_seconds_count{verb="bind"} 1' in metrics
-        assert 'ascend_scheduler_request_seconds_bucket{verb="filter",le="+Inf"} 1' in metrics
+        assert status == 200 and metric(metrics, "ascend_scheduler_binds_total") == 1
+        assert metric(metrics, "ascend_scheduler_requests_total", verb="filter") == 1
+        assert metric(metrics, "ascend_scheduler_request_seconds_count", verb="bind") == 1
+        bucket = metric(
+            metrics, "ascend_scheduler_request_seconds_bucket", verb="filter", le="+Inf"
+        )
+        assert bucket == 1
         service.process.send_signal(signal.SIGTERM)
         _, stderr = service.process.communicate(timeout=20)
         assert service.process.returncode == 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from scheduler_core.engine.model import Decision, Job, NodeState, Task
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
 from scheduler_core.engine.products import product_by_name
@@ -90,3 +92,13 @@ def tor_info(tors: int, per_tor: int = 4) -> str:
             ],
         }
     )
+
+
+def metric(text: str, name: str, **labels: str) -> float | None:
+    """One sample of a Prometheus text exposition (None when absent), read with the
+    client library's own parser, so a test fails on text Prometheus could not read."""
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return None
