@@ -80,7 +80,7 @@ class MetricsServer:
     def __init__(self, metrics: AgentMetrics, ready: Callable[[], bool]) -> None:
         self._metrics = metrics
         self._ready = ready
-        self._server = HttpServer(self._get)
+        self._server = HttpServer("metrics", self._get)
 
     def _get(self, path: str) -> Response:
         if path == "/metrics":

@@ -2,7 +2,11 @@
 
 The scheduler answers its extender verbs, ``/healthz``, ``/readyz`` and ``/metrics`` here;
 the agent its ``/metrics``, ``/healthz`` and ``/readyz``. Handlers take the path (and a POST's
-body) and return a ``Response``; the server does the HTTP.
+body) and return a ``Response``; the server does the HTTP, within limits no caller can
+stretch: a body larger than ``max_body`` is refused with 413 before it is read, a connection
+idle or slow for ``timeout`` seconds is closed, at most ``max_connections`` connections are
+served at once, each by a thread of a bounded pool (more are closed at once), and a handler
+that fails answers 500 with a one-line JSON error instead of dropping the connection.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -43,25 +48,65 @@ def _no_posts(path: str, body: bytes) -> Response:
     return Response.text(405, "only GET here\n")
 
 
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_body: int = 8 * 1024 * 1024
+    timeout: float = 30.0  # seconds a connection may stay idle or slow
+    max_connections: int = 128  # and as many threads: one serves a kept-alive connection
+
+
 class _Server(ThreadingHTTPServer):
-    daemon_threads = True
     # The stdlib default backlog of 5 resets connections when callers arrive together.
     request_queue_size = 128
 
+    def __init__(self, address: tuple[str, int], handler: type, limits: Limits, name: str) -> None:
+        super().__init__(address, handler)
+        self._pool = ThreadPoolExecutor(limits.max_connections, thread_name_prefix=name)
+        self._max_connections = limits.max_connections
+        self._open = 0
+        self._lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._lock:
+            full = self._open >= self._max_connections
+            if not full:
+                self._open += 1
+        if full:
+            log.warning("closing a connection from %s: %d are open", client_address, self._open)
+            self.shutdown_request(request)
+            return
+        self._pool.submit(self._serve, request, client_address)
+
+    def _serve(self, request: Any, client_address: Any) -> None:
+        try:
+            self.process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._open -= 1
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
 
 class HttpServer:
-    def __init__(self, get: Get, post: Post = _no_posts) -> None:
+    def __init__(
+        self, name: str, get: Get, post: Post = _no_posts, limits: Limits = Limits()
+    ) -> None:
+        self.name = name  # of its threads
         self._get = get
         self._post = post
+        self._limits = limits
         self._server: _Server | None = None
 
     def start(self, host: str, port: int) -> str:
         """Serve on a thread of its own; the URL (with the port chosen when ``port`` is 0)."""
-        get, post = self._get, self._post
+        get, post, limits = self._get, self._post, self._limits
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True  # a kept-alive caller would wait for delayed ACKs
+            timeout = limits.timeout
 
             def log_message(self, format: str, *args: Any) -> None:
                 log.debug(format, *args)
@@ -70,22 +115,51 @@ class HttpServer:
                 self.send_response(response.code)
                 self.send_header("Content-Type", response.content_type)
                 self.send_header("Content-Length", str(len(response.body)))
+                if self.close_connection:
+                    self.send_header("Connection", "close")
                 self.end_headers()
                 self.wfile.write(response.body)
 
+            def _answer(self, route: Callable[[], Response]) -> None:
+                try:
+                    response = route()
+                except Exception:
+                    log.exception("%s %s failed", self.command, self.path)
+                    response = error(500, "internal error; the server's log has the details")
+                self._send(response)
+
             def do_GET(self) -> None:
-                self._send(get(self.path))
+                self._answer(lambda: get(self.path))
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                self._send(post(self.path, self.rfile.read(length)))
+                text = self.headers.get("Content-Length") or "0"
+                if not text.isascii() or not text.isdigit() or len(text) > 12:
+                    self.close_connection = True
+                    self._send(error(400, f"Content-Length {text[:20]!r} is not a number"))
+                    return
+                length = int(text)
+                if length > limits.max_body:
+                    self.close_connection = True  # the body stays unread
+                    self._send(
+                        error(413, f"the body is {length} bytes (at most {limits.max_body})")
+                    )
+                    return
+                body = self.rfile.read(length)  # times out on a body shorter than announced
+                self._answer(lambda: post(self.path, body))
 
-        server = _Server((host, port), Handler)
+        server = _Server((host, port), Handler, limits, self.name)
         self._server = server
-        threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+        accept = threading.Thread(target=server.serve_forever, name=f"{self.name}-accept")
+        accept.daemon = True
+        accept.start()
         return f"http://{host}:{server.server_address[1]}"
 
     def stop(self) -> None:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+
+def error(code: int, message: str) -> Response:
+    """A one-line JSON error, as kube-scheduler reads an extender's answer."""
+    return Response.json(code, {"Error": message})

@@ -48,6 +48,7 @@ from scheduler_core.service.wire import (
     MAX_SCORE,
     BadPod,
     PodRequest,
+    binding_args,
     extender_args,
     normalize,
     pod_request,
@@ -240,8 +241,7 @@ class Extender:
             return self._session.score(request.job(), request.npu, names)
 
     def bind(self, args: Mapping[str, Any]) -> dict[str, str]:
-        namespace, name = args.get("PodNamespace", ""), args.get("PodName", "")
-        node, uid = args.get("Node", ""), args.get("PodUID", "")
+        namespace, name, uid, node = binding_args(args)
         try:
             request = pod_request(self._gateway.get_pod(namespace, name))
         except (KubeError, BadPod) as failed:

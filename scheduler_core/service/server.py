@@ -26,21 +26,23 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from contract import deviceinfo
-from contract.chip_names import InvalidInput
+from contract.chip_names import InvalidInput, quoted
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
 from infra.events import warn
-from infra.http import PROMETHEUS_TEXT, HttpServer, Response
+from infra.http import PROMETHEUS_TEXT, HttpServer, Response, error
 from infra.kube.port import KubeError, KubeGateway, NotFound
 from infra.metrics import LATENCY_BUCKETS, exposition, registry
 from scheduler_core.engine import rescheduling, tor, tor_share
 from scheduler_core.service import cluster_view
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.volcano import VolcanoVerbs
+from scheduler_core.service.wire import BadRequest
 
 log = logging.getLogger(__name__)
 
 VERBS = ("filter", "prioritize", "bind")
+KNOWN_VERBS = frozenset(VERBS) | {f"volcano/{v}" for v in VolcanoVerbs.VERBS}
 COMPONENT = "ascend-npu-scheduler"
 MALFORMED_REASON = "NPUAnnotationMalformed"
 STALE_PERIODS = 3  # not ready once the last good read is this many periods old
@@ -133,7 +135,7 @@ class SchedulerService:
         self.extender = extender
         self.nodes = 0
         self.metrics = Metrics(lambda: self.extender.binds, lambda: self.nodes)
-        self.volcano = VolcanoVerbs(extender, self.refresh_once_safely)
+        self.volcano = VolcanoVerbs(extender, self._fresh_view)
         self._period = refresh_period
         self._self_maintain = self_maintain
         self._clock = clock
@@ -145,6 +147,7 @@ class SchedulerService:
         self._topology_error = ""
         self._restored = False
         self._last_read: float | None = None
+        self._reading = threading.Lock()  # one read of the cluster at a time
         self._malformed: set[tuple[str, str]] = set()  # pods already reported, by version
 
     def refresh(self) -> None:
@@ -269,17 +272,18 @@ class SchedulerService:
             self.refresh_once_safely()
 
     def handle(self, verb: str, body: Any) -> Any:
-        """One extender call: kube-scheduler's verbs, or ``volcano/<verb>`` (KeyError if none)."""
+        """One extender call: kube-scheduler's verbs, or ``volcano/<verb>``: KeyError when there
+        is no such verb, BadRequest when the body has the wrong shape."""
+        if verb not in KNOWN_VERBS:
+            raise KeyError(verb)  # before any metric: a label value per path would grow forever
         start = time.perf_counter()
         failed = True
         answer: Any
         try:
             if verb.startswith("volcano/"):
                 answer = self.volcano.handle(verb.removeprefix("volcano/"), body)
-                failed = bool(answer.get("errorMessage")) if isinstance(answer, dict) else False
+                failed = bool(answer.get("errorMessage"))
                 return answer
-            if verb not in VERBS:
-                raise KeyError(verb)
             if verb == "filter":
                 answer = self.extender.filter(body)
                 failed = bool(answer.get("Error"))
@@ -295,7 +299,7 @@ class SchedulerService:
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         self.refresh_once_safely()
-        self._server = HttpServer(self._get, self._post)
+        self._server = HttpServer("extender", self._get, self._post)
         url = self._server.start(host, port)
         self._thread = threading.Thread(target=self._refresh_loop, name="refresh", daemon=True)
         self._thread.start()
@@ -316,18 +320,34 @@ class SchedulerService:
         verb = path.strip("/")
         try:
             body = json.loads(raw or b"{}")
+        except RecursionError:
+            return error(400, "the body nests too deep")
         except ValueError:
-            return Response.json(400, {"Error": "the body is not JSON"})
+            return error(400, "the body is not JSON")
         if not isinstance(body, dict):
-            return Response.json(400, {"Error": "the body is not a JSON object"})
+            return error(400, "the body is not a JSON object")
         try:
             return Response.json(200, self.handle(verb, body))
         except KeyError:
-            return Response.json(404, {"Error": f"no verb {verb!r}"})
+            return error(404, f"no verb {quoted(verb)}")
+        except BadRequest as bad:
+            return error(400, str(bad))
+
+    def _fresh_view(self) -> None:
+        """Volcano opens a session: a view at most one refresh period old, so a stream of
+        session openings costs at most one read of the cluster per period."""
+        with self._reading:
+            last = self._last_read
+            if last is None or self._clock() - last >= self._period:
+                self._refresh_safely()
 
     def refresh_once_safely(self) -> None:
         """One refresh; no failure stops the loop: it is counted, logged, and ``/readyz``
         turns false once the last good read is three periods old."""
+        with self._reading:
+            self._refresh_safely()
+
+    def _refresh_safely(self) -> None:
         try:
             self.refresh()
         except KubeError as failed:

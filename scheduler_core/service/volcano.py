@@ -15,60 +15,76 @@ from typing import Any
 from contract.chip_names import RESOURCE_NAME
 from contract.objects import npu_limit
 from scheduler_core.service.extender import Extender
-from scheduler_core.service.wire import BadPod
+from scheduler_core.service.wire import BadPod, BadRequest, field_of
 
 SUCCESS, UNSCHEDULABLE = 0, 2
 PERMIT, ABSTAIN, REJECT = 1, 0, -1
 
 
 class VolcanoVerbs:
+    VERBS = (
+        "onSessionOpen",
+        "onSessionClose",
+        "predicate",
+        "prioritize",
+        "allocateFunc",
+        "deallocateFunc",
+        "jobEnqueueable",
+    )
+
     def __init__(self, extender: Extender, open_session: Callable[[], None]) -> None:
         self._extender = extender
         self._open_session = open_session
+        self._handlers: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+            "onSessionOpen": self._session_open,
+            "onSessionClose": lambda body: {},
+            "predicate": self._predicate,
+            "prioritize": self._prioritize,
+            "allocateFunc": self._allocate,
+            "deallocateFunc": self._deallocate,
+            "jobEnqueueable": self._job_enqueueable,
+        }
 
-    def handle(self, verb: str, body: Mapping[str, Any]) -> Any:
-        handler = getattr(self, f"_{verb}", None)
-        if handler is None:
-            raise KeyError(verb)
-        return handler(body)
+    def handle(self, verb: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """One verb (KeyError when unknown, BadRequest when the body has the wrong shape)."""
+        return self._handlers[verb](body)
 
-    def _onSessionOpen(self, body: Mapping[str, Any]) -> dict[str, Any]:  # noqa: N802
-        self._open_session()  # a fresh read; the session ledger starts empty again
-        return {}
-
-    def _onSessionClose(self, body: Mapping[str, Any]) -> dict[str, Any]:  # noqa: N802
+    def _session_open(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        self._open_session()  # a fresh view (at most one per refresh period)
         return {}
 
     def _predicate(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        pod, node = (
-            (body.get("task") or {}).get("Pod") or {},
-            (body.get("node") or {}).get("Name", ""),
-        )
+        pod = _task_pod(body)
+        node = field_of(field_of(body, "node", dict, "predicate."), "Name", str, "node.")
         answer = self._extender.filter({"Pod": pod, "NodeNames": [node]})
         if node in answer["NodeNames"]:
             return {"status": "", "code": SUCCESS}
         return {"status": answer["FailedNodes"].get(node, "not schedulable"), "code": UNSCHEDULABLE}
 
     def _prioritize(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        pod = (body.get("task") or {}).get("Pod") or {}
-        names = [n.get("Name", "") for n in body.get("nodes") or []]
+        pod = _task_pod(body)
+        nodes = field_of(body, "nodes", list, "prioritize.")
+        if not all(isinstance(n, dict) for n in nodes):
+            raise BadRequest("prioritize.nodes holds something that is not an object")
+        names = [field_of(n, "Name", str, "nodes[].") for n in nodes]
         try:
             return {"nodeScore": self._extender.scores(pod, names), "errorMessage": ""}
         except BadPod as bad:
             return {"nodeScore": {}, "errorMessage": str(bad)}
 
-    def _allocateFunc(self, body: Mapping[str, Any]) -> dict[str, Any]:  # noqa: N802
-        task = body.get("task") or {}
-        pod = task.get("Pod") or {}
+    def _allocate(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        task = field_of(body, "task", dict, "allocateFunc.")
+        pod = _task_pod(body)
         if npu_limit(pod) == 0:
             return {"errorMessage": ""}
+        node = field_of(task, "NodeName", str, "task.")
         try:
-            return {"errorMessage": self._extender.annotate(pod, task.get("NodeName", ""))}
+            return {"errorMessage": self._extender.annotate(pod, node)}
         except BadPod as bad:
             return {"errorMessage": str(bad)}
 
-    def _deallocateFunc(self, body: Mapping[str, Any]) -> dict[str, Any]:  # noqa: N802
-        pod = (body.get("task") or {}).get("Pod") or {}
+    def _deallocate(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        pod = _task_pod(body)
         if npu_limit(pod) > 0:
             try:
                 self._extender.release(pod)
@@ -76,9 +92,20 @@ class VolcanoVerbs:
                 return {"errorMessage": str(bad)}
         return {"errorMessage": ""}
 
-    def _jobEnqueueable(self, body: Mapping[str, Any]) -> dict[str, Any]:  # noqa: N802
-        scalars = ((body.get("job") or {}).get("TotalRequest") or {}).get("ScalarResources") or {}
-        milli = scalars.get(RESOURCE_NAME, 0)
+    def _job_enqueueable(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        job = field_of(body, "job", dict, "jobEnqueueable.")
+        request = field_of(job, "TotalRequest", dict, "job.")
+        scalars = field_of(request, "ScalarResources", dict, "job.TotalRequest.")
+        milli = scalars.get(RESOURCE_NAME) or 0
+        if not isinstance(milli, (int, float)) or isinstance(milli, bool):
+            raise BadRequest(f"job.TotalRequest.ScalarResources[{RESOURCE_NAME}] is not a number")
         if not milli:
             return {"status": ABSTAIN}
         return {"status": PERMIT if self._extender.free_chips() * 1000 >= milli else REJECT}
+
+
+def _task_pod(body: Mapping[str, Any]) -> dict[str, Any]:
+    pod: dict[str, Any] = field_of(field_of(body, "task", dict), "Pod", dict, "task.")
+    if not pod:
+        raise BadRequest("task.Pod is missing")
+    return pod

@@ -27,8 +27,27 @@ from scheduler_core.engine.products import ACCELERATOR_TYPE_LABEL, product_for_s
 MAX_SCORE = 10
 
 
+class BadRequest(ValueError):
+    """A request whose JSON has the wrong shape; answered 400 with the message."""
+
+
 class BadPod(ValueError):
     """A pod the extender cannot read; the message says what is wrong."""
+
+
+def field_of(body: Mapping[str, Any], key: str, kind: type, where: str = "") -> Any:
+    """``body[key]`` if it is a ``kind`` (an empty one when absent or null), else BadRequest."""
+    value = body.get(key)
+    if value is None:
+        return kind()
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise BadRequest(f"{where}{key} is a JSON {_json_type(value)}, not {_json_type(kind())}")
+    return value
+
+
+def _json_type(value: object) -> str:
+    names = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +114,23 @@ def pod_request(pod: Obj) -> PodRequest:
 
 
 def extender_args(args: Mapping[str, Any]) -> tuple[Obj, list[str]]:
-    """The pod and the candidate node names of an ``ExtenderArgs``."""
-    return args.get("Pod") or {}, list(args.get("NodeNames") or [])
+    """The pod and the candidate node names of an ``ExtenderArgs`` (BadRequest when either
+    is missing or of the wrong shape)."""
+    pod = field_of(args, "Pod", dict)
+    if not pod:
+        raise BadRequest("Pod is missing")
+    names = field_of(args, "NodeNames", list)
+    if not all(isinstance(n, str) for n in names):
+        raise BadRequest("NodeNames holds something that is not a string")
+    return pod, names
+
+
+def binding_args(args: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """Namespace, name, UID and node of an ``ExtenderBindingArgs``."""
+    values = tuple(field_of(args, k, str) for k in ("PodNamespace", "PodName", "PodUID", "Node"))
+    if not all(values[i] for i in (0, 1, 3)):
+        raise BadRequest("PodNamespace, PodName and Node are required")
+    return values[0], values[1], values[2], values[3]
 
 
 def normalize(scores: Mapping[str, float | None]) -> list[dict[str, Any]]:
