@@ -14,6 +14,7 @@ from scheduler_core.engine.session import Session
 
 @dataclass(frozen=True, slots=True)
 class Assumed:
+    uid: str  # the pod they were given to, not a later pod of the same name
     node: str
     chips: tuple[int, ...]
     since: float
@@ -24,8 +25,11 @@ class AssumedBinds:
         self._ttl = ttl
         self._binds: dict[str, Assumed] = {}  # pod key → its chips
 
-    def add(self, pod: str, node: str, chips: tuple[int, ...], now: float) -> None:
-        self._binds[pod] = Assumed(node, chips, now)
+    def add(self, pod: str, uid: str, node: str, chips: tuple[int, ...], now: float) -> None:
+        self._binds[pod] = Assumed(uid, node, chips, now)
+
+    def given(self, pod: str) -> Assumed | None:
+        return self._binds.get(pod)
 
     def drop(self, pod: str) -> None:
         self._binds.pop(pod, None)

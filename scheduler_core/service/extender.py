@@ -23,8 +23,8 @@ from typing import Any
 
 from contract.annotations import CHIPS_ANNOTATION, PREDICATE_TIME
 from contract.objects import Obj
-from contract.pods import PodView
-from infra.kube.port import KubeError, KubeGateway
+from contract.pods import PodView, pod_view
+from infra.kube.port import KubeError, KubeGateway, NotFound
 from scheduler_core.engine import locality, rescheduling, tor
 from scheduler_core.engine.model import Placement
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
@@ -281,9 +281,14 @@ class Extender:
         try:
             write(annotations)
         except KubeError as failed:
-            with self._lock:
-                self._give_back(chosen)
-            return f"{what}: {failed}"
+            landed = self._landed(request, annotations)
+            if landed is None:  # in doubt the chips stay taken, until a view tells
+                return f"{what}: {failed} (its chips stay held until the pod is seen)"
+            if not landed:
+                with self._lock:
+                    self._give_back(chosen)
+                return f"{what}: {failed}"
+            log.warning("%s: the API server answered %s, but the pod has its chips", what, failed)
         with self._lock:
             self.binds += 1
         log.info(
@@ -296,6 +301,21 @@ class Extender:
             extra={"pod": request.key, "node": node, "chips": annotations[CHIPS_ANNOTATION]},
         )
         return ""
+
+    def _landed(self, request: PodRequest, annotations: Mapping[str, str]) -> bool | None:
+        """Whether a write whose answer was an error reached the pod after all (it carries
+        this very choice: the chips and the predicate-time); None when the pod cannot be
+        read either."""
+        try:
+            pod = pod_view(self._gateway.get_pod(request.namespace, request.name))
+        except NotFound:
+            return False
+        except KubeError:
+            return None
+        mine = (CHIPS_ANNOTATION, PREDICATE_TIME)
+        return pod.uid == request.uid and all(
+            pod.annotations.get(k) == annotations[k] for k in mine
+        )
 
     def _choose(self, request: PodRequest, node: str) -> Chosen | str:
         """The pod's chips on ``node``, taken and assumed bound; or why there are none."""
@@ -311,7 +331,7 @@ class Extender:
                 return decision.reason
             taken, notes = PodTaken(decision.placements[0]), {}
         chips = taken.placement.chips
-        self._assumed.add(request.key, node, chips, self._clock())
+        self._assumed.add(request.key, request.uid, node, chips, self._clock())
         return Chosen(request, node, chips, taken, notes)
 
     def _give_back(self, chosen: Chosen) -> None:
@@ -321,13 +341,18 @@ class Extender:
         else:
             self._session.release_job(chosen.request.job().key)
 
-    def release(self, pod: Obj) -> None:
-        """Volcano's deallocateFunc: the task leaves the session; its chips come back."""
+    def release(self, pod: Obj) -> bool:
+        """Volcano's deallocateFunc: the task leaves the session; the chips this service gave
+        that very pod (same UID) come back. False when it gave that pod nothing."""
         request = pod_request(pod)
         with self._lock:
+            given = self._assumed.given(request.key)
+            if given is None or given.uid != request.uid:
+                return False
             self._assumed.drop(request.key)
             self._session.release_job(request.job().key)
             self._gangs.unbind(request.key)
+            return True
 
     def free_chips(self) -> int:
         with self._lock:

@@ -9,6 +9,7 @@ pods itself: ``allocateFunc`` writes the scheduler annotations before it does.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,6 +17,8 @@ from contract.chip_names import RESOURCE_NAME
 from contract.objects import npu_limit
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.wire import BadPod, BadRequest, field_of
+
+log = logging.getLogger(__name__)
 
 SUCCESS, UNSCHEDULABLE = 0, 2
 PERMIT, ABSTAIN, REJECT = 1, 0, -1
@@ -87,7 +90,8 @@ class VolcanoVerbs:
         pod = _task_pod(body)
         if npu_limit(pod) > 0:
             try:
-                self._extender.release(pod)
+                if not self._extender.release(pod):
+                    log.info("deallocateFunc for a pod this service gave nothing: ignored")
             except BadPod as bad:
                 return {"errorMessage": str(bad)}
         return {"errorMessage": ""}

@@ -4,13 +4,16 @@ the object it wrote: no loop stops, no node is taken out, no other pod's Allocat
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from contract.deviceinfo import DATA_KEY, DeviceInfo, check_code, encode
+from infra.kube.port import KubeError
 from scheduler_core.service.wire import BadPod, pod_request
 from simulation.memory import pod_object
 from tests.integration.test_extender import Harness, add_node, pending
+from tests.integration.test_volcano import call, task
 from tests.unit.helpers import metric
 
 HUGE_CHIP = "Ascend910-" + "9" * 5000
@@ -128,3 +131,55 @@ def test_a_malformed_pod_is_reported_once_with_a_warning_event_and_a_counter() -
     assert "names a chip twice" in event["message"]
     text = h.service.metrics.text()
     assert metric(text, "ascend_scheduler_malformed_objects_total", kind="pod") == 1
+
+
+def bind_args(pod: dict[str, Any], node: str) -> dict[str, str]:
+    meta = pod["metadata"]
+    return {"PodName": meta["name"], "PodNamespace": "ns", "PodUID": meta["uid"], "Node": node}
+
+
+def test_a_binding_stored_but_answered_503_keeps_its_chips(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = Harness(1)
+    pod = pending(h.api, "p", 8)
+    store = h.api.bind_pod
+
+    def stored_then_503(*args: Any) -> None:
+        store(*args)
+        raise KubeError("create binding: 503 Service Unavailable")
+
+    monkeypatch.setattr(h.api, "bind_pod", stored_then_503)
+    assert h.extender.bind(bind_args(pod, "n0")) == {"Error": ""}, "the pod was bound"
+    assert h.filter(pending(h.api, "next", 8))["NodeNames"] == []
+
+
+def test_a_failed_binding_whose_pod_cannot_be_read_keeps_its_chips_in_doubt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = Harness(1)
+    pod = pending(h.api, "p", 8)
+    store = h.api.bind_pod
+
+    def stored_then_down(*args: Any) -> None:
+        store(*args)
+        h.api.reachable = False
+        raise KubeError("create binding: connection reset")
+
+    monkeypatch.setattr(h.api, "bind_pod", stored_then_down)
+    assert "stay held" in h.extender.bind(bind_args(pod, "n0"))["Error"]
+    h.api.reachable = True
+    assert h.filter(pending(h.api, "next", 8))["NodeNames"] == []
+
+
+def test_a_forged_deallocate_gives_back_nothing_this_service_did_not_give_that_pod() -> None:
+    h = Harness(1)
+    first = pending(h.api, "first", 8)
+    assert call(h, "allocateFunc", {"task": task(first, "n0")}) == {"errorMessage": ""}
+    forged = json.loads(json.dumps(first))
+    forged["metadata"]["uid"] = "someone-else"
+    assert call(h, "deallocateFunc", {"task": task(forged, "n0")}) == {"errorMessage": ""}
+    stranger = pending(h.api, "stranger", 8)
+    assert call(h, "deallocateFunc", {"task": task(stranger, "n0")}) == {"errorMessage": ""}
+    refused = call(h, "allocateFunc", {"task": task(stranger, "n0")})["errorMessage"]
+    assert "npu topology not meet job require" in refused, "first's chips are still first's"

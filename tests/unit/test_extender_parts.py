@@ -21,7 +21,7 @@ FULL = range(8)
 
 def test_an_assumed_bind_is_held_in_each_new_view_until_the_view_shows_it() -> None:
     assumed = AssumedBinds(ttl=60)
-    assumed.add("ns/p", "n", (0, 1), now=0)
+    assumed.add("ns/p", "uid", "n", (0, 1), now=0)
     stale = Session([node("n", FULL)])  # listed before the bind landed
     assumed.hold_in(stale, now=1)
     assert stale.usable("n") == (2, 3, 4, 5, 6, 7)
@@ -35,7 +35,7 @@ def test_an_assumed_bind_is_held_in_each_new_view_until_the_view_shows_it() -> N
 
 def test_an_assumed_bind_is_forgotten_after_its_ttl() -> None:
     assumed = AssumedBinds(ttl=60)
-    assumed.add("ns/p", "n", (0,), now=0)
+    assumed.add("ns/p", "uid", "n", (0,), now=0)
     session = Session([node("n", FULL)])
     assumed.hold_in(session, now=61)
     assert session.usable("n") == tuple(FULL)
