@@ -25,12 +25,11 @@ from agent.metrics import AgentMetrics, MetricsServer
 from agent.plugin_server import DeviceState
 from agent.pod_cache import WATCH_SECONDS, PodCache
 from agent.repair import POD_RESOURCES_SOCKET, RepairLoop, kubelet_devices
+from contract.annotations import SERVER_TYPE_LABEL
 from contract.objects import node_address
 from infra.kube.port import KubeError, KubeGateway
 
 log = logging.getLogger(__name__)
-
-SERVER_TYPE_LABEL = "servertype"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +84,9 @@ def start_node_agent(
     kube = config.kube
     if kube is None or gateway is None:
         plugin = DevicePlugin(driver, config.plugin_dir, config.ascend_runtime, metrics=metrics)
-        plugin.start()
-        return NodeAgent(plugin, metrics, metrics_server=_metrics_server(config, plugin))
+        served = _metrics_server(config, plugin)
+        _start(plugin, served)
+        return NodeAgent(plugin, metrics, metrics_server=served)
     deviceinfo_due = threading.Event()
     cache = PodCache(
         gateway,
@@ -111,8 +111,9 @@ def start_node_agent(
         metrics=metrics,
         on_chips_change=(deviceinfo_due.set,),
     )
+    served = _metrics_server(config, plugin)
     try:
-        plugin.start()
+        _start(plugin, served)
     except Exception:
         cache.stop()
         raise
@@ -143,8 +144,18 @@ def start_node_agent(
     )
     publisher.start()
     return NodeAgent(
-        plugin, metrics, cache, publisher, repair, metrics_server=_metrics_server(config, plugin)
+        plugin, metrics, cache, publisher, repair, metrics_server=served
     )
+
+
+def _start(plugin: DevicePlugin, served: MetricsServer | None) -> None:
+    """Start the plugin (its health endpoints already answer: not ready until registered)."""
+    try:
+        plugin.start()
+    except Exception:
+        if served is not None:
+            served.stop()
+        raise
 
 
 def _metrics_server(config: AgentConfig, plugin: DevicePlugin) -> MetricsServer | None:

@@ -1,10 +1,12 @@
-"""The pod annotations of the scheduler ↔ device-plugin contract, the labels and
-annotations of gangs, in one place for the scheduler and the agent."""
+"""Every annotation, label and ConfigMap key of the wire contract, in one place for the
+scheduler and the agent, and the bounded parsers of the values both sides read."""
 
 from __future__ import annotations
 
 from contract.chip_names import RESOURCE_NAME, InvalidInput, quoted
 
+# Pod annotations the scheduler and the agent write, and nobody else may (the admission
+# policy in daemonset/ holds them: keep WRITTEN_BY_US and it in step).
 CHIPS_ANNOTATION = RESOURCE_NAME  # the scheduler's chips: Ascend910-4,Ascend910-5
 PREDICATE_TIME = "predicate-time"  # UnixNano when scheduled; CONSUMED once allocated
 CONSUMED = str(2**64 - 1)  # strconv.FormatUint(math.MaxUint64, 10)
@@ -12,8 +14,48 @@ REAL_ANNOTATION = "huawei.com/AscendReal"
 KUBELET_ANNOTATION = "huawei.com/kltDev"
 RANK_TABLE_ANNOTATION = "ascend.kubectl.kubernetes.io/ascend-910-configuration"
 RANK_INDEX_ANNOTATION = "hccl/rankIndex"  # a multi-node job's pod: its rank
+SUPER_POD_RANK_ANNOTATION = "super-pod-rank"
+SUPER_POD_ID_ANNOTATION = "super-pod-id"
+TOR_SHARED_ANNOTATION = "isSharedTor"
+TOR_HEALTHY_ANNOTATION = "isHealthy"
+TOR_SHARED_IP_ANNOTATION = "sharedTorIp"
+WRITTEN_BY_US = (
+    CHIPS_ANNOTATION,
+    PREDICATE_TIME,
+    REAL_ANNOTATION,
+    KUBELET_ANNOTATION,
+    RANK_TABLE_ANNOTATION,
+    RANK_INDEX_ANNOTATION,
+    SUPER_POD_RANK_ANNOTATION,
+    SUPER_POD_ID_ANNOTATION,
+    TOR_SHARED_ANNOTATION,
+    TOR_HEALTHY_ANNOTATION,
+    TOR_SHARED_IP_ANNOTATION,
+)
+
+# What users write on their pods: gangs, network locality, fault rescheduling, product.
 GANG_LABEL = "ascend.npu/gang"  # pods of one multi-node job started together
 GANG_SIZE_ANNOTATION = "ascend.npu/gang-size"  # how many pods the gang has
+TOR_AFFINITY_LABEL = "tor-affinity"
+SUPER_POD_AFFINITY_LABEL = "super-pod-affinity"
+SP_BLOCK_ANNOTATION = "sp-block"
+FAULT_SCHEDULING_LABEL = "fault-scheduling"
+ACCELERATOR_TYPE_LABEL = "accelerator-type"  # nodeSelector and node label
+RING_CONTROLLER_LABEL = "ring-controller.atlas"
+HOST_ARCH_LABEL = "host-arch"
+
+# Node labels.
+SUPER_POD_ID_LABEL = "huawei.com/topotree.superpodid"
+SERVER_TYPE_LABEL = "servertype"  # the agent sets it when absent
+
+# ConfigMaps besides DeviceInfo (whose codec is contract.deviceinfo): (namespace, name).
+TOPOLOGY_CONFIGMAP = ("kube-system", "basic-tor-node-cm")
+TOPOLOGY_KEY = "tor_info"
+TOR_SHARE_CONFIGMAP = ("volcano-system", "tor-share-cm")
+TOR_SHARE_KEY = "global-tor-info"
+FAULT_RECORD = ("volcano-system", "vcjob-fault-npu-cm")
+FAULT_CONFIG_PREFIX = "fault-config-"  # + the job's name, in its namespace
+
 
 MAX_UINT64 = 2**64 - 1
 MAX_RANK = 99_999  # ranks of a job of 100,000 nodes

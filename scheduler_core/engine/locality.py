@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from contract.annotations import SP_BLOCK_ANNOTATION
 from scheduler_core.engine import superpod, tor, tor_share
 from scheduler_core.engine.tor import DISABLED, Topology
 from scheduler_core.engine.tor_share import SharedSelection, TorState
@@ -89,7 +90,7 @@ def choose(
     running = list(running)
     if running:
         return _join(ask, candidates, network, running)
-    sp_block = ask.annotations.get(superpod.SP_BLOCK_ANNOTATION)
+    sp_block = ask.annotations.get(SP_BLOCK_ANNOTATION)
     if sp_block is not None:
         return _super_pods(ask, candidates, network, settings, sp_block)
     schema = tor.affinity_of(ask.labels, network.topology)

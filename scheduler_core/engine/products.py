@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from contract.annotations import ACCELERATOR_TYPE_LABEL
 from contract.chip_names import InvalidInput
 
 
@@ -161,7 +162,6 @@ PRODUCTS: Mapping[str, Product] = {
 }
 _BY_ACCELERATOR_TYPE: Mapping[str, Product] = {p.accelerator_type: p for p in PRODUCTS.values()}
 
-ACCELERATOR_TYPE_LABEL = "accelerator-type"
 DEFAULT_ACCELERATOR_TYPE = "module"
 
 

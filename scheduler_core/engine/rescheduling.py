@@ -21,14 +21,12 @@ import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+from contract.annotations import FAULT_RECORD
 from contract.chip_names import InvalidInput
 from contract.go_json import go_json
 
-FAULT_LABEL = "fault-scheduling"
 GRACE, FORCE = "grace", "force"
 GRACE_OVER_TIME = 900.0
-RECORD = ("volcano-system", "vcjob-fault-npu-cm")
-FAULT_CONFIG_PREFIX = "fault-config-"
 CHIPS_PER_RANK = 8  # fault rank id = chip + 8 × node rank (8-chip servers)
 
 
@@ -132,7 +130,7 @@ def restore(data: Mapping[str, str]) -> list[tuple[FaultJob, float]]:
     """The fault jobs of a ``vcjob-fault-npu-cm`` this scheduler wrote before it restarted
     (when each was seen); InvalidInput names what is wrong with it."""
     if not verify(data):
-        raise InvalidInput(f"{RECORD[1]}: checkCode does not match the content")
+        raise InvalidInput(f"{FAULT_RECORD[1]}: checkCode does not match the content")
     try:
         faults = []
         for entry in json.loads(data.get("fault-job-910x8", "[]")):
@@ -150,7 +148,7 @@ def restore(data: Mapping[str, str]) -> list[tuple[FaultJob, float]]:
             )
             faults.append((fault, float(entry["UpdateTime"])))
     except (ValueError, KeyError, TypeError, AttributeError) as bad:
-        raise InvalidInput(f"{RECORD[1]} fault-job-910x8 is malformed: {bad!r}") from None
+        raise InvalidInput(f"{FAULT_RECORD[1]} fault-job-910x8 is malformed: {bad!r}") from None
     return faults
 
 

@@ -24,11 +24,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-SP_BLOCK_ANNOTATION = "sp-block"
-AFFINITY_LABEL = "super-pod-affinity"
+from contract.annotations import (
+    SP_BLOCK_ANNOTATION,
+    SUPER_POD_AFFINITY_LABEL,
+    SUPER_POD_ID_ANNOTATION,
+    SUPER_POD_RANK_ANNOTATION,
+)
+
 HARD, SOFT = "hard", "soft"
-RANK_ANNOTATION = "super-pod-rank"
-ID_ANNOTATION = "super-pod-id"
 
 
 class SuperPodInvalid(ValueError):
@@ -52,8 +55,8 @@ class SuperPodChoice:
     def annotations(self, rank: int) -> dict[str, str]:
         block = rank // len(self.blocks[0].nodes)
         return {
-            RANK_ANNOTATION: str(block),
-            ID_ANNOTATION: str(self.blocks[block].super_pod),
+            SUPER_POD_RANK_ANNOTATION: str(block),
+            SUPER_POD_ID_ANNOTATION: str(self.blocks[block].super_pod),
         }
 
 
@@ -81,9 +84,11 @@ def block_nodes(sp_block: str, pods: int, chips_per_node: int, super_pod_size: i
 
 
 def affinity_of(labels: Mapping[str, str]) -> str:
-    value = labels.get(AFFINITY_LABEL, HARD)
+    value = labels.get(SUPER_POD_AFFINITY_LABEL, HARD)
     if value not in (HARD, SOFT):
-        raise SuperPodInvalid(f"{AFFINITY_LABEL} label value {value!r} is not hard or soft")
+        raise SuperPodInvalid(
+            f"{SUPER_POD_AFFINITY_LABEL} label value {value!r} is not hard or soft"
+        )
     return value
 
 

@@ -23,9 +23,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from contract.annotations import TOR_AFFINITY_LABEL
 from contract.chip_names import InvalidInput
 
-AFFINITY_LABEL = "tor-affinity"
 LARGE_MODEL, NORMAL, DISABLED = "large-model-schema", "normal-schema", "null"
 RANK_SCORE = 200.0
 
@@ -90,7 +90,7 @@ def parse_topology(tor_info: str) -> Topology:
 
 def affinity_of(labels: Mapping[str, str], topology: Topology | None) -> str:
     """The job's schema (``DISABLED`` without the label), or upstream's validation error."""
-    value = labels.get(AFFINITY_LABEL)
+    value = labels.get(TOR_AFFINITY_LABEL)
     if value is None or value == DISABLED:
         return DISABLED
     if value not in (LARGE_MODEL, NORMAL):

@@ -25,15 +25,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
+from contract.annotations import (
+    TOR_HEALTHY_ANNOTATION,
+    TOR_SHARE_KEY,
+    TOR_SHARED_ANNOTATION,
+    TOR_SHARED_IP_ANNOTATION,
+)
 from contract.go_json import go_json
 from scheduler_core.engine.tor import LARGE_MODEL, NORMAL, Server, Topology
 
 IDLE, SHARED, EXCLUSIVE = 0, 1, 2
-CONFIGMAP = ("volcano-system", "tor-share-cm")
-DATA_KEY = "global-tor-info"
-SHARED_ANNOTATION = "isSharedTor"
-HEALTHY_ANNOTATION = "isHealthy"
-SHARED_IP_ANNOTATION = "sharedTorIp"
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,13 +219,13 @@ def states_from_pods(
     states: dict[int, TorState] = {}
     for job, ip, notes, large in pods:
         tor = tor_of.get(ip)
-        kind = notes.get(SHARED_ANNOTATION)
+        kind = notes.get(TOR_SHARED_ANNOTATION)
         if tor is None or kind not in ("1", "2"):
             continue
         old = states.get(tor, TorState())
         jobs = old.jobs | {job}
         new_kind = EXCLUSIVE if kind == "2" and len(jobs) == 1 else SHARED
-        healthy = old.healthy and notes.get(HEALTHY_ANNOTATION, "0") == "0"
+        healthy = old.healthy and notes.get(TOR_HEALTHY_ANNOTATION, "0") == "0"
         states[tor] = TorState(new_kind, healthy, jobs, old.large_model or large)
     return states
 
@@ -239,9 +240,9 @@ def pod_annotations(
     kind = EXCLUSIVE if server.tor in selection.exclusive else SHARED
     shared_ips = sorted({s.tor_ip for s in selection.servers if s.tor in selection.shared})
     return {
-        SHARED_ANNOTATION: str(kind),
-        HEALTHY_ANNOTATION: "1" if len(selection.shared) > shared_tor_num else "0",
-        SHARED_IP_ANNOTATION: ",".join(shared_ips),
+        TOR_SHARED_ANNOTATION: str(kind),
+        TOR_HEALTHY_ANNOTATION: "1" if len(selection.shared) > shared_tor_num else "0",
+        TOR_SHARED_IP_ANNOTATION: ",".join(shared_ips),
     }
 
 
@@ -263,7 +264,7 @@ def encode(
         )
         + "}"
     )
-    return {DATA_KEY: body}
+    return {TOR_SHARE_KEY: body}
 
 
 def _tor_json(

@@ -13,12 +13,11 @@ rejected; unlike Volcano we do not *require* them, since they carry no placement
 
 from __future__ import annotations
 
+from contract.annotations import HOST_ARCH_LABEL, RING_CONTROLLER_LABEL
 from scheduler_core.engine.model import Job
 from scheduler_core.engine.products import Family, Product, product_by_name
 
-RING_CONTROLLER_LABEL = "ring-controller.atlas"
 RING_CONTROLLER_910B = "ascend-910b"
-HOST_ARCH_LABEL = "host-arch"
 
 
 class JobInvalid(ValueError):

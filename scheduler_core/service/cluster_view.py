@@ -20,13 +20,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from contract import deviceinfo
+from contract.annotations import ACCELERATOR_TYPE_LABEL, SUPER_POD_ID_LABEL
 from contract.chip_names import RESOURCE_NAME, InvalidInput, chip_name, parse_chip_list
 from contract.objects import Obj, node_address
 from contract.pods import PodView
 from scheduler_core.engine.model import NodeState
-from scheduler_core.engine.products import ACCELERATOR_TYPE_LABEL, product_for_selector
+from scheduler_core.engine.products import product_for_selector
 
-SUPER_POD_LABEL = "huawei.com/topotree.superpodid"
 MAX_AGE = 300  # seconds: a DeviceInfo older than this is stale (agents write every few s)
 MAX_SKEW = 60  # seconds a node's clock may run ahead of the scheduler's
 
@@ -104,7 +104,7 @@ def build(
         states.append(state)
         if address := node_address(node):
             addresses[name] = address
-        label = (node.get("metadata", {}).get("labels") or {}).get(SUPER_POD_LABEL, "")
+        label = (node.get("metadata", {}).get("labels") or {}).get(SUPER_POD_ID_LABEL, "")
         super_pod = info.super_pod_id
         if super_pod is None and label.isdigit():
             super_pod = int(label)

@@ -8,6 +8,7 @@ import dataclasses
 import logging
 from collections.abc import Collection, Iterable, Mapping
 
+from contract.annotations import FAULT_CONFIG_PREFIX
 from scheduler_core.engine import rescheduling
 from scheduler_core.engine.rescheduling import Deletion, FaultJob, JobPod
 
@@ -90,7 +91,7 @@ class FaultRestarts:
         configs = {}
         for fault, seen in faults:
             namespace, name = fault.job.split("/", 1)
-            configs[(namespace, rescheduling.FAULT_CONFIG_PREFIX + name)] = (
-                rescheduling.fault_config(fault, seen)
+            configs[(namespace, FAULT_CONFIG_PREFIX + name)] = rescheduling.fault_config(
+                fault, seen
             )
         return rescheduling.record(faults), configs

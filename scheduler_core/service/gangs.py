@@ -12,9 +12,14 @@ import logging
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from contract.annotations import GANG_LABEL, RANK_INDEX_ANNOTATION
+from contract.annotations import (
+    FAULT_SCHEDULING_LABEL,
+    GANG_LABEL,
+    RANK_INDEX_ANNOTATION,
+    TOR_AFFINITY_LABEL,
+)
 from contract.pods import PodView
-from scheduler_core.engine import locality, rescheduling, tor
+from scheduler_core.engine import locality, tor
 from scheduler_core.engine.model import Job, Placement, Task
 from scheduler_core.engine.products import product_by_name
 from scheduler_core.engine.rescheduling import FaultJob, JobPod
@@ -71,12 +76,12 @@ def gang_pods(pods: Iterable[PodView], addresses: Mapping[str, str]) -> GangPods
             continue
         if (rank := pod.rank) is not None:
             found.ranks.setdefault(key, {})[rank] = pod.node
-        mode = pod.labels.get(rescheduling.FAULT_LABEL, "off")
+        mode = pod.labels.get(FAULT_SCHEDULING_LABEL, "off")
         members = found.running.setdefault(key, (mode, []))[1]
         if (member := job_pod(pod, len(members))) is not None:
             members.append(member)
         if ip := addresses.get(pod.node):
-            large = pod.labels.get(tor.AFFINITY_LABEL) == tor.LARGE_MODEL
+            large = pod.labels.get(TOR_AFFINITY_LABEL) == tor.LARGE_MODEL
             found.on_tors.append((key, ip, pod.annotations, large))
     return found
 
@@ -245,7 +250,7 @@ class Gangs:
             now + self._ttl,
             dict(zip(missing, choice.notes, strict=True)),
             choice.shared,
-            request.labels.get(tor.AFFINITY_LABEL, tor.DISABLED),
+            request.labels.get(TOR_AFFINITY_LABEL, tor.DISABLED),
         )
         self.reservations[gang] = reservation
         log.info(

@@ -26,6 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from contract import deviceinfo
+from contract.annotations import FAULT_RECORD, TOPOLOGY_CONFIGMAP, TOPOLOGY_KEY, TOR_SHARE_CONFIGMAP
 from contract.chip_names import InvalidInput, quoted
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
@@ -33,7 +34,7 @@ from infra.events import warn
 from infra.http import PROMETHEUS_TEXT, HttpServer, Response, error
 from infra.kube.port import KubeError, KubeGateway, NotFound
 from infra.metrics import LATENCY_BUCKETS, exposition, registry
-from scheduler_core.engine import rescheduling, tor, tor_share
+from scheduler_core.engine import rescheduling, tor
 from scheduler_core.service import cluster_view
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.volcano import VolcanoVerbs
@@ -46,7 +47,6 @@ KNOWN_VERBS = frozenset(VERBS) | {f"volcano/{v}" for v in VolcanoVerbs.VERBS}
 COMPONENT = "ascend-npu-scheduler"
 MALFORMED_REASON = "NPUAnnotationMalformed"
 STALE_PERIODS = 3  # not ready once the last good read is this many periods old
-TOPOLOGY_CONFIGMAP, TOPOLOGY_KEY = "basic-tor-node-cm", "tor_info"
 
 
 class Metrics:
@@ -170,7 +170,7 @@ class SchedulerService:
         self._reschedule()
         shared = self.extender.tor_share_data()
         if shared is not None:
-            self._write_configmap(*tor_share.CONFIGMAP, shared)
+            self._write_configmap(*TOR_SHARE_CONFIGMAP, shared)
         self._last_read = self._clock()
 
     def _report_malformed(self, pods: list[PodView]) -> None:
@@ -194,7 +194,7 @@ class SchedulerService:
     def _topology(self, configmaps: list[Obj]) -> tor.Topology | None:
         """The ToR topology, if imported; a malformed one is reported once and ignored."""
         found = next(
-            (c for c in configmaps if c.get("metadata", {}).get("name") == TOPOLOGY_CONFIGMAP),
+            (c for c in configmaps if c.get("metadata", {}).get("name") == TOPOLOGY_CONFIGMAP[1]),
             None,
         )
         if found is None:
@@ -203,7 +203,7 @@ class SchedulerService:
             topology = tor.parse_topology((found.get("data") or {}).get(TOPOLOGY_KEY, ""))
         except InvalidInput as bad:
             if str(bad) != self._topology_error:
-                log.error("%s/%s ignored: %s", deviceinfo.NAMESPACE, TOPOLOGY_CONFIGMAP, bad)
+                log.error("%s/%s ignored: %s", *TOPOLOGY_CONFIGMAP, bad)
             self._topology_error = str(bad)
             return None
         self._topology_error = ""
@@ -212,7 +212,7 @@ class SchedulerService:
     def _restore_faults(self) -> None:
         """Fault jobs restarting when this scheduler (re)started: from the record it wrote."""
         try:
-            data = self.gateway.get_configmap(*rescheduling.RECORD).get("data") or {}
+            data = self.gateway.get_configmap(*FAULT_RECORD).get("data") or {}
         except NotFound:
             self._restored = True
             return
@@ -222,7 +222,7 @@ class SchedulerService:
             log.error("fault record not restored: %s", bad)
         else:
             self.extender.restore_faults(faults)
-            self._written[rescheduling.RECORD] = dict(data)
+            self._written[FAULT_RECORD] = dict(data)
         self._restored = True
 
     def _reschedule(self) -> None:
@@ -243,8 +243,8 @@ class SchedulerService:
             except KubeError as failed:
                 log.warning("fault job pod %s not deleted: %s", key, failed)
         record, configs = self.extender.fault_records()
-        if configs or rescheduling.RECORD in self._written:  # no record before a first fault
-            self._write_configmap(*rescheduling.RECORD, record)
+        if configs or FAULT_RECORD in self._written:  # no record before a first fault
+            self._write_configmap(*FAULT_RECORD, record)
         for (namespace, name), data in configs.items():
             self._write_configmap(namespace, name, data)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
+from contract.annotations import TOR_SHARED_ANNOTATION
 from scheduler_core.engine import locality, tor_share
 from scheduler_core.engine.tor import Topology
 from scheduler_core.service.cluster_view import Snapshot
@@ -30,7 +31,7 @@ class TorState:
         states = tor_share.states_from_pods(topology, pods.on_tors) if topology else {}
         jobs_on: dict[str, set[str]] = {}
         for key, ip, notes, _ in pods.on_tors:
-            if notes.get(tor_share.SHARED_ANNOTATION) in ("1", "2"):
+            if notes.get(TOR_SHARED_ANNOTATION) in ("1", "2"):
                 jobs_on.setdefault(ip, set()).add(key)
         for gang, reservation in reservations.items():
             if reservation.shared is not None and topology is not None:

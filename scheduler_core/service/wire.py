@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract.annotations import (
+    ACCELERATOR_TYPE_LABEL,
     GANG_LABEL,
     GANG_SIZE_ANNOTATION,
     RANK_INDEX_ANNOTATION,
@@ -22,7 +23,7 @@ from contract.chip_names import InvalidInput
 from contract.objects import Obj
 from contract.pods import pod_view
 from scheduler_core.engine.model import Job, Task
-from scheduler_core.engine.products import ACCELERATOR_TYPE_LABEL, product_for_selector
+from scheduler_core.engine.products import product_for_selector
 
 MAX_SCORE = 10
 
