@@ -143,9 +143,7 @@ def start_node_agent(
         on_loop_error=metrics.loop_error,
     )
     publisher.start()
-    return NodeAgent(
-        plugin, metrics, cache, publisher, repair, metrics_server=served
-    )
+    return NodeAgent(plugin, metrics, cache, publisher, repair, metrics_server=served)
 
 
 def _start(plugin: DevicePlugin, served: MetricsServer | None) -> None:

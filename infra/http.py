@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -84,24 +86,65 @@ class _Server(ThreadingHTTPServer):
             with self._lock:
                 self._open -= 1
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A TLS handshake that failed, a reset connection: the caller's problem, not ours.
+        log.debug("connection from %s ended with an error", client_address, exc_info=True)
+
     def server_close(self) -> None:
         super().server_close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who sent a POST: its headers, and its TLS client certificate when it showed one that
+    the configured CA signed."""
+
+    headers: Mapping[str, str]  # names in lower case
+    certificate: Mapping[str, Any] | None
+
+
+Guard = Callable[[Caller], str | None]  # why a POST is refused, or None
+
+
+def _open(caller: Caller) -> str | None:
+    return None
+
+
+def tls_context(cert_file: Path, key_file: Path, client_ca_file: Path | None) -> ssl.SSLContext:
+    """A server context; with a client CA, a client certificate is asked for and verified when
+    shown (the guard decides whether one is required, so ``/metrics`` stays reachable)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+    if client_ca_file is not None:
+        context.load_verify_locations(client_ca_file)
+        context.verify_mode = ssl.CERT_OPTIONAL
+    return context
+
+
 class HttpServer:
     def __init__(
-        self, name: str, get: Get, post: Post = _no_posts, limits: Limits = Limits()
+        self,
+        name: str,
+        get: Get,
+        post: Post = _no_posts,
+        limits: Limits = Limits(),
+        *,
+        tls: ssl.SSLContext | None = None,
+        guard: Guard = _open,
     ) -> None:
         self.name = name  # of its threads
         self._get = get
         self._post = post
         self._limits = limits
+        self._tls = tls
+        self._guard = guard
         self._server: _Server | None = None
 
     def start(self, host: str, port: int) -> str:
         """Serve on a thread of its own; the URL (with the port chosen when ``port`` is 0)."""
-        get, post, limits = self._get, self._post, self._limits
+        get, post, limits, guard = self._get, self._post, self._limits, self._guard
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -128,10 +171,21 @@ class HttpServer:
                     response = error(500, "internal error; the server's log has the details")
                 self._send(response)
 
+            def _certificate(self) -> Mapping[str, Any] | None:
+                if not isinstance(self.connection, ssl.SSLSocket):
+                    return None
+                return self.connection.getpeercert() or None
+
             def do_GET(self) -> None:
                 self._answer(lambda: get(self.path))
 
             def do_POST(self) -> None:
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                refused = guard(Caller(headers, self._certificate()))
+                if refused is not None:
+                    self.close_connection = True
+                    self._send(error(401, refused))
+                    return
                 text = self.headers.get("Content-Length") or "0"
                 if not text.isascii() or not text.isdigit() or len(text) > 12:
                     self.close_connection = True
@@ -148,11 +202,17 @@ class HttpServer:
                 self._answer(lambda: post(self.path, body))
 
         server = _Server((host, port), Handler, limits, self.name)
+        if self._tls is not None:
+            # The handshake happens on a worker's first read, never on the accepting thread.
+            server.socket = self._tls.wrap_socket(
+                server.socket, server_side=True, do_handshake_on_connect=False
+            )
         self._server = server
         accept = threading.Thread(target=server.serve_forever, name=f"{self.name}-accept")
         accept.daemon = True
         accept.start()
-        return f"http://{host}:{server.server_address[1]}"
+        scheme = "https" if self._tls is not None else "http"
+        return f"{scheme}://{host}:{server.server_address[1]}"
 
     def stop(self) -> None:
         if self._server is not None:

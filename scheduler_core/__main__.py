@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -19,6 +20,7 @@ from contract import deviceinfo
 from contract.chip_names import InvalidInput
 from contract.pods import pod_view
 from infra import config
+from infra.http import tls_context
 from infra.kube.client import KubernetesGateway
 from infra.kube.port import KubeError
 from infra.logs import configure
@@ -31,7 +33,7 @@ from scheduler_core.engine.session import Session
 from scheduler_core.request_json import decision_to_json, parse_request
 from scheduler_core.service import cluster_view
 from scheduler_core.service.extender import Extender
-from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.server import OPEN, Access, SchedulerService
 from scheduler_core.service.status import cluster_lines
 
 EXIT_BAD_INPUT = 2
@@ -92,15 +94,44 @@ def _demo(policy_name: str) -> int:
     return 0
 
 
+def _access(args: argparse.Namespace) -> Access:
+    """Who may call the verbs, from the TLS and token flags (ValueError names what is wrong)."""
+    if (args.tls_cert_file is None) != (args.tls_private_key_file is None):
+        raise ValueError("--tls-cert-file and --tls-private-key-file go together")
+    if args.client_ca_file is not None and args.tls_cert_file is None:
+        raise ValueError("--client-ca-file needs --tls-cert-file (client certificates are TLS)")
+    tls = None
+    if args.tls_cert_file is not None:
+        try:
+            tls = tls_context(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file)
+        except (OSError, ssl.SSLError) as bad:
+            raise ValueError(f"TLS files: {bad}") from None
+    token = None
+    if args.token_file is not None:
+        try:
+            token = args.token_file.read_text().strip()
+        except OSError as bad:
+            raise ValueError(f"--token-file: {bad.strerror}") from None
+        if not token:
+            raise ValueError(f"--token-file {args.token_file} is empty")
+    return Access(tls, args.client_ca_file is not None, token)
+
+
 def _serve(args: argparse.Namespace) -> int:
     configure(args.log_level, args.log_format == "json")
     try:
+        access = _access(args)
         gateway = KubernetesGateway.from_environment(
             args.kubeconfig if args.kube == "kubeconfig" else None
         )
-    except KubeError as failed:
+    except (KubeError, ValueError) as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if access == OPEN:
+        logging.getLogger("scheduler_core").warning(
+            "the verbs are open to anyone who reaches the port: set --client-ca-file or "
+            "--token-file, or keep the NetworkPolicy in place"
+        )
     extender = Extender(
         gateway,
         policy_by_name(args.policy),
@@ -116,7 +147,7 @@ def _serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    url = service.start(host or "0.0.0.0", int(port))
+    url = service.start(host or "0.0.0.0", int(port), access)
     logging.getLogger("scheduler_core").info("serving the extender on %s", url)
     stop.wait()
     service.stop()
@@ -171,6 +202,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="YAML settings keyed by flag name (env ASCEND_SCHEDULER_<FLAG> and flags override)",
     )
     serve.add_argument("--listen", default="0.0.0.0:8888", help="HOST:PORT")
+    serve.add_argument("--tls-cert-file", type=Path, help="serve HTTPS with this certificate")
+    serve.add_argument("--tls-private-key-file", type=Path, help="the certificate's key")
+    serve.add_argument(
+        "--client-ca-file",
+        type=Path,
+        help="the verbs need a client certificate signed by this CA (kube-scheduler's "
+        "tlsConfig certFile/keyFile)",
+    )
+    serve.add_argument(
+        "--token-file",
+        type=Path,
+        help="the verbs need 'Authorization: Bearer <the file's content>'",
+    )
     for command in (serve, status):
         command.add_argument("--kube", choices=["in-cluster", "kubeconfig"], default="in-cluster")
         command.add_argument("--kubeconfig", type=Path)

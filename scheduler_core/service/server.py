@@ -14,11 +14,14 @@ snapshot, deletes the pods of fault jobs so they restart, and writes what change
 from __future__ import annotations
 
 import gc
+import hmac
 import json
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import Counter, Histogram
@@ -31,7 +34,7 @@ from contract.chip_names import InvalidInput, quoted
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
 from infra.events import warn
-from infra.http import PROMETHEUS_TEXT, HttpServer, Response, error
+from infra.http import PROMETHEUS_TEXT, Caller, HttpServer, Response, error
 from infra.kube.port import KubeError, KubeGateway, NotFound
 from infra.metrics import LATENCY_BUCKETS, exposition, registry
 from scheduler_core.engine import rescheduling, tor
@@ -120,6 +123,35 @@ class _Owned(Collector):
         yield GaugeMetricFamily(
             "ascend_scheduler_npu_nodes", "NPU nodes in the last view.", self._nodes()
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """Who may call the verbs (``/healthz``, ``/readyz`` and ``/metrics`` stay open to
+    probes and monitoring): with neither a token nor client certificates, anyone who
+    reaches the port (the NetworkPolicy in daemonset/ decides who does)."""
+
+    tls: ssl.SSLContext | None = None
+    client_certificates: bool = False  # a certificate signed by the client CA lets in
+    token: str | None = None  # ``Authorization: Bearer <token>`` lets in
+
+    def check(self, caller: Caller) -> str | None:
+        if not self.client_certificates and self.token is None:
+            return None
+        if self.client_certificates and caller.certificate is not None:
+            return None
+        if self.token is not None and hmac.compare_digest(
+            caller.headers.get("authorization", "").encode(), f"Bearer {self.token}".encode()
+        ):
+            return None
+        wanted = [
+            "a client certificate signed by the client CA" if self.client_certificates else "",
+            "a bearer token" if self.token is not None else "",
+        ]
+        return "the verbs need " + " or ".join(w for w in wanted if w)
+
+
+OPEN = Access()
 
 
 class SchedulerService:
@@ -297,9 +329,11 @@ class SchedulerService:
         finally:
             self.metrics.record(verb, time.perf_counter() - start, failed)
 
-    def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+    def start(self, host: str = "127.0.0.1", port: int = 0, access: Access = OPEN) -> str:
         self.refresh_once_safely()
-        self._server = HttpServer("extender", self._get, self._post)
+        self._server = HttpServer(
+            "extender", self._get, self._post, tls=access.tls, guard=access.check
+        )
         url = self._server.start(host, port)
         self._thread = threading.Thread(target=self._refresh_loop, name="refresh", daemon=True)
         self._thread.start()

@@ -178,3 +178,21 @@ def test_the_module_runs_as_a_command() -> None:
         check=False,
     )
     assert bad.returncode == 2 and bad.stderr == "error: request.nodes: missing\n"
+
+
+@pytest.mark.parametrize(
+    ("flags", "error"),
+    [
+        (["--tls-cert-file", "c.crt"], "--tls-cert-file and --tls-private-key-file go together"),
+        (
+            ["--client-ca-file", "ca.crt"],
+            "--client-ca-file needs --tls-cert-file (client certificates are TLS)",
+        ),
+        (["--token-file", "/nonexistent/token"], "--token-file: No such file or directory"),
+    ],
+)
+def test_serve_refuses_incomplete_access_settings(
+    flags: list[str], error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", *flags]) == 2
+    assert capsys.readouterr().err == f"error: {error}\n"
