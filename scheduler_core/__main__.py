@@ -147,7 +147,11 @@ def _serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    url = service.start(host or "0.0.0.0", int(port), access)
+    metrics_at = None
+    if args.metrics_listen:
+        metrics_host, _, metrics_port = args.metrics_listen.rpartition(":")
+        metrics_at = (metrics_host or "0.0.0.0", int(metrics_port))
+    url = service.start(host or "0.0.0.0", int(port), access, metrics_at)
     logging.getLogger("scheduler_core").info("serving the extender on %s", url)
     stop.wait()
     service.stop()
@@ -202,6 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="YAML settings keyed by flag name (env ASCEND_SCHEDULER_<FLAG> and flags override)",
     )
     serve.add_argument("--listen", default="0.0.0.0:8888", help="HOST:PORT")
+    serve.add_argument(
+        "--metrics-listen",
+        default="",
+        help="HOST:PORT serving /metrics, /healthz and /readyz alone (besides --listen)",
+    )
     serve.add_argument("--tls-cert-file", type=Path, help="serve HTTPS with this certificate")
     serve.add_argument("--tls-private-key-file", type=Path, help="the certificate's key")
     serve.add_argument(

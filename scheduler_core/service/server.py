@@ -173,6 +173,8 @@ class SchedulerService:
         self._clock = clock
         self._stop = threading.Event()
         self._server: HttpServer | None = None
+        self._metrics_server: HttpServer | None = None
+        self.metrics_url = ""
         self._thread: threading.Thread | None = None
         self._written: dict[tuple[str, str], dict[str, str]] = {}
         self._write_errors: dict[tuple[str, str], str] = {}
@@ -329,12 +331,24 @@ class SchedulerService:
         finally:
             self.metrics.record(verb, time.perf_counter() - start, failed)
 
-    def start(self, host: str = "127.0.0.1", port: int = 0, access: Access = OPEN) -> str:
+    def start(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        access: Access = OPEN,
+        metrics_at: tuple[str, int] | None = None,
+    ) -> str:
+        """Serve the verbs (and the probes and metrics) on ``host:port``, and the probes and
+        metrics alone on ``metrics_at`` too when given (a port a NetworkPolicy can open to
+        monitoring while the verbs' port admits only the schedulers)."""
         self.refresh_once_safely()
         self._server = HttpServer(
             "extender", self._get, self._post, tls=access.tls, guard=access.check
         )
         url = self._server.start(host, port)
+        if metrics_at is not None:
+            self._metrics_server = HttpServer("scheduler-metrics", self._get)
+            self.metrics_url = self._metrics_server.start(*metrics_at)
         self._thread = threading.Thread(target=self._refresh_loop, name="refresh", daemon=True)
         self._thread.start()
         return url
@@ -398,5 +412,6 @@ class SchedulerService:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._server is not None:
-            self._server.stop()
+        for server in (self._server, self._metrics_server):
+            if server is not None:
+                server.stop()

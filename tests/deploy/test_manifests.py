@@ -166,3 +166,21 @@ def test_the_image_leaves_out_what_it_does_not_run() -> None:
 def test_the_deployed_settings_are_the_documented_files(manifest: str, key: str) -> None:
     (config_map,) = documents(manifest)
     assert config_map["data"][key] == (ROOT / "config" / key).read_text()
+
+
+def test_the_network_policy_admits_only_the_schedulers_to_the_verbs_and_all_to_metrics() -> None:
+    (policy,) = documents("scheduler-networkpolicy.yaml")
+    deployment = next(
+        d for d in documents("scheduler-deployment.yaml") if d["kind"] == "Deployment"
+    )
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    settings = yaml.safe_load((ROOT / "config" / "scheduler.yaml").read_text())
+    assert settings["listen"].endswith(f":{ports['http']}")
+    assert settings["metrics-listen"].endswith(f":{ports['metrics']}")
+    assert container["readinessProbe"]["httpGet"]["port"] == "metrics", "probes need no verb"
+    rules = {rule["ports"][0]["port"]: rule.get("from") for rule in policy["spec"]["ingress"]}
+    assert rules[ports["metrics"]] is None, "metrics and probes: from anywhere"
+    callers = rules[ports["http"]]
+    assert callers and all("podSelector" in c for c in callers), "verbs: scheduler pods only"
+    assert set(rules) == set(ports.values())
