@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contract.annotations import CHIPS_ANNOTATION, PREDICATE_TIME
+from contract.chip_names import RESOURCE_NAME
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
 from infra.kube.port import KubeError, KubeGateway, NotFound
@@ -254,8 +255,19 @@ class Extender:
 
     def annotate(self, pod: Obj, node: str) -> str:
         """Volcano's allocateFunc: choose the chips on ``node`` and write the scheduler
-        annotations on the pod (Volcano binds it afterwards). Returns an error or ""."""
-        request = pod_request(pod)
+        annotations on the pod (Volcano binds it afterwards). Returns an error or "".
+
+        The pod is read from the API server, not taken from the request: only the pod the
+        cluster has (same UID), with the NPUs it really requests, is given chips."""
+        claimed = pod_request(pod)
+        try:
+            request = pod_request(self._gateway.get_pod(claimed.namespace, claimed.name))
+        except KubeError as failed:
+            return f"allocate {claimed.key} on {node}: {failed}"
+        if request.uid != claimed.uid:
+            return f"allocate {claimed.key} on {node}: the cluster's pod has another UID"
+        if request.npu == 0:
+            return f"allocate {claimed.key} on {node}: the pod requests no {RESOURCE_NAME}"
 
         def write(annotations: dict[str, str]) -> None:
             self._gateway.patch_pod_annotations(request.namespace, request.name, annotations, "")

@@ -9,9 +9,12 @@ from typing import Any
 import pytest
 
 from contract.deviceinfo import DATA_KEY, DeviceInfo, check_code, encode
+from contract.objects import Obj
 from infra.kube.port import KubeError
+from scheduler_core.service.extender import Extender
+from scheduler_core.service.server import SchedulerService
 from scheduler_core.service.wire import BadPod, pod_request
-from simulation.memory import pod_object
+from simulation.memory import MemoryCluster, pod_object
 from tests.integration.test_extender import Harness, add_node, pending
 from tests.integration.test_volcano import call, task
 from tests.unit.helpers import metric
@@ -183,3 +186,35 @@ def test_a_forged_deallocate_gives_back_nothing_this_service_did_not_give_that_p
     assert call(h, "deallocateFunc", {"task": task(stranger, "n0")}) == {"errorMessage": ""}
     refused = call(h, "allocateFunc", {"task": task(stranger, "n0")})["errorMessage"]
     assert "npu topology not meet job require" in refused, "first's chips are still first's"
+
+
+def test_a_made_up_allocate_for_a_pod_without_npus_writes_nothing() -> None:
+    h = Harness(1)
+    h.api.put("Pod", pod_object("kube-system", "coredns", None, 0))
+    real = h.api.get_pod("kube-system", "coredns")
+    forged = json.loads(json.dumps(real))
+    forged["spec"]["containers"][0]["resources"]["limits"]["huawei.com/Ascend910"] = "8"
+    answer = call(h, "allocateFunc", {"task": task(forged, "n0")})
+    assert "requests no huawei.com/Ascend910" in answer["errorMessage"]
+    assert (
+        "huawei.com/Ascend910"
+        not in h.api.get_pod("kube-system", "coredns")["metadata"]["annotations"]
+    )
+
+
+class CountingReads(MemoryCluster):
+    def __init__(self) -> None:
+        super().__init__()
+        self.node_lists = 0
+
+    def list_nodes(self) -> list[Obj]:
+        self.node_lists += 1
+        return super().list_nodes()
+
+
+def test_a_stream_of_session_openings_reads_the_cluster_once_a_period() -> None:
+    api = CountingReads()
+    service = SchedulerService(api, Extender(api), refresh_period=60)
+    for _ in range(200):
+        service.handle("volcano/onSessionOpen", {})
+    assert api.node_lists == 1

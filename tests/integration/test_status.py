@@ -106,3 +106,15 @@ def test_the_agent_shows_its_chips_and_with_the_api_their_holders(tmp_path: Path
     assert alone.returncode == 0 and "[....|...x]" in alone.stdout
     assert with_api.returncode == 0, with_api.stderr
     assert "[....|..ax]" in with_api.stdout and "a = ns/train" in with_api.stdout
+
+
+def test_status_shows_the_cluster_whatever_a_tenant_wrote_on_a_pod(tmp_path: Path) -> None:
+    store, server, config = cluster(tmp_path)
+    hostile = {"huawei.com/AscendReal": "Ascend910-" + "9" * 5000, "hccl/rankIndex": "²"}
+    store.put("Pod", pod_object("ns", "evil", "n1", 1, phase="Running", annotations=hostile))
+    try:
+        done = run("scheduler_core", "status", "--kube", "kubeconfig", "--kubeconfig", str(config))
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    assert any(line.startswith("n1 ") for line in done.stdout.splitlines())
