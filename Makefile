@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.handshake
 	$(BIN)/python -m benchmarks.extender
 	$(BIN)/python -m benchmarks.network_locality
+	$(BIN)/python -m benchmarks.place_command
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
