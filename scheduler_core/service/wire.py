@@ -15,9 +15,7 @@ from contract.annotations import (
     ACCELERATOR_TYPE_LABEL,
     GANG_LABEL,
     GANG_SIZE_ANNOTATION,
-    RANK_INDEX_ANNOTATION,
     parse_gang_size,
-    parse_rank,
 )
 from contract.chip_names import InvalidInput
 from contract.objects import Obj
@@ -62,16 +60,7 @@ class PodRequest:
     gang_size: int
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def rank(self) -> int | None:
-        text = self.annotations.get(RANK_INDEX_ANNOTATION)
-        if text is None:
-            return None
-        try:
-            return parse_rank(text)
-        except InvalidInput:
-            return None
+    rank: int | None = None  # a gang member's hccl/rankIndex, when it has a readable one
 
     @property
     def key(self) -> str:
@@ -111,6 +100,7 @@ def pod_request(pod: Obj) -> PodRequest:
         size if gang else 1,
         view.labels,
         view.annotations,
+        view.rank,
     )
 
 

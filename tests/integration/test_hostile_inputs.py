@@ -15,7 +15,7 @@ from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
 from scheduler_core.service.wire import BadPod, pod_request
 from simulation.memory import MemoryCluster, pod_object
-from tests.integration.test_extender import Harness, add_node, pending
+from tests.integration.test_extender import Harness, add_node, bind_args, pending
 from tests.integration.test_volcano import call, task
 from tests.unit.helpers import metric
 
@@ -134,11 +134,6 @@ def test_a_malformed_pod_is_reported_once_with_a_warning_event_and_a_counter() -
     assert "names a chip twice" in event["message"]
     text = h.service.metrics.text()
     assert metric(text, "ascend_scheduler_malformed_objects_total", kind="pod") == 1
-
-
-def bind_args(pod: dict[str, Any], node: str) -> dict[str, str]:
-    meta = pod["metadata"]
-    return {"PodName": meta["name"], "PodNamespace": "ns", "PodUID": meta["uid"], "Node": node}
 
 
 def test_a_binding_stored_but_answered_503_keeps_its_chips(
