@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -29,8 +29,11 @@ from agent.npu_smi import replay_runner, run_npu_smi
 from agent.repair import POD_RESOURCES_SOCKET
 from contract.pods import holders_by_node, pod_view
 from infra import config
+from infra.cli import add_version
+from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError, KubeGateway
 from infra.logs import configure as configure_logs
+from infra.logs import log_level
 from scheduler_core.engine.diagram import LEGEND, node_lines
 
 log = logging.getLogger("agent")
@@ -40,13 +43,35 @@ EXIT_BAD_INPUT = 2
 COMMANDS = ("serve", "devices", "deviceinfo", "status")
 
 
-def _bool(text: str) -> bool:
+def _bool_type(text: str) -> bool:
     lowered = text.lower()
     if lowered in ("true", "1", "yes", "on"):
         return True
     if lowered in ("false", "0", "no", "off"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _hot_reset(text: str) -> int:
+    value = int(text)
+    if value not in (-1, 0, 1, 2):
+        raise argparse.ArgumentTypeError(f"hot reset {value} is not one of -1, 0, 1, 2")
+    return value
+
+
+# Huawei's device-plugin flags accepted for their DaemonSets' sake, with no effect here:
+# (flag, Huawei's spelling, type, default, why setting it changes nothing).
+NO_EFFECT: tuple[tuple[str, str, Callable[[str], object], object, str], ...] = (
+    ("--preset-virtual-device", "-presetVirtualDevice", _bool_type, True, "no virtual NPUs yet"),
+    ("--hot-reset", "-hotReset", _hot_reset, -1, "the agent does not reset chips"),
+    ("--auto-stowing", "-autoStowing", _bool_type, True, "recovered chips are always free again"),
+    ("--share-dev-count", "-shareDevCount", int, 1, "a chip goes to one container"),
+    ("--use-310p-mixed-insert", "-use310PMixedInsert", _bool_type, False, "310P is not served"),
+    ("--linkdown-timeout", "-linkdownTimeout", int, 30, "link state is reported as read"),
+    ("--fd-flag", "-fdFlag", _bool_type, False, "the FusionDirector edge mode is not built"),
+    ("--log-max-age", "-maxAge", int, 7, "log files rotate by size only"),
+    ("--edge-log-file", "-edgeLogFile", str, "", "the edge mode is not built"),
+)
 
 
 def _period(text: str) -> int:
@@ -77,6 +102,7 @@ def _driver_flags(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m agent", description=__doc__)
+    add_version(parser, "-version")
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="run the device plugin (the default)")
     serve.add_argument(
@@ -97,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--ascend-runtime",
         "-useAscendDocker",
-        type=_bool,
+        type=_bool_type,
         default=None,
         help="answer with ASCEND_VISIBLE_DEVICES for the Ascend container runtime "
         "(default: env ASCEND_DOCKER_RUNTIME == True, as Huawei's plugin decides)",
@@ -105,16 +131,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--volcano-type",
         "-volcanoType",
-        type=_bool,
+        type=_bool_type,
         default=False,
         help="give containers the scheduler's chips from pod annotations (needs --kube)",
     )
     serve.add_argument(
         "--kube",
-        choices=["off", "in-cluster", "kubeconfig"],
+        choices=["off", *MODES],
         default="off",
         help="off: no Kubernetes API, the kubelet's device IDs are the chips; in-cluster: the "
-        "pod's service account; kubeconfig: the file given with --kubeconfig",
+        "pod's service account; kubeconfig: the file given with --kubeconfig; auto: "
+        "--kubeconfig, $KUBECONFIG, ~/.kube/config, else in-cluster (as kubectl)",
     )
     serve.add_argument("--kubeconfig", type=Path, help="kubeconfig file for --kube kubeconfig")
     serve.add_argument(
@@ -128,8 +155,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("NODE_NAME", ""),
         help="this node's name (default: env NODE_NAME, from the downward API)",
     )
-    serve.add_argument("--log-level", default="INFO")
+    serve.add_argument(
+        "--log-level",
+        "-logLevel",
+        type=log_level,
+        default="info",
+        help="debug, info, warning, error, critical (or Huawei's -1..3)",
+    )
     serve.add_argument("--log-format", choices=["text", "json"], default="text")
+    serve.add_argument(
+        "--log-file", "-logFile", type=Path, help="log there, rotated at 20 MB (default: stderr)"
+    )
+    serve.add_argument(
+        "--log-backups", "-maxBackups", type=int, default=30, help="rotated log files kept"
+    )
+    for long, huawei, kind, default, _ in NO_EFFECT:
+        serve.add_argument(long, huawei, type=kind, default=default, help=argparse.SUPPRESS)
     serve.add_argument(
         "--metrics-listen",
         default="",
@@ -141,11 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
     _driver_flags(status)
     status.add_argument(
         "--kube",
-        choices=["off", "in-cluster", "kubeconfig"],
+        choices=["off", *MODES],
         default="off",
         help="with the API: also show which pod holds which chip",
     )
     status.add_argument("--kubeconfig", type=Path)
+    status.add_argument("-o", "--output", choices=["text", "json"], default="text")
     status.add_argument("--node-name", default=os.environ.get("NODE_NAME", "this-node"))
     info = commands.add_parser(
         "deviceinfo", help="print the DeviceInfo ConfigMap this node publishes"
@@ -208,14 +250,26 @@ def _status(args: argparse.Namespace) -> int:
     holders: dict[int, str] = {}
     if args.kube != "off":
         try:
-            config = args.kubeconfig if args.kube == "kubeconfig" else None
-            pods, _ = _gateway(config).list_pods(args.node_name)
-        except KubeError as failed:
+            pods, _ = _gateway(kubeconfig_for(args.kube, args.kubeconfig)).list_pods(args.node_name)
+        except (KubeError, ValueError) as failed:
             print(f"error: {failed}", file=sys.stderr)
             return EXIT_BAD_INPUT
         holders = holders_by_node(map(pod_view, pods)).get(args.node_name, {})
     unhealthy = {c.id for c in node.chips if not c.healthy}
     free = {c.id for c in node.chips} - unhealthy - set(holders)
+    if args.output == "json":
+        print(
+            json.dumps(
+                {
+                    "node": args.node_name,
+                    "product": node.product,
+                    "free": sorted(free),
+                    "unhealthy": sorted(unhealthy),
+                    "holders": {str(c): pod for c, pod in sorted(holders.items())},
+                }
+            )
+        )
+        return 0
     if node.product is None:
         print(
             f"{args.node_name}: {node.resource} chips {sorted(c.id for c in node.chips)}, "
@@ -236,13 +290,19 @@ def _gateway(kubeconfig: Path | None) -> KubeGateway:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    configure_logs(args.log_level, args.log_format == "json")
+    try:
+        configure_logs(args.log_level, args.log_format == "json", args.log_file, args.log_backups)
+    except OSError as failed:
+        print(f"error: --log-file {args.log_file}: {failed.strerror}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for long, huawei, _, default, why in NO_EFFECT:
+        value = getattr(args, long.removeprefix("--").replace("-", "_"))
+        if value != default:
+            log.warning("%s=%s has no effect here: %s", huawei, value, why)
     try:
         config = _agent_config(args)
         gateway = (
-            None
-            if config.kube is None
-            else _gateway(args.kubeconfig if args.kube == "kubeconfig" else None)
+            None if config.kube is None else _gateway(kubeconfig_for(args.kube, args.kubeconfig))
         )
     except (KubeError, ValueError) as failed:
         print(f"error: {failed}", file=sys.stderr)
@@ -281,8 +341,6 @@ def _agent_config(args: argparse.Namespace) -> AgentConfig:
     else:
         if not args.node_name:
             raise ValueError("--kube needs this node's name: set NODE_NAME or --node-name")
-        if args.kube == "kubeconfig" and args.kubeconfig is None:
-            raise ValueError("--kube kubeconfig needs --kubeconfig FILE")
         kube = KubeSettings(args.node_name, args.volcano_type, args.pod_resources_socket)
     listen = None
     if args.metrics_listen:
@@ -299,7 +357,7 @@ def _agent_config(args: argparse.Namespace) -> AgentConfig:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if not arguments or arguments[0] not in (*COMMANDS, "-h", "--help"):
+    if not arguments or arguments[0] not in (*COMMANDS, "-h", "--help", "--version", "-version"):
         arguments.insert(0, "serve")
     if arguments[0] == "serve":
         try:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
+import logging.handlers
 from datetime import UTC, datetime
+from pathlib import Path
 
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
@@ -23,8 +26,29 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def configure(level: str, json_lines: bool) -> None:
-    handler = logging.StreamHandler()
+LEVELS = ("debug", "info", "warning", "error", "critical")
+# Huawei's -logLevel: -1 debug, 0 info, 1 warning, 2 error, 3 critical.
+HUAWEI_LEVELS = {"-1": "debug", "0": "info", "1": "warning", "2": "error", "3": "critical"}
+LOG_FILE_BYTES = 20 * 1024 * 1024  # Huawei's device plugin rotates at 20 MB
+
+
+def log_level(text: str) -> str:
+    """A level name (any case) or Huawei's number, as an argparse type."""
+    level = HUAWEI_LEVELS.get(text.strip(), text.strip().lower())
+    if level not in LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not one of {', '.join(LEVELS)} (or Huawei's -1..3)"
+        )
+    return level
+
+
+def configure(level: str, json_lines: bool, file: Path | None = None, backups: int = 30) -> None:
+    """Logs to stderr, or to ``file`` rotated at 20 MB keeping ``backups`` old files."""
+    handler: logging.Handler = (
+        logging.handlers.RotatingFileHandler(file, maxBytes=LOG_FILE_BYTES, backupCount=backups)
+        if file is not None
+        else logging.StreamHandler()
+    )
     if json_lines:
         handler.setFormatter(JsonFormatter())
     else:

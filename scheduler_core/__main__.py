@@ -20,10 +20,12 @@ from contract import deviceinfo
 from contract.chip_names import InvalidInput
 from contract.pods import pod_view
 from infra import config
+from infra.cli import add_version
 from infra.http import tls_context
 from infra.kube.client import KubernetesGateway
+from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError
-from infra.logs import configure
+from infra.logs import configure, log_level
 from scheduler_core.engine import locality, rescheduling
 from scheduler_core.engine.diagram import ring_diagram
 from scheduler_core.engine.model import Job, NodeState, Task
@@ -34,7 +36,7 @@ from scheduler_core.request_json import decision_to_json, parse_request
 from scheduler_core.service import cluster_view
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import OPEN, Access, SchedulerService
-from scheduler_core.service.status import cluster_lines
+from scheduler_core.service.status import cluster_json, cluster_lines
 
 EXIT_BAD_INPUT = 2
 
@@ -121,9 +123,7 @@ def _serve(args: argparse.Namespace) -> int:
     configure(args.log_level, args.log_format == "json")
     try:
         access = _access(args)
-        gateway = KubernetesGateway.from_environment(
-            args.kubeconfig if args.kube == "kubeconfig" else None
-        )
+        gateway = KubernetesGateway.from_environment(kubeconfig_for(args.kube, args.kubeconfig))
     except (KubeError, ValueError) as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -160,17 +160,18 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     try:
-        gateway = KubernetesGateway.from_environment(
-            args.kubeconfig if args.kube == "kubeconfig" else None
-        )
+        gateway = KubernetesGateway.from_environment(kubeconfig_for(args.kube, args.kubeconfig))
         nodes = gateway.list_nodes()
         configmaps = gateway.list_configmaps(deviceinfo.NAMESPACE)
         pods = [pod_view(p) for p in gateway.list_pods(None)[0]]
-    except KubeError as failed:
+    except (KubeError, ValueError) as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
     snapshot = cluster_view.build(nodes, configmaps, pods, time.time(), args.self_maintain)
-    print("\n".join(cluster_lines(snapshot, pods)))
+    if args.output == "json":
+        print(json.dumps(cluster_json(snapshot, pods)))
+    else:
+        print("\n".join(cluster_lines(snapshot, pods)))
     return 0
 
 
@@ -190,6 +191,7 @@ def _flag(text: str) -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m scheduler_core", description=__doc__)
+    add_version(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     for name, text in (
         ("place", "place the job of a JSON request read on stdin"),
@@ -225,7 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the verbs need 'Authorization: Bearer <the file's content>'",
     )
     for command in (serve, status):
-        command.add_argument("--kube", choices=["in-cluster", "kubeconfig"], default="in-cluster")
+        command.add_argument(
+            "--kube",
+            choices=MODES,
+            default="auto",
+            help="auto: --kubeconfig, $KUBECONFIG, ~/.kube/config, else in-cluster (as kubectl)",
+        )
         command.add_argument("--kubeconfig", type=Path)
         command.add_argument(
             "--self-maintain-available-card",
@@ -277,7 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=rescheduling.GRACE_OVER_TIME,
         help="seconds a grace-rescheduled job's pods get before they are deleted at once",
     )
-    serve.add_argument("--log-level", default="INFO")
+    serve.add_argument(
+        "--log-level", type=log_level, default="info", help="debug, info, warning, error, critical"
+    )
+    status.add_argument("-o", "--output", choices=["text", "json"], default="text")
     serve.add_argument("--log-format", choices=["text", "json"], default="json")
     return parser
 

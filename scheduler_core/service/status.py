@@ -19,3 +19,21 @@ def cluster_lines(snapshot: Snapshot, pods: Iterable[PodView]) -> list[str]:
     for name, reason in sorted(snapshot.left_out.items()):
         lines.append(f"{name:24} left out: {reason}")
     return lines
+
+
+def cluster_json(snapshot: Snapshot, pods: Iterable[PodView]) -> dict[str, object]:
+    """The same as a JSON document: each node's chips and holders, and the nodes left out."""
+    held = holders_by_node(pods)
+    return {
+        "nodes": [
+            {
+                "name": node.name,
+                "product": node.product,
+                "free": list(node.free),
+                "unhealthy": sorted(node.unhealthy),
+                "holders": {str(c): p for c, p in sorted(held.get(node.name, {}).items())},
+            }
+            for node in sorted(snapshot.nodes, key=lambda n: n.name)
+        ],
+        "left_out": dict(sorted(snapshot.left_out.items())),
+    }

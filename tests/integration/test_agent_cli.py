@@ -11,8 +11,9 @@ import urllib.request
 from pathlib import Path
 
 from contract.deviceinfo import decode
+from infra.cli import version
 from infra.kube.port import NotFound
-from simulation.cluster import state_file
+from simulation.cluster import state_file, wait_for
 from simulation.kubelet import KubeletSimulator
 from simulation.loopback import LoopbackApiServer, kubeconfig
 from simulation.memory import MemoryCluster, pod_object
@@ -219,3 +220,35 @@ def test_kube_without_a_node_name_or_a_configuration_is_refused_with_the_reason(
         "x",
     )
     assert done.returncode == 2 and "no Kubernetes configuration" in done.stderr
+
+
+def test_version_and_huawei_log_flags(short_dir: Path) -> None:
+    for command in (["agent", "--version"], ["agent", "-version"], ["scheduler_core", "--version"]):
+        done = subprocess.run(
+            [sys.executable, "-m", *command],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0 and done.stdout.strip().endswith(version()), done
+    bad = agent("--log-level", "verbose")
+    assert bad.returncode == 2 and "'verbose' is not one of debug, info" in bad.stderr
+    (short_dir / "state.yaml").write_text(state_file())
+    log_file = short_dir / "agent.log"
+    process = serve(
+        short_dir / "plugins",
+        short_dir / "state.yaml",
+        f"-logFile={log_file}",
+        "-logLevel=0",
+        "-hotReset=0",
+        "-presetVirtualDevice=true",
+    )
+    try:
+        assert wait_for(lambda: log_file.exists() and "serving" in log_file.read_text())
+        text = log_file.read_text()
+        assert text.count("-hotReset=0 has no effect here") == 1
+        assert "presetVirtualDevice" not in text, "a default value warns of nothing"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=20)

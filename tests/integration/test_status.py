@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import time
@@ -118,3 +120,52 @@ def test_status_shows_the_cluster_whatever_a_tenant_wrote_on_a_pod(tmp_path: Pat
         server.stop()
     assert done.returncode == 0, done.stderr
     assert any(line.startswith("n1 ") for line in done.stdout.splitlines())
+
+
+def test_both_status_commands_speak_json_and_read_kubeconfig_as_kubectl(tmp_path: Path) -> None:
+    _, server, config = cluster(tmp_path)
+    state = tmp_path / "state.yaml"
+    state.write_text(state_file(unhealthy={7}))
+    # No --kube, no --kubeconfig: KUBECONFIG names the file, as for kubectl.
+    environ = {**os.environ, "KUBECONFIG": str(config)}
+    try:
+        scheduler = run_with(environ, "scheduler_core", "status", "-o", "json")
+        node = run_with(
+            environ,
+            "agent",
+            "status",
+            "--fake-state",
+            str(state),
+            "--node-name",
+            "n1",
+            "--kube",
+            "auto",
+            "-o",
+            "json",
+        )
+    finally:
+        server.stop()
+    assert scheduler.returncode == 0, scheduler.stderr
+    cluster_view = json.loads(scheduler.stdout)
+    (n1,) = cluster_view["nodes"]
+    assert (n1["name"], n1["holders"], n1["unhealthy"]) == ("n1", {"6": "ns/train"}, [7])
+    assert "no mindx-dl-deviceinfo-n2 ConfigMap" in cluster_view["left_out"]["n2"]
+    assert node.returncode == 0, node.stderr
+    assert json.loads(node.stdout) == {
+        "node": "n1",
+        "product": "module910x8",
+        "free": [0, 1, 2, 3, 4, 5],
+        "unhealthy": [7],
+        "holders": {"6": "ns/train"},
+    }
+
+
+def run_with(environ: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=environ,
+    )
