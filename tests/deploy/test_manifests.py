@@ -184,3 +184,21 @@ def test_the_network_policy_admits_only_the_schedulers_to_the_verbs_and_all_to_m
     callers = rules[ports["http"]]
     assert callers and all("podSelector" in c for c in callers), "verbs: scheduler pods only"
     assert set(rules) == set(ports.values())
+
+
+def test_the_agent_finds_the_hosts_npu_smi_and_driver_libraries() -> None:
+    (daemonset,) = documents("agent-daemonset.yaml")
+    spec = daemonset["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    host = {v["name"]: v.get("hostPath", {}).get("path") for v in spec["volumes"]}
+    # python:3.11-slim's PATH: the agent runs `npu-smi` from there.
+    image_path = ["/usr/local/bin", "/usr/local/sbin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+    assert mounts["npu-smi"].rsplit("/", 1) == [mounts["npu-smi"].rsplit("/", 1)[0], "npu-smi"]
+    assert mounts["npu-smi"].rsplit("/", 1)[0] in image_path
+    assert host["npu-smi"] == "/usr/local/sbin/npu-smi"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    for directory in env["LD_LIBRARY_PATH"].split(":"):
+        assert directory.startswith(mounts["driver"] + "/"), directory
+    tolerated = {t["key"] for t in spec["tolerations"]}
+    assert {"huawei.com/Ascend910", "device-plugin", "CriticalAddonsOnly"} <= tolerated
