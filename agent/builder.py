@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.allocation.base import Allocator
-from agent.allocation.handshake import WAIT_FOR_POD, HandshakeAllocator
+from agent.allocation.handshake import COMPONENT, WAIT_FOR_POD, HandshakeAllocator
 from agent.chips import NodeChips
 from agent.device_plugin import DevicePlugin
 from agent.deviceinfo_publisher import DeviceInfoPublisher
@@ -27,6 +27,7 @@ from agent.pod_cache import WATCH_SECONDS, PodCache
 from agent.repair import POD_RESOURCES_SOCKET, RepairLoop, kubelet_devices
 from contract.annotations import SERVER_TYPE_LABEL
 from contract.objects import node_address
+from infra.events import EventRecorder
 from infra.kube.port import KubeError, KubeGateway
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,13 @@ def start_node_agent(
     cache.start()
     server_id = node_server_id(gateway, kube.node_name)
     allocator: Allocator | None = (
-        HandshakeAllocator(gateway, cache, server_id, kube.wait_for_pod)
+        HandshakeAllocator(
+            gateway,
+            cache,
+            server_id,
+            kube.wait_for_pod,
+            EventRecorder(gateway, COMPONENT, kube.node_name),
+        )
         if kube.volcano_type
         else None
     )

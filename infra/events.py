@@ -1,31 +1,135 @@
-"""Warning Events on pods: where a user looks first (``kubectl describe pod``)."""
+"""Events on pods, where a user looks first (``kubectl describe pod``).
+
+Each Event carries its first and last time, a count and the reporting controller and
+instance. Repeats of one (pod, reason, message) are aggregated: within ``window`` seconds
+they are only counted, and the next Event written carries the count, so a loop that keeps
+meeting the same condition cannot flood the API server. Events are written by a thread of
+their own from a bounded queue: a caller (a filter under the extender's lock, an Allocate)
+never waits for the API server, and when the queue is full an Event is dropped and counted.
+"""
 
 from __future__ import annotations
 
 import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
+from contract.objects import Obj
 from contract.pods import PodView
 from infra.kube.port import KubeError, KubeGateway
 
 log = logging.getLogger(__name__)
 
+WINDOW = 600.0  # seconds during which repeats are counted, not written
+MAX_MESSAGE = 1024  # characters: the API server refuses longer Event messages
+QUEUE = 1000
+MAX_SERIES = 10_000  # (pod, reason, message) remembered at most
 
-def warn(gateway: KubeGateway, pod: PodView, reason: str, message: str, component: str) -> None:
-    """Record a Warning Event on the pod; a failure to record it is only logged."""
-    event = {
-        "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
-        "involvedObject": {
-            "kind": "Pod",
-            "namespace": pod.namespace,
-            "name": pod.name,
-            "uid": pod.uid,
-        },
-        "reason": reason,
-        "message": message,
-        "type": "Warning",
-        "source": {"component": component},
-    }
-    try:
-        gateway.create_event(pod.namespace, event)
-    except KubeError as failed:
-        log.warning("could not record an event on %s: %s", pod.key, failed)
+
+@dataclass
+class _Series:
+    first: float
+    written: float  # when an Event of it was last written
+    count: int  # occurrences so far
+
+
+def _time(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class EventRecorder:
+    def __init__(
+        self,
+        gateway: KubeGateway,
+        component: str,
+        instance: str,
+        clock: Callable[[], float] = time.time,
+        window: float = WINDOW,
+    ) -> None:
+        self._gateway = gateway
+        self._component = component
+        self._instance = instance
+        self._clock = clock
+        self._window = window
+        self._series: dict[tuple[str, str, str], _Series] = {}
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[Obj] = queue.Queue(QUEUE)
+        self._writer: threading.Thread | None = None
+        self.dropped = 0
+
+    def warn(self, pod: PodView, reason: str, message: str) -> None:
+        self.record(pod, "Warning", reason, message)
+
+    def normal(self, pod: PodView, reason: str, message: str) -> None:
+        self.record(pod, "Normal", reason, message)
+
+    def record(self, pod: PodView, kind: str, reason: str, message: str) -> None:
+        now = self._clock()
+        message = message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
+        key = (pod.uid or pod.key, reason, message)
+        with self._lock:
+            series = self._series.get(key)
+            if series is not None and now - series.written < self._window:
+                series.count += 1
+                return
+            if series is None:
+                if len(self._series) >= MAX_SERIES:
+                    self._forget(now)
+                series = self._series[key] = _Series(now, now, 0)
+            series.count += 1
+            series.written = now
+            body = self._body(pod, series, now, kind=kind, reason=reason, message=message)
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write, name="events", daemon=True)
+                self._writer.start()
+        try:
+            self._queue.put_nowait(body)
+        except queue.Full:
+            self.dropped += 1
+
+    def _forget(self, now: float) -> None:
+        """Drop the series no Event was written for within the window (oldest first)."""
+        for key, series in sorted(self._series.items(), key=lambda item: item[1].written):
+            if now - series.written < self._window and len(self._series) < MAX_SERIES:
+                break
+            del self._series[key]
+
+    def _body(
+        self, pod: PodView, series: _Series, now: float, *, kind: str, reason: str, message: str
+    ) -> Obj:
+        return {
+            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            "involvedObject": {
+                "kind": "Pod",
+                "namespace": pod.namespace,
+                "name": pod.name,
+                "uid": pod.uid,
+            },
+            "reason": reason,
+            "message": message,
+            "type": kind,
+            "count": series.count,
+            "firstTimestamp": _time(series.first),
+            "lastTimestamp": _time(now),
+            "source": {"component": self._component},
+            "reportingComponent": self._component,
+            "reportingInstance": self._instance,
+        }
+
+    def _write(self) -> None:
+        while True:
+            body = self._queue.get()
+            try:
+                self._gateway.create_event(body["metadata"]["namespace"], body)
+            except KubeError as failed:
+                log.warning("could not record an event: %s", failed)
+            finally:
+                self._queue.task_done()
+
+    def flush(self) -> None:
+        """Wait until every Event recorded so far is written (or failed)."""
+        self._queue.join()

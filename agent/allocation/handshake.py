@@ -30,7 +30,7 @@ from agent.pod_cache import PodCache
 from contract.annotations import CHIPS_ANNOTATION
 from contract.chip_names import chip_name
 from contract.pods import PodView
-from infra.events import warn
+from infra.events import EventRecorder
 from infra.kube.port import Conflict, KubeError, KubeGateway, NotFound
 
 log = logging.getLogger(__name__)
@@ -48,11 +48,13 @@ class HandshakeAllocator:
         cache: PodCache,
         server_id: str,
         wait_for_pod: float = WAIT_FOR_POD,
+        events: EventRecorder | None = None,
     ) -> None:
         self._gateway = gateway
         self._cache = cache
         self._server_id = server_id
         self._wait_for_pod = wait_for_pod
+        self._events = events or EventRecorder(gateway, COMPONENT, server_id)
 
     def _find(self, count: int, node: NodeChips) -> PodView | None:
         deadline = time.monotonic() + self._wait_for_pod
@@ -65,7 +67,7 @@ class HandshakeAllocator:
 
     def _refuse(self, pod: PodView, message: str) -> AllocationFailed:
         reason = FailureReason.CHIPS_REFUSED
-        warn(self._gateway, pod, reason.event_reason, message, COMPONENT)
+        self._events.warn(pod, reason.event_reason, message)
         return AllocationFailed(reason, message)
 
     def _refresh(self, pod: PodView) -> bool:

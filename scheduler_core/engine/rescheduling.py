@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from contract.annotations import FAULT_RECORD
 from contract.chip_names import InvalidInput
@@ -61,6 +61,7 @@ class Deletion:
     name: str
     uid: str
     grace_seconds: int | None  # None: the pod's own grace period
+    why: str = field(default="", compare=False)  # for the pod's Event
 
 
 def find_faults(
@@ -97,8 +98,12 @@ def deletions(fault: FaultJob, seen: float, now: float, grace_over: float) -> li
     """The deletions that restart the job: every pod not yet deleted, and once the grace is
     over (or at once for ``force``) every pod still there."""
     at_once = fault.mode == FORCE or now - seen >= grace_over
+    why = (
+        f"fault job {fault.job} ({fault.mode}): failed chips on {', '.join(fault.nodes)}; "
+        "every pod of the job is deleted so that it restarts"
+    )
     return [
-        Deletion(p.namespace, p.name, p.uid, 0 if at_once else None)
+        Deletion(p.namespace, p.name, p.uid, 0 if at_once else None, why)
         for p in fault.pods
         if at_once or not p.terminating
     ]

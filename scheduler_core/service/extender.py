@@ -15,6 +15,7 @@ Its parts: ``wire`` (the JSON), ``assumed`` (binds the view does not show yet), 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -25,6 +26,7 @@ from contract.annotations import CHIPS_ANNOTATION, PREDICATE_TIME
 from contract.chip_names import RESOURCE_NAME
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
+from infra.events import EventRecorder
 from infra.kube.port import KubeError, KubeGateway, NotFound
 from scheduler_core.engine import locality, rescheduling, tor
 from scheduler_core.engine.model import Placement
@@ -58,6 +60,13 @@ from scheduler_core.service.wire import (
 log = logging.getLogger(__name__)
 
 DEFAULT_NETWORK = locality.Settings()
+COMPONENT = "ascend-npu-scheduler"
+GANG_WAITING, BIND_REFUSED = "NPUGangWaiting", "NPUBindRefused"
+
+
+def _view(request: PodRequest) -> PodView:
+    """The pod an Event is about."""
+    return PodView(request.namespace, request.name, request.uid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +105,11 @@ class Extender:
         hold_limit: float = 600.0,
         network: locality.Settings = DEFAULT_NETWORK,
         grace_over: float = rescheduling.GRACE_OVER_TIME,
+        events: EventRecorder | None = None,
     ) -> None:
         self._gateway = gateway
+        # One recorder for the service: Events on pods, aggregated, written off the lock.
+        self.events = events or EventRecorder(gateway, COMPONENT, socket.gethostname(), clock)
         self._policy = policy
         self._clock = clock
         self._lock = threading.Lock()
@@ -182,6 +194,7 @@ class Extender:
     ) -> tuple[list[str], dict[str, str]]:
         reservation = self._gangs.reservations.get(request.gang_key) or self._reserve(request)
         if isinstance(reservation, NotReserved):
+            self.events.normal(_view(request), GANG_WAITING, reservation.reason)
             return [], dict.fromkeys(names, reservation.reason)
         rank = request.rank
         passing = [n for n in names if reservation.free_on(n, rank) is not None]
@@ -287,18 +300,22 @@ class Extender:
         what = f"{verb} {request.key} {where} {node}"
         with self._lock:
             chosen = self._choose(request, node)
-            if isinstance(chosen, str):
-                return f"{what}: {chosen}"
+        if isinstance(chosen, str):
+            self.events.warn(_view(request), BIND_REFUSED, f"{what}: {chosen}")
+            return f"{what}: {chosen}"
         annotations = chosen.annotations(int(self._clock() * 1_000_000_000))
         try:
             write(annotations)
         except KubeError as failed:
             landed = self._landed(request, annotations)
             if landed is None:  # in doubt the chips stay taken, until a view tells
-                return f"{what}: {failed} (its chips stay held until the pod is seen)"
+                message = f"{what}: {failed} (its chips stay held until the pod is seen)"
+                self.events.warn(_view(request), BIND_REFUSED, message)
+                return message
             if not landed:
                 with self._lock:
                     self._give_back(chosen)
+                self.events.warn(_view(request), BIND_REFUSED, f"{what}: {failed}")
                 return f"{what}: {failed}"
             log.warning("%s: the API server answered %s, but the pod has its chips", what, failed)
         with self._lock:

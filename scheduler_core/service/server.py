@@ -33,7 +33,6 @@ from contract.annotations import FAULT_RECORD, TOPOLOGY_CONFIGMAP, TOPOLOGY_KEY,
 from contract.chip_names import InvalidInput, quoted
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
-from infra.events import warn
 from infra.http import PROMETHEUS_TEXT, Caller, HttpServer, Response, error
 from infra.kube.port import KubeError, KubeGateway, NotFound
 from infra.metrics import LATENCY_BUCKETS, exposition, registry
@@ -47,8 +46,7 @@ log = logging.getLogger(__name__)
 
 VERBS = ("filter", "prioritize", "bind")
 KNOWN_VERBS = frozenset(VERBS) | {f"volcano/{v}" for v in VolcanoVerbs.VERBS}
-COMPONENT = "ascend-npu-scheduler"
-MALFORMED_REASON = "NPUAnnotationMalformed"
+MALFORMED_REASON, FAULT_RESTART = "NPUAnnotationMalformed", "NPUFaultRestart"
 STALE_PERIODS = 3  # not ready once the last good read is this many periods old
 
 
@@ -222,7 +220,7 @@ class SchedulerService:
             self.metrics.malformed("pod")
             message = "; ".join(errors)
             log.warning("ignoring chip annotations: %s", message, extra={"pod": pod.key})
-            warn(self.gateway, pod, MALFORMED_REASON, message, COMPONENT)
+            self.extender.events.warn(pod, MALFORMED_REASON, message)
         self._malformed = reported
 
     def _topology(self, configmaps: list[Obj]) -> tor.Topology | None:
@@ -272,6 +270,8 @@ class SchedulerService:
                     deletion.grace_seconds,
                     extra={"pod": key},
                 )
+                pod = PodView(deletion.namespace, deletion.name, deletion.uid)
+                self.extender.events.warn(pod, FAULT_RESTART, deletion.why)
             except NotFound:
                 pass  # already gone (or replaced: the UID precondition keeps the new one)
             except KubeError as failed:

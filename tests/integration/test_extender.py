@@ -169,6 +169,10 @@ def test_a_gang_is_reserved_whole_only_when_all_its_pods_exist_then_binds_into_i
     answer = h.filter(first)
     assert answer["NodeNames"] == []
     assert "1 of 2 pods exist" in answer["FailedNodes"]["n0"]
+    h.extender.events.flush()
+    (waiting,) = h.api.events
+    assert (waiting["reason"], waiting["involvedObject"]["name"]) == ("NPUGangWaiting", "g-0")
+    assert waiting["message"] == answer["FailedNodes"]["n0"]
     second = pending(h.api, "g-1", 8, gang="g", size=2)
     h.service.refresh()
     nodes = {h.schedule(first), h.schedule(second)}
@@ -232,6 +236,10 @@ def test_a_binding_the_api_server_refuses_gives_its_chips_back(
     monkeypatch.setattr(h.api, "bind_pod", refuse)
     assert "unreachable" in h.extender.bind(bind_args(pod, "n0"))["Error"]
     assert h.filter(pending(h.api, "q", 8))["NodeNames"] == ["n0"]
+    h.extender.events.flush()
+    (refused,) = h.api.events
+    assert (refused["type"], refused["reason"]) == ("Warning", "NPUBindRefused")
+    assert "the API server is unreachable" in refused["message"]
 
 
 def test_while_a_binding_is_written_the_lock_is_free_and_its_chips_stay_taken(

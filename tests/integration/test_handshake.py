@@ -20,7 +20,7 @@ from agent.pod_cache import PodCache
 from contract.objects import Obj
 from infra.kube.client import KubernetesGateway
 from infra.kube.port import KubeGateway
-from simulation.cluster import state_file
+from simulation.cluster import state_file, wait_for
 from simulation.kubelet import KubeletError, KubeletSimulator
 from simulation.loopback import LoopbackApiServer
 from simulation.memory import MemoryCluster, pod_object
@@ -183,8 +183,11 @@ def test_chips_that_cannot_be_given_fail_allocate_with_an_event(
     cluster.bind("bad", chips, "100")
     with pytest.raises(KubeletError, match=reason):
         cluster.kubelet.allocate("ns/bad", "main", RESOURCE, 1)
+    assert wait_for(lambda: bool(cluster.api.events)), "Events are written by their own thread"
     event = cluster.api.events[-1]
     assert (event["reason"], event["type"]) == ("NPUChipsRefused", "Warning")
+    assert (event["count"], event["reportingComponent"]) == (1, "ascend-npu-agent")
+    assert event["firstTimestamp"] == event["lastTimestamp"]
     assert event["message"].endswith(reason)
     assert cluster.annotations("bad")["predicate-time"] == "100", "a refused pod is not consumed"
 

@@ -249,6 +249,10 @@ def test_a_fault_job_restarts_keeps_its_healthy_rank_and_moves_the_faulty_one() 
     add_node(c.api, "t0-s3", frozenset({3}), address="10.0.0.3")
     c.service.refresh()
     assert {p["metadata"]["name"] for p in c.api.list_pods(None)[0]} == {"other-0", "other-1"}
+    c.extender.events.flush()
+    restarted = [e for e in c.api.events if e["reason"] == "NPUFaultRestart"]
+    assert sorted(e["involvedObject"]["name"] for e in restarted) == ["job-0", "job-1"]
+    assert "fault job ns/job (force): failed chips on t0-s3" in restarted[0]["message"]
     for name in ("other-0", "other-1"):  # the others end: t0-s0, t0-s1 free up
         c.api.delete("Pod", "ns", name)
     c.service.refresh()  # the next view shows them all gone
