@@ -25,6 +25,7 @@ from infra.http import tls_context
 from infra.kube.client import KubernetesGateway
 from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError
+from infra.leader import Timing
 from infra.logs import configure, log_level
 from scheduler_core.engine import locality, rescheduling
 from scheduler_core.engine.diagram import ring_diagram
@@ -35,7 +36,7 @@ from scheduler_core.engine.session import Session
 from scheduler_core.request_json import decision_to_json, parse_request
 from scheduler_core.service import cluster_view
 from scheduler_core.service.extender import Extender
-from scheduler_core.service.server import OPEN, Access, SchedulerService
+from scheduler_core.service.server import OPEN, Access, Election, SchedulerService
 from scheduler_core.service.status import cluster_json, cluster_lines
 
 EXIT_BAD_INPUT = 2
@@ -123,6 +124,7 @@ def _serve(args: argparse.Namespace) -> int:
     configure(args.log_level, args.log_format == "json")
     try:
         access = _access(args)
+        election = _election(args)
         gateway = KubernetesGateway.from_environment(kubeconfig_for(args.kube, args.kubeconfig))
     except (KubeError, ValueError) as failed:
         print(f"error: {failed}", file=sys.stderr)
@@ -142,7 +144,9 @@ def _serve(args: argparse.Namespace) -> int:
         ),
         grace_over=args.grace_over_time,
     )
-    service = SchedulerService(gateway, extender, args.refresh_period, args.self_maintain)
+    service = SchedulerService(
+        gateway, extender, args.refresh_period, args.self_maintain, election=election
+    )
     host, _, port = args.listen.rpartition(":")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -173,6 +177,25 @@ def _status(args: argparse.Namespace) -> int:
     else:
         print("\n".join(cluster_lines(snapshot, pods)))
     return 0
+
+
+def _election(args: argparse.Namespace) -> Election | None:
+    if not args.leader_elect:
+        return None
+    timing = Timing(
+        args.leader_elect_lease_duration,
+        args.leader_elect_renew_deadline,
+        args.leader_elect_retry_period,
+    )
+    return Election(args.leader_elect_resource_namespace, args.leader_elect_resource_name, timing)
+
+
+def _seconds(text: str) -> float:
+    """Whole seconds of at least one, as the client's leader election takes them."""
+    value = float(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} seconds: at least 1")
+    return value
 
 
 def _shared_tor_num(text: str) -> int:
@@ -242,6 +265,17 @@ def build_parser() -> argparse.ArgumentParser:
             help="compute free chips from pods (default) or trust the agents' published lists",
         )
     serve.add_argument("--refresh-period", type=float, default=1.0, help="seconds between reads")
+    serve.add_argument(
+        "--leader-elect",
+        type=_flag,
+        default=False,
+        help="elect one leader among the replicas on a Lease; only it answers the verbs",
+    )
+    serve.add_argument("--leader-elect-lease-duration", type=_seconds, default=15.0)
+    serve.add_argument("--leader-elect-renew-deadline", type=_seconds, default=10.0)
+    serve.add_argument("--leader-elect-retry-period", type=_seconds, default=2.0)
+    serve.add_argument("--leader-elect-resource-name", default="ascend-npu-scheduler")
+    serve.add_argument("--leader-elect-resource-namespace", default="kube-system")
     serve.add_argument(
         "--gang-ttl",
         type=float,

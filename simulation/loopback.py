@@ -86,6 +86,9 @@ class _Handler(BaseHTTPRequestHandler):
         query = parse_qs(url.query)
         store = self.server.store
         try:
+            if parts[:3] == ["apis", "coordination.k8s.io", "v1"] and len(parts) >= 6:
+                self._send(*self._lease(method, parts[4], parts[6:]))
+                return
             if parts[:2] != ["api", "v1"]:
                 raise _BadRequest(404, "NotFound", f"{url.path} is not served")
             route = parts[2:]
@@ -186,6 +189,21 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "events" and method == "POST" and not rest:
             return 201, store.create_event(namespace, self._body())
         raise _BadRequest(405, "MethodNotAllowed", f"{method} {kind} is not served")
+
+    def _lease(self, method: str, namespace: str, rest: list[str]) -> tuple[int, Obj]:
+        """``/apis/coordination.k8s.io/v1/namespaces/<ns>/leases[/<name>]``."""
+        store = self.server.store
+        if method == "GET" and len(rest) == 1:
+            return 200, store.get_lease(namespace, rest[0])
+        if method == "POST" and not rest:
+            body = self._body()
+            body.setdefault("metadata", {})["namespace"] = namespace
+            return 201, store.create_lease(body)
+        if method == "PUT" and len(rest) == 1:
+            body = self._body()
+            body.setdefault("metadata", {}).update(namespace=namespace, name=rest[0])
+            return 200, store.update_lease(body)
+        raise _BadRequest(405, "MethodNotAllowed", f"{method} leases is not served")
 
     def _pods(self, query: dict[str, list[str]]) -> None:
         store = self.server.store

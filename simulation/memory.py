@@ -202,27 +202,42 @@ class MemoryCluster:
         return self.get("ConfigMap", namespace, name)
 
     def create_configmap(self, body: Obj) -> Obj:
-        with self._lock:
-            self._check("create configmap")
-            meta = body["metadata"]
-            if ("ConfigMap", meta["namespace"], meta["name"]) in self._objects:
-                raise Conflict(f"configmap {meta['namespace']}/{meta['name']} already exists")
-            return self._write("ConfigMap", copy.deepcopy(body), "ADDED")
+        return self._create("ConfigMap", body)
 
     def update_configmap(self, body: Obj) -> Obj:
-        """Replace a ConfigMap; a resourceVersion in the body is a precondition."""
+        return self._update("ConfigMap", body)
+
+    def get_lease(self, namespace: str, name: str) -> Obj:
+        return self.get("Lease", namespace, name)
+
+    def create_lease(self, body: Obj) -> Obj:
+        return self._create("Lease", body)
+
+    def update_lease(self, body: Obj) -> Obj:
+        return self._update("Lease", body)
+
+    def _create(self, kind: str, body: Obj) -> Obj:
         with self._lock:
-            self._check("update configmap")
+            self._check(f"create {kind.lower()}")
             meta = body["metadata"]
-            current = self._objects.get(("ConfigMap", meta["namespace"], meta["name"]))
+            if (kind, meta["namespace"], meta["name"]) in self._objects:
+                raise Conflict(f"{kind.lower()} {meta['namespace']}/{meta['name']} already exists")
+            return self._write(kind, copy.deepcopy(body), "ADDED")
+
+    def _update(self, kind: str, body: Obj) -> Obj:
+        """Replace an object; a resourceVersion in the body is a precondition."""
+        with self._lock:
+            self._check(f"update {kind.lower()}")
+            meta = body["metadata"]
+            current = self._objects.get((kind, meta["namespace"], meta["name"]))
             if current is None:
-                raise NotFound(f"configmap {meta['namespace']}/{meta['name']} not found")
+                raise NotFound(f"{kind.lower()} {meta['namespace']}/{meta['name']} not found")
             wanted = meta.get("resourceVersion", "")
             if wanted and wanted != current["metadata"]["resourceVersion"]:
                 raise Conflict(
-                    f"configmap {meta['namespace']}/{meta['name']}: stale resourceVersion"
+                    f"{kind.lower()} {meta['namespace']}/{meta['name']}: stale resourceVersion"
                 )
-            return self._write("ConfigMap", copy.deepcopy(body), "MODIFIED")
+            return self._write(kind, copy.deepcopy(body), "MODIFIED")
 
     def get_node(self, name: str) -> Obj:
         return self.get("Node", "", name)

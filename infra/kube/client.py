@@ -49,6 +49,7 @@ def _json(response: Any) -> Obj:
 class KubernetesGateway:
     def __init__(self, api_client: client.ApiClient) -> None:
         self._core = client.CoreV1Api(api_client)
+        self._coordination = client.CoordinationV1Api(api_client)
 
     @staticmethod
     def for_url(url: str) -> KubernetesGateway:
@@ -185,6 +186,33 @@ class KubernetesGateway:
         return self._read(
             f"update configmap {meta['namespace']}/{meta['name']}",
             self._core.replace_namespaced_config_map,
+            meta["name"],
+            meta["namespace"],
+            body,
+        )
+
+    def get_lease(self, namespace: str, name: str) -> Obj:
+        return self._read(
+            f"get lease {namespace}/{name}",
+            self._coordination.read_namespaced_lease,
+            name,
+            namespace,
+        )
+
+    def create_lease(self, body: Obj) -> Obj:
+        namespace = body["metadata"]["namespace"]
+        return self._read(
+            f"create lease {namespace}",
+            self._coordination.create_namespaced_lease,
+            namespace,
+            body,
+        )
+
+    def update_lease(self, body: Obj) -> Obj:
+        meta = body["metadata"]
+        return self._read(
+            f"update lease {meta['namespace']}/{meta['name']}",
+            self._coordination.replace_namespaced_lease,
             meta["name"],
             meta["namespace"],
             body,

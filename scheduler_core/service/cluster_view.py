@@ -154,7 +154,7 @@ def _node_state(
         separated = _separated(data)
         free = set(range(product.capacity)) - held - set(info.unhealthy) - separated
     else:
-        free = set(info.free)
+        free = set(info.free) - held  # a bound pod holds its chips before they are published
     # Pods keep chips that failed under them: then the kubelet's count runs below zero.
     idle = max(allocatable - requested, 0)
     if len(free) != idle:

@@ -21,7 +21,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import Counter, Histogram
@@ -35,6 +35,7 @@ from contract.objects import Obj
 from contract.pods import PodView, pod_view
 from infra.http import PROMETHEUS_TEXT, Caller, HttpServer, Response, error
 from infra.kube.port import KubeError, KubeGateway, NotFound
+from infra.leader import LeaderElector, Timing
 from infra.metrics import LATENCY_BUCKETS, exposition, registry
 from scheduler_core.engine import rescheduling, tor
 from scheduler_core.service import cluster_view
@@ -152,6 +153,20 @@ class Access:
 OPEN = Access()
 
 
+@dataclass(frozen=True, slots=True)
+class Election:
+    """The Lease the replicas of the service elect their leader on."""
+
+    namespace: str = "kube-system"
+    name: str = "ascend-npu-scheduler"
+    timing: Timing = field(default_factory=Timing)
+    holder: str | None = None  # default: <hostname>_<uuid>
+
+
+class NotLeader(Exception):
+    """A verb reached a replica that does not lead: it decides nothing."""
+
+
 class SchedulerService:
     def __init__(
         self,
@@ -160,9 +175,25 @@ class SchedulerService:
         refresh_period: float = 1.0,
         self_maintain: bool = True,
         clock: Callable[[], float] = time.time,
+        *,
+        election: Election | None = None,
     ) -> None:
         self.gateway = gateway
         self.extender = extender
+        # With an election, only the leader answers the verbs and is ready; the others keep
+        # reading the cluster, so a new leader starts warm (and reads it once more first).
+        self.leader = (
+            None
+            if election is None
+            else LeaderElector(
+                gateway,
+                election.namespace,
+                election.name,
+                on_started=self.refresh_once_safely,
+                timing=election.timing,
+                holder=election.holder,
+            )
+        )
         self.nodes = 0
         self.metrics = Metrics(lambda: self.extender.binds, lambda: self.nodes)
         self.volcano = VolcanoVerbs(extender, self._fresh_view)
@@ -310,6 +341,8 @@ class SchedulerService:
         is no such verb, BadRequest when the body has the wrong shape."""
         if verb not in KNOWN_VERBS:
             raise KeyError(verb)  # before any metric: a label value per path would grow forever
+        if self.leader is not None and not self.leader.leading.is_set():
+            raise NotLeader(verb)
         start = time.perf_counter()
         failed = True
         answer: Any
@@ -351,6 +384,8 @@ class SchedulerService:
             self.metrics_url = self._metrics_server.start(*metrics_at)
         self._thread = threading.Thread(target=self._refresh_loop, name="refresh", daemon=True)
         self._thread.start()
+        if self.leader is not None:
+            self.leader.start()
         return url
 
     def _get(self, path: str) -> Response:
@@ -380,6 +415,8 @@ class SchedulerService:
             return error(404, f"no verb {quoted(verb)}")
         except BadRequest as bad:
             return error(400, str(bad))
+        except NotLeader:
+            return error(503, "this replica does not lead: it decides nothing")
 
     def _fresh_view(self) -> None:
         """Volcano opens a session: a view at most one refresh period old, so a stream of
@@ -406,9 +443,11 @@ class SchedulerService:
             log.exception("refresh failed")
 
     def ready(self) -> bool:
-        """The cluster has been read, and not too long ago."""
+        """The cluster has been read, and not too long ago; with an election, this replica
+        leads (so the Service routes the verbs to the leader only)."""
         last = self._last_read
-        return last is not None and self._clock() - last <= STALE_PERIODS * self._period
+        fresh = last is not None and self._clock() - last <= STALE_PERIODS * self._period
+        return fresh and (self.leader is None or self.leader.leading.is_set())
 
     def stop(self) -> None:
         self._stop.set()

@@ -40,6 +40,9 @@ RBAC_OF_CALL: dict[str, set[Rule]] = {
     "get_node": {("nodes", "get", None)},
     "patch_node_labels": {("nodes", "patch", None)},
     "create_event": {("events", "create", None)},
+    "get_lease": {("leases.coordination.k8s.io", "get", "kube-system")},
+    "create_lease": {("leases.coordination.k8s.io", "create", "kube-system")},
+    "update_lease": {("leases.coordination.k8s.io", "update", "kube-system")},
 }
 # The scheduler also writes ConfigMaps outside kube-system: volcano-system/tor-share-cm,
 # volcano-system/vcjob-fault-npu-cm (read back at start) and fault-config-<job> in each fault
@@ -51,10 +54,10 @@ CLUSTER_WIDE_CALLS = {
         "update_configmap": {("configmaps", "update", None)},
     }
 }
-# The packages each deployed component runs (the simulation harness is not deployed).
+# The code each deployed component runs (the simulation harness is not deployed).
 COMPONENTS = {
-    "ascend-npu-agent": ["agent", "infra"],
-    "ascend-npu-scheduler": ["scheduler_core", "infra"],
+    "ascend-npu-agent": ["agent", "infra/events.py"],
+    "ascend-npu-scheduler": ["scheduler_core", "infra/events.py", "infra/leader.py"],
 }
 
 
@@ -89,8 +92,11 @@ def rules_in_manifest(component: str) -> set[tuple[str, str, str | None]]:
                 document["metadata"].get("namespace") if document["kind"] == "Role" else None
             )
             for rule in document["rules"]:
-                assert rule["apiGroups"] == [""], "only core resources are needed"
-                rules |= {(r, v, namespace) for r in rule["resources"] for v in rule["verbs"]}
+                (group,) = rule["apiGroups"]
+                suffix = f".{group}" if group else ""
+                rules |= {
+                    (r + suffix, v, namespace) for r in rule["resources"] for v in rule["verbs"]
+                }
     return rules
 
 
@@ -101,10 +107,11 @@ def calls_in_code(component: str) -> set[str]:
         if not name.startswith("_")
     }
     assert methods == set(RBAC_OF_CALL), "every gateway call must have its RBAC rule here"
+    paths = [ROOT / part for part in COMPONENTS[component]]
     text = "".join(
         module.read_text()
-        for package in COMPONENTS[component]
-        for module in (ROOT / package).rglob("*.py")
+        for path in paths
+        for module in (path.rglob("*.py") if path.is_dir() else [path])
     )
     return {m for m in methods if re.search(rf"gateway\.{m}\(", text)}
 

@@ -107,3 +107,10 @@ def test_the_product_comes_from_the_nodes_accelerator_type_label() -> None:
     assert state.product == "module910bx16"
     assert state.free[:3] == (0, 1, 10), "the published string order"
     assert "cpu" not in snapshot.left_out
+
+
+def test_trusting_the_published_list_a_bound_pod_still_holds_its_chips() -> None:
+    # The agent has not republished since the bind: its list still names chips 0 and 1.
+    pods = views([bound("new", "n1", "Ascend910-0,Ascend910-1")])
+    snapshot = build([node("n1")], [cm("n1", set(range(8)))], pods, NOW, self_maintain=False)
+    assert snapshot.nodes[0].free == tuple(range(2, 8))

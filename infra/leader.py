@@ -1,0 +1,175 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, through the Kubernetes port.
+
+The election itself is the official client's (``kubernetes.leaderelection``); only its lock
+is ours, so the same election runs over the official client and over the in-memory store of
+the tests. Defaults are kube-scheduler's: a lease of 15 s, renewed every 2 s, given up when
+not renewed for 10 s (a leader that cannot renew stops deciding before another may start).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes.leaderelection import electionconfig, leaderelection
+from kubernetes.leaderelection.leaderelectionrecord import LeaderElectionRecord
+
+from contract.objects import Obj
+from infra.kube.port import KubeError, KubeGateway, NotFound
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    lease: float = 15.0
+    renew_deadline: float = 10.0
+    retry: float = 2.0
+
+    def __post_init__(self) -> None:
+        # The client's election exits the process on these; say so before it starts.
+        if not self.lease > self.renew_deadline > 1.2 * self.retry >= 1.2:
+            raise ValueError(
+                f"leader election needs lease {self.lease} s > renew deadline "
+                f"{self.renew_deadline} s > 1.2 x retry period {self.retry} s, retry >= 1 s"
+            )
+
+
+def identity() -> str:
+    """``<hostname>_<uuid>``, as kube-scheduler names its candidates."""
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+class _Missing:
+    """What the election reads as "no such lock": an error whose body says 404."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        self.body = json.dumps({"code": code})
+        self.reason = reason
+
+
+def _micro(text: str) -> str:
+    """The election's ``str(datetime)`` (local, naive) as a Lease MicroTime (UTC)."""
+    return datetime.fromisoformat(text).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _local(micro: str) -> str:
+    """A Lease MicroTime back as the election's ``str(datetime)``."""
+    moment = datetime.strptime(micro, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    return str(moment.astimezone().replace(tzinfo=None))
+
+
+class GatewayLeaseLock:
+    """The lock interface ``kubernetes.leaderelection`` expects, on a Lease of the port."""
+
+    def __init__(self, gateway: KubeGateway, namespace: str, name: str, holder: str) -> None:
+        self._gateway = gateway
+        self.namespace = namespace
+        self.name = name
+        self.identity = holder
+        self._current: Obj | None = None
+
+    def get(self, name: str, namespace: str) -> tuple[bool, Any]:
+        try:
+            lease = self._gateway.get_lease(namespace, name)
+        except NotFound as missing:
+            return False, _Missing(404, str(missing))
+        except KubeError as failed:
+            return False, _Missing(503, str(failed))
+        self._current = lease
+        spec = lease.get("spec") or {}
+        if not spec.get("holderIdentity"):
+            return True, None
+        return True, LeaderElectionRecord(
+            spec["holderIdentity"],
+            str(spec.get("leaseDurationSeconds", "")),
+            _local(spec["acquireTime"]) if spec.get("acquireTime") else None,
+            _local(spec["renewTime"]) if spec.get("renewTime") else None,
+        )
+
+    def create(self, name: str, namespace: str, election_record: Any) -> bool:
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": _spec(election_record),
+        }
+        try:
+            self._current = self._gateway.create_lease(body)
+        except KubeError as failed:
+            log.info("lease %s/%s not created: %s", namespace, name, failed)
+            return False
+        return True
+
+    def update(self, name: str, namespace: str, updated_record: Any) -> bool:
+        if self._current is None:
+            return False
+        body = {**self._current, "spec": _spec(updated_record)}
+        try:
+            self._current = self._gateway.update_lease(body)
+        except KubeError as failed:  # a Conflict: someone else wrote it first
+            log.info("lease %s/%s not updated: %s", namespace, name, failed)
+            return False
+        return True
+
+
+def _spec(record: Any) -> Obj:
+    return {
+        "holderIdentity": record.holder_identity,
+        "leaseDurationSeconds": int(float(record.lease_duration)),
+        "acquireTime": _micro(record.acquire_time),
+        "renewTime": _micro(record.renew_time),
+    }
+
+
+class LeaderElector:
+    """Runs the election on a thread of its own, for ever: leading, losing, following, and
+    trying again. ``leading`` is set while this candidate holds the lease."""
+
+    def __init__(
+        self,
+        gateway: KubeGateway,
+        namespace: str,
+        name: str,
+        *,
+        on_started: Callable[[], None] = lambda: None,
+        timing: Timing = Timing(),
+        holder: str | None = None,
+    ) -> None:
+        self.identity = holder or identity()
+        self.leading = threading.Event()
+        self._lock = GatewayLeaseLock(gateway, namespace, name, self.identity)
+        self._on_started = on_started
+        self._timing = timing
+
+    def _started(self) -> None:
+        self._on_started()  # e.g. a fresh view of the cluster before the first decision
+        self.leading.set()
+        log.info("%s leads %s/%s", self.identity, self._lock.namespace, self._lock.name)
+
+    def _stopped(self) -> None:
+        self.leading.clear()
+        log.warning("%s lost the lease: no more decisions until it leads again", self.identity)
+
+    def start(self) -> None:
+        config = electionconfig.Config(
+            self._lock,
+            lease_duration=self._timing.lease,
+            renew_deadline=self._timing.renew_deadline,
+            retry_period=self._timing.retry,
+            onstarted_leading=self._started,
+            onstopped_leading=self._stopped,
+        )
+
+        def run() -> None:
+            while True:
+                leaderelection.LeaderElection(config).run()
+
+        threading.Thread(target=run, name="leader-election", daemon=True).start()
