@@ -70,17 +70,78 @@ def manifest_files() -> list[str]:
     return sorted(p.name for p in MANIFESTS.glob("*.yaml") if p.name != "kustomization.yaml")
 
 
+OVERLAYS = ("kube-scheduler", "volcano")
+SCHEDULER = "ascend-npu-scheduler"
+
+
+def _merge(base: Any, patch: Any) -> Any:
+    """A strategic merge as kustomize does it for these manifests: maps merge, lists of
+    named items merge by name, other lists are replaced."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        return {k: _merge(base[k], v) if k in base else v for k, v in {**base, **patch}.items()}
+    if isinstance(base, list) and isinstance(patch, list) and all("name" in i for i in patch):
+        merged = {i["name"]: i for i in base}
+        for item in patch:
+            merged[item["name"]] = _merge(merged.get(item["name"], {}), item)
+        return list(merged.values())
+    return patch
+
+
+def render(directory: Path) -> list[dict[str, Any]]:
+    """What ``kubectl apply -k directory`` applies: its resources (files, or directories
+    with a kustomization of their own), then its patches, matched by kind and name."""
+    (kustomization,) = yaml.safe_load_all((directory / "kustomization.yaml").read_text())
+    rendered: list[dict[str, Any]] = []
+    for entry in kustomization["resources"]:
+        path = (directory / entry).resolve()
+        if path.is_dir():
+            rendered += render(path)
+        else:
+            rendered += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    for patch_entry in kustomization.get("patches", []):
+        (patch,) = yaml.safe_load_all((directory / patch_entry["path"]).read_text())
+        key = (patch["kind"], patch["metadata"]["name"])
+        (index,) = [i for i, d in enumerate(rendered) if (d["kind"], d["metadata"]["name"]) == key]
+        rendered[index] = _merge(rendered[index], patch)
+    return rendered
+
+
 @pytest.mark.parametrize("name", manifest_files())
 def test_every_manifest_is_valid_for_kubernetes_in_strict_mode(name: str) -> None:
     for document in documents(name):
         kubernetes_validate.validate(document, KUBERNETES, strict=True)
 
 
-def test_the_kustomization_applies_everything_but_the_volcano_snippet() -> None:
-    (kustomization,) = documents("kustomization.yaml")
-    assert sorted(kustomization["resources"]) == [
-        n for n in manifest_files() if n != "volcano-scheduler-config.yaml"
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_each_overlay_renders_to_manifests_valid_in_strict_mode(overlay: str) -> None:
+    rendered = render(MANIFESTS / "overlays" / overlay)
+    for document in rendered:
+        kubernetes_validate.validate(document, KUBERNETES, strict=True)
+    names = [
+        (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]) for d in rendered
     ]
+    assert len(names) == len(set(names)), "no object twice"
+
+
+def test_the_base_applies_every_manifest_beside_it() -> None:
+    (kustomization,) = documents("kustomization.yaml")
+    assert sorted(kustomization["resources"]) == manifest_files()
+
+
+def test_the_kube_scheduler_overlay_runs_kube_scheduler_beside_the_service() -> None:
+    rendered = render(MANIFESTS / "overlays" / "kube-scheduler")
+    deployment = next(
+        d for d in rendered if (d["kind"], d["metadata"]["name"]) == ("Deployment", SCHEDULER)
+    )
+    spec = deployment["spec"]["template"]["spec"]
+    containers = {c["name"]: c for c in spec["containers"]}
+    assert set(containers) == {"scheduler", "kube-scheduler"}
+    image = containers["kube-scheduler"]["image"]
+    assert image.startswith("registry.k8s.io/kube-scheduler:v1."), "the upstream image, pinned"
+    mount = containers["kube-scheduler"]["volumeMounts"][0]
+    flag = next(a for a in containers["kube-scheduler"]["command"] if a.startswith("--config="))
+    assert flag.removeprefix("--config=").startswith(mount["mountPath"] + "/")
+    assert {v["name"] for v in spec["volumes"]} >= {"config", "kube-scheduler-config"}
 
 
 def rules_in_manifest(component: str) -> set[tuple[str, str, str | None]]:
@@ -124,9 +185,88 @@ def test_rbac_grants_exactly_what_the_code_calls(component: str) -> None:
     assert rules_in_manifest(component) == needed
 
 
+# KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1), the fields this project may
+# set, from the documented API (kube-scheduler's config/v1 types); a map is a nested struct.
+SCHEDULER_CONFIGURATION: dict[str, Any] = {
+    "apiVersion": str,
+    "kind": str,
+    "parallelism": int,
+    "leaderElection": {
+        "leaderElect": bool,
+        "leaseDuration": str,
+        "renewDeadline": str,
+        "retryPeriod": str,
+        "resourceLock": str,
+        "resourceName": str,
+        "resourceNamespace": str,
+    },
+    "clientConnection": {"kubeconfig": str, "qps": float, "burst": int},
+    "percentageOfNodesToScore": int,
+    "podInitialBackoffSeconds": int,
+    "podMaxBackoffSeconds": int,
+    "profiles": [{"schedulerName": str, "percentageOfNodesToScore": int}],
+    "extenders": [
+        {
+            "urlPrefix": str,
+            "filterVerb": str,
+            "preemptVerb": str,
+            "prioritizeVerb": str,
+            "bindVerb": str,
+            "weight": int,
+            "enableHTTPS": bool,
+            "tlsConfig": {
+                "insecure": bool,
+                "serverName": str,
+                "certFile": str,
+                "keyFile": str,
+                "caFile": str,
+            },
+            "httpTimeout": str,
+            "nodeCacheCapable": bool,
+            "managedResources": [{"name": str, "ignoredByScheduler": bool}],
+            "ignorable": bool,
+        }
+    ],
+}
+
+
+def conforms(value: Any, schema: Any, where: str) -> None:
+    if isinstance(schema, dict):
+        assert isinstance(value, dict), where
+        for key, item in value.items():
+            assert key in schema, f"{where}.{key} is not a documented field"
+            conforms(item, schema[key], f"{where}.{key}")
+    elif isinstance(schema, list):
+        assert isinstance(value, list), where
+        for i, item in enumerate(value):
+            conforms(item, schema[0], f"{where}[{i}]")
+    else:
+        assert isinstance(value, schema), f"{where} should be a {schema.__name__}"
+
+
+def kube_scheduler_configuration() -> Any:
+    path = MANIFESTS / "overlays" / "kube-scheduler" / "kube-scheduler-config.yaml"
+    (config_map,) = yaml.safe_load_all(path.read_text())
+    return yaml.safe_load(config_map["data"]["kube-scheduler.yaml"])
+
+
+def test_the_kube_scheduler_configuration_uses_only_documented_fields() -> None:
+    config = kube_scheduler_configuration()
+    conforms(config, SCHEDULER_CONFIGURATION, "KubeSchedulerConfiguration")
+    assert (config["apiVersion"], config["kind"]) == (
+        "kubescheduler.config.k8s.io/v1",
+        "KubeSchedulerConfiguration",
+    )
+    (profile,) = config["profiles"]
+    assert profile["schedulerName"] == "ascend-npu-scheduler"
+    election = config["leaderElection"]
+    assert election["leaderElect"] and election["resourceName"] != "ascend-npu-scheduler", (
+        "its own Lease, not the extender's"
+    )
+
+
 def test_the_kube_scheduler_configuration_wires_every_extender_verb() -> None:
-    (config_map,) = documents("kube-scheduler-config.yaml")
-    config = yaml.safe_load(config_map["data"]["kube-scheduler.yaml"])
+    config = kube_scheduler_configuration()
     (extender,) = config["extenders"]
     assert (extender["filterVerb"], extender["prioritizeVerb"], extender["bindVerb"]) == (
         "filter",
@@ -140,7 +280,8 @@ def test_the_kube_scheduler_configuration_wires_every_extender_verb() -> None:
 
 
 def test_the_volcano_configuration_names_only_verbs_the_service_serves() -> None:
-    (config_map,) = documents("volcano-scheduler-config.yaml")
+    path = MANIFESTS / "overlays" / "volcano" / "volcano-scheduler-config.yaml"
+    (config_map,) = yaml.safe_load_all(path.read_text())
     config = yaml.safe_load(config_map["data"]["volcano-scheduler.conf"])
     plugin = next(p for tier in config["tiers"] for p in tier["plugins"] if p["name"] == "extender")
     verbs = [v for k, v in plugin["arguments"].items() if k.endswith("Verb")]
