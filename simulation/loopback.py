@@ -14,6 +14,7 @@ import contextlib
 import json
 import socket
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -176,16 +177,14 @@ class _Handler(BaseHTTPRequestHandler):
                     "metadata": {},
                     "items": store.list_configmaps(namespace),
                 }
-            if method == "GET" and len(rest) == 1:
-                return 200, store.get_configmap(namespace, rest[0])
-            if method == "POST" and not rest:
-                body = self._body()
-                body.setdefault("metadata", {})["namespace"] = namespace
-                return 201, store.create_configmap(body)
-            if method == "PUT" and len(rest) == 1:
-                body = self._body()
-                body.setdefault("metadata", {}).update(namespace=namespace, name=rest[0])
-                return 200, store.update_configmap(body)
+            served = self._object(
+                method,
+                namespace,
+                rest,
+                (store.get_configmap, store.create_configmap, store.update_configmap),
+            )
+            if served is not None:
+                return served
         if kind == "events" and method == "POST" and not rest:
             return 201, store.create_event(namespace, self._body())
         raise _BadRequest(405, "MethodNotAllowed", f"{method} {kind} is not served")
@@ -193,17 +192,33 @@ class _Handler(BaseHTTPRequestHandler):
     def _lease(self, method: str, namespace: str, rest: list[str]) -> tuple[int, Obj]:
         """``/apis/coordination.k8s.io/v1/namespaces/<ns>/leases[/<name>]``."""
         store = self.server.store
+        served = self._object(
+            method, namespace, rest, (store.get_lease, store.create_lease, store.update_lease)
+        )
+        if served is None:
+            raise _BadRequest(405, "MethodNotAllowed", f"{method} leases is not served")
+        return served
+
+    def _object(
+        self,
+        method: str,
+        namespace: str,
+        rest: list[str],
+        calls: tuple[Callable[[str, str], Obj], Callable[[Obj], Obj], Callable[[Obj], Obj]],
+    ) -> tuple[int, Obj] | None:
+        """GET, POST (create) or PUT (replace) of one namespaced object; None for others."""
+        get, create, update = calls
         if method == "GET" and len(rest) == 1:
-            return 200, store.get_lease(namespace, rest[0])
+            return 200, get(namespace, rest[0])
         if method == "POST" and not rest:
             body = self._body()
             body.setdefault("metadata", {})["namespace"] = namespace
-            return 201, store.create_lease(body)
+            return 201, create(body)
         if method == "PUT" and len(rest) == 1:
             body = self._body()
             body.setdefault("metadata", {}).update(namespace=namespace, name=rest[0])
-            return 200, store.update_lease(body)
-        raise _BadRequest(405, "MethodNotAllowed", f"{method} leases is not served")
+            return 200, update(body)
+        return None
 
     def _pods(self, query: dict[str, list[str]]) -> None:
         store = self.server.store

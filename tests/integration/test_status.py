@@ -64,10 +64,19 @@ def cluster(tmp_path: Path) -> tuple[MemoryCluster, LoopbackApiServer, Path]:
     return store, server, config
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", *args], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-m", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
     )
+
+
+def agent_status(state: Path) -> tuple[str, ...]:
+    return ("agent", "status", "--fake-state", str(state), "--node-name", "n1")
 
 
 def test_the_scheduler_shows_every_node_and_why_one_is_left_out(tmp_path: Path) -> None:
@@ -90,19 +99,8 @@ def test_the_agent_shows_its_chips_and_with_the_api_their_holders(tmp_path: Path
     state = tmp_path / "state.yaml"
     state.write_text(state_file(unhealthy={7}))
     try:
-        alone = run("agent", "status", "--fake-state", str(state), "--node-name", "n1")
-        with_api = run(
-            "agent",
-            "status",
-            "--fake-state",
-            str(state),
-            "--node-name",
-            "n1",
-            "--kube",
-            "kubeconfig",
-            "--kubeconfig",
-            str(config),
-        )
+        alone = run(*agent_status(state))
+        with_api = run(*agent_status(state), "--kube", "kubeconfig", "--kubeconfig", str(config))
     finally:
         server.stop()
     assert alone.returncode == 0 and "[....|...x]" in alone.stdout
@@ -129,20 +127,8 @@ def test_both_status_commands_speak_json_and_read_kubeconfig_as_kubectl(tmp_path
     # No --kube, no --kubeconfig: KUBECONFIG names the file, as for kubectl.
     environ = {**os.environ, "KUBECONFIG": str(config)}
     try:
-        scheduler = run_with(environ, "scheduler_core", "status", "-o", "json")
-        node = run_with(
-            environ,
-            "agent",
-            "status",
-            "--fake-state",
-            str(state),
-            "--node-name",
-            "n1",
-            "--kube",
-            "auto",
-            "-o",
-            "json",
-        )
+        scheduler = run("scheduler_core", "status", "-o", "json", env=environ)
+        node = run(*agent_status(state), "--kube", "auto", "-o", "json", env=environ)
     finally:
         server.stop()
     assert scheduler.returncode == 0, scheduler.stderr
@@ -158,14 +144,3 @@ def test_both_status_commands_speak_json_and_read_kubeconfig_as_kubectl(tmp_path
         "unhealthy": [7],
         "holders": {"6": "ns/train"},
     }
-
-
-def run_with(environ: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=environ,
-    )
