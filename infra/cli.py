@@ -3,18 +3,32 @@
 from __future__ import annotations
 
 import argparse
-from importlib import metadata
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 DISTRIBUTION = "ascend-npu-k8s"
 
 
 def version() -> str:
+    # Imported here: importlib.metadata costs half a MiB that a running agent never needs.
+    from importlib import metadata  # noqa: PLC0415
+
     try:
         return metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown"
 
 
+class _Version(argparse.Action):
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> NoReturn:
+        print(f"{parser.prog} {version()}")
+        sys.exit(0)
+
+
 def add_version(parser: argparse.ArgumentParser, *spellings: str) -> None:
     """``--version`` (and any other ``spellings``) print the version and exit."""
-    parser.add_argument("--version", *spellings, action="version", version=f"%(prog)s {version()}")
+    parser.add_argument("--version", *spellings, action=_Version)
