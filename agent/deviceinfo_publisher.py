@@ -114,10 +114,6 @@ class DeviceInfoPublisher:
         self._on_api_error = on_api_error
         self._on_loop_error = on_loop_error  # an unexpected failure, survived and counted
 
-    def nudge(self) -> None:
-        """Something changed (chips, pods): publish soon."""
-        self._wake.set()
-
     def _separated(self, current: dict[str, str]) -> set[int]:
         text = current.get(deviceinfo.SEPARATED_KEY, "")
         try:

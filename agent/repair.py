@@ -124,7 +124,6 @@ class RepairLoop:
         self._on_loop_error = on_loop_error  # an unexpected failure, survived and counted
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.repaired = 0
 
     def run_once(self) -> int:
         if not self._cache.synced:
@@ -150,7 +149,6 @@ class RepairLoop:
                 return done
             self._cache.apply(updated)
             done += 1
-        self.repaired += done
         return done
 
     def start(self) -> None:

@@ -88,8 +88,10 @@ class EventRecorder:
                 self._writer.start()
         try:
             self._queue.put_nowait(body)
-        except queue.Full:
+        except queue.Full:  # the API server is slower than the Events: say so, now and then
             self.dropped += 1
+            if self.dropped % 1000 == 1:
+                log.warning("%d Events dropped: the API server does not keep up", self.dropped)
 
     def _forget(self, now: float) -> None:
         """Drop the series no Event was written for within the window (oldest first)."""

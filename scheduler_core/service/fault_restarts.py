@@ -21,9 +21,6 @@ class FaultRestarts:
         self._grace_over = grace_over
         self._faults: dict[str, tuple[FaultJob, float]] = {}  # job → fault, when seen
 
-    def __bool__(self) -> bool:
-        return bool(self._faults)
-
     def get(self, job: str) -> FaultJob | None:
         known = self._faults.get(job)
         return known[0] if known else None

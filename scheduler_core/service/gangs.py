@@ -141,10 +141,6 @@ class Gangs:
         self.reservations: dict[str, Reservation] = {}
         self._waiting: dict[str, float] = {}  # gang → since when it waits
 
-    @property
-    def waiting(self) -> bool:
-        return bool(self._waiting)
-
     def hold_in(self, session: Session, pending: Collection[str], now: float) -> None:
         """Hold every live reservation's unbound placements in a new view's session; drop
         the expired ones, and the waiting gangs that no longer have pending pods."""
