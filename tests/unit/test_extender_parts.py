@@ -82,7 +82,7 @@ def test_a_fault_job_holds_its_healthy_nodes_until_placed_or_the_hold_limit() ->
     assert faults.holds(now=50) == {"n0": "ns/j", "n1": "ns/j"}
     assert faults.holds(now=150) == {}
     faults.placed("ns/j")
-    assert not faults and faults.holds(now=50) == {}
+    assert faults.get("ns/j") is None and faults.holds(now=50) == {}
 
 
 def test_a_fault_job_that_never_comes_back_is_forgotten_after_the_hold_limit() -> None:
