@@ -27,6 +27,7 @@ from agent.deviceinfo_publisher import configmap, device_info
 from agent.driver import FakeDriver, NpuDriver, NpuSmiDriver
 from agent.npu_smi import replay_runner, run_npu_smi
 from agent.repair import POD_RESOURCES_SOCKET
+from contract.deviceinfo import MAX_AGE
 from contract.pods import holders_by_node, pod_view
 from infra import config
 from infra.cli import add_version
@@ -72,6 +73,15 @@ NO_EFFECT: tuple[tuple[str, str, Callable[[str], object], object, str], ...] = (
     ("--log-max-age", "-maxAge", int, 7, "log files rotate by size only"),
     ("--edge-log-file", "-edgeLogFile", str, "", "the edge mode is not built"),
 )
+
+
+def _heartbeat(text: str) -> float:
+    value = float(text)
+    if not 1 <= value < MAX_AGE:
+        raise argparse.ArgumentTypeError(
+            f"heartbeat {value} s must be at least 1 s and below the {MAX_AGE} s staleness limit"
+        )
+    return value
 
 
 def _period(text: str) -> int:
@@ -144,6 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--kubeconfig, $KUBECONFIG, ~/.kube/config, else in-cluster (as kubectl)",
     )
     serve.add_argument("--kubeconfig", type=Path, help="kubeconfig file for --kube kubeconfig")
+    serve.add_argument(
+        "--deviceinfo-heartbeat",
+        type=_heartbeat,
+        default=60.0,
+        help="seconds: DeviceInfo is written on every change and at least this often "
+        "(below the 300 s after which schedulers ignore it)",
+    )
     serve.add_argument(
         "--pod-resources-socket",
         type=Path,
@@ -341,7 +358,12 @@ def _agent_config(args: argparse.Namespace) -> AgentConfig:
     else:
         if not args.node_name:
             raise ValueError("--kube needs this node's name: set NODE_NAME or --node-name")
-        kube = KubeSettings(args.node_name, args.volcano_type, args.pod_resources_socket)
+        kube = KubeSettings(
+            args.node_name,
+            args.volcano_type,
+            args.pod_resources_socket,
+            heartbeat=args.deviceinfo_heartbeat,
+        )
     listen = None
     if args.metrics_listen:
         host, _, port = args.metrics_listen.rpartition(":")

@@ -19,7 +19,7 @@ from agent.allocation.base import Allocator
 from agent.allocation.handshake import COMPONENT, WAIT_FOR_POD, HandshakeAllocator
 from agent.chips import NodeChips
 from agent.device_plugin import DevicePlugin
-from agent.deviceinfo_publisher import DeviceInfoPublisher
+from agent.deviceinfo_publisher import HEARTBEAT, DeviceInfoPublisher
 from agent.driver import NpuDriver
 from agent.metrics import AgentMetrics, MetricsServer
 from agent.plugin_server import DeviceState
@@ -42,13 +42,14 @@ class KubeSettings:
     pod_resources_socket: Path = POD_RESOURCES_SOCKET
     watch_seconds: float = WATCH_SECONDS
     wait_for_pod: float = WAIT_FOR_POD
+    heartbeat: float = HEARTBEAT  # seconds: DeviceInfo written at least this often
 
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
     plugin_dir: Path
     ascend_runtime: bool  # answer with ASCEND_VISIBLE_DEVICES instead of device nodes
-    period: float  # seconds: health polls, DeviceInfo at least this often, repairs
+    period: float  # seconds: health polls, DeviceInfo looked at again, repairs
     kube: KubeSettings | None = None  # None: no Kubernetes API, the kubelet's IDs are chips
     metrics_listen: tuple[str, int] | None = None  # HOST, PORT of /metrics, /healthz, /readyz
 
@@ -143,6 +144,7 @@ def start_node_agent(
         state=state,
         cache=cache,
         period=config.period,
+        heartbeat=kube.heartbeat,
         # With the kubelet's choice, its PodResources are the only record of fresh allocations.
         extra_held=None if kube.volcano_type else _kubelet_held(kube.pod_resources_socket, state),
         wake=deviceinfo_due,

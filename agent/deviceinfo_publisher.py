@@ -2,9 +2,11 @@
 its content (free = healthy chips no live pod holds, unhealthy, network-unhealthy, faults)
 and the publishing loop.
 
-Written when its content changes and at least once per period; a failed write is retried on
-the next wake-up with a growing delay. Never written while the pod cache is not synced: an
-unknown set of held chips could publish a free list that contradicts a live pod.
+Written when its content changes and at least once per heartbeat (60 s), with the last
+written resourceVersion as precondition: an unchanged node costs one write a heartbeat and
+no read. A failed write is retried on the next wake-up with a growing delay. Never written
+while the pod cache is not synced: an unknown set of held chips could publish a free list
+that contradicts a live pod.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
 from contract import deviceinfo
 from contract.deviceinfo import ChipFault, DeviceInfo
-from infra.kube.port import KubeError, KubeGateway, NotFound
+from contract.objects import Obj
+from infra.kube.port import Conflict, KubeError, KubeGateway, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +81,8 @@ def configmap(node_name: str, info: DeviceInfo, separated: Iterable[int] = ()) -
 
 
 MAX_BACKOFF = 30.0
+HEARTBEAT = 60.0  # seconds: well inside the 300 s after which schedulers call a node stale
+MAX_CONFLICTS = 3
 
 
 class DeviceInfoPublisher:
@@ -89,6 +94,7 @@ class DeviceInfoPublisher:
         state: DeviceState,
         cache: PodCache,
         period: float,
+        heartbeat: float = HEARTBEAT,
         clock: Callable[[], float] = time.time,
         extra_held: Callable[[], Iterable[int]] | None = None,
         wake: threading.Event | None = None,
@@ -99,13 +105,18 @@ class DeviceInfoPublisher:
         self._node = node
         self._state = state
         self._cache = cache
-        self._period = period
+        self._period = period  # how often to look again (the kubelet's records are not evented)
+        self._heartbeat = heartbeat  # written at least this often, changed or not
         self._clock = clock
         # Chips held by pods that carry no record yet (the kubelet's PodResources), when the
         # kubelet's choice is the chip; raises when that source cannot be read.
         self._extra_held = extra_held
         self._last: dict[str, str] | None = None
         self._last_time = 0.0
+        # The ConfigMap as last written or read: its resourceVersion is the next write's
+        # precondition, so an unchanged node costs no read (a Conflict re-reads it).
+        self._current: Obj | None = None
+        self._known = False
         # Set by whoever sees a change (chips, pods): publish soon.
         self._wake = wake or threading.Event()
         self._stop = threading.Event()
@@ -123,15 +134,29 @@ class DeviceInfoPublisher:
             return set()
 
     def publish_once(self) -> bool:
-        """Write the ConfigMap if it changed or the period passed; True when written."""
+        """Write the ConfigMap if its lists changed or the heartbeat is due; True when
+        written. Someone else's write in between (a Conflict) is read and decided again."""
         if not self._cache.synced:
             return False
+        for _ in range(MAX_CONFLICTS):
+            if not self._known:
+                self._read()
+            try:
+                return self._write_if_due()
+            except Conflict:
+                self._known = False  # an admin's ManuallySeparateNPU, another writer: read it
+        raise Conflict(f"DeviceInfo of {self._node}: {MAX_CONFLICTS} conflicts in a row")
+
+    def _read(self) -> None:
         name = deviceinfo.configmap_name(self._node)
         try:
-            current = self._gateway.get_configmap(deviceinfo.NAMESPACE, name)
+            self._current = self._gateway.get_configmap(deviceinfo.NAMESPACE, name)
         except NotFound:
-            current = None
-        data = dict((current or {}).get("data") or {})
+            self._current = None
+        self._known = True
+
+    def _write_if_due(self) -> bool:
+        data = dict((self._current or {}).get("data") or {})
         separated = self._separated(data)
         pods = self._cache.pods()
         taken = set(held_chips(pods)) | reserved_chips(pods) | separated
@@ -146,15 +171,20 @@ class DeviceInfoPublisher:
         now = self._clock()
         info = device_info(self._state.node, taken, int(now))
         lists = info.device_list()
-        if lists == self._last and now - self._last_time < self._period:
+        if lists == self._last and now - self._last_time < self._heartbeat:
             return False
         body = configmap(self._node, info, separated)
         body["data"] = {**data, **body["data"]}  # keys written by others are kept
-        if current is None:
-            self._gateway.create_configmap(body)
-        else:
-            body["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion", "")
-            self._gateway.update_configmap(body)
+        try:
+            if self._current is None:
+                self._current = self._gateway.create_configmap(body)
+            else:
+                version = self._current["metadata"].get("resourceVersion", "")
+                body["metadata"]["resourceVersion"] = version
+                self._current = self._gateway.update_configmap(body)
+        except NotFound:  # deleted meanwhile
+            self._known = False
+            raise Conflict("the DeviceInfo ConfigMap was deleted meanwhile") from None
         self._last, self._last_time = lists, now
         self.writes += 1
         return True

@@ -26,6 +26,7 @@ CONSUMER_LABEL = ("mx-consumer-cim", "true")
 # A 16-chip server with a fault on every chip publishes about 4 KB: anything much larger is
 # not a DeviceInfo, and reading it would only cost time.
 MAX_BYTES = 64 * 1024
+MAX_AGE = 300  # seconds: a DeviceInfo older than this is stale (its agent writes far more often)
 
 FREE_KEY = RESOURCE_NAME
 UNHEALTHY_KEY = f"{RESOURCE_NAME}-Unhealthy"

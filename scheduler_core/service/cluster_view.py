@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from contract import deviceinfo
 from contract.annotations import ACCELERATOR_TYPE_LABEL, SUPER_POD_ID_LABEL
 from contract.chip_names import RESOURCE_NAME, InvalidInput, chip_name, parse_chip_list
+from contract.deviceinfo import MAX_AGE
 from contract.objects import Obj, node_address
 from contract.pods import PodView
 from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.products import product_for_selector
 
-MAX_AGE = 300  # seconds: a DeviceInfo older than this is stale (agents write every few s)
 MAX_SKEW = 60  # seconds a node's clock may run ahead of the scheduler's
 
 

@@ -31,7 +31,9 @@ def setup(api: MemoryCluster) -> tuple[DeviceInfoPublisher, PodCache, DeviceStat
     state = DeviceState(NODE)
     clock = Clock()
     return (
-        DeviceInfoPublisher(api, "n1", state=state, cache=cache, period=5, clock=clock),
+        DeviceInfoPublisher(
+            api, "n1", state=state, cache=cache, period=1, heartbeat=60, clock=clock
+        ),
         cache,
         state,
         clock,
@@ -89,19 +91,60 @@ def test_the_free_list_leaves_out_unhealthy_held_and_reserved_chips() -> None:
     assert cache["DeviceInfo"]["UpdateTime"] == 1_700_000_000
 
 
-def test_it_writes_on_change_and_at_least_every_period() -> None:
-    api = MemoryCluster()
+class CountingCalls(MemoryCluster):
+    """Counts the ConfigMap calls the publisher makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def get_configmap(self, namespace: str, name: str) -> Obj:
+        self.calls.append("get")
+        return super().get_configmap(namespace, name)
+
+    def update_configmap(self, body: Obj) -> Obj:
+        self.calls.append("update")
+        return super().update_configmap(body)
+
+    def create_configmap(self, body: Obj) -> Obj:
+        self.calls.append("create")
+        return super().create_configmap(body)
+
+
+def test_it_writes_on_change_and_at_least_every_heartbeat_and_reads_nothing_in_between() -> None:
+    api = CountingCalls()
     publisher, _, state, clock = setup(api)
     assert publisher.publish_once()
-    clock.now += 1
-    assert not publisher.publish_once(), "nothing changed within the period"
+    for _ in range(59):  # a minute at rest, looked at every second
+        clock.now += 1
+        assert not publisher.publish_once(), "nothing changed within the heartbeat"
+    assert api.calls == ["get", "create"], "at rest: no call at all"
     state.update(
         NodeChips("Ascend910", "module910x8", tuple(Chip(i, i, healthy=i < 6) for i in range(8)))
     )
     assert publisher.publish_once(), "a health change is written at once"
-    clock.now += 5
-    assert publisher.publish_once(), "the period passed"
+    clock.now += 60
+    assert publisher.publish_once(), "the heartbeat, changed or not"
     assert publisher.writes == 3
+    assert api.calls == ["get", "create", "update", "update"], "no read before a write"
+
+
+def test_a_write_that_lost_a_race_reads_the_configmap_and_keeps_the_admins_keys() -> None:
+    api = CountingCalls()
+    publisher, _, state, _ = setup(api)
+    assert publisher.publish_once()
+    # An admin separates chip 3 meanwhile (the agent's copy is now stale).
+    current = api.get_configmap(*CM)
+    current["data"]["ManuallySeparateNPU"] = "Ascend910-3"
+    api.update_configmap(current)
+    state.update(
+        NodeChips("Ascend910", "module910x8", tuple(Chip(i, i, healthy=i < 6) for i in range(8)))
+    )
+    api.calls.clear()
+    assert publisher.publish_once()
+    assert api.calls == ["update", "get", "update"], "the conflict is read and decided again"
+    assert api.get_configmap(*CM)["data"]["ManuallySeparateNPU"] == "Ascend910-3"
+    assert 3 not in free_chips(api)
 
 
 def test_manually_separated_chips_stay_out_of_the_free_list_and_other_keys_are_kept() -> None:
