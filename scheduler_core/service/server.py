@@ -2,11 +2,11 @@
 
 ``POST /filter``, ``/prioritize``, ``/bind`` take kube-scheduler's extender JSON (Go field
 names: ``Pod``, ``NodeNames``, ``FailedNodes``, ``Host``, ``Score``, ``PodName``, …);
-``GET /healthz``, ``/readyz`` (ready while the last good read of the cluster is recent) and
-``/metrics``
-(Prometheus text). Every ``refresh_period`` the loop lists nodes, DeviceInfo ConfigMaps,
-the ToR topology (``kube-system/basic-tor-node-cm``) and pods, hands the extender a new
-snapshot, deletes the pods of fault jobs so they restart, and writes what changed of
+``GET /healthz``, ``/readyz`` (ready while the last good read of the cluster is recent, and
+this replica leads when there is an election) and ``/metrics`` (Prometheus text). Every
+``refresh_period`` the loop lists nodes, DeviceInfo ConfigMaps, the ToR topology
+(``kube-system/basic-tor-node-cm``) and pods, hands the extender a new snapshot, deletes the
+pods of fault jobs so they restart, and writes what changed of
 ``volcano-system/vcjob-fault-npu-cm``, the jobs' ``fault-config-<job>`` and
 ``volcano-system/tor-share-cm``.
 """
