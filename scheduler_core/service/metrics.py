@@ -1,0 +1,84 @@
+"""The scheduler service's Prometheus metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from infra.metrics import LATENCY_BUCKETS, exposition, registry
+
+
+class Metrics:
+    """The service's metrics; verbs are label values only when they are known verbs."""
+
+    def __init__(self, binds: Callable[[], int], nodes: Callable[[], int]) -> None:
+        self.registry = registry()
+        self.registry.register(_Owned(binds, nodes))
+        self._calls = Counter(
+            "ascend_scheduler_requests",
+            "Extender calls by verb.",
+            ["verb"],
+            registry=self.registry,
+        )
+        self._errors = Counter(
+            "ascend_scheduler_request_errors",
+            "Extender calls that answered an error, by verb.",
+            ["verb"],
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            "ascend_scheduler_request_seconds",
+            "Time to answer an extender call, by verb.",
+            ["verb"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self._malformed = Counter(
+            "ascend_scheduler_malformed_objects",
+            "Objects left out because they break the wire contract, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self._refresh_errors = Counter(
+            "ascend_scheduler_refresh_errors",
+            "Reads of the cluster that failed.",
+            registry=self.registry,
+        )
+
+    @property
+    def refresh_errors(self) -> int:
+        return int(self.registry.get_sample_value("ascend_scheduler_refresh_errors_total") or 0)
+
+    def malformed(self, kind: str) -> None:
+        self._malformed.labels(kind).inc()
+
+    def refresh_failed(self) -> None:
+        self._refresh_errors.inc()
+
+    def record(self, verb: str, seconds: float, failed: bool) -> None:
+        self._calls.labels(verb).inc()
+        if failed:
+            self._errors.labels(verb).inc()
+        self._latency.labels(verb).observe(seconds)
+
+    def text(self) -> str:
+        return exposition(self.registry)
+
+
+class _Owned(Collector):
+    """Values the extender and the refresh own, read at each scrape."""
+
+    def __init__(self, binds: Callable[[], int], nodes: Callable[[], int]) -> None:
+        self._binds = binds
+        self._nodes = nodes
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "ascend_scheduler_binds", "Pods given chips (bound or annotated).", self._binds()
+        )
+        yield GaugeMetricFamily(
+            "ascend_scheduler_npu_nodes", "NPU nodes in the last view.", self._nodes()
+        )
