@@ -47,6 +47,10 @@ def identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
+class _Stopped(Exception):
+    """Raised by a stopped lock, to end the client's election loop (it has no stop)."""
+
+
 class _Missing:
     """What the election reads as "no such lock": an error whose body says 404."""
 
@@ -74,9 +78,12 @@ class GatewayLeaseLock:
         self.namespace = namespace
         self.name = name
         self.identity = holder
+        self.stopped = False
         self._current: Obj | None = None
 
     def get(self, name: str, namespace: str) -> tuple[bool, Any]:
+        if self.stopped:
+            raise _Stopped
         try:
             lease = self._gateway.get_lease(namespace, name)
         except NotFound as missing:
@@ -95,6 +102,8 @@ class GatewayLeaseLock:
         )
 
     def create(self, name: str, namespace: str, election_record: Any) -> bool:
+        if self.stopped:
+            raise _Stopped
         body = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -109,6 +118,8 @@ class GatewayLeaseLock:
         return True
 
     def update(self, name: str, namespace: str, updated_record: Any) -> bool:
+        if self.stopped:
+            raise _Stopped
         if self._current is None:
             return False
         body = {**self._current, "spec": _spec(updated_record)}
@@ -118,6 +129,19 @@ class GatewayLeaseLock:
             log.info("lease %s/%s not updated: %s", namespace, name, failed)
             return False
         return True
+
+    def release(self) -> None:
+        """Give the lease up (an empty holder), so another candidate need not wait for it to
+        expire; best effort."""
+        if self._current is None or (self._current.get("spec") or {}).get("holderIdentity") != (
+            self.identity
+        ):
+            return
+        spec = {**self._current["spec"], "holderIdentity": "", "leaseDurationSeconds": 1}
+        try:
+            self._gateway.update_lease({**self._current, "spec": spec})
+        except KubeError as failed:
+            log.info("lease %s/%s not released: %s", self.namespace, self.name, failed)
 
 
 def _spec(record: Any) -> Obj:
@@ -148,6 +172,7 @@ class LeaderElector:
         self._lock = GatewayLeaseLock(gateway, namespace, name, self.identity)
         self._on_started = on_started
         self._timing = timing
+        self._thread: threading.Thread | None = None
 
     def _started(self) -> None:
         self._on_started()  # e.g. a fresh view of the cluster before the first decision
@@ -169,7 +194,21 @@ class LeaderElector:
         )
 
         def run() -> None:
-            while True:
-                leaderelection.LeaderElection(config).run()
+            try:
+                while True:
+                    leaderelection.LeaderElection(config).run()
+            except _Stopped:
+                return
 
-        threading.Thread(target=run, name="leader-election", daemon=True).start()
+        self._thread = threading.Thread(target=run, name="leader-election", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop deciding at once, give the lease up if held, and end the election."""
+        leading = self.leading.is_set()
+        self.leading.clear()
+        self._lock.stopped = True
+        if leading:
+            self._lock.release()
+        if self._thread is not None:
+            self._thread.join(timeout=self._timing.retry + 1)

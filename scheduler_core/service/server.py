@@ -374,6 +374,8 @@ class SchedulerService:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.leader is not None:
+            self.leader.stop()
         for server in (self._server, self._metrics_server):
             if server is not None:
                 server.stop()

@@ -5,6 +5,7 @@ a stream of binds across the takeover places every pod with no chip held twice."
 from __future__ import annotations
 
 import json
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -129,3 +130,21 @@ def test_the_standby_takes_over_within_the_lease_and_no_chip_is_held_twice(
             assert (node, chip) not in held, f"{chip} on {node} twice"
             held[(node, chip)] = pod["metadata"]["name"]
     assert len(held) == 32, "every pod placed"
+
+
+def test_a_replica_that_stops_gives_the_lease_up_and_ends_its_election(
+    replicas: tuple[MemoryCluster, list[tuple[Replica, SchedulerService, str]]],
+) -> None:
+    store, started = replicas
+    urls = [url for _, _, url in started]
+    assert wait_for(lambda: sum(ready(u) for u in urls) == 1)
+    leader = next(i for i, url in enumerate(urls) if ready(url))
+    started[leader][1].stop()
+    # Released, not left to expire: the standby takes it at its next try.
+    assert wait_for(lambda: holder(store) == f"replica-{'ab'[1 - leader]}")
+    started[1 - leader][1].stop()
+    assert not any(t.name == "leader-election" for t in threading.enumerate())
+
+
+def holder(store: MemoryCluster) -> str:
+    return str(store.get_lease("kube-system", "ascend-npu-scheduler")["spec"]["holderIdentity"])
