@@ -184,8 +184,10 @@ class KubeletSimulator:
     def allocatable(self, resource: str) -> int:
         return sum(1 for h in self.devices(resource).values() if h == HEALTHY)
 
-    def wait_for(self, check: Callable[[], bool], timeout: float = 5.0) -> bool:
-        """Block until ``check()`` holds (re-evaluated on every kubelet-side change)."""
+    def wait_for(self, check: Callable[[], bool], timeout: float = 20.0) -> bool:
+        """Block until ``check()`` holds (re-evaluated on every kubelet-side change, so the
+        condition must be the kubelet's own state); the deadline leaves room for a loaded
+        machine."""
         with self._changed:
             return self._changed.wait_for(check, timeout=timeout)
 

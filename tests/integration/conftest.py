@@ -60,7 +60,7 @@ def make_node(directory: Path, ascend_runtime: bool) -> Node:
         DevicePlugin(FakeDriver(state), directory / "plugins", ascend_runtime),
     )
     node.agent.start()
-    assert node.agent.wait_registered(5), "the agent did not register"
+    assert node.agent.wait_registered(30), "the agent did not register"
     assert kubelet.wait_for(lambda: kubelet.allocatable(RESOURCE) == 8)
     return node
 

@@ -105,7 +105,7 @@ def build(short_dir: Path, api: MemoryCluster, over_http: bool) -> Cluster:
         FakeDriver(state), short_dir / "plugins", ascend_runtime=True, allocator=allocator
     )
     agent.start()
-    assert agent.wait_registered(5)
+    assert agent.wait_registered(30)
     assert kubelet.wait_for(lambda: kubelet.allocatable(RESOURCE) == 7)
     return Cluster(api, kubelet, cache, agent, state, server)
 
@@ -232,7 +232,7 @@ def test_with_the_api_server_down_allocate_fails_cleanly_and_health_still_flows(
     cluster: Cluster,
 ) -> None:
     cluster.bind("p", "Ascend910-1", "100")
-    assert cluster.kubelet.wait_for(lambda: any(p.name == "p" for p in cluster.cache.pods()))
+    assert wait_for(lambda: any(p.name == "p" for p in cluster.cache.pods()))
     cluster.down()
     with pytest.raises(KubeletError, match="API server"):
         cluster.kubelet.allocate("ns/p", "main", RESOURCE, 1)
@@ -266,7 +266,7 @@ def test_an_agent_restart_mid_stream_loses_nothing_and_gives_nothing_twice(
         FakeDriver(cluster.state), cluster.agent.plugin_dir, True, allocator
     )
     cluster.agent.start()
-    assert cluster.agent.wait_registered(5)
+    assert cluster.agent.wait_registered(30)
     assert cluster.kubelet.wait_for(lambda: cluster.kubelet.allocatable(RESOURCE) == 7)
     with pytest.raises(KubeletError, match="Ascend910-1 is held by ns/first"):
         cluster.kubelet.allocate("ns/second", "main", RESOURCE, 2)
