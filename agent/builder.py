@@ -23,7 +23,7 @@ from agent.deviceinfo_publisher import HEARTBEAT, DeviceInfoPublisher
 from agent.driver import NpuDriver
 from agent.metrics import AgentMetrics, MetricsServer
 from agent.plugin_server import DeviceState
-from agent.pod_cache import WATCH_SECONDS, PodCache
+from agent.pod_cache import PodCache
 from agent.repair import POD_RESOURCES_SOCKET, RepairLoop, kubelet_devices
 from contract.annotations import SERVER_TYPE_LABEL
 from contract.objects import node_address
@@ -40,7 +40,6 @@ class KubeSettings:
     node_name: str
     volcano_type: bool  # containers get the scheduler's chips (the annotation handshake)
     pod_resources_socket: Path = POD_RESOURCES_SOCKET
-    watch_seconds: float = WATCH_SECONDS
     wait_for_pod: float = WAIT_FOR_POD
     heartbeat: float = HEARTBEAT  # seconds: DeviceInfo written at least this often
 
@@ -93,7 +92,6 @@ def start_node_agent(
     cache = PodCache(
         gateway,
         kube.node_name,
-        kube.watch_seconds,
         on_change=(deviceinfo_due.set,),
         on_api_error=metrics.api_error,
         on_loop_error=metrics.loop_error,

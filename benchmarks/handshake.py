@@ -48,7 +48,7 @@ def main() -> None:
     (root / "state.yaml").write_text("chips:\n" + "".join(f"  - {{id: {i}}}\n" for i in range(8)))
     kubelet = KubeletSimulator(root / "plugins")
     kubelet.start()
-    cache = PodCache(gateway, NODE, watch_seconds=5)
+    cache = PodCache(gateway, NODE)
     cache.start()
     agent = DevicePlugin(
         FakeDriver(root / "state.yaml"),

@@ -44,6 +44,13 @@ ACCELERATOR_TYPE_LABEL = "accelerator-type"  # nodeSelector and node label
 RING_CONTROLLER_LABEL = "ring-controller.atlas"
 HOST_ARCH_LABEL = "host-arch"
 
+# What a cache keeps of a pod's annotations: those read back. The rank table (kilobytes per
+# pod) and kltDev are written, never read; a user's own annotations are not ours to hold.
+KEPT_ANNOTATIONS = (frozenset(WRITTEN_BY_US) - {RANK_TABLE_ANNOTATION, KUBELET_ANNOTATION}) | {
+    GANG_SIZE_ANNOTATION,
+    SP_BLOCK_ANNOTATION,
+}
+
 # Node labels.
 SUPER_POD_ID_LABEL = "huawei.com/topotree.superpodid"
 SERVER_TYPE_LABEL = "servertype"  # the agent sets it when absent

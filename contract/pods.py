@@ -15,12 +15,14 @@ are nobody's chips. A malformed annotation holds nothing and is reported by ``er
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from contract.annotations import (
     CHIPS_ANNOTATION,
     CONSUMED,
+    KEPT_ANNOTATIONS,
     PREDICATE_TIME,
     RANK_INDEX_ANNOTATION,
     REAL_ANNOTATION,
@@ -136,6 +138,14 @@ def pod_view(pod: Obj) -> PodView:
         annotations=_strings(meta.get("annotations")),
         labels=_strings(meta.get("labels")),
     )
+
+
+def cached_pod_view(pod: Obj) -> PodView:
+    """The pod's view as a cache keeps it: only the annotations read back (a pod carries
+    kilobytes of others: last-applied configuration, rank tables, a user's own)."""
+    view = pod_view(pod)
+    kept = {k: v for k, v in view.annotations.items() if k in KEPT_ANNOTATIONS}
+    return dataclasses.replace(view, annotations=kept)
 
 
 def holders_by_node(pods: Iterable[PodView]) -> dict[str, dict[int, str]]:

@@ -87,9 +87,7 @@ class SimulatedCluster:
 
     def _start_agent(self, name: str, home: Path) -> NodeAgent:
         """The node agent as a node runs it (the agent's own builder), on the fake driver."""
-        kube = KubeSettings(
-            name, volcano_type=True, pod_resources_socket=home / "podres.sock", watch_seconds=1
-        )
+        kube = KubeSettings(name, volcano_type=True, pod_resources_socket=home / "podres.sock")
         config = AgentConfig(home / "plugins", ascend_runtime=True, period=1, kube=kube)
         return start_node_agent(config, FakeDriver(home / "state.yaml"), self.gateway())
 

@@ -1,11 +1,15 @@
 """A fake Kubernetes API server on loopback HTTP, for testing the real client adapter.
 
-It speaks the REST the agent uses, backed by ``MemoryCluster``: pods (list with the
-``spec.nodeName`` field selector, get, watch streams from a resourceVersion with
-``timeoutSeconds``, merge / strategic-merge patches of metadata with a resourceVersion
-precondition), ConfigMaps (get, create, replace with precondition), nodes (get, patch) and
-events (create). Errors are Kubernetes ``Status`` objects with the real codes (404, 409,
-422). Stopping it makes the address refuse connections, like an API server that is down.
+It speaks the REST the agent and the scheduler use, backed by ``MemoryCluster``: pods, nodes
+and ConfigMaps listed (``limit`` / ``continue``, label and field selectors) and watched
+(chunked streams from a resourceVersion with ``timeoutSeconds`` and bookmarks; a version
+older than the history is an ERROR event with code 410, as a real API server sends it); pods
+(get, bind, delete with a UID precondition, merge / strategic-merge patches of metadata with
+a resourceVersion precondition), ConfigMaps and Leases (get, create, replace with
+precondition), nodes (get, patch) and events (create). Errors are Kubernetes ``Status``
+objects with the real codes (400, 404, 409, 410, 422). It counts requests and the bytes it
+sends, for the API budget. Stopping it makes the address refuse connections, like an API
+server that is down.
 """
 
 from __future__ import annotations
@@ -14,16 +18,19 @@ import contextlib
 import json
 import socket
 import threading
+from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from contract.objects import Obj
-from infra.kube.port import Conflict, KubeError, NotFound
+from infra.kube.port import Conflict, Gone, KubeError, NotFound, Selection
 from simulation.memory import MemoryCluster
+from simulation.selectors import BadSelector
 
 PATCH_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
+COLLECTIONS = {"pods": "Pod", "nodes": "Node", "configmaps": "ConfigMap"}
 
 
 class _BadRequest(Exception):
@@ -44,13 +51,8 @@ def _status(code: int, reason: str, message: str) -> Obj:
     }
 
 
-def _node_selector(query: dict[str, list[str]]) -> str | None:
-    for term in ",".join(query.get("fieldSelector", [])).split(","):
-        if term.startswith("spec.nodeName="):
-            return term.split("=", 1)[1]
-        if term:
-            raise _BadRequest(400, "BadRequest", f"field selector {term!r} is not supported")
-    return None
+def _one(query: dict[str, list[str]], name: str, default: str = "") -> str:
+    return query.get(name, [default])[0]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -70,6 +72,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+        self.server.count(len(data))
 
     def _body(self) -> Obj:
         length = int(self.headers.get("Content-Length") or 0)
@@ -86,6 +89,9 @@ class _Handler(BaseHTTPRequestHandler):
         parts = [p for p in url.path.split("/") if p]
         query = parse_qs(url.query)
         store = self.server.store
+        watching = _one(query, "watch", "false") in ("true", "1")
+        resource = next((p for p in reversed(parts) if p in (*COLLECTIONS, "leases")), "")
+        self.server.request("WATCH" if watching else method, resource)
         try:
             if parts[:3] == ["apis", "coordination.k8s.io", "v1"] and len(parts) >= 6:
                 self._send(*self._lease(method, parts[4], parts[6:]))
@@ -93,23 +99,20 @@ class _Handler(BaseHTTPRequestHandler):
             if parts[:2] != ["api", "v1"]:
                 raise _BadRequest(404, "NotFound", f"{url.path} is not served")
             route = parts[2:]
-            if method == "GET" and route == ["pods"]:
-                self._pods(query)
+            if method == "GET" and len(route) == 1 and route[0] in COLLECTIONS:
+                self._collection(Selection(COLLECTIONS[route[0]]), query, watching)
+                return
+            if (
+                method == "GET"
+                and len(route) == 3
+                and route[0] == "namespaces"
+                and route[2] in ("pods", "configmaps")
+            ):
+                self._collection(Selection(COLLECTIONS[route[2]], route[1]), query, watching)
                 return
             if len(route) >= 3 and route[0] == "namespaces":
                 namespace, kind, rest = route[1], route[2], route[3:]
                 self._send(*self._namespaced(method, namespace, kind, rest))
-                return
-            if method == "GET" and route == ["nodes"]:
-                self._send(
-                    200,
-                    {
-                        "kind": "NodeList",
-                        "apiVersion": "v1",
-                        "metadata": {},
-                        "items": store.list_nodes(),
-                    },
-                )
                 return
             if route[:1] == ["nodes"] and len(route) == 2:
                 if method == "GET":
@@ -123,8 +126,12 @@ class _Handler(BaseHTTPRequestHandler):
             raise _BadRequest(405, "MethodNotAllowed", f"{method} {url.path} is not served")
         except _BadRequest as bad:
             self._send(bad.code, _status(bad.code, bad.reason, str(bad)))
+        except BadSelector as bad:
+            self._send(400, _status(400, "BadRequest", str(bad)))
         except NotFound as missing:
             self._send(404, _status(404, "NotFound", str(missing)))
+        except Gone as gone:
+            self._send(410, _status(410, "Expired", str(gone)))
         except Conflict as conflict:
             self._send(409, _status(409, "Conflict", str(conflict)))
         except KubeError as failed:
@@ -170,13 +177,6 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
         if kind == "configmaps":
-            if method == "GET" and not rest:
-                return 200, {
-                    "kind": "ConfigMapList",
-                    "apiVersion": "v1",
-                    "metadata": {},
-                    "items": store.list_configmaps(namespace),
-                }
             served = self._object(
                 method,
                 namespace,
@@ -220,23 +220,30 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, update(body)
         return None
 
-    def _pods(self, query: dict[str, list[str]]) -> None:
+    def _collection(self, where: Selection, query: dict[str, list[str]], watching: bool) -> None:
+        """A list (one page) or a watch stream of a collection."""
+        what = Selection(
+            where.kind, where.namespace, _one(query, "labelSelector"), _one(query, "fieldSelector")
+        )
         store = self.server.store
-        node = _node_selector(query)
-        if query.get("watch", ["false"])[0] not in ("true", "1"):
-            pods, version = store.list_pods(node)
+        if not watching:
+            limit = _one(query, "limit", "0")
+            page = store.list_page(
+                what, int(limit) if limit.isdigit() else 0, _one(query, "continue")
+            )
             self._send(
                 200,
                 {
-                    "kind": "PodList",
+                    "kind": f"{what.kind}List",
                     "apiVersion": "v1",
-                    "metadata": {"resourceVersion": version},
-                    "items": pods,
+                    "metadata": {"resourceVersion": page.resource_version, "continue": page.next},
+                    "items": page.items,
                 },
             )
             return
-        timeout = float(query.get("timeoutSeconds", ["30"])[0])
-        version = query.get("resourceVersion", [""])[0]
+        timeout = float(_one(query, "timeoutSeconds", "1800"))
+        version = _one(query, "resourceVersion")
+        bookmarks = _one(query, "allowWatchBookmarks", "false") in ("true", "1")
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -244,15 +251,17 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.watchers.add(self.connection)
         try:
-            for change in store.watch_pods(node, version, timeout):
-                self._chunk({"type": change.type, "object": change.object})
+            for change in store.watch(what, version, timeout, until=self.server.stopping):
+                if change.type != "BOOKMARK" or bookmarks:
+                    self._chunk({"type": change.type, "object": change.object})
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError, OSError):
             self.close_connection = True
         except KubeError as failed:
-            self._chunk(
-                {"type": "ERROR", "object": _status(503, "ServiceUnavailable", str(failed))}
+            code, reason = (
+                (410, "Expired") if isinstance(failed, Gone) else (503, "ServiceUnavailable")
             )
+            self._chunk({"type": "ERROR", "object": _status(code, reason, str(failed))})
             self.wfile.write(b"0\r\n\r\n")
         finally:
             with self.server.lock:
@@ -262,6 +271,7 @@ class _Handler(BaseHTTPRequestHandler):
         line = (json.dumps(event) + "\n").encode()
         self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
         self.wfile.flush()
+        self.server.count(len(line))
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -289,6 +299,17 @@ class _Server(ThreadingHTTPServer):
         self.store = store
         self.lock = threading.Lock()
         self.watchers: set[socket.socket] = set()
+        self.stopping = threading.Event()
+        self.requests: Counter[str] = Counter()  # "GET pods", "WATCH nodes", "PUT configmaps"…
+        self.bytes_sent = 0  # response bodies and watch events
+
+    def request(self, method: str, resource: str) -> None:
+        with self.lock:
+            self.requests[f"{method} {resource}".strip()] += 1
+
+    def count(self, sent: int) -> None:
+        with self.lock:
+            self.bytes_sent += sent
 
     def drop_watchers(self) -> None:
         with self.lock:
@@ -306,10 +327,20 @@ class LoopbackApiServer:
         self.port = 0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self.requests: Counter[str] = Counter()  # of the runs before the current one
+        self._bytes_before = 0
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def traffic(self) -> tuple[Counter[str], int]:
+        """Requests by method and resource, and bytes sent, since the first start."""
+        server = self._server
+        if server is None:
+            return Counter(self.requests), self._bytes_before
+        with server.lock:
+            return self.requests + server.requests, self._bytes_before + server.bytes_sent
 
     def start(self) -> str:
         self._server = _Server(("127.0.0.1", self.port), self.store)
@@ -320,6 +351,8 @@ class LoopbackApiServer:
 
     def stop(self) -> None:
         if self._server is not None:
+            self.requests, self._bytes_before = self.traffic()
+            self._server.stopping.set()
             self._server.shutdown()
             self._server.server_close()
             self._server.drop_watchers()

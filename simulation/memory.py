@@ -1,32 +1,76 @@
 """An in-memory Kubernetes store for the demo and fast tests (like client-go's fake clientset).
 
-It keeps the API server's rules the agent depends on: every write bumps a cluster-wide
-resourceVersion, a precondition on a stale resourceVersion is a Conflict, watches deliver
-every change after the version they start from, and the server can be made unreachable.
+It keeps the API server's rules the agent and the scheduler depend on: every write bumps a
+cluster-wide resourceVersion; a precondition on a stale resourceVersion is a Conflict; lists
+are paginated, every page read at the version of the first; watches deliver every change
+after the version they start from (an object leaving the selectors as DELETED, one entering
+them as ADDED) with bookmarks; the history is bounded, so a version older than it, or a
+continue token of a list that old, is Gone (410); and the server can be made unreachable.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import queue
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from contract.objects import Obj
-from infra.kube.port import Conflict, KubeError, NotFound, WatchEvent
+from infra.kube.port import Conflict, Gone, KubeError, NotFound, Page, Selection, WatchEvent
+from simulation.selectors import Selector
 
 Key = tuple[str, str, str]  # kind, namespace, name
+HISTORY = 10_000  # changes kept for watches to resume from
+SNAPSHOTS = 32  # paginated lists whose continue tokens stay valid
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    version: int
+    kind: str
+    type: str  # ADDED, MODIFIED, DELETED
+    old: Obj | None
+    new: Obj  # for DELETED, the object as it was (with the deletion's resourceVersion)
+
+
+def _event(change: Change, namespace: str, selector: Selector) -> WatchEvent | None:
+    """The change as a watch with these selectors sees it (None: not at all)."""
+
+    def inside(obj: Obj | None) -> bool:
+        if obj is None:
+            return False
+        meta = obj.get("metadata") or {}
+        return namespace in ("", meta.get("namespace", "")) and selector.matches(obj)
+
+    now, before = inside(change.new), inside(change.old)
+    if change.type == "DELETED":
+        return WatchEvent("DELETED", change.new) if now else None
+    if now and before:
+        return WatchEvent("MODIFIED", change.new)
+    if now:
+        return WatchEvent("ADDED", change.new)
+    if before:
+        left = copy.deepcopy(change.old) or {}
+        left.setdefault("metadata", {})["resourceVersion"] = str(change.version)
+        return WatchEvent("DELETED", left)
+    return None
 
 
 class MemoryCluster:
-    def __init__(self) -> None:
+    def __init__(self, history: int = HISTORY, bookmark_seconds: float = 1.0) -> None:
         self._objects: dict[Key, Obj] = {}
-        self._history: list[tuple[int, str, WatchEvent]] = []
+        self._history: deque[Change] = deque(maxlen=history)
         self._version = 0
         self._lock = threading.Lock()
-        self._watchers: list[queue.Queue[WatchEvent]] = []
+        self._watchers: list[tuple[str, queue.Queue[Change]]] = []
+        self._snapshots: OrderedDict[int, tuple[int, list[Obj]]] = OrderedDict()
+        self._snapshot_ids = itertools.count(1)
+        self.bookmark_seconds = bookmark_seconds
         self.reachable = True
         self.events: list[Obj] = []
 
@@ -36,20 +80,28 @@ class MemoryCluster:
         if not self.reachable:
             raise KubeError(f"{call}: the API server is unreachable")
 
+    @property
+    def compacted(self) -> int:
+        """The newest version a watch can no longer start from."""
+        if len(self._history) < (self._history.maxlen or 0):
+            return 0
+        return self._history[0].version - 1
+
     def _write(self, kind: str, obj: Obj, event: str) -> Obj:
         meta = obj.setdefault("metadata", {})
         key = (kind, meta.get("namespace", ""), meta["name"])
         self._version += 1
         meta["resourceVersion"] = str(self._version)
+        old = self._objects.get(key)
         if event == "DELETED":
             self._objects.pop(key, None)
         else:
             self._objects[key] = obj
-        change = WatchEvent(event, copy.deepcopy(obj))
-        self._history.append((self._version, kind, change))
-        if kind == "Pod":
-            for watcher in self._watchers:
-                watcher.put(change)
+        change = Change(self._version, kind, event, old, copy.deepcopy(obj))
+        self._history.append(change)
+        for watched, feed in self._watchers:
+            if watched == kind:
+                feed.put(change)
         return copy.deepcopy(obj)
 
     def put(self, kind: str, obj: Obj) -> Obj:
@@ -64,7 +116,7 @@ class MemoryCluster:
             obj = self._objects.get((kind, namespace, name))
             if obj is None:
                 raise NotFound(f"{kind} {namespace}/{name} not found")
-            self._write(kind, obj, "DELETED")
+            self._write(kind, copy.deepcopy(obj), "DELETED")
 
     def get(self, kind: str, namespace: str, name: str) -> Obj:
         with self._lock:
@@ -74,59 +126,109 @@ class MemoryCluster:
                 raise NotFound(f"{kind} {namespace}/{name} not found")
             return copy.deepcopy(obj)
 
-    # ---- the gateway -----------------------------------------------------------------
+    # ---- the gateway: lists and watches ------------------------------------------------
 
-    def list_pods(self, node: str | None) -> tuple[list[Obj], str]:
-        """Pods bound to ``node`` (every pod when None) and the list's resourceVersion."""
+    def list_page(self, what: Selection, limit: int, token: str = "") -> Page:
+        selector = Selector.parse(what.labels, what.fields)
         with self._lock:
-            self._check("list pods")
-            pods = [
-                copy.deepcopy(o)
-                for (kind, _, _), o in sorted(self._objects.items())
-                if kind == "Pod" and node in (None, o.get("spec", {}).get("nodeName"))
-            ]
-            return pods, str(self._version)
+            self._check(f"list {what}")
+            if token:
+                version, items, offset = self._continued(token)
+            else:
+                version, offset = self._version, 0
+                items = [
+                    o
+                    for (kind, namespace, _), o in sorted(self._objects.items())
+                    if kind == what.kind
+                    and what.namespace in ("", namespace)
+                    and selector.matches(o)
+                ]
+            end = len(items) if limit <= 0 else offset + limit
+            following = ""
+            if end < len(items):
+                snapshot = next(self._snapshot_ids)
+                self._snapshots[snapshot] = (version, items)
+                while len(self._snapshots) > SNAPSHOTS:
+                    self._snapshots.popitem(last=False)
+                following = f"{snapshot}:{end}"
+            # Stored objects are replaced on write, never changed in place: a page of
+            # references stays the list's version until it is copied out.
+            return Page([copy.deepcopy(o) for o in items[offset:end]], str(version), following)
 
-    def watch_pods(
-        self, node: str | None, resource_version: str, timeout: float
+    def _continued(self, token: str) -> tuple[int, list[Obj], int]:
+        snapshot, _, offset = token.partition(":")
+        found = self._snapshots.get(int(snapshot)) if snapshot.isdigit() else None
+        if found is None or not offset.isdigit():
+            raise Gone(f"continue token {token!r} has expired: list again")
+        version, items = found
+        if version <= self.compacted:
+            raise Gone(f"continue token {token!r} is older than the history: list again")
+        return version, items, int(offset)
+
+    def watch(
+        self,
+        what: Selection,
+        resource_version: str,
+        timeout: float,
+        until: threading.Event | None = None,
     ) -> Iterator[WatchEvent]:
-        feed: queue.Queue[WatchEvent] = queue.Queue()
+        """``until``: the harness server ends the stream when it stops."""
+        selector = Selector.parse(what.labels, what.fields)
+        feed: queue.Queue[Change] = queue.Queue()
         with self._lock:
-            self._check("watch pods")
-            since = int(resource_version or 0)
-            for version, kind, change in self._history:
-                if version > since and kind == "Pod":
+            self._check(f"watch {what}")
+            since = int(resource_version) if resource_version.isdigit() else 0
+            if since < self.compacted:
+                raise Gone(f"watch {what}: resourceVersion {since} is too old")
+            for change in self._history:
+                if change.version > since and change.kind == what.kind:
                     feed.put(change)
-            self._watchers.append(feed)
+            self._watchers.append((what.kind, feed))
         deadline = time.monotonic() + timeout
+        quiet_since = time.monotonic()
         try:
-            while (left := deadline - time.monotonic()) > 0:
+            while (left := deadline - time.monotonic()) > 0 and not (until and until.is_set()):
                 if not self.reachable:
-                    raise KubeError("watch pods: the API server is unreachable")
+                    raise KubeError(f"watch {what}: the API server is unreachable")
                 try:
                     change = feed.get(timeout=min(left, 0.1))
                 except queue.Empty:
+                    if time.monotonic() - quiet_since >= self.bookmark_seconds:
+                        quiet_since = time.monotonic()
+                        if (bookmark := self._bookmark(feed)) is not None:
+                            yield bookmark
                     continue
-                if node in (None, change.object.get("spec", {}).get("nodeName")):
-                    yield change
+                event = _event(change, what.namespace, selector)
+                if event is not None:
+                    quiet_since = time.monotonic()
+                    yield event
         finally:
             with self._lock:
-                self._watchers.remove(feed)
+                self._watchers.remove((what.kind, feed))
+
+    def _bookmark(self, feed: queue.Queue[Change]) -> WatchEvent | None:
+        """Every change up to the current version has been sent: say so (changes are fed
+        under the lock, so an empty feed here means none is on its way)."""
+        with self._lock:
+            if not feed.empty():
+                return None
+            return WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": str(self._version)}})
+
+    # ---- harness conveniences (not the gateway): whole lists for test assertions --------
+
+    def list_pods(self, node: str | None) -> tuple[list[Obj], str]:
+        """Pods bound to ``node`` (every pod when None) and the list's resourceVersion."""
+        fields = f"spec.nodeName={node}" if node else ""
+        page = self.list_page(Selection("Pod", fields=fields), 0)
+        return page.items, page.resource_version
 
     def list_configmaps(self, namespace: str) -> list[Obj]:
-        return self._list("ConfigMap", namespace)
+        return self.list_page(Selection("ConfigMap", namespace), 0).items
 
     def list_nodes(self) -> list[Obj]:
-        return self._list("Node", "")
+        return self.list_page(Selection("Node"), 0).items
 
-    def _list(self, kind: str, namespace: str) -> list[Obj]:
-        with self._lock:
-            self._check(f"list {kind}")
-            return [
-                copy.deepcopy(o)
-                for (k, ns, _), o in sorted(self._objects.items())
-                if k == kind and ns == namespace
-            ]
+    # ---- the gateway: writes and reads of one object ----------------------------------
 
     def bind_pod(
         self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
@@ -148,7 +250,8 @@ class MemoryCluster:
     def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int | None) -> None:
         # No kubelet here to run a grace period: every deletion is immediate.
         with self._lock:
-            self._write("Pod", self._pod_with_uid("delete pod", namespace, name, uid), "DELETED")
+            pod = self._pod_with_uid("delete pod", namespace, name, uid)
+            self._write("Pod", copy.deepcopy(pod), "DELETED")
 
     def _pod_with_uid(self, call: str, namespace: str, name: str, uid: str) -> Obj:
         """The stored pod, if it still has ``uid`` (any when empty); the lock is held."""

@@ -1,9 +1,10 @@
 """The one port to Kubernetes shared by the agent and the scheduler service: only the calls
 they make, on plain JSON objects.
 
-Adapters: ``MemoryCluster`` (tests, demo), the official ``kubernetes`` client
-(``scheduler_core.kube.client``), and for testing that client, the loopback fake API server.
-Objects travel as the API server's JSON (dicts).
+Adapters: the official ``kubernetes`` client (``infra.kube.client``), and as harnesses
+``simulation.memory.MemoryCluster`` (tests, demo) and the loopback fake API server it backs.
+Objects travel as the API server's JSON (dicts). Collections are read as a controller reads
+them: a paginated list, then a watch from the list's resourceVersion (``infra.kube.reflector``).
 """
 
 from __future__ import annotations
@@ -27,30 +28,58 @@ class NotFound(KubeError):
     """HTTP 404."""
 
 
+class Gone(KubeError):
+    """HTTP 410: a resourceVersion or a continue token older than the API server keeps;
+    list again from the start."""
+
+
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
-    type: str  # ADDED, MODIFIED, DELETED
+    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK (only metadata.resourceVersion is set)
     object: Obj
 
 
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """One collection to list and watch: a kind (``Pod``, ``Node``, ``ConfigMap``), every
+    namespace or one, and label / field selectors in the API server's syntax."""
+
+    kind: str
+    namespace: str = ""  # "" = every namespace (nodes have none)
+    labels: str = ""
+    fields: str = ""
+
+    def __str__(self) -> str:
+        where = f" in {self.namespace}" if self.namespace else ""
+        chosen = ",".join(s for s in (self.labels, self.fields) if s)
+        return f"{self.kind}s{where}" + (f" ({chosen})" if chosen else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    items: list[Obj]
+    resource_version: str  # of the whole list: every page is read at that version
+    next: str = ""  # the continue token; "" on the last page
+
+
 class KubeGateway(Protocol):
-    def list_pods(self, node: str | None) -> tuple[list[Obj], str]:
-        """Pods bound to ``node`` (every pod when None) and the list's resourceVersion."""
+    def list_page(self, what: Selection, limit: int, token: str = "") -> Page:
+        """One page of at most ``limit`` objects (0: all), continuing from ``token`` (Gone
+        when it expired)."""
         ...
 
-    def list_configmaps(self, namespace: str) -> list[Obj]: ...
-
-    def list_nodes(self) -> list[Obj]: ...
+    def watch(self, what: Selection, resource_version: str, timeout: float) -> Iterator[WatchEvent]:
+        """Changes after ``resource_version``, with bookmarks, until ``timeout`` seconds have
+        passed (Gone when the version is older than the API server keeps; KubeError when the
+        stream breaks). An object that stops matching the selectors comes as DELETED, one
+        that starts matching as ADDED."""
+        ...
 
     def bind_pod(
         self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
     ) -> None:
         """Create the pod's Binding; its annotations reach the pod atomically with the node
         (Conflict when the pod is already bound or its UID differs)."""
-        ...
-
-    def watch_pods(self, node: str, resource_version: str, timeout: float) -> Iterator[WatchEvent]:
-        """Changes after ``resource_version``; ends on timeout (KubeError when it expired)."""
         ...
 
     def get_pod(self, namespace: str, name: str) -> Obj: ...
@@ -89,3 +118,15 @@ class KubeGateway(Protocol):
     def update_lease(self, body: Obj) -> Obj:
         """Replace a Lease; its resourceVersion is a precondition (Conflict)."""
         ...
+
+
+def list_all(gateway: KubeGateway, what: Selection, page_size: int = 500) -> tuple[list[Obj], str]:
+    """Every object of a collection, page by page, and the list's resourceVersion: for a
+    command that reads once (a loop lists once and then watches, through a reflector)."""
+    items: list[Obj] = []
+    page = gateway.list_page(what, page_size)
+    items += page.items
+    while page.next:
+        page = gateway.list_page(what, page_size, page.next)
+        items += page.items
+    return items, page.resource_version

@@ -98,7 +98,7 @@ def build(short_dir: Path, api: MemoryCluster, over_http: bool) -> Cluster:
     gateway: KubeGateway = KubernetesGateway.for_url(server.start()) if server else api
     kubelet = KubeletSimulator(short_dir / "plugins")
     kubelet.start()
-    cache = PodCache(gateway, NODE, watch_seconds=1)
+    cache = PodCache(gateway, NODE)
     cache.start()
     allocator = HandshakeAllocator(gateway, cache, "192.168.10.11", wait_for_pod=0.5)
     agent = DevicePlugin(
@@ -259,7 +259,7 @@ def test_an_agent_restart_mid_stream_loses_nothing_and_gives_nothing_twice(
     gateway: KubeGateway = (
         KubernetesGateway.for_url(cluster.server.url) if cluster.server else cluster.api
     )
-    cluster.cache = PodCache(gateway, NODE, watch_seconds=1)
+    cluster.cache = PodCache(gateway, NODE)
     cluster.cache.start()
     allocator = HandshakeAllocator(gateway, cluster.cache, "192.168.10.11", wait_for_pod=0.5)
     cluster.agent = DevicePlugin(

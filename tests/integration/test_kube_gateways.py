@@ -12,9 +12,20 @@ from dataclasses import dataclass
 import pytest
 
 from infra.kube.client import KubernetesGateway
-from infra.kube.port import Conflict, KubeError, KubeGateway, NotFound, WatchEvent
+from infra.kube.port import (
+    Conflict,
+    Gone,
+    KubeError,
+    KubeGateway,
+    NotFound,
+    Selection,
+    WatchEvent,
+    list_all,
+)
 from simulation.loopback import LoopbackApiServer
 from simulation.memory import MemoryCluster, pod_object
+
+HISTORY = 50  # changes the store keeps
 
 
 @dataclass
@@ -26,7 +37,7 @@ class Setup:
 
 @pytest.fixture(params=["memory", "http"])
 def setup(request: pytest.FixtureRequest) -> Iterator[Setup]:
-    store = MemoryCluster()
+    store = MemoryCluster(history=HISTORY)
     store.put("Pod", pod_object("ns", "a", "node-1", 2, annotations={"predicate-time": "1"}))
     store.put("Pod", pod_object("ns", "b", "node-2", 1))
     store.put("Node", {"metadata": {"name": "node-1", "labels": {"x": "1"}}})
@@ -39,8 +50,11 @@ def setup(request: pytest.FixtureRequest) -> Iterator[Setup]:
     server.stop()
 
 
+ON_NODE_1 = Selection("Pod", fields="spec.nodeName=node-1")
+
+
 def test_pods_are_listed_by_node_through_the_field_selector(setup: Setup) -> None:
-    pods, version = setup.gateway.list_pods("node-1")
+    pods, version = list_all(setup.gateway, ON_NODE_1)
     assert [p["metadata"]["name"] for p in pods] == ["a"]
     assert pods[0]["spec"]["containers"][0]["resources"]["limits"] == {"huawei.com/Ascend910": "2"}
     assert version == "3"
@@ -58,11 +72,15 @@ def test_a_patch_lands_and_a_stale_precondition_is_a_conflict(setup: Setup) -> N
 
 
 def test_a_watch_streams_changes_of_its_node_from_a_version(setup: Setup) -> None:
-    _, version = setup.gateway.list_pods("node-1")
+    _, version = list_all(setup.gateway, ON_NODE_1)
     seen: list[WatchEvent] = []
 
     def follow() -> None:
-        seen.extend(setup.gateway.watch_pods("node-1", version, timeout=1.0))
+        for event in setup.gateway.watch(ON_NODE_1, version, timeout=5.0):
+            if event.type != "BOOKMARK":
+                seen.append(event)
+            if len(seen) == 2:
+                return
 
     watcher = threading.Thread(target=follow)
     watcher.start()  # the watch replays what changed after ``version``, whenever it starts
@@ -124,22 +142,57 @@ def test_an_api_server_that_is_down_fails_calls_quickly_and_comes_back(setup: Se
         setup.server.stop()
     start = time.monotonic()
     with pytest.raises(KubeError):
-        setup.gateway.list_pods("node-1")
+        list_all(setup.gateway, ON_NODE_1)
     assert time.monotonic() - start < 5
     if setup.server is None:
         setup.store.reachable = True
     else:
         setup.server.start()
-    assert len(setup.gateway.list_pods("node-1")[0]) == 1
+    assert len(list_all(setup.gateway, ON_NODE_1)[0]) == 1
 
 
 def test_everything_the_scheduler_reads_is_listed(setup: Setup) -> None:
     setup.store.put(
         "ConfigMap", {"metadata": {"namespace": "kube-system", "name": "cm"}, "data": {}}
     )
-    assert [p["metadata"]["name"] for p in setup.gateway.list_pods(None)[0]] == ["a", "b"]
-    assert [c["metadata"]["name"] for c in setup.gateway.list_configmaps("kube-system")] == ["cm"]
-    assert [n["metadata"]["name"] for n in setup.gateway.list_nodes()] == ["node-1"]
+    setup.store.put(
+        "ConfigMap",
+        {"metadata": {"namespace": "kube-system", "name": "labelled", "labels": {"l": "x"}}},
+    )
+
+    def names(what: Selection) -> list[str]:
+        return [o["metadata"]["name"] for o in list_all(setup.gateway, what, page_size=1)[0]]
+
+    assert names(Selection("Pod")) == ["a", "b"]
+    assert names(Selection("ConfigMap", "kube-system")) == ["cm", "labelled"]
+    assert names(Selection("ConfigMap", "kube-system", labels="l=x")) == ["labelled"]
+    assert names(Selection("ConfigMap", fields="metadata.name=cm")) == ["cm"]
+    assert names(Selection("Node")) == ["node-1"]
+
+
+def test_a_continue_token_older_than_the_history_is_gone(setup: Setup) -> None:
+    first = setup.gateway.list_page(Selection("Pod"), 1)
+    for i in range(HISTORY + 1):
+        setup.store.put("Node", {"metadata": {"name": "churn"}, "spec": {"n": i}})
+    with pytest.raises(Gone):
+        setup.gateway.list_page(Selection("Pod"), 1, first.next)
+
+
+def test_a_watch_from_a_version_older_than_the_history_is_gone(setup: Setup) -> None:
+    for i in range(HISTORY + 1):
+        setup.store.put("Node", {"metadata": {"name": "churn"}, "spec": {"n": i}})
+    with pytest.raises(Gone):
+        next(iter(setup.gateway.watch(Selection("Node"), "1", timeout=2.0)))
+
+
+def test_bookmarks_carry_the_version_to_resume_from(setup: Setup) -> None:
+    setup.store.bookmark_seconds = 0.05
+    _, version = list_all(setup.gateway, ON_NODE_1)
+    setup.store.put("Pod", pod_object("ns", "elsewhere", "node-2", 1))
+    for event in setup.gateway.watch(ON_NODE_1, version, timeout=5.0):
+        assert event.type == "BOOKMARK"
+        assert int(event.object["metadata"]["resourceVersion"]) == int(version) + 1
+        break
 
 
 def test_a_binding_sets_the_node_and_the_annotations_at_once_and_only_once(setup: Setup) -> None:

@@ -10,6 +10,7 @@ from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
 from contract.deviceinfo import decode
 from contract.objects import Obj
+from infra.kube.port import Page, Selection
 from simulation.cluster import wait_for
 from simulation.memory import MemoryCluster, pod_object
 
@@ -178,16 +179,16 @@ class FailsOnce(MemoryCluster):
         super().__init__()
         self.failures = 1
 
-    def list_pods(self, node: str | None) -> tuple[list[Obj], str]:
+    def list_page(self, what: Selection, limit: int, token: str = "") -> Page:
         if self.failures:
             self.failures -= 1
             raise RuntimeError("a bug in the adapter")
-        return super().list_pods(node)
+        return super().list_page(what, limit, token)
 
 
 def test_the_pod_cache_survives_an_unexpected_failure_and_counts_it() -> None:
     errors: list[str] = []
-    cache = PodCache(FailsOnce(), "n1", watch_seconds=0.2, on_loop_error=errors.append)
+    cache = PodCache(FailsOnce(), "n1", on_loop_error=errors.append)
     cache.start()
     try:
         assert wait_for(lambda: cache.synced), "the loop lists again after the failure"

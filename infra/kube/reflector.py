@@ -1,0 +1,277 @@
+"""A reflector: one collection kept current in memory, as client-go's reflector keeps it.
+
+List once (paginated), then watch from the list's resourceVersion: each event updates the
+store, a bookmark moves the version on, a window of a random 5–10 minutes ends and the next
+one resumes from the last version, a dropped stream is resumed the same way after a jittered
+exponential backoff (0.8 s doubling to 30 s), and only a version the API server no longer
+keeps (410 Gone) makes it list again. A list replaces the store and reports the difference,
+so whatever was missed while disconnected, the store afterwards equals a fresh read.
+
+Objects are converted as they arrive (``convert``: only the fields the caller reads), so
+memory follows what matters, not the API server's objects. ``on_change`` hears every change
+(a list's as one batch) under the reflector's lock, in order.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from contract.objects import Obj
+from infra.kube.port import Gone, KubeError, KubeGateway, Selection, WatchEvent
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+PAGE_SIZE = 500
+WINDOW = (300.0, 600.0)  # seconds a watch stays open, drawn at random (client-go: 5–10 min)
+STOP_WAIT = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Waits after failures: ``first`` doubling up to ``cap``, each drawn at random between
+    half and all of it, so thousands of clients do not come back in step."""
+
+    first: float = 0.8
+    cap: float = 30.0
+
+    def delay(self, failures: int, rng: random.Random) -> float:
+        full = min(self.cap, self.first * 2 ** max(failures - 1, 0))
+        return rng.uniform(full / 2, full)
+
+
+@dataclass(frozen=True, slots=True)
+class Change(Generic[T]):
+    key: str  # namespace/name (name alone for objects without a namespace)
+    old: T | None  # None: added
+    new: T | None  # None: deleted
+
+
+@dataclass
+class Counts:
+    lists: int = 0  # full lists (the first one included)
+    gone: int = 0  # lists forced by 410 Gone
+    watches: int = 0  # watch requests opened
+    events: int = 0  # changes applied from watches
+    failures: int = 0  # API failures survived
+
+
+def object_key(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace") or ""
+    return f"{namespace}/{meta.get('name', '')}" if namespace else str(meta.get("name", ""))
+
+
+def _version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def newer(candidate: str, current: str, strictly: bool = False) -> bool:
+    """Whether ``candidate`` is as new as ``current`` (or newer, ``strictly``). Versions are
+    compared only when both are numbers (etcd revisions, the store's counter); else the
+    candidate wins."""
+    if candidate.isdigit() and current.isdigit():
+        return int(candidate) > int(current) if strictly else int(candidate) >= int(current)
+    return True
+
+
+@dataclass
+class _Entry(Generic[T]):
+    version: str
+    value: T
+
+
+@dataclass
+class Reflector(Generic[T]):
+    gateway: KubeGateway
+    what: Selection
+    convert: Callable[[Obj], T | None]  # None: not kept (not an object the caller reads)
+    on_change: Callable[[list[Change[T]]], None] = lambda changes: None
+    on_api_error: Callable[[], None] = lambda: None
+    on_loop_error: Callable[[str], None] = lambda name: None
+    name: str = ""
+    page_size: int = PAGE_SIZE
+    window: tuple[float, float] = WINDOW
+    backoff: Backoff = field(default_factory=Backoff)
+    rng: random.Random = field(default_factory=random.Random)
+    counts: Counts = field(default_factory=Counts)
+
+    def __post_init__(self) -> None:
+        self.name = self.name or str(self.what)
+        self._store: dict[str, _Entry[T]] = {}
+        self._version = ""  # every change up to this one is in the store
+        self._lock = threading.RLock()
+        self._synced = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing_since: float | None = None
+
+    # ---- reading -------------------------------------------------------------------
+
+    @property
+    def synced(self) -> bool:
+        """Listed at least once."""
+        return self._synced.is_set()
+
+    def wait_synced(self, timeout: float) -> bool:
+        return self._synced.wait(timeout)
+
+    def values(self) -> list[T]:
+        with self._lock:
+            return [e.value for e in self._store.values()]
+
+    def get(self, key: str) -> T | None:
+        with self._lock:
+            entry = self._store.get(key)
+            return None if entry is None else entry.value
+
+    @property
+    def version(self) -> str:
+        with self._lock:
+            return self._version
+
+    # ---- writing -------------------------------------------------------------------
+
+    def apply(self, obj: Obj, deleted: bool = False) -> None:
+        """An object as the caller's own write returned it: kept at once (unless the store
+        has a newer one), so the caller's next decision sees its own write."""
+        with self._lock:
+            key, version = object_key(obj), _version(obj)
+            old = self._store.get(key)
+            if old is not None and not newer(version, old.version):
+                return
+            self._put(key, None if deleted else obj, version, notify=True)
+
+    def relist(self) -> None:
+        """List the collection and replace the store with it, reporting the difference."""
+        items: list[Obj] = []
+        page = self.gateway.list_page(self.what, self.page_size)
+        items += page.items
+        while page.next:
+            page = self.gateway.list_page(self.what, self.page_size, page.next)
+            items += page.items
+        fresh: dict[str, _Entry[T]] = {}
+        for obj in items:
+            value = self._convert(obj)
+            if value is not None:
+                fresh[object_key(obj)] = _Entry(_version(obj), value)
+        del items
+        with self._lock:
+            changes = [
+                Change(k, old.value, None) for k, old in self._store.items() if k not in fresh
+            ]
+            for key, entry in fresh.items():
+                old = self._store.get(key)
+                if old is None or old.version != entry.version:
+                    changes.append(Change(key, None if old is None else old.value, entry.value))
+            self._store = fresh
+            self._version = page.resource_version
+            self.counts.lists += 1
+            self._failing_since = None
+            self._synced.set()
+            if changes:
+                self.on_change(changes)
+
+    def _convert(self, obj: Obj) -> T | None:
+        try:
+            return self.convert(obj)
+        except Exception:
+            self.on_loop_error(self.name)
+            log.exception("%s: %s left out: it could not be read", self.name, object_key(obj))
+            return None
+
+    def _put(self, key: str, obj: Obj | None, version: str, notify: bool) -> None:
+        """The lock is held."""
+        old = self._store.get(key)
+        value = None if obj is None else self._convert(obj)
+        if value is None:
+            self._store.pop(key, None)
+        else:
+            self._store[key] = _Entry(version, value)
+        if notify and (old is not None or value is not None):
+            self.on_change([Change(key, None if old is None else old.value, value)])
+
+    def _event(self, event: WatchEvent) -> None:
+        version = _version(event.object)
+        with self._lock:
+            if event.type == "BOOKMARK":
+                self._version = version or self._version
+                return
+            # A list that ran meanwhile may already hold this change, or a newer one.
+            if self._version and not newer(version, self._version, strictly=True):
+                return
+            key = object_key(event.object)
+            self._put(key, None if event.type == "DELETED" else event.object, version, True)
+            self._version = version or self._version
+            self.counts.events += 1
+
+    # ---- the loop ------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"watch {self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop following. A watch blocked in the client ends with its next event or
+        bookmark; the thread is a daemon, so shutdown does not wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=STOP_WAIT)
+
+    def failing_for(self) -> float:
+        """Seconds since the API server failed it with no success after (0: all is well)."""
+        since = self._failing_since
+        return 0.0 if since is None else time.monotonic() - since
+
+    def _run(self) -> None:
+        listed = self._synced.is_set()
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if not listed:
+                    self.relist()
+                    listed = True
+                self._follow()
+                failures = 0
+                self._failing_since = None
+            except Gone as gone:
+                self.counts.gone += 1
+                log.info("%s: %s; listing again", self.name, gone)
+                listed = False
+            except KubeError as failed:
+                failures += 1
+                self._failed()
+                self.on_api_error()
+                wait = self.backoff.delay(failures, self.rng)
+                log.warning("%s: %s; trying again in %.1f s", self.name, failed, wait)
+                self._stop.wait(wait)
+            except Exception:
+                failures += 1
+                self._failed()
+                self.on_loop_error(self.name)
+                wait = self.backoff.delay(failures, self.rng)
+                log.exception("%s failed; listing again in %.1f s", self.name, wait)
+                listed = False
+                self._stop.wait(wait)
+
+    def _failed(self) -> None:
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
+
+    def _follow(self) -> None:
+        """One watch window from the current version."""
+        self.counts.watches += 1
+        stream: Iterable[WatchEvent] = self.gateway.watch(
+            self.what, self.version, self.rng.uniform(*self.window)
+        )
+        for event in stream:
+            self._failing_since = None
+            if self._stop.is_set():
+                return
+            self._event(event)
