@@ -62,6 +62,16 @@ class _Handler(BaseHTTPRequestHandler):
     # 40 ms for a delayed ACK.
     disable_nagle_algorithm = True
 
+    def setup(self) -> None:
+        super().setup()
+        with self.server.lock:
+            self.server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.lock:
+            self.server.connections.discard(self.connection)
+        super().finish()
+
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: tests read results, not access logs."""
 
@@ -299,6 +309,7 @@ class _Server(ThreadingHTTPServer):
         self.store = store
         self.lock = threading.Lock()
         self.watchers: set[socket.socket] = set()
+        self.connections: set[socket.socket] = set()  # kept alive between requests too
         self.stopping = threading.Event()
         self.requests: Counter[str] = Counter()  # "GET pods", "WATCH nodes", "PUT configmaps"…
         self.bytes_sent = 0  # response bodies and watch events
@@ -311,9 +322,10 @@ class _Server(ThreadingHTTPServer):
         with self.lock:
             self.bytes_sent += sent
 
-    def drop_watchers(self) -> None:
+    def drop(self, everyone: bool) -> None:
+        """Shut the watch streams' connections (every connection, when ``everyone``)."""
         with self.lock:
-            for connection in self.watchers:
+            for connection in self.connections if everyone else self.watchers:
                 with contextlib.suppress(OSError):
                     connection.shutdown(socket.SHUT_RDWR)
 
@@ -349,13 +361,19 @@ class LoopbackApiServer:
         self._thread.start()
         return self.url
 
+    def drop_connections(self) -> None:
+        """Break every open watch stream, as a load balancer or a restarting API server
+        replica does, while the server keeps answering."""
+        if self._server is not None:
+            self._server.drop(everyone=False)
+
     def stop(self) -> None:
         if self._server is not None:
             self.requests, self._bytes_before = self.traffic()
             self._server.stopping.set()
             self._server.shutdown()
             self._server.server_close()
-            self._server.drop_watchers()
+            self._server.drop(everyone=True)
             self._server = None
 
 

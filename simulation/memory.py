@@ -67,17 +67,30 @@ class MemoryCluster:
         self._history: deque[Change] = deque(maxlen=history)
         self._version = 0
         self._lock = threading.Lock()
-        self._watchers: list[tuple[str, queue.Queue[Change]]] = []
+        self._watchers: list[tuple[str, queue.Queue[Change | None]]] = []  # None: cut
         self._snapshots: OrderedDict[int, tuple[int, list[Obj]]] = OrderedDict()
         self._snapshot_ids = itertools.count(1)
         self.bookmark_seconds = bookmark_seconds
-        self.reachable = True
+        self._reachable = True
         self.events: list[Obj] = []
+
+    @property
+    def reachable(self) -> bool:
+        return self._reachable
+
+    @reachable.setter
+    def reachable(self, value: bool) -> None:
+        """An unreachable server fails every call and cuts every open watch at once."""
+        with self._lock:
+            self._reachable = value
+            if not value:
+                for _, feed in self._watchers:
+                    feed.put(None)
 
     # ---- store -----------------------------------------------------------------------
 
     def _check(self, call: str) -> None:
-        if not self.reachable:
+        if not self._reachable:
             raise KubeError(f"{call}: the API server is unreachable")
 
     @property
@@ -129,9 +142,13 @@ class MemoryCluster:
     # ---- the gateway: lists and watches ------------------------------------------------
 
     def list_page(self, what: Selection, limit: int, token: str = "") -> Page:
-        selector = Selector.parse(what.labels, what.fields)
         with self._lock:
             self._check(f"list {what}")
+        return self._list_page(what, limit, token)
+
+    def _list_page(self, what: Selection, limit: int, token: str) -> Page:
+        selector = Selector.parse(what.labels, what.fields)
+        with self._lock:
             if token:
                 version, items, offset = self._continued(token)
             else:
@@ -174,7 +191,7 @@ class MemoryCluster:
     ) -> Iterator[WatchEvent]:
         """``until``: the harness server ends the stream when it stops."""
         selector = Selector.parse(what.labels, what.fields)
-        feed: queue.Queue[Change] = queue.Queue()
+        feed: queue.Queue[Change | None] = queue.Queue()
         with self._lock:
             self._check(f"watch {what}")
             since = int(resource_version) if resource_version.isdigit() else 0
@@ -188,8 +205,6 @@ class MemoryCluster:
         quiet_since = time.monotonic()
         try:
             while (left := deadline - time.monotonic()) > 0 and not (until and until.is_set()):
-                if not self.reachable:
-                    raise KubeError(f"watch {what}: the API server is unreachable")
                 try:
                     change = feed.get(timeout=min(left, 0.1))
                 except queue.Empty:
@@ -198,6 +213,8 @@ class MemoryCluster:
                         if (bookmark := self._bookmark(feed)) is not None:
                             yield bookmark
                     continue
+                if change is None:
+                    raise KubeError(f"watch {what}: the API server is unreachable")
                 event = _event(change, what.namespace, selector)
                 if event is not None:
                     quiet_since = time.monotonic()
@@ -206,7 +223,7 @@ class MemoryCluster:
             with self._lock:
                 self._watchers.remove((what.kind, feed))
 
-    def _bookmark(self, feed: queue.Queue[Change]) -> WatchEvent | None:
+    def _bookmark(self, feed: queue.Queue[Change | None]) -> WatchEvent | None:
         """Every change up to the current version has been sent: say so (changes are fed
         under the lock, so an empty feed here means none is on its way)."""
         with self._lock:
@@ -217,16 +234,17 @@ class MemoryCluster:
     # ---- harness conveniences (not the gateway): whole lists for test assertions --------
 
     def list_pods(self, node: str | None) -> tuple[list[Obj], str]:
-        """Pods bound to ``node`` (every pod when None) and the list's resourceVersion."""
+        """Pods bound to ``node`` (every pod when None) and the store's resourceVersion,
+        even while the server is made unreachable."""
         fields = f"spec.nodeName={node}" if node else ""
-        page = self.list_page(Selection("Pod", fields=fields), 0)
+        page = self._list_page(Selection("Pod", fields=fields), 0, "")
         return page.items, page.resource_version
 
     def list_configmaps(self, namespace: str) -> list[Obj]:
-        return self.list_page(Selection("ConfigMap", namespace), 0).items
+        return self._list_page(Selection("ConfigMap", namespace), 0, "").items
 
     def list_nodes(self) -> list[Obj]:
-        return self.list_page(Selection("Node"), 0).items
+        return self._list_page(Selection("Node"), 0, "").items
 
     # ---- the gateway: writes and reads of one object ----------------------------------
 

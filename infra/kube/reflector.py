@@ -261,6 +261,7 @@ class Reflector(Generic[T]):
                 self._stop.wait(wait)
 
     def _failed(self) -> None:
+        self.counts.failures += 1
         if self._failing_since is None:
             self._failing_since = time.monotonic()
 

@@ -146,7 +146,7 @@ def test_an_unreachable_api_server_fails_every_call() -> None:
     cluster = cluster_with_pods()
     cluster.reachable = False
     with pytest.raises(KubeError, match="unreachable"):
-        cluster.list_pods("node-1")
+        cluster.list_page(ON_NODE_1, 0)
     with pytest.raises(KubeError, match="unreachable"):
         cluster.patch_pod_annotations("ns", "a", {}, "")
 
