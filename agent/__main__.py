@@ -32,7 +32,7 @@ from contract.pods import holders_by_node, pod_view
 from infra import config
 from infra.cli import add_version
 from infra.kube.location import MODES, kubeconfig_for
-from infra.kube.port import KubeError, KubeGateway
+from infra.kube.port import KubeError, KubeGateway, Selection, list_all
 from infra.logs import configure as configure_logs
 from infra.logs import log_level
 from scheduler_core.engine.diagram import LEGEND, node_lines
@@ -267,7 +267,8 @@ def _status(args: argparse.Namespace) -> int:
     holders: dict[int, str] = {}
     if args.kube != "off":
         try:
-            pods, _ = _gateway(kubeconfig_for(args.kube, args.kubeconfig)).list_pods(args.node_name)
+            gateway = _gateway(kubeconfig_for(args.kube, args.kubeconfig))
+            pods, _ = list_all(gateway, Selection("Pod", fields=f"spec.nodeName={args.node_name}"))
         except (KubeError, ValueError) as failed:
             print(f"error: {failed}", file=sys.stderr)
             return EXIT_BAD_INPUT

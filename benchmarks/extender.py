@@ -65,7 +65,11 @@ def cluster(nodes: int, seed: int) -> MemoryCluster:
         store.put(
             "ConfigMap",
             {
-                "metadata": {"namespace": "kube-system", "name": f"mindx-dl-deviceinfo-{name}"},
+                "metadata": {
+                    "namespace": "kube-system",
+                    "name": f"mindx-dl-deviceinfo-{name}",
+                    "labels": {"mx-consumer-cim": "true"},
+                },
                 "data": encode(info),
             },
         )

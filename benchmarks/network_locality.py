@@ -15,16 +15,16 @@ import json
 import random
 import statistics
 import time
-from collections.abc import Callable
 
 from contract.objects import Obj
-from contract.pods import pod_view
+from contract.pods import PodView, pod_view
 from scheduler_core.engine import locality
 from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.tor import Topology, parse_topology
 from scheduler_core.engine.tor_share import EXCLUSIVE, SHARED
-from scheduler_core.service.cluster_view import Snapshot
-from scheduler_core.service.extender import Extender
+from scheduler_core.service.cluster_view import NodeView, Snapshot
+from scheduler_core.service.extender import DEFAULT_NETWORK, Extender
+from scheduler_core.service.live_view import gang_of
 from simulation.memory import MemoryCluster, pod_object
 
 TORS, PER_TOR = 128, 32
@@ -85,17 +85,43 @@ def other_jobs(snapshot: Snapshot) -> list[Obj]:
     return pods
 
 
+def loaded(
+    snapshot: Snapshot, pods: list[Obj], topology: Topology | None, settings: locality.Settings
+) -> Extender:
+    """An extender that has seen the cluster: its nodes, its pods, its gangs, its ToRs."""
+    extender = Extender(MemoryCluster(), network=settings)
+    views = {
+        s.name: NodeView(
+            s.name,
+            s,
+            failed=frozenset(),
+            address=snapshot.addresses.get(s.name, ""),
+            super_pod=snapshot.super_pods.get(s.name),
+        )
+        for s in snapshot.nodes
+    }
+    seen = [pod_view(p) for p in pods]
+    gangs: dict[str, list[PodView]] = {}
+    for pod in seen:
+        if (key := gang_of(pod)) is not None:
+            gangs.setdefault(key, []).append(pod)
+    extender.update(views=views, pods={p.key: p for p in seen}, gangs=gangs)
+    extender.set_topology(topology)
+    return extender
+
+
 def decide(
-    extender: Extender,
-    names: list[str],
-    refresh: Callable[[list[Obj]], None],
+    snapshot: Snapshot,
     pods: list[Obj],
+    topology: Topology | None,
+    settings: locality.Settings,
     repeats: int,
 ) -> tuple[float, float, int]:
     """(median ms, max ms, nodes chosen) of the reservation; a fresh view before each."""
     timings, chosen = [], 0
+    names = [n.name for n in snapshot.nodes]
     for _ in range(repeats):
-        refresh(pods)
+        extender = loaded(snapshot, pods, topology, settings)
         start = time.perf_counter()
         answer = extender.filter({"Pod": pods[0], "NodeNames": names})
         timings.append(time.perf_counter() - start)
@@ -121,26 +147,17 @@ def main() -> None:
         ("ToR 1.0 large-model, 512 nodes", "1.0", "large-model-schema", 512),
     ]
     for title, version, schema, size in cases:
-        extender = Extender(MemoryCluster(), network=locality.Settings(version, 2))
+        settings = locality.Settings(version, 2)
         pods = gang("train", size, {"tor-affinity": schema}, {}) + other_jobs(snapshot)
-
-        def refresh(pods: list[Obj], extender: Extender = extender) -> None:
-            extender.refresh(snapshot, [pod_view(p) for p in pods], topology)
-
-        median, worst, chosen = decide(extender, names, refresh, pods, args.repeats)
+        median, worst, chosen = decide(snapshot, pods, topology, settings, args.repeats)
         print(f"  {title}: median {median:.1f} ms, max {worst:.1f} ms ({chosen} nodes)")
 
     sp_snapshot = super_pod_cluster(rng, busy_share=0.3)
     sp_names = [n.name for n in sp_snapshot.nodes]
     print(f"{len(sp_names)} nodes in {SUPER_PODS} SuperPoDs of {PER_SUPER_POD}, ~30 % busy")
     for size, block in ((32, 8), (64, 16)):
-        extender = Extender(MemoryCluster())
         pods = gang("sp", size, {}, {"sp-block": str(block * 8)})
-
-        def sp_refresh(pods: list[Obj], extender: Extender = extender) -> None:
-            extender.refresh(sp_snapshot, [pod_view(p) for p in pods])
-
-        median, worst, chosen = decide(extender, sp_names, sp_refresh, pods, args.repeats)
+        median, worst, chosen = decide(sp_snapshot, pods, None, DEFAULT_NETWORK, args.repeats)
         print(
             f"  SuperPoD job of {size} nodes in {block}-node blocks: "
             f"median {median:.1f} ms, max {worst:.1f} ms ({chosen} nodes)"

@@ -24,7 +24,7 @@ from infra.cli import add_version
 from infra.http import tls_context
 from infra.kube.client import KubernetesGateway
 from infra.kube.location import MODES, kubeconfig_for
-from infra.kube.port import KubeError
+from infra.kube.port import KubeError, Selection, list_all
 from infra.leader import Timing
 from infra.logs import configure, log_level
 from scheduler_core.engine import locality, rescheduling
@@ -165,9 +165,9 @@ def _serve(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     try:
         gateway = KubernetesGateway.from_environment(kubeconfig_for(args.kube, args.kubeconfig))
-        nodes = gateway.list_nodes()
-        configmaps = gateway.list_configmaps(deviceinfo.NAMESPACE)
-        pods = [pod_view(p) for p in gateway.list_pods(None)[0]]
+        nodes, _ = list_all(gateway, Selection("Node"))
+        configmaps, _ = list_all(gateway, Selection("ConfigMap", deviceinfo.NAMESPACE))
+        pods = [pod_view(p) for p in list_all(gateway, Selection("Pod"))[0]]
     except (KubeError, ValueError) as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT

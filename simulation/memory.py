@@ -206,16 +206,16 @@ class MemoryCluster:
         try:
             while (left := deadline - time.monotonic()) > 0 and not (until and until.is_set()):
                 try:
-                    change = feed.get(timeout=min(left, 0.1))
+                    got = feed.get(timeout=min(left, 0.1))
                 except queue.Empty:
                     if time.monotonic() - quiet_since >= self.bookmark_seconds:
                         quiet_since = time.monotonic()
                         if (bookmark := self._bookmark(feed)) is not None:
                             yield bookmark
                     continue
-                if change is None:
+                if got is None:
                     raise KubeError(f"watch {what}: the API server is unreachable")
-                event = _event(change, what.namespace, selector)
+                event = _event(got, what.namespace, selector)
                 if event is not None:
                     quiet_since = time.monotonic()
                     yield event

@@ -149,20 +149,21 @@ class Reflector(Generic[T]):
             self._put(key, None if deleted else obj, version, notify=True)
 
     def relist(self) -> None:
-        """List the collection and replace the store with it, reporting the difference."""
-        items: list[Obj] = []
-        page = self.gateway.list_page(self.what, self.page_size)
-        items += page.items
-        while page.next:
-            page = self.gateway.list_page(self.what, self.page_size, page.next)
-            items += page.items
-        fresh: dict[str, _Entry[T]] = {}
-        for obj in items:
-            value = self._convert(obj)
-            if value is not None:
-                fresh[object_key(obj)] = _Entry(_version(obj), value)
-        del items
+        """List the collection and replace the store with it, reporting the difference.
+
+        Watch events wait meanwhile: one applied before the list started is in the list, one
+        after it is newer than the list's version and applies on top."""
         with self._lock:
+            fresh: dict[str, _Entry[T]] = {}
+            page = self.gateway.list_page(self.what, self.page_size)
+            while True:
+                for obj in page.items:  # converted page by page: only what is read stays
+                    value = self._convert(obj)
+                    if value is not None:
+                        fresh[object_key(obj)] = _Entry(_version(obj), value)
+                if not page.next:
+                    break
+                page = self.gateway.list_page(self.what, self.page_size, page.next)
             changes = [
                 Change(k, old.value, None) for k, old in self._store.items() if k not in fresh
             ]

@@ -105,10 +105,18 @@ class Session:
     def upsert_node(self, node: NodeState) -> None:
         """Add a node or replace its snapshot (a new DeviceInfo); the ledger still applies."""
         check_node_chips(node)
+        if self._nodes.get(node.name) == node:
+            return
         if node.name in self._nodes:
             self._unindex(node.name)
         self._nodes[node.name] = node
         self._reindex(node.name)
+
+    def remove_node(self, name: str) -> None:
+        """The node is no longer offered (left out, or gone); chips held on it stay held,
+        should it come back."""
+        if self._nodes.pop(name, None) is not None:
+            self._unindex(name)
 
     def usable(self, name: str) -> tuple[int, ...]:
         """Chips of a node that may be offered now, in DeviceInfo order."""
@@ -235,14 +243,11 @@ class Session:
                 self.filter(job, req)
                 self.score(job, req)
 
-    def take(self, job: str, task: str, node: str, chips: tuple[int, ...]) -> bool:
-        """Hold chips chosen earlier (a bind the published state does not show yet); False
-        when one of them is no longer usable here."""
-        if node not in self._nodes or not set(chips) <= set(self._usable[node]):
-            return False
-        self._ledger.take(job, task, node, chips)
-        self._refresh(node)
-        return True
+    def release_task(self, job: str, task: str) -> None:
+        """One task's chips come back (its pod now shows them, or its bind failed)."""
+        released = self._ledger.release_task(job, task)
+        if released is not None:
+            self._refresh(released.node)
 
     # ---- internals -------------------------------------------------------------------
 

@@ -1,15 +1,16 @@
 """Assumed binds: chips given to pods that the cluster view does not show yet.
 
-A bind is assumed from the moment its chips are chosen (before the API call, so a refresh in
-between cannot offer them again) until a view shows the pod holding them, or for at most
-``ttl`` seconds. Each new view's session holds them again.
+A bind is assumed from the moment its chips are chosen (before the API call, so a change
+seen in between cannot offer them again) until the view shows the pod holding them, the pod
+is gone, or for at most ``ttl`` seconds. Each names the session's ledger entry that holds
+its chips, to be released then.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler_core.engine.session import Session
+from contract.pods import PodView
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +19,8 @@ class Assumed:
     node: str
     chips: tuple[int, ...]
     since: float
+    job: str  # the ledger entry holding the chips: (job, task)
+    task: str
 
 
 class AssumedBinds:
@@ -25,18 +28,31 @@ class AssumedBinds:
         self._ttl = ttl
         self._binds: dict[str, Assumed] = {}  # pod key → its chips
 
-    def add(self, pod: str, uid: str, node: str, chips: tuple[int, ...], now: float) -> None:
-        self._binds[pod] = Assumed(uid, node, chips, now)
+    def add(self, pod: str, bind: Assumed) -> None:
+        self._binds[pod] = bind
 
     def given(self, pod: str) -> Assumed | None:
         return self._binds.get(pod)
 
-    def drop(self, pod: str) -> None:
-        self._binds.pop(pod, None)
+    def drop(self, pod: str) -> Assumed | None:
+        return self._binds.pop(pod, None)
 
-    def hold_in(self, session: Session, now: float) -> None:
-        """Hold every assumed bind in a new view's session; forget those the view shows (its
-        chips are no longer usable there) or that waited longer than the ttl."""
-        for pod, bind in list(self._binds.items()):
-            if now - bind.since > self._ttl or not session.take(pod, "pod", bind.node, bind.chips):
-                del self._binds[pod]
+    def settled(self, key: str, pod: PodView | None) -> Assumed | None:
+        """Forget the bind of ``key`` if the view now shows it (the pod holds its chips on
+        its node) or shows its pod gone (None, or another pod of that name)."""
+        bind = self._binds.get(key)
+        if bind is None:
+            return None
+        ours = pod is not None and pod.uid == bind.uid
+        if (
+            ours
+            and pod is not None
+            and not (pod.node == bind.node and set(bind.chips) <= set(pod.chips))
+        ):
+            return None  # not yet: still pending, or not yet showing its chips
+        return self._binds.pop(key)
+
+    def expired(self, now: float) -> list[Assumed]:
+        """Forget the binds that waited longer than the ttl."""
+        old = [pod for pod, bind in self._binds.items() if now - bind.since > self._ttl]
+        return [self._binds.pop(pod) for pod in old]

@@ -16,8 +16,9 @@ states (and the reason every other node is left out) back, as the Volcano plugin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from contract import deviceinfo
 from contract.annotations import ACCELERATOR_TYPE_LABEL, SUPER_POD_ID_LABEL
@@ -42,16 +43,107 @@ class Snapshot:
     failed: Mapping[str, frozenset[int]] = field(default_factory=dict)
 
 
-class Down(str):
-    """Why a node is left out, when the reason is that its agent publishes nothing."""
-
-    __slots__ = ()
-
-
 def _quantity(node: Obj, where: str) -> int:
     value = ((node.get("status") or {}).get(where) or {}).get(RESOURCE_NAME, "0")
     text = str(value)
     return int(text) if text.isdigit() else 0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What the scheduler makes of one NPU node: its state, or why it is left out."""
+
+    name: str
+    state: NodeState | None
+    reason: str = ""  # why it is left out (state None)
+    down: bool = False  # its agent publishes nothing (recent)
+    failed: frozenset[int] | None = None  # chips its DeviceInfo reports failed, if read
+    address: str = ""
+    super_pod: int | None = None
+    # The view holds while ``now`` is in [valid_from, valid_until): the DeviceInfo's age.
+    valid_from: float = float("-inf")
+    valid_until: float = float("inf")
+
+
+def trim_node(node: Obj) -> Obj:
+    """The fields of a node the view reads (a node object carries kilobytes of images,
+    conditions and managed fields)."""
+    meta = node.get("metadata") or {}
+    status = node.get("status") or {}
+
+    def npu(where: str) -> dict[str, Any]:
+        quantities = status.get(where) or {}
+        return {RESOURCE_NAME: quantities[RESOURCE_NAME]} if RESOURCE_NAME in quantities else {}
+
+    address = node_address(node)
+    return {
+        "metadata": {
+            "name": meta.get("name", ""),
+            "resourceVersion": meta.get("resourceVersion", ""),
+            "labels": {
+                k: v
+                for k, v in (meta.get("labels") or {}).items()
+                if k in (ACCELERATOR_TYPE_LABEL, SUPER_POD_ID_LABEL)
+            },
+        },
+        "status": {
+            "capacity": npu("capacity"),
+            "allocatable": npu("allocatable"),
+            "addresses": [{"type": "InternalIP", "address": address}] if address else [],
+        },
+    }
+
+
+def published(data: Mapping[str, str] | None) -> deviceinfo.DeviceInfo | str | None:
+    """A DeviceInfo ConfigMap's content, decoded once per change (None: there is none)."""
+    if data is None:
+        return None
+    try:
+        return deviceinfo.decode(data)
+    except InvalidInput as bad:
+        return f"DeviceInfo ignored: {bad}"
+
+
+def node_view(
+    node: Obj,
+    data: Mapping[str, str] | None,
+    info: deviceinfo.DeviceInfo | str | None,
+    *,
+    held: Collection[int],
+    requested: int,
+    now: float,
+    self_maintain: bool = True,
+) -> NodeView | None:
+    """One node's view (None when it is not an NPU node): ``data`` is its DeviceInfo
+    ConfigMap's data, ``info`` that data decoded (``published``), ``held`` the chips its live
+    pods hold and ``requested`` the NPUs they request."""
+    name = node.get("metadata", {}).get("name", "")
+    if _quantity(node, "capacity") == 0:
+        return None
+    if info is None:
+        return NodeView(name, None, f"{name}: no {deviceinfo.configmap_name(name)} ConfigMap", True)
+    if isinstance(info, str):
+        return NodeView(name, None, f"{name}: {info}")
+    age = now - info.update_time
+    if age > MAX_AGE:
+        reason = f"{name}: DeviceInfo is stale (updated {int(age)} s ago)"
+        return NodeView(name, None, reason, True, valid_from=info.update_time + MAX_AGE)
+    if -age > MAX_SKEW:
+        # Fresh for ever otherwise: a node whose agent died would never be seen down.
+        reason = f"{name}: DeviceInfo UpdateTime is {int(-age)} s in the future"
+        return NodeView(name, None, reason, valid_until=info.update_time - MAX_SKEW)
+    since, until = info.update_time - MAX_SKEW, info.update_time + MAX_AGE
+    failed = info.unhealthy | info.network_unhealthy
+    state = _node_state(
+        node, info, data or {}, held=set(held), requested=requested, self_maintain=self_maintain
+    )
+    if isinstance(state, str):
+        return NodeView(name, None, state, failed=failed, valid_from=since, valid_until=until)
+    label = (node.get("metadata", {}).get("labels") or {}).get(SUPER_POD_ID_LABEL, "")
+    super_pod = info.super_pod_id
+    if super_pod is None and label.isdigit():
+        super_pod = int(label)
+    return NodeView(name, state, "", False, failed, node_address(node), super_pod, since, until)
 
 
 def build(
@@ -61,6 +153,7 @@ def build(
     now: float,
     self_maintain: bool = True,
 ) -> Snapshot:
+    """The view of a whole read of the cluster (a command that reads once)."""
     infos: dict[str, Mapping[str, str]] = {}
     for cm in configmaps:
         meta = cm.get("metadata", {})
@@ -73,62 +166,29 @@ def build(
         if pod.node and pod.live:
             held.setdefault(pod.node, set()).update(pod.chips)
             requested[pod.node] = requested.get(pod.node, 0) + pod.npu_limit
-    states: list[NodeState] = []
-    left_out: dict[str, str] = {}
-    addresses: dict[str, str] = {}
-    super_pods: dict[str, int] = {}
-    down: set[str] = set()
-    failed: dict[str, frozenset[int]] = {}
+    views = []
     for node in nodes:
         name = node.get("metadata", {}).get("name", "")
-        if _quantity(node, "capacity") == 0:
-            continue  # not an NPU node: nothing to say about it
-        info = _published(name, infos.get(name), now)
-        if isinstance(info, str):
-            if isinstance(info, Down):
-                down.add(name)
-            left_out[name] = str(info)
-            continue
-        failed[name] = info.unhealthy | info.network_unhealthy
-        state = _node_state(
+        data = infos.get(name)
+        view = node_view(
             node,
-            info,
-            infos[name],
+            data,
+            published(data),
             held=held.get(name, set()),
             requested=requested.get(name, 0),
+            now=now,
             self_maintain=self_maintain,
         )
-        if isinstance(state, str):
-            left_out[name] = state
-            continue
-        states.append(state)
-        if address := node_address(node):
-            addresses[name] = address
-        label = (node.get("metadata", {}).get("labels") or {}).get(SUPER_POD_ID_LABEL, "")
-        super_pod = info.super_pod_id
-        if super_pod is None and label.isdigit():
-            super_pod = int(label)
-        if super_pod is not None:
-            super_pods[name] = super_pod
-    return Snapshot(tuple(states), left_out, addresses, super_pods, frozenset(down), failed)
-
-
-def _published(
-    name: str, data: Mapping[str, str] | None, now: float
-) -> deviceinfo.DeviceInfo | str:
-    """What the node's agent publishes, or why it is not used (a ``Down`` when silent)."""
-    if data is None:
-        return Down(f"{name}: no {deviceinfo.configmap_name(name)} ConfigMap")
-    try:
-        info = deviceinfo.decode(data)
-    except InvalidInput as bad:
-        return f"{name}: DeviceInfo ignored: {bad}"
-    if now - info.update_time > MAX_AGE:
-        return Down(f"{name}: DeviceInfo is stale (updated {int(now - info.update_time)} s ago)")
-    if info.update_time - now > MAX_SKEW:
-        # Fresh for ever otherwise: a node whose agent died would never be seen down.
-        return f"{name}: DeviceInfo UpdateTime is {int(info.update_time - now)} s in the future"
-    return info
+        if view is not None:
+            views.append(view)
+    return Snapshot(
+        tuple(v.state for v in views if v.state is not None),
+        {v.name: v.reason for v in views if v.state is None},
+        {v.name: v.address for v in views if v.state is not None and v.address},
+        {v.name: v.super_pod for v in views if v.state is not None and v.super_pod is not None},
+        frozenset(v.name for v in views if v.down),
+        {v.name: v.failed for v in views if v.failed is not None},
+    )
 
 
 def _node_state(

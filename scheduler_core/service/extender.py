@@ -18,12 +18,12 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from contract.annotations import CHIPS_ANNOTATION, PREDICATE_TIME
-from contract.chip_names import RESOURCE_NAME
+from contract.chip_names import RESOURCE_NAME, InvalidInput
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
 from infra.events import EventRecorder
@@ -35,17 +35,10 @@ from scheduler_core.engine.rescheduling import Deletion, FaultJob
 from scheduler_core.engine.session import Session
 from scheduler_core.engine.tor import Topology
 from scheduler_core.engine.validation import JobInvalid, validate_job
-from scheduler_core.service.assumed import AssumedBinds
-from scheduler_core.service.cluster_view import Snapshot
+from scheduler_core.service.assumed import Assumed, AssumedBinds
+from scheduler_core.service.cluster_view import NodeView
 from scheduler_core.service.fault_restarts import FaultRestarts
-from scheduler_core.service.gangs import (
-    GangPods,
-    Gangs,
-    NotReserved,
-    RankTaken,
-    Reservation,
-    gang_pods,
-)
+from scheduler_core.service.gangs import GangPods, Gangs, NotReserved, RankTaken, Reservation
 from scheduler_core.service.tor_state import TorState
 from scheduler_core.service.wire import (
     MAX_SCORE,
@@ -62,6 +55,7 @@ log = logging.getLogger(__name__)
 DEFAULT_NETWORK = locality.Settings()
 COMPONENT = "ascend-npu-scheduler"
 GANG_WAITING, BIND_REFUSED = "NPUGangWaiting", "NPUBindRefused"
+EMPTY: Mapping[str, Any] = {}
 
 
 def _view(request: PodRequest) -> PodView:
@@ -114,39 +108,105 @@ class Extender:
         self._clock = clock
         self._lock = threading.Lock()
         self._session = Session((), policy)
-        self._left_out: Mapping[str, str] = {}
+        self._left_out: dict[str, str] = {}
         self._pods = GangPods()
-        self._down: frozenset[str] = frozenset()
-        self._failed: Mapping[str, frozenset[int]] = {}
+        self._down: set[str] = set()
+        self._failed: dict[str, frozenset[int]] = {}
+        self._addresses: dict[str, str] = {}
+        self._super_pods: dict[str, int] = {}
+        self._topology: Topology | None = None
+        self._network_stale = True  # the ToR state is built again before it is next read
+        self._faults_stale = True  # fault jobs are looked for again at the next check
         self._assumed = AssumedBinds(gang_ttl)
         self._gangs = Gangs(gang_ttl, hold_limit)
         self._faults = FaultRestarts(hold_limit, grace_over)
         self._tors = TorState(network)
         self.binds = 0
 
-    # ---- state -----------------------------------------------------------------------
+    # ---- state: the cluster's changes, as the watches report them ---------------------
 
-    def refresh(
-        self, snapshot: Snapshot, pods: Iterable[PodView] = (), topology: Topology | None = None
+    def update(
+        self,
+        views: Mapping[str, NodeView | None] = EMPTY,
+        pods: Mapping[str, PodView | None] = EMPTY,
+        gangs: Mapping[str, Sequence[PodView]] = EMPTY,
     ) -> None:
-        """A new view of the cluster; chips bound since are held again until it shows them."""
-        now = self._clock()
-        session = Session(snapshot.nodes, self._policy)
-        session.warm()  # here, off the request path
-        gangs = gang_pods(pods, snapshot.addresses)
+        """Nodes whose view changed (None: no longer an NPU node), pods that changed (None:
+        gone) and the gangs they are in, with their live pods now. A bind the view now shows
+        is no longer assumed: the pod holds its chips."""
         with self._lock:
-            self._assumed.hold_in(session, now)
-            self._gangs.hold_in(session, gangs.pending, now)
-            self._tors.rebuild(snapshot, topology, gangs, self._gangs.reservations)
-            self._failed = snapshot.failed
-            self._down = snapshot.down | {
-                n
-                for n in gangs.on_nodes()
-                if n not in snapshot.failed and n not in snapshot.left_out
-            }
-            self._session = session
-            self._left_out = snapshot.left_out
-            self._pods = gangs
+            for name, view in views.items():
+                self._set_node(name, view)
+            for key, pod in pods.items():
+                bind = self._assumed.settled(key, pod)
+                if bind is not None:
+                    self._session.release_task(bind.job, bind.task)
+            for gang, members in gangs.items():
+                self._pods.set_gang(gang, members)
+            if gangs:
+                self._network_stale = self._faults_stale = True
+
+    def _set_node(self, name: str, view: NodeView | None) -> None:
+        before = (self._failed.get(name), name in self._down, name in self._left_out)
+        where = (self._addresses.pop(name, None), self._super_pods.pop(name, None))
+        self._left_out.pop(name, None)
+        self._failed.pop(name, None)
+        self._down.discard(name)
+        if view is None:
+            self._session.remove_node(name)
+        else:
+            if view.failed is not None:
+                self._failed[name] = view.failed
+            if view.down:
+                self._down.add(name)
+            try:
+                if view.state is None:
+                    raise InvalidInput(view.reason)
+                self._session.upsert_node(view.state)
+            except InvalidInput as left_out:
+                self._session.remove_node(name)
+                self._left_out[name] = str(left_out)
+            else:
+                if view.address:
+                    self._addresses[name] = view.address
+                if view.super_pod is not None:
+                    self._super_pods[name] = view.super_pod
+        after = (self._failed.get(name), name in self._down, name in self._left_out)
+        self._faults_stale |= before != after
+        self._network_stale |= where != (self._addresses.get(name), self._super_pods.get(name))
+
+    def set_topology(self, topology: Topology | None) -> None:
+        with self._lock:
+            self._topology = topology
+            self._network_stale = True
+
+    def warm(self) -> None:
+        """Fill the per-signature caches (after the first read, off the request path)."""
+        with self._lock:
+            self._session.warm()
+
+    def expire(self) -> None:
+        """Time passed: binds assumed too long and expired reservations give their chips
+        back."""
+        with self._lock:
+            now = self._clock()
+            for bind in self._assumed.expired(now):
+                self._session.release_task(bind.job, bind.task)
+            reserved = len(self._gangs.reservations)
+            self._gangs.expire(self._session, self._pods.pending, now)
+            self._network_stale |= reserved != len(self._gangs.reservations)
+
+    def _network(self) -> locality.Network:
+        if self._network_stale:
+            self._tors.rebuild(
+                self._addresses,
+                self._super_pods,
+                self._topology,
+                self._pods,
+                self._gangs.reservations,
+            )
+            self._network_stale = False
+        return self._tors.network
 
     # ---- kube-scheduler verbs ----------------------------------------------------------
 
@@ -211,7 +271,7 @@ class Extender:
         reservation = self._gangs.reserve(
             request,
             session=self._session,
-            network=self._tors.network,
+            network=self._network(),
             settings=self._tors.settings,
             pods=self._pods,
             fault=fault,
@@ -359,9 +419,14 @@ class Extender:
             if not decision.feasible:
                 return decision.reason
             taken, notes = PodTaken(decision.placements[0]), {}
-        chips = taken.placement.chips
-        self._assumed.add(request.key, request.uid, node, chips, self._clock())
-        return Chosen(request, node, chips, taken, notes)
+        placement = taken.placement
+        job = taken.reservation.job if isinstance(taken, RankTaken) else request.job().key
+        self._assumed.add(
+            request.key,
+            Assumed(request.uid, node, placement.chips, self._clock(), job, placement.task),
+        )
+        self._network_stale |= isinstance(taken, RankTaken)
+        return Chosen(request, node, placement.chips, taken, notes)
 
     def _give_back(self, chosen: Chosen) -> None:
         self._assumed.drop(chosen.request.key)
@@ -379,9 +444,14 @@ class Extender:
             if given is None or given.uid != request.uid:
                 return False
             self._assumed.drop(request.key)
-            self._session.release_job(request.job().key)
-            self._gangs.unbind(request.key)
+            if not self._gangs.unbind(request.key):  # a live reservation keeps its rank
+                self._session.release_task(given.job, given.task)
             return True
+
+    def node_count(self) -> int:
+        """NPU nodes offered now."""
+        with self._lock:
+            return len(self._session.nodes)
 
     def free_chips(self) -> int:
         with self._lock:
@@ -393,8 +463,16 @@ class Extender:
         """Find fault jobs in the last view and say which pods to delete so they restart.
         A fault job's healthy nodes stay held for it until it is placed again."""
         with self._lock:
+            if not self._faults_stale and not self._faults.active:
+                return []  # nothing changed that could make or end a fault: no scan
+            self._faults_stale = False
+            down = self._down | {
+                n
+                for n in self._pods.on_nodes()
+                if n not in self._failed and n not in self._left_out
+            }
             return self._faults.update(
-                self._pods.running, self._pods.pending, self._failed, self._down, self._clock()
+                self._pods.running, self._pods.pending, self._failed, down, self._clock()
             )
 
     def restore_faults(self, faults: Iterable[tuple[FaultJob, float]]) -> None:
@@ -410,4 +488,5 @@ class Extender:
     def tor_share_data(self) -> dict[str, str] | None:
         """``tor-share-cm`` content under switch affinity 2.0 (None otherwise)."""
         with self._lock:
+            self._network()
             return self._tors.tor_share_data()

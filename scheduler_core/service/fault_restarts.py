@@ -21,6 +21,11 @@ class FaultRestarts:
         self._grace_over = grace_over
         self._faults: dict[str, tuple[FaultJob, float]] = {}  # job → fault, when seen
 
+    @property
+    def active(self) -> bool:
+        """Some fault job is being restarted (its deletions and hold run on the clock)."""
+        return bool(self._faults)
+
     def get(self, job: str) -> FaultJob | None:
         known = self._faults.get(job)
         return known[0] if known else None

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from contract.annotations import (
     FAULT_SCHEDULING_LABEL,
-    GANG_LABEL,
     RANK_INDEX_ANNOTATION,
     TOR_AFFINITY_LABEL,
 )
@@ -32,20 +31,48 @@ from scheduler_core.service.wire import PodRequest
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class BoundMember:
+    """A bound pod of a gang, as the ToR states read it."""
+
+    node: str
+    annotations: Mapping[str, str]
+    large_model: bool
+
+
 @dataclass
 class GangPods:
-    """The live pods of gangs, as one read of the cluster shows them."""
+    """The live pods of gangs, kept gang by gang."""
 
     pending: dict[str, list[str]] = field(default_factory=dict)  # gang → unbound pod names
     # gang → (fault-scheduling mode, bound pods whose AscendReal names their chips)
     running: dict[str, tuple[str, list[JobPod]]] = field(default_factory=dict)
     ranks: dict[str, dict[int, str]] = field(default_factory=dict)  # gang → bound rank → node
-    # (gang, node IP, annotations, large-model) of each bound pod, for the ToR states
-    on_tors: list[tuple[str, str, Mapping[str, str], bool]] = field(default_factory=list)
+    bound: dict[str, list[BoundMember]] = field(default_factory=dict)  # gang → bound pods
 
     def on_nodes(self) -> set[str]:
         """Nodes running a pod of a gang."""
         return {p.node for _, members in self.running.values() for p in members}
+
+    def set_gang(self, key: str, pods: Iterable[PodView]) -> None:
+        """A gang's live pods now (in a stable order: a pod without a rank takes its place
+        in it as its rank)."""
+        for table in (self.pending, self.running, self.ranks, self.bound):
+            table.pop(key, None)
+        for pod in pods:
+            if not pod.live:
+                continue
+            if not pod.node:
+                self.pending.setdefault(key, []).append(pod.name)
+                continue
+            if (rank := pod.rank) is not None:
+                self.ranks.setdefault(key, {})[rank] = pod.node
+            mode = pod.labels.get(FAULT_SCHEDULING_LABEL, "off")
+            members = self.running.setdefault(key, (mode, []))[1]
+            if (member := job_pod(pod, len(members))) is not None:
+                members.append(member)
+            large = pod.labels.get(TOR_AFFINITY_LABEL) == tor.LARGE_MODEL
+            self.bound.setdefault(key, []).append(BoundMember(pod.node, pod.annotations, large))
 
 
 def job_pod(pod: PodView, fallback_rank: int) -> JobPod | None:
@@ -64,28 +91,6 @@ def job_pod(pod: PodView, fallback_rank: int) -> JobPod | None:
     )
 
 
-def gang_pods(pods: Iterable[PodView], addresses: Mapping[str, str]) -> GangPods:
-    found = GangPods()
-    for pod in pods:
-        gang = pod.labels.get(GANG_LABEL)
-        if not gang or not pod.live:
-            continue
-        key = f"{pod.namespace}/{gang}"
-        if not pod.node:
-            found.pending.setdefault(key, []).append(pod.name)
-            continue
-        if (rank := pod.rank) is not None:
-            found.ranks.setdefault(key, {})[rank] = pod.node
-        mode = pod.labels.get(FAULT_SCHEDULING_LABEL, "off")
-        members = found.running.setdefault(key, (mode, []))[1]
-        if (member := job_pod(pod, len(members))) is not None:
-            members.append(member)
-        if ip := addresses.get(pod.node):
-            large = pod.labels.get(TOR_AFFINITY_LABEL) == tor.LARGE_MODEL
-            found.on_tors.append((key, ip, pod.annotations, large))
-    return found
-
-
 @dataclass
 class Reservation:
     placements: dict[int, Placement]  # rank → placement (ranks already running: none)
@@ -93,6 +98,7 @@ class Reservation:
     notes: Mapping[int, Mapping[str, str]]  # extra annotations of each rank's pod
     shared: SharedSelection | None = None
     schema: str = tor.DISABLED
+    job: str = ""  # the session ledger's job holding its chips
     bound: dict[str, str] = field(default_factory=dict)  # task → pod key
     ranks_on: dict[str, list[int]] = field(init=False)  # node → its placements' ranks
 
@@ -141,22 +147,22 @@ class Gangs:
         self.reservations: dict[str, Reservation] = {}
         self._waiting: dict[str, float] = {}  # gang → since when it waits
 
-    def hold_in(self, session: Session, pending: Collection[str], now: float) -> None:
-        """Hold every live reservation's unbound placements in a new view's session; drop
-        the expired ones, and the waiting gangs that no longer have pending pods."""
+    def expire(self, session: Session, pending: Collection[str], now: float) -> None:
+        """Drop the expired reservations (their unbound placements' chips come back) and
+        the waiting gangs that no longer have pending pods."""
         for gang, reservation in list(self.reservations.items()):
-            if now > reservation.expires:
-                log.warning(
-                    "gang %s: reservation expired with %d of %d bound",
-                    gang,
-                    len(reservation.bound),
-                    len(reservation.placements),
-                )
-                del self.reservations[gang]
+            if now <= reservation.expires:
                 continue
+            log.warning(
+                "gang %s: reservation expired with %d of %d bound",
+                gang,
+                len(reservation.bound),
+                len(reservation.placements),
+            )
+            del self.reservations[gang]
             for p in reservation.placements.values():
                 if p.task not in reservation.bound:
-                    session.take(gang, p.task, p.node, p.chips)
+                    session.release_task(reservation.job, p.task)
         self._waiting = {g: since for g, since in self._waiting.items() if g in pending}
 
     def held_nodes(
@@ -247,6 +253,7 @@ class Gangs:
             dict(zip(missing, choice.notes, strict=True)),
             choice.shared,
             request.labels.get(TOR_AFFINITY_LABEL, tor.DISABLED),
+            job.key,
         )
         self.reservations[gang] = reservation
         log.info(
@@ -275,9 +282,13 @@ class Gangs:
         taken.reservation.bound.pop(taken.placement.task, None)
         self.reservations.setdefault(taken.gang, taken.reservation)
 
-    def unbind(self, pod: str) -> None:
-        """Volcano took the pod out of its session: its rank is free again."""
+    def unbind(self, pod: str) -> bool:
+        """Volcano took the pod out of its session: its rank is free again in its live
+        reservation (False when there is none: its chips are nobody's now)."""
+        found = False
         for reservation in self.reservations.values():
             for task, key in list(reservation.bound.items()):
                 if key == pod:
                     del reservation.bound[task]
+                    found = True
+        return found

@@ -44,7 +44,18 @@ class Metrics:
         )
         self._refresh_errors = Counter(
             "ascend_scheduler_refresh_errors",
-            "Reads of the cluster that failed.",
+            "Whole reads of the cluster or maintenance passes that failed.",
+            registry=self.registry,
+        )
+        self._watch_errors = Counter(
+            "ascend_scheduler_watch_errors",
+            "Lists and watches the API server failed (each retried after a backoff).",
+            registry=self.registry,
+        )
+        self._loop_errors = Counter(
+            "ascend_scheduler_loop_errors",
+            "Unexpected failures a watch loop survived, by loop.",
+            ["loop"],
             registry=self.registry,
         )
 
@@ -57,6 +68,12 @@ class Metrics:
 
     def refresh_failed(self) -> None:
         self._refresh_errors.inc()
+
+    def watch_failed(self) -> None:
+        self._watch_errors.inc()
+
+    def loop_failed(self, loop: str) -> None:
+        self._loop_errors.labels(loop).inc()
 
     def record(self, verb: str, seconds: float, failed: bool) -> None:
         self._calls.labels(verb).inc()
@@ -80,5 +97,5 @@ class _Owned(Collector):
             "ascend_scheduler_binds", "Pods given chips (bound or annotated).", self._binds()
         )
         yield GaugeMetricFamily(
-            "ascend_scheduler_npu_nodes", "NPU nodes in the last view.", self._nodes()
+            "ascend_scheduler_npu_nodes", "NPU nodes offered now.", self._nodes()
         )

@@ -2,11 +2,12 @@
 
 ``POST /filter``, ``/prioritize``, ``/bind`` take kube-scheduler's extender JSON (Go field
 names: ``Pod``, ``NodeNames``, ``FailedNodes``, ``Host``, ``Score``, ``PodName``, …);
-``GET /healthz``, ``/readyz`` (ready while the last good read of the cluster is recent, and
-this replica leads when there is an election) and ``/metrics`` (Prometheus text). Every
-``refresh_period`` the loop lists nodes, DeviceInfo ConfigMaps, the ToR topology
-(``kube-system/basic-tor-node-cm``) and pods, hands the extender a new snapshot, deletes the
-pods of fault jobs so they restart, and writes what changed of
+``GET /healthz``, ``/readyz`` (ready while every watch is well and was last seen well
+recently, and this replica leads when there is an election) and ``/metrics`` (Prometheus
+text). The cluster is read once and then watched (``informers``): each change reaches the
+extender as it arrives. Every ``refresh_period`` a maintenance pass, which reads nothing,
+lets time act (DeviceInfo ageing, assumed binds and reservations expiring), deletes the pods
+of fault jobs so they restart, and writes what changed of
 ``volcano-system/vcjob-fault-npu-cm``, the jobs' ``fault-config-<job>`` and
 ``volcano-system/tor-share-cm``.
 """
@@ -24,17 +25,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from contract import deviceinfo
-from contract.annotations import FAULT_RECORD, TOPOLOGY_CONFIGMAP, TOPOLOGY_KEY, TOR_SHARE_CONFIGMAP
+from contract.annotations import FAULT_RECORD, TOR_SHARE_CONFIGMAP
 from contract.chip_names import InvalidInput, quoted
 from contract.objects import Obj
-from contract.pods import PodView, pod_view
+from contract.pods import PodView
 from infra.http import PROMETHEUS_TEXT, Caller, HttpServer, Response, error
 from infra.kube.port import KubeError, KubeGateway, NotFound
 from infra.leader import LeaderElector, Timing
-from scheduler_core.engine import rescheduling, tor
-from scheduler_core.service import cluster_view
+from scheduler_core.engine import rescheduling
 from scheduler_core.service.extender import Extender
+from scheduler_core.service.informers import ClusterInformers
 from scheduler_core.service.metrics import Metrics
 from scheduler_core.service.volcano import VolcanoVerbs
 from scheduler_core.service.wire import BadRequest
@@ -112,14 +112,22 @@ class SchedulerService:
                 gateway,
                 election.namespace,
                 election.name,
-                on_started=self.refresh_once_safely,
+                on_started=self._lead,
                 timing=election.timing,
                 holder=election.holder,
             )
         )
-        self.nodes = 0
-        self.metrics = Metrics(lambda: self.extender.binds, lambda: self.nodes)
+        self.metrics = Metrics(lambda: self.extender.binds, extender.node_count)
         self.volcano = VolcanoVerbs(extender, self._fresh_view)
+        self.informers = ClusterInformers(
+            gateway,
+            extender,
+            clock,
+            self_maintain=self_maintain,
+            on_pods=self._report_malformed,
+            on_api_error=self.metrics.watch_failed,
+            on_loop_error=self.metrics.loop_failed,
+        )
         self._period = refresh_period
         self._self_maintain = self_maintain
         self._clock = clock
@@ -133,73 +141,46 @@ class SchedulerService:
         self._topology_error = ""
         self._restored = False
         self._last_read: float | None = None
-        self._reading = threading.Lock()  # one read of the cluster at a time
-        self._malformed: set[tuple[str, str]] = set()  # pods already reported, by version
+        self._reading = threading.Lock()  # one read or maintenance pass at a time
+        self._malformed: dict[str, str] = {}  # pod → the version already reported
 
     def refresh(self) -> None:
-        """Read the cluster once and give the extender the new snapshot."""
-        nodes = self.gateway.list_nodes()
-        configmaps = self.gateway.list_configmaps(deviceinfo.NAMESPACE)
-        objects, _ = self.gateway.list_pods(None)
-        pods = [pod_view(p) for p in objects]
-        self._report_malformed(pods)
+        """Read the whole cluster again (the first read; a new leader's), then maintain."""
+        self.informers.relist()
+        self.maintain()
+
+    def maintain(self) -> None:
+        """The periodic pass: time acts on the view, fault jobs restart, the scheduler's
+        ConfigMaps are written when they changed. It reads nothing from the API server."""
         if not self._restored:
             self._restore_faults()
-        snapshot = cluster_view.build(nodes, configmaps, pods, self._clock(), self._self_maintain)
-        self.extender.refresh(snapshot, pods, self._topology(configmaps))
-        # The snapshot lives until the next refresh; keep the cyclic collector from walking
-        # it on every pause (at 5,000 nodes those walks were the tail of each request).
-        gc.freeze()
-        self.nodes = len(snapshot.nodes)
-        for name, reason in snapshot.left_out.items():
-            log.debug("node %s left out: %s", name, reason)
+        self.informers.tick()
+        self.extender.expire()
         self._reschedule()
         shared = self.extender.tor_share_data()
         if shared is not None:
             self._write_configmap(*TOR_SHARE_CONFIGMAP, shared)
-        self._last_read = self._clock()
+        if self.informers.healthy():
+            self._last_read = self._clock()
 
     def _report_malformed(self, pods: list[PodView]) -> None:
         """A pod whose chip annotations are malformed holds no chips by them: say so once per
         version of it (a log line, a counter, a Warning Event on the pod)."""
-        reported = set()
         for pod in pods:
             errors = pod.errors()
-            if not errors:
+            if not errors or self._malformed.get(pod.key) == pod.resource_version:
                 continue
-            version = (pod.key, pod.resource_version)
-            reported.add(version)
-            if version in self._malformed:
-                continue
+            self._malformed[pod.key] = pod.resource_version
             self.metrics.malformed("pod")
             message = "; ".join(errors)
             log.warning("ignoring chip annotations: %s", message, extra={"pod": pod.key})
             self.extender.events.warn(pod, MALFORMED_REASON, message)
-        self._malformed = reported
-
-    def _topology(self, configmaps: list[Obj]) -> tor.Topology | None:
-        """The ToR topology, if imported; a malformed one is reported once and ignored."""
-        found = next(
-            (c for c in configmaps if c.get("metadata", {}).get("name") == TOPOLOGY_CONFIGMAP[1]),
-            None,
-        )
-        if found is None:
-            return None
-        try:
-            topology = tor.parse_topology((found.get("data") or {}).get(TOPOLOGY_KEY, ""))
-        except InvalidInput as bad:
-            if str(bad) != self._topology_error:
-                log.error("%s/%s ignored: %s", *TOPOLOGY_CONFIGMAP, bad)
-            self._topology_error = str(bad)
-            return None
-        self._topology_error = ""
-        return topology
 
     def _restore_faults(self) -> None:
-        """Fault jobs restarting when this scheduler (re)started: from the record it wrote."""
-        try:
-            data = self.gateway.get_configmap(*FAULT_RECORD).get("data") or {}
-        except NotFound:
+        """Fault jobs restarting when this scheduler (re)started or took the lead: from the
+        record it (or the leader before it) wrote."""
+        data = self.informers.fault_record_data()
+        if data is None:
             self._restored = True
             return
         try:
@@ -254,10 +235,16 @@ class SchedulerService:
         self._write_errors.pop((namespace, name), None)
         self._written[(namespace, name)] = data
 
-    def _refresh_loop(self) -> None:
-        # start() has just read the cluster: the first refresh is one period later.
+    def _maintain_loop(self) -> None:
+        # start() has just read the cluster: the first pass is one period later.
         while not self._stop.wait(self._period):
-            self.refresh_once_safely()
+            with self._reading:
+                self._safely(self.maintain)
+
+    def _lead(self) -> None:
+        """This replica now leads: read everything once more, fault record included."""
+        self._restored = False
+        self.refresh_once_safely()
 
     def handle(self, verb: str, body: Any) -> Any:
         """One extender call: kube-scheduler's verbs, or ``volcano/<verb>``: KeyError when there
@@ -298,6 +285,11 @@ class SchedulerService:
         metrics alone on ``metrics_at`` too when given (a port a NetworkPolicy can open to
         monitoring while the verbs' port admits only the schedulers)."""
         self.refresh_once_safely()
+        self.extender.warm()
+        # The view lives as long as the service; keep the cyclic collector from walking it
+        # on every pause (at 5,000 nodes those walks were the tail of each request).
+        gc.freeze()
+        self.informers.start()
         self._server = HttpServer(
             "extender", self._get, self._post, tls=access.tls, guard=access.check
         )
@@ -305,7 +297,7 @@ class SchedulerService:
         if metrics_at is not None:
             self._metrics_server = HttpServer("scheduler-metrics", self._get)
             self.metrics_url = self._metrics_server.start(*metrics_at)
-        self._thread = threading.Thread(target=self._refresh_loop, name="refresh", daemon=True)
+        self._thread = threading.Thread(target=self._maintain_loop, name="maintain", daemon=True)
         self._thread.start()
         if self.leader is not None:
             self.leader.start()
@@ -342,22 +334,24 @@ class SchedulerService:
             return error(503, "this replica does not lead: it decides nothing")
 
     def _fresh_view(self) -> None:
-        """Volcano opens a session: a view at most one refresh period old, so a stream of
-        session openings costs at most one read of the cluster per period."""
+        """Volcano opens a session: the watches keep the view current; a service that does
+        not watch (a test's) reads the cluster at most once a period for it."""
+        if self.informers.watching:
+            return
         with self._reading:
             last = self._last_read
             if last is None or self._clock() - last >= self._period:
-                self._refresh_safely()
+                self._safely(self.refresh)
 
     def refresh_once_safely(self) -> None:
-        """One refresh; no failure stops the loop: it is counted, logged, and ``/readyz``
-        turns false once the last good read is three periods old."""
+        """One read of the whole cluster; no failure stops anything: it is counted, logged,
+        and ``/readyz`` turns false once the last good read is three periods old."""
         with self._reading:
-            self._refresh_safely()
+            self._safely(self.refresh)
 
-    def _refresh_safely(self) -> None:
+    def _safely(self, step: Callable[[], None]) -> None:
         try:
-            self.refresh()
+            step()
         except KubeError as failed:
             self.metrics.refresh_failed()
             log.warning("cluster not read: %s", failed)
@@ -374,6 +368,7 @@ class SchedulerService:
 
     def stop(self) -> None:
         self._stop.set()
+        self.informers.stop()
         if self.leader is not None:
             self.leader.stop()
         for server in (self._server, self._metrics_server):

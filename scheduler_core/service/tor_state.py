@@ -1,6 +1,8 @@
-"""The network as the extender tracks it between views: ToR states of switch affinity 2.0
-(rebuilt from the pods' annotations, then changed by each reservation), the ToRs under jobs
-that span several, and which cross-ToR jobs run behind each server (``tor-share-cm``)."""
+"""The network as the extender tracks it: ToR states of switch affinity 2.0 (built from the
+bound pods' annotations, then changed by each reservation), the ToRs under jobs that span
+several, and which cross-ToR jobs run behind each server (``tor-share-cm``). Built again
+only when something it depends on has changed and it is read (a gang is reserved, the
+ConfigMap is written)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from contract.annotations import TOR_SHARED_ANNOTATION
 from scheduler_core.engine import locality, tor_share
 from scheduler_core.engine.tor import Topology
-from scheduler_core.service.cluster_view import Snapshot
 from scheduler_core.service.gangs import GangPods, Reservation
 
 
@@ -22,24 +23,31 @@ class TorState:
 
     def rebuild(
         self,
-        snapshot: Snapshot,
+        addresses: Mapping[str, str],
+        super_pods: Mapping[str, int],
         topology: Topology | None,
         pods: GangPods,
         reservations: Mapping[str, Reservation],
     ) -> None:
-        """The network of a new view: bound pods' ToR states, then the live reservations'."""
-        states = tor_share.states_from_pods(topology, pods.on_tors) if topology else {}
+        """The network now: bound pods' ToR states, then the live reservations'."""
+        on_tors = [
+            (gang, addresses[m.node], m.annotations, m.large_model)
+            for gang, members in pods.bound.items()
+            for m in members
+            if m.node in addresses
+        ]
+        states = tor_share.states_from_pods(topology, on_tors) if topology else {}
         jobs_on: dict[str, set[str]] = {}
-        for key, ip, notes, _ in pods.on_tors:
+        for key, ip, notes, _ in on_tors:
             if notes.get(TOR_SHARED_ANNOTATION) in ("1", "2"):
                 jobs_on.setdefault(ip, set()).add(key)
         for gang, reservation in reservations.items():
             if reservation.shared is not None and topology is not None:
                 states = self._with_shared(states, gang, reservation)
                 for p in reservation.placements.values():
-                    if address := snapshot.addresses.get(p.node):
+                    if address := addresses.get(p.node):
                         jobs_on.setdefault(address, set()).add(gang)
-        network = locality.Network(topology, snapshot.addresses, snapshot.super_pods, states)
+        network = locality.Network(topology, dict(addresses), dict(super_pods), states)
         spans = _spans(network, pods, reservations)
         self.network = dataclasses.replace(network, multi_job_tors=spans)
         self._jobs_on = jobs_on
@@ -74,8 +82,7 @@ def _spans(
     nodes_of: dict[str, list[str]] = {
         g: [p.node for p in r.placements.values()] for g, r in reservations.items()
     }
-    node_of_ip = {ip: n for n, ip in network.addresses.items()}
-    for key, ip, _, _ in pods.on_tors:
-        nodes_of.setdefault(key, []).append(node_of_ip.get(ip, ""))
+    for key, members in pods.bound.items():
+        nodes_of.setdefault(key, []).extend(m.node for m in members if m.node in network.addresses)
     spans: Iterable[set[int]] = (network.tors_of(nodes) for nodes in nodes_of.values())
     return frozenset(t for span in spans if len(span) > 1 for t in span)

@@ -11,6 +11,7 @@ from contract.deviceinfo import DeviceInfo, encode
 from contract.pods import pod_view
 from infra.kube.port import KubeError
 from scheduler_core.service import cluster_view
+from scheduler_core.service.cluster_view import NodeView
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
 from scheduler_core.service.wire import normalize
@@ -55,7 +56,11 @@ def add_node(
     api.put(
         "ConfigMap",
         {
-            "metadata": {"namespace": "kube-system", "name": f"mindx-dl-deviceinfo-{name}"},
+            "metadata": {
+                "namespace": "kube-system",
+                "name": f"mindx-dl-deviceinfo-{name}",
+                "labels": {"mx-consumer-cim": "true"},
+            },
             "data": encode(info),
         },
     )
@@ -300,12 +305,15 @@ def test_a_malformed_gang_size_is_refused_with_the_reason(size: str) -> None:
     assert "ascend.npu/gang-size" in answer["FailedNodes"]["n0"]
 
 
-def test_a_view_listed_before_a_bind_does_not_offer_that_binds_chips_again() -> None:
+def test_changes_from_before_a_bind_landed_do_not_offer_that_binds_chips_again() -> None:
     h = Harness(1)
-    pods_before = [pod_view(p) for p in h.api.list_pods(None)[0]]
     stale = cluster_view.build(
-        h.api.list_nodes(), h.api.list_configmaps("kube-system"), pods_before, h.clock()
+        h.api.list_nodes(), h.api.list_configmaps("kube-system"), [], h.clock()
     )
-    h.schedule(pending(h.api, "first", 8))
-    h.extender.refresh(stale, pods_before)  # a refresh that listed before the bind landed
+    first = pending(h.api, "first", 8)
+    h.schedule(first)
+    # The watches deliver what changed before the Binding: the node all free, the pod pending.
+    h.extender.update(
+        views={"n0": NodeView("n0", stale.nodes[0])}, pods={"ns/first": pod_view(first)}
+    )
     assert h.filter(pending(h.api, "second", 1))["NodeNames"] == []

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from contract.deviceinfo import DATA_KEY, DeviceInfo, check_code, encode
-from contract.objects import Obj
-from infra.kube.port import KubeError
+from infra.kube.port import KubeError, Page, Selection
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
 from scheduler_core.service.wire import BadPod, pod_request
@@ -97,7 +96,14 @@ def test_a_malformed_deviceinfo_leaves_only_its_node_out_with_the_reason(
     h = Harness(2)
     h.api.put(
         "ConfigMap",
-        {"metadata": {"namespace": "kube-system", "name": "mindx-dl-deviceinfo-n1"}, "data": data},
+        {
+            "metadata": {
+                "namespace": "kube-system",
+                "name": "mindx-dl-deviceinfo-n1",
+                "labels": {"mx-consumer-cim": "true"},
+            },
+            "data": data,
+        },
     )
     h.service.refresh_once_safely()
     assert h.service.metrics.refresh_errors == 0
@@ -203,9 +209,9 @@ class CountingReads(MemoryCluster):
         super().__init__()
         self.node_lists = 0
 
-    def list_nodes(self) -> list[Obj]:
-        self.node_lists += 1
-        return super().list_nodes()
+    def list_page(self, what: Selection, limit: int, token: str = "") -> Page:
+        self.node_lists += what.kind == "Node"
+        return super().list_page(what, limit, token)
 
 
 def test_a_stream_of_session_openings_reads_the_cluster_once_a_period() -> None:
@@ -214,3 +220,15 @@ def test_a_stream_of_session_openings_reads_the_cluster_once_a_period() -> None:
     for _ in range(200):
         service.handle("volcano/onSessionOpen", {})
     assert api.node_lists == 1
+
+
+def test_session_openings_read_nothing_once_the_cluster_is_watched() -> None:
+    api = CountingReads()
+    service = SchedulerService(api, Extender(api), refresh_period=60)
+    service.start()
+    try:
+        for _ in range(200):
+            service.handle("volcano/onSessionOpen", {})
+        assert api.node_lists == 1, "the first read only"
+    finally:
+        service.stop()

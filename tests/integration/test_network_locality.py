@@ -306,7 +306,11 @@ def test_a_grace_fault_job_is_evicted_politely_then_forced_after_the_grace_over_
     c.api.put(
         "ConfigMap",
         {
-            "metadata": {"namespace": "kube-system", "name": "mindx-dl-deviceinfo-t0-s0"},
+            "metadata": {
+                "namespace": "kube-system",
+                "name": "mindx-dl-deviceinfo-t0-s0",
+                "labels": {"mx-consumer-cim": "true"},
+            },
             "data": encode(
                 DeviceInfo(
                     frozenset(range(7)), frozenset({7}), frozenset(), update_time=int(c.clock.now)

@@ -54,7 +54,11 @@ def test_the_service_filters_binds_and_reports_health_and_metrics(tmp_path: Path
     store.put(
         "ConfigMap",
         {
-            "metadata": {"namespace": "kube-system", "name": "mindx-dl-deviceinfo-n1"},
+            "metadata": {
+                "namespace": "kube-system",
+                "name": "mindx-dl-deviceinfo-n1",
+                "labels": {"mx-consumer-cim": "true"},
+            },
             "data": encode(info),
         },
     )
@@ -112,7 +116,11 @@ def test_concurrent_binds_over_http_never_share_a_chip() -> None:
         store.put(
             "ConfigMap",
             {
-                "metadata": {"namespace": "kube-system", "name": f"mindx-dl-deviceinfo-{name}"},
+                "metadata": {
+                    "namespace": "kube-system",
+                    "name": f"mindx-dl-deviceinfo-{name}",
+                    "labels": {"mx-consumer-cim": "true"},
+                },
                 "data": encode(info),
             },
         )

@@ -43,7 +43,11 @@ def cluster(tmp_path: Path) -> tuple[MemoryCluster, LoopbackApiServer, Path]:
     store.put(
         "ConfigMap",
         {
-            "metadata": {"namespace": "kube-system", "name": "mindx-dl-deviceinfo-n1"},
+            "metadata": {
+                "namespace": "kube-system",
+                "name": "mindx-dl-deviceinfo-n1",
+                "labels": {"mx-consumer-cim": "true"},
+            },
             "data": encode(info),
         },
     )

@@ -3,14 +3,16 @@ ToRs under spanning jobs."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from contract.pods import PodView
 from scheduler_core.engine import locality, tor
 from scheduler_core.engine.model import Placement
 from scheduler_core.engine.rescheduling import FORCE, JobPod, restore
 from scheduler_core.engine.session import Session
-from scheduler_core.service.assumed import AssumedBinds
-from scheduler_core.service.cluster_view import Snapshot
+from scheduler_core.service.assumed import Assumed, AssumedBinds
 from scheduler_core.service.fault_restarts import FaultRestarts
-from scheduler_core.service.gangs import GangPods, Gangs, NotReserved, Reservation
+from scheduler_core.service.gangs import BoundMember, GangPods, Gangs, NotReserved, Reservation
 from scheduler_core.service.tor_state import TorState
 from scheduler_core.service.wire import PodRequest
 from simulation.cluster import tor_configmap
@@ -19,26 +21,28 @@ from tests.unit.helpers import node
 FULL = range(8)
 
 
-def test_an_assumed_bind_is_held_in_each_new_view_until_the_view_shows_it() -> None:
-    assumed = AssumedBinds(ttl=60)
-    assumed.add("ns/p", "uid", "n", (0, 1), now=0)
-    stale = Session([node("n", FULL)])  # listed before the bind landed
-    assumed.hold_in(stale, now=1)
-    assert stale.usable("n") == (2, 3, 4, 5, 6, 7)
-    shown = Session([node("n", range(2, 8))])  # the pod holds chips 0 and 1 now
-    assumed.hold_in(shown, now=2)
-    assert shown.usable("n") == (2, 3, 4, 5, 6, 7)
-    again = Session([node("n", FULL)])
-    assumed.hold_in(again, now=3)
-    assert again.usable("n") == tuple(FULL), "a bind the view showed is no longer assumed"
+BIND = Assumed("uid", "n", (0, 1), since=0, job="default/ns/p", task="p")
 
 
-def test_an_assumed_bind_is_forgotten_after_its_ttl() -> None:
+def test_an_assumed_bind_stays_until_the_view_shows_its_pod_holding_its_chips() -> None:
     assumed = AssumedBinds(ttl=60)
-    assumed.add("ns/p", "uid", "n", (0,), now=0)
-    session = Session([node("n", FULL)])
-    assumed.hold_in(session, now=61)
-    assert session.usable("n") == tuple(FULL)
+    assumed.add("ns/p", BIND)
+    still_pending = PodView("ns", "p", "uid", npu_limit=2)
+    assert assumed.settled("ns/p", still_pending) is None
+    bound = dataclasses.replace(
+        still_pending, node="n", annotations={"huawei.com/Ascend910": "Ascend910-0,Ascend910-1"}
+    )
+    assert assumed.settled("ns/p", bound) == BIND
+    assert assumed.given("ns/p") is None
+
+
+def test_an_assumed_bind_ends_with_its_pod_or_its_ttl() -> None:
+    assumed = AssumedBinds(ttl=60)
+    assumed.add("ns/p", BIND)
+    assert assumed.settled("ns/p", PodView("ns", "p", "another-uid")) == BIND, "a new pod"
+    assumed.add("ns/p", BIND)
+    assert assumed.expired(now=59) == []
+    assert assumed.expired(now=61) == [BIND]
 
 
 def gang_request(gang: str, size: int) -> PodRequest:
@@ -110,13 +114,11 @@ def test_the_tors_under_a_job_that_spans_several_are_known_bound_or_reserved() -
     # Four ToRs of two servers: node-i has InternalIP 192.168.0.<i+1>.
     topology = tor.parse_topology(tor_configmap(nodes=8, per_tor=2)["data"]["tor_info"])
     addresses = {f"node-{i:02d}": f"192.168.0.{i + 1}" for i in range(8)}
-    snapshot = Snapshot((), addresses=addresses)
     bound = GangPods(
-        on_tors=[
-            ("ns/wide", "192.168.0.1", {}, False),  # ToR 0
-            ("ns/wide", "192.168.0.3", {}, False),  # ToR 1
-            ("ns/narrow", "192.168.0.5", {}, False),  # ToR 2 alone
-        ]
+        bound={
+            "ns/wide": [BoundMember("node-00", {}, False), BoundMember("node-02", {}, False)],
+            "ns/narrow": [BoundMember("node-04", {}, False)],  # ToR 2 alone
+        }
     )
     reserved = Reservation(
         {0: Placement("r-0", "node-06", (0,)), 1: Placement("r-1", "node-07", (0,))},
@@ -124,15 +126,15 @@ def test_the_tors_under_a_job_that_spans_several_are_known_bound_or_reserved() -
         notes={0: {}, 1: {}},
     )
     state = TorState(locality.Settings())
-    state.rebuild(snapshot, topology, bound, {})
+    state.rebuild(addresses, {}, topology, bound, {})
     assert state.network.multi_job_tors == frozenset({0, 1})
-    state.rebuild(snapshot, topology, bound, {"ns/r": reserved})
+    state.rebuild(addresses, {}, topology, bound, {"ns/r": reserved})
     assert state.network.multi_job_tors == frozenset({0, 1}), "one ToR: not a spanning job"
     spanning = Reservation(
         {0: Placement("s-0", "node-05", (0,)), 1: Placement("s-1", "node-07", (0,))},
         expires=60,
         notes={0: {}, 1: {}},
     )
-    state.rebuild(snapshot, topology, bound, {"ns/s": spanning})
+    state.rebuild(addresses, {}, topology, bound, {"ns/s": spanning})
     assert state.network.multi_job_tors == frozenset({0, 1, 2, 3})
     assert state.tor_share_data() is None, "tor-share-cm is written under NSLB 2.0 only"

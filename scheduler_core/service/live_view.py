@@ -1,0 +1,134 @@
+"""The cluster as the watches show it, kept up to date change by change.
+
+Nodes, DeviceInfo ConfigMaps and the pods that matter (those that request NPUs or belong
+to a gang) go in one change at a time; each change marks the nodes it touches, and only
+those are computed again (``cluster_view.node_view``), with the chips their pods hold and
+the NPUs they request kept as running totals. A DeviceInfo that ages out (or a clock that
+catches up with one from the future) is noticed by ``due``, without re-reading anything.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+from contract import deviceinfo
+from contract.annotations import GANG_LABEL
+from contract.objects import Obj
+from contract.pods import PodView
+from scheduler_core.service.cluster_view import NodeView, node_view, published
+
+
+def gang_of(pod: PodView) -> str | None:
+    gang = pod.labels.get(GANG_LABEL)
+    return f"{pod.namespace}/{gang}" if gang else None
+
+
+def matters(pod: PodView) -> bool:
+    """A pod the scheduler keeps: it requests NPUs, or it is a member of a gang."""
+    return pod.live and (pod.npu_limit > 0 or gang_of(pod) is not None)
+
+
+class LiveView:
+    def __init__(self, self_maintain: bool = True) -> None:
+        self._self_maintain = self_maintain
+        self._nodes: dict[str, Obj] = {}
+        self._infos: dict[str, tuple[Mapping[str, str], deviceinfo.DeviceInfo | str]] = {}
+        self._pods: dict[str, PodView] = {}
+        self._held: dict[str, Counter[int]] = {}
+        self._requested: Counter[str] = Counter()
+        self._gangs: dict[str, dict[str, PodView]] = {}
+        self.views: dict[str, NodeView] = {}
+        self._dirty: set[str] = set()
+
+    # ---- changes ---------------------------------------------------------------------
+
+    def set_node(self, name: str, node: Obj | None) -> None:
+        if node is None:
+            self._nodes.pop(name, None)
+        else:
+            self._nodes[name] = node
+        self._dirty.add(name)
+
+    def set_deviceinfo(self, configmap: str, data: Mapping[str, str] | None) -> None:
+        node = deviceinfo.node_of(configmap)
+        if not node:
+            return
+        decoded = published(data)
+        if data is None or decoded is None:
+            self._infos.pop(node, None)
+        else:
+            self._infos[node] = (data, decoded)
+        self._dirty.add(node)
+
+    def set_pod(self, key: str, pod: PodView | None) -> set[str]:
+        """A pod changed (None: gone); the gangs it was or is in."""
+        kept = pod if pod is not None and matters(pod) else None
+        old = self._pods.pop(key, None)
+        gangs = set()
+        if old is not None:
+            self._count(old, -1)
+            if (gang := gang_of(old)) is not None:
+                self._gangs.get(gang, {}).pop(key, None)
+                if not self._gangs.get(gang):
+                    self._gangs.pop(gang, None)
+                gangs.add(gang)
+        if kept is not None:
+            self._pods[key] = kept
+            self._count(kept, 1)
+            if (gang := gang_of(kept)) is not None:
+                self._gangs.setdefault(gang, {})[key] = kept
+                gangs.add(gang)
+        return gangs
+
+    def _count(self, pod: PodView, sign: int) -> None:
+        if not pod.node:
+            return
+        held = self._held.setdefault(pod.node, Counter())
+        held.update({c: sign for c in pod.chips})
+        self._held[pod.node] = +held
+        self._requested[pod.node] += sign * pod.npu_limit
+        self._dirty.add(pod.node)
+
+    # ---- reading ---------------------------------------------------------------------
+
+    def pod(self, key: str) -> PodView | None:
+        return self._pods.get(key)
+
+    def pods(self) -> Iterable[PodView]:
+        return self._pods.values()
+
+    def gang(self, key: str) -> list[PodView]:
+        """The gang's live pods, by name."""
+        return [p for _, p in sorted(self._gangs.get(key, {}).items())]
+
+    def due(self, now: float) -> None:
+        """Mark the nodes whose view has aged out of its validity."""
+        self._dirty.update(
+            n for n, v in self.views.items() if not v.valid_from <= now < v.valid_until
+        )
+
+    def changed(self, now: float) -> dict[str, NodeView | None]:
+        """The views of the nodes changed since the last call (None: not an NPU node)."""
+        views: dict[str, NodeView | None] = {}
+        for name in self._dirty:
+            node = self._nodes.get(name)
+            view = None
+            if node is not None:
+                data, info = self._infos.get(name, (None, None))
+                view = node_view(
+                    node,
+                    data,
+                    info,
+                    held=self._held.get(name, ()),
+                    requested=self._requested.get(name, 0),
+                    now=now,
+                    self_maintain=self._self_maintain,
+                )
+            if view is None:
+                if self.views.pop(name, None) is not None:
+                    views[name] = None
+            elif view != self.views.get(name):
+                self.views[name] = views[name] = view
+        self._dirty.clear()
+        return views
