@@ -126,11 +126,16 @@ def node_view(
         return NodeView(name, None, f"{name}: {info}")
     age = now - info.update_time
     if age > MAX_AGE:
-        reason = f"{name}: DeviceInfo is stale (updated {int(age)} s ago)"
+        # The reason holds as long as the view: it names the time, not the age.
+        reason = (
+            f"{name}: DeviceInfo is stale (UpdateTime {info.update_time}, over {MAX_AGE} s ago)"
+        )
         return NodeView(name, None, reason, True, valid_from=info.update_time + MAX_AGE)
     if -age > MAX_SKEW:
         # Fresh for ever otherwise: a node whose agent died would never be seen down.
-        reason = f"{name}: DeviceInfo UpdateTime is {int(-age)} s in the future"
+        reason = (
+            f"{name}: DeviceInfo UpdateTime {info.update_time} is over {MAX_SKEW} s in the future"
+        )
         return NodeView(name, None, reason, valid_until=info.update_time - MAX_SKEW)
     since, until = info.update_time - MAX_SKEW, info.update_time + MAX_AGE
     failed = info.unhealthy | info.network_unhealthy

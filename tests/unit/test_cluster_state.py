@@ -92,7 +92,7 @@ def test_a_mismatching_or_stale_configmap_is_never_trusted() -> None:
     )
     assert snapshot.nodes == ()
     assert "CheckCode does not match" in snapshot.left_out["n1"]
-    assert "stale (updated 301 s ago)" in snapshot.left_out["n2"]
+    assert "stale (UpdateTime 1699999699, over 300 s ago)" in snapshot.left_out["n2"]
     assert snapshot.left_out["n3"] == "n3: no mindx-dl-deviceinfo-n3 ConfigMap"
 
 
