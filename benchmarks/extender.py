@@ -95,7 +95,7 @@ def extender_latency(nodes: int, pods: int, workdir: Path) -> None:
     for i in range(pods):
         store.put("Pod", pod_object("ns", f"p{i}", None, (1, 1, 2, 4)[i % 4]))
     filter_ms, prioritize_ms, bind_ms = [], [], []
-    flags = ("--refresh-period", "3600", "--log-level", "WARNING")
+    flags = ("--log-level", "WARNING")
     with scheduler_process(store, workdir, *flags) as service:
         url = service.url
         for i in range(pods):

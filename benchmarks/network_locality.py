@@ -107,6 +107,7 @@ def loaded(
             gangs.setdefault(key, []).append(pod)
     extender.update(views=views, pods={p.key: p for p in seen}, gangs=gangs)
     extender.set_topology(topology)
+    extender.warm()  # as the service does after its first read
     return extender
 
 

@@ -26,17 +26,15 @@ KUBERNETES = "1.33"
 Rule = tuple[str, str, str | None]
 # What each gateway call needs: (resource, verb, namespace of a Role or None for cluster).
 RBAC_OF_CALL: dict[str, set[Rule]] = {
-    "list_pods": {("pods", "list", None)},
-    "watch_pods": {("pods", "watch", None)},
+    "list_page": set(),  # what is listed and watched: WATCHED
+    "watch": set(),
     "get_pod": {("pods", "get", None)},
     "delete_pod": {("pods", "delete", None)},
     "patch_pod_annotations": {("pods", "patch", None)},
     "bind_pod": {("pods/binding", "create", None)},
-    "list_configmaps": {("configmaps", "list", "kube-system")},
     "get_configmap": {("configmaps", "get", "kube-system")},
     "create_configmap": {("configmaps", "create", "kube-system")},
     "update_configmap": {("configmaps", "update", "kube-system")},
-    "list_nodes": {("nodes", "list", None)},
     "get_node": {("nodes", "get", None)},
     "patch_node_labels": {("nodes", "patch", None)},
     "create_event": {("events", "create", None)},
@@ -49,11 +47,22 @@ RBAC_OF_CALL: dict[str, set[Rule]] = {
 # job's namespace.
 CLUSTER_WIDE_CALLS = {
     "ascend-npu-scheduler": {
-        "get_configmap": {("configmaps", "get", None)},
         "create_configmap": {("configmaps", "create", None)},
         "update_configmap": {("configmaps", "update", None)},
     }
 }
+# What each component lists and watches (a reflector's Selection, or a command's list_all):
+# resource and the namespace of a Role (None: cluster-wide).
+WATCHED: dict[str, set[tuple[str, str | None]]] = {
+    "ascend-npu-agent": {("pods", None)},
+    "ascend-npu-scheduler": {
+        ("pods", None),
+        ("nodes", None),
+        ("configmaps", "kube-system"),  # DeviceInfo, basic-tor-node-cm
+        ("configmaps", "volcano-system"),  # vcjob-fault-npu-cm
+    },
+}
+RESOURCE_OF_KIND = {"Pod": "pods", "Node": "nodes", "ConfigMap": "configmaps"}
 # The code each deployed component runs (the simulation harness is not deployed).
 COMPONENTS = {
     "ascend-npu-agent": ["agent", "infra/events.py"],
@@ -177,11 +186,23 @@ def calls_in_code(component: str) -> set[str]:
     return {m for m in methods if re.search(rf"gateway\.{m}\(", text)}
 
 
+def watched_in_code(component: str) -> set[str]:
+    """The resources the component's code selects to list and watch."""
+    text = "".join(
+        module.read_text()
+        for path in (ROOT / part for part in COMPONENTS[component])
+        for module in (path.rglob("*.py") if path.is_dir() else [path])
+    )
+    return {RESOURCE_OF_KIND[k] for k in re.findall(r'Selection\(\s*"(\w+)"', text)}
+
+
 @pytest.mark.parametrize("component", sorted(COMPONENTS))
 def test_rbac_grants_exactly_what_the_code_calls(component: str) -> None:
     needed: set[tuple[str, str, str | None]] = set()
     for call in calls_in_code(component):
         needed |= CLUSTER_WIDE_CALLS.get(component, {}).get(call) or RBAC_OF_CALL[call]
+    assert watched_in_code(component) == {r for r, _ in WATCHED[component]}
+    needed |= {(r, verb, ns) for r, ns in WATCHED[component] for verb in ("list", "watch")}
     assert rules_in_manifest(component) == needed
 
 

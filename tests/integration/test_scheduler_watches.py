@@ -89,6 +89,10 @@ def test_after_any_disconnection_the_view_equals_a_fresh_read() -> None:
                     add_node(api, node, unhealthy=frozenset(rng.sample(range(8), 1)))
             api.reachable = True
             want = fresh_answers(api, clock)
-            assert wait_for(lambda want=want: answers(service.extender) == want), round_
+
+            def caught_up(want: list[Any] = want) -> bool:
+                return answers(service.extender) == want
+
+            assert wait_for(caught_up), round_
     finally:
         service.stop()

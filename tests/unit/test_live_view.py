@@ -42,7 +42,7 @@ def pod(name: str, where: str | None, chips: list[int]) -> PodView:
 
 def whole_read(
     nodes: dict[str, Obj], infos: dict[str, dict[str, str]], pods: dict[str, PodView], now: float
-) -> dict[str, cluster_view.NodeView]:
+) -> dict[str, object]:
     configmaps = [
         {"metadata": {"namespace": "kube-system", "name": configmap_name(n)}, "data": d}
         for n, d in infos.items()
