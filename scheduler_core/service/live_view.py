@@ -10,7 +10,7 @@ catches up with one from the future) is noticed by ``due``, without re-reading a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from contract import deviceinfo
 from contract.annotations import GANG_LABEL
@@ -91,12 +91,6 @@ class LiveView:
         self._dirty.add(pod.node)
 
     # ---- reading ---------------------------------------------------------------------
-
-    def pod(self, key: str) -> PodView | None:
-        return self._pods.get(key)
-
-    def pods(self) -> Iterable[PodView]:
-        return self._pods.values()
 
     def gang(self, key: str) -> list[PodView]:
         """The gang's live pods, by name."""
