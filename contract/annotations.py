@@ -39,6 +39,8 @@ GANG_SIZE_ANNOTATION = "ascend.npu/gang-size"  # how many pods the gang has
 TOR_AFFINITY_LABEL = "tor-affinity"
 SUPER_POD_AFFINITY_LABEL = "super-pod-affinity"
 SP_BLOCK_ANNOTATION = "sp-block"
+SP_FIT_ANNOTATION = "sp-fit"  # "idlest": a MindIE job takes the SuperPoDs with most free first
+MINDIE_LABELS = ("app", "jobID")  # both set: a MindIE inference job
 FAULT_SCHEDULING_LABEL = "fault-scheduling"
 ACCELERATOR_TYPE_LABEL = "accelerator-type"  # nodeSelector and node label
 RING_CONTROLLER_LABEL = "ring-controller.atlas"
@@ -49,10 +51,14 @@ HOST_ARCH_LABEL = "host-arch"
 KEPT_ANNOTATIONS = (frozenset(WRITTEN_BY_US) - {RANK_TABLE_ANNOTATION, KUBELET_ANNOTATION}) | {
     GANG_SIZE_ANNOTATION,
     SP_BLOCK_ANNOTATION,
+    SP_FIT_ANNOTATION,
 }
 
-# Node labels.
+# Node labels and annotations.
 SUPER_POD_ID_LABEL = "huawei.com/topotree.superpodid"
+NODED_ENABLE_LABEL = "nodeDEnable"  # "on": NodeD's heartbeats say whether the node is up
+NODED_HEARTBEAT = "noded/heartbeat"  # Unix time of NodeD's last heartbeat
+NODED_INTERVAL = "noded/heartbeat-interval"  # seconds between heartbeats
 SERVER_TYPE_LABEL = "servertype"  # the agent sets it when absent
 
 # ConfigMaps besides DeviceInfo (whose codec is contract.deviceinfo): (namespace, name).

@@ -26,12 +26,18 @@ CONSUMER_LABEL = ("mx-consumer-cim", "true")
 # A 16-chip server with a fault on every chip publishes about 4 KB: anything much larger is
 # not a DeviceInfo, and reading it would only cost time.
 MAX_BYTES = 64 * 1024
+MAX_FAULTS = 1024  # 16 chips, each with a card and a network fault, fit many times over
 MAX_AGE = 300  # seconds: a DeviceInfo older than this is stale (its agent writes far more often)
 
 FREE_KEY = RESOURCE_NAME
 UNHEALTHY_KEY = f"{RESOURCE_NAME}-Unhealthy"
 NETWORK_UNHEALTHY_KEY = f"{RESOURCE_NAME}-NetworkUnhealthy"
 FAULT_KEY = f"{RESOURCE_NAME}-Fault"
+SWITCH_KEY = "SwitchInfoCfg"  # A3: the node's switch faults, outside DeviceInfoCfg
+# MindCluster's sub-health: a chip fault of this level, or a switch reporting it (or this
+# node status). It makes a node a last choice, never a refusal.
+SUB_HEALTH_LEVEL = "SubHealthFault"
+SUB_HEALTHY_STATUS = "SubHealthy"
 
 
 def check_code(device_list: Mapping[str, str], update_time: int) -> str:
@@ -89,6 +95,11 @@ class DeviceInfo:
     update_time: int = 0
     super_pod_id: int | None = None  # MC-v6 A3 fields, outside the CheckCode
     server_index: int | None = None
+    switch_sub_healthy: bool = False  # from SwitchInfoCfg, read only
+
+    @property
+    def sub_healthy(self) -> bool:
+        return self.switch_sub_healthy or any(f.level == SUB_HEALTH_LEVEL for f in self.faults)
 
     def device_list(self) -> dict[str, str]:
         return {
@@ -166,7 +177,50 @@ def decode(data: Mapping[str, str]) -> DeviceInfo:
         free=_chips(devices.get(FREE_KEY, ""), FREE_KEY),
         unhealthy=_chips(devices.get(UNHEALTHY_KEY, ""), UNHEALTHY_KEY),
         network_unhealthy=_chips(devices.get(NETWORK_UNHEALTHY_KEY, ""), NETWORK_UNHEALTHY_KEY),
+        faults=_faults(devices.get(FAULT_KEY, "[]")),
         update_time=update_time,
         super_pod_id=_optional_int(cache, "SuperPodID"),
         server_index=_optional_int(cache, "ServerIndex"),
+        switch_sub_healthy=_switch_sub_healthy(data.get(SWITCH_KEY)),
     )
+
+
+def _faults(text: str) -> tuple[ChipFault, ...]:
+    """The ``-Fault`` list: the entries' chip, type and level (codes as written)."""
+    where = f"{DATA_KEY}.DeviceList[{FAULT_KEY}]"
+    try:
+        entries = json.loads(text) if text else []
+        if not isinstance(entries, list) or len(entries) > MAX_FAULTS:
+            raise TypeError(f"not a list of at most {MAX_FAULTS} faults")
+        faults = []
+        for entry in entries:
+            chip = parse_chip_list(str(entry["npu_name"]))
+            if len(chip) != 1:
+                raise ValueError(f"npu_name {quoted(str(entry['npu_name']))} is not one chip")
+            codes = str(entry.get("fault_code") or "")
+            faults.append(
+                ChipFault(
+                    chip[0],
+                    entry.get("fault_type") == "CardNetworkUnhealthy",
+                    str(entry.get("fault_level") or ""),
+                    tuple(c for c in codes.split(",") if c),
+                )
+            )
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, InvalidInput) as bad:
+        raise InvalidInput(f"{where} is malformed: {quoted(repr(bad))}") from None
+    return tuple(faults)
+
+
+def _switch_sub_healthy(text: str | None) -> bool:
+    """Whether ``SwitchInfoCfg`` (``{"FaultCode":[…],"FaultLevel":"…","NodeStatus":"…"}``)
+    says the node's switch is sub-healthy."""
+    if not text:
+        return False
+    if len(text) > MAX_BYTES:
+        raise InvalidInput(f"{SWITCH_KEY} has {len(text)} characters (at most {MAX_BYTES})")
+    try:
+        switch = json.loads(text)
+        level, status = switch.get("FaultLevel", ""), switch.get("NodeStatus", "")
+    except (ValueError, AttributeError, RecursionError) as bad:
+        raise InvalidInput(f"{SWITCH_KEY} is malformed: {quoted(repr(bad))}") from None
+    return SUB_HEALTH_LEVEL in (level, status) or status == SUB_HEALTHY_STATUS

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from contract.annotations import SP_BLOCK_ANNOTATION
+from contract.annotations import MINDIE_LABELS, SP_BLOCK_ANNOTATION, SP_FIT_ANNOTATION
 from scheduler_core.engine import superpod, tor, tor_share
 from scheduler_core.engine.tor import DISABLED, Topology
 from scheduler_core.engine.tor_share import SharedSelection, TorState
@@ -39,6 +39,7 @@ class Network:
     super_pods: Mapping[str, int] = field(default_factory=dict)  # node → SuperPodID
     tor_states: Mapping[int, TorState] = field(default_factory=dict)
     multi_job_tors: frozenset[int] = frozenset()  # ToRs under a job that spans several
+    sub_healthy: frozenset[str] = frozenset()  # nodes whose chip or switch is sub-healthy
 
     def tors_of(self, nodes: Iterable[str]) -> set[int]:
         return {t for n in nodes if (t := self.tor_of(n)) is not None}
@@ -55,6 +56,7 @@ class Ask:
     job: str  # namespace/name
     size: int  # pods = nodes
     chips_per_node: int
+    npu: int  # NPUs each pod requests
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
 
@@ -80,19 +82,30 @@ def choose(
     previous: Mapping[int, str] | None = None,
     fault_nodes: frozenset[str] = frozenset(),
     running: Iterable[str] = (),
+    idle: Mapping[str, int] | None = None,
 ) -> Choice:
     """The job's nodes among ``candidates`` (best first), or Unplaceable; invalid labels
     raise ``tor.TorInvalid`` or ``superpod.SuperPodInvalid``. ``previous``: rank → node of a
     fault job's last run; ``running``: nodes of the job's pods still running (``ask.size``
-    then counts only the missing ranks)."""
+    then counts only the missing ranks); ``idle``: each candidate's idle NPUs."""
+    sp_block = ask.annotations.get(SP_BLOCK_ANNOTATION)
     if previous:
+        if sp_block is not None:
+            return _super_pods_after_fault(
+                ask,
+                candidates,
+                network,
+                settings,
+                sp_block=sp_block,
+                previous=previous,
+                fault_nodes=fault_nodes,
+            )
         return _after_fault(ask, candidates, network, previous, fault_nodes)
     running = list(running)
     if running:
         return _join(ask, candidates, network, running)
-    sp_block = ask.annotations.get(SP_BLOCK_ANNOTATION)
     if sp_block is not None:
-        return _super_pods(ask, candidates, network, settings, sp_block)
+        return _super_pods(ask, candidates, network, settings, sp_block=sp_block, idle=idle or {})
     schema = tor.affinity_of(ask.labels, network.topology)
     if schema != DISABLED and network.topology is not None:
         return _tors(ask, candidates, network, settings, schema=schema, topology=network.topology)
@@ -102,25 +115,164 @@ def choose(
     return Choice(nodes, tuple({} for _ in nodes))
 
 
-def _super_pods(
-    ask: Ask, candidates: Sequence[str], network: Network, settings: Settings, sp_block: str
-) -> Choice:
-    block = superpod.block_nodes(sp_block, ask.size, ask.chips_per_node, settings.super_pod_size)
-    affinity = superpod.affinity_of(ask.labels)
+def _super_pod_block(ask: Ask, settings: Settings, sp_block: str) -> tuple[int, int, int]:
+    """(nodes per block, super-pod-size, reserve) of a SuperPoD job."""
+    size, reserve = superpod.effective_settings(settings.super_pod_size, settings.reserve_nodes)
+    spec = ask.job.rsplit("/", 1)[-1]
+    block = superpod.block_nodes(
+        sp_block,
+        tasks=ask.size,
+        npu_per_task=ask.npu,
+        chips_per_node=ask.chips_per_node,
+        super_pod_size=size,
+        spec=spec,
+    )
+    return block, size, reserve
+
+
+def _by_super_pod(nodes: Iterable[str], network: Network) -> dict[int, list[str]]:
     free: dict[int, list[str]] = {}
-    for node in sorted(candidates):
+    for node in sorted(nodes):
         if node in network.super_pods:
             free.setdefault(network.super_pods[node], []).append(node)
+    return free
+
+
+def _super_pods(
+    ask: Ask,
+    candidates: Sequence[str],
+    network: Network,
+    settings: Settings,
+    *,
+    sp_block: str,
+    idle: Mapping[str, int],
+) -> Choice:
+    block, size, reserve = _super_pod_block(ask, settings, sp_block)
+    affinity = superpod.affinity_of(ask.labels)
+    outside = [n for n in candidates if n not in network.super_pods]
+    nodes = [n for n in candidates if n in network.super_pods]
+    if not nodes and outside:
+        raise Unplaceable(f"node {outside[0]} is not super-pod node or superPodID is not set")
+    if ask.size == 1 and nodes:  # a one-task job: the least idle nodes, healthy if any
+        fewest = min(idle.get(n, 0) for n in nodes)
+        nodes = [n for n in nodes if idle.get(n, 0) == fewest]
+        nodes = [n for n in nodes if n not in network.sub_healthy] or nodes
+    if ask.size > len(nodes):
+        raise Unplaceable(f"not enough node, npuTaskNum: {ask.size}, nodes: {len(nodes)}")
+    free = _by_super_pod(nodes, network)
     try:
-        chosen = superpod.select(free, ask.size, block, settings.reserve_nodes, affinity)
-    except superpod.SuperPodInvalid as failed:
+        if all(ask.labels.get(k) for k in MINDIE_LABELS):
+            chosen = superpod.select_mindie(
+                free,
+                ask.size // block,
+                block,
+                reserve=reserve,
+                idlest=ask.annotations.get(SP_FIT_ANNOTATION) == superpod.IDLEST,
+                sub_healthy=network.sub_healthy,
+            )
+        else:
+            chosen = superpod.select(
+                free,
+                ask.size,
+                block,
+                reserve=reserve,
+                size=size,
+                affinity=affinity,
+                sub_healthy=network.sub_healthy,
+            )
+    except superpod.SuperPodUnplaceable as failed:
         raise Unplaceable(str(failed)) from None
-    ranks = range(ask.size)
+    return _from_super_pods(chosen, ask.size, f"super-pod-{affinity}")
+
+
+def _from_super_pods(chosen: superpod.SuperPodChoice, size: int, how: str) -> Choice:
+    ranks = range(size)
     return Choice(
         tuple(chosen.node_of_rank(r) for r in ranks),
         tuple(chosen.annotations(r) for r in ranks),
-        how=f"super-pod-{affinity}",
+        how=how,
     )
+
+
+def _super_pods_after_fault(
+    ask: Ask,
+    candidates: Sequence[str],
+    network: Network,
+    settings: Settings,
+    *,
+    sp_block: str,
+    previous: Mapping[int, str],
+    fault_nodes: frozenset[str],
+) -> Choice:
+    """A SuperPoD job restarting after a fault (upstream's ``selectNodeFromOriginVSuperPod``):
+    a virtual SuperPoD whose nodes are all free and healthy stays; one with a faulty node is
+    refilled inside its physical SuperPoD when that still has a block's worth of free nodes
+    (its healthy nodes in place, the faulty ones replaced by unused nodes, then by faulty
+    nodes that are free again); the others are selected afresh."""
+    block, size, reserve = _super_pod_block(ask, settings, sp_block)
+    free = set(candidates)
+    old = {r: n for r, n in previous.items() if r < ask.size}
+    waiting = sorted(n for n in old.values() if n not in fault_nodes and n not in free)
+    if waiting:
+        raise Unplaceable(
+            f"selectNode failed, wait for normal node resource release ({waiting[0]})"
+        )
+    used = set(old.values())
+    taken: set[str] = set()
+    blocks: list[superpod.Block] = []
+    unready: list[int] = []
+    for vid in range(ask.size // block):
+        nodes = [old.get(vid * block + i) for i in range(block)]
+        if all(n is not None and n in free and n not in fault_nodes for n in nodes):
+            kept = tuple(n for n in nodes if n is not None)
+            blocks.append(superpod.Block(vid, network.super_pods.get(kept[0], -1), kept))
+            taken.update(kept)
+            continue
+        home = next(
+            (network.super_pods[n] for n in nodes if n is not None and n in network.super_pods),
+            None,
+        )
+        room = [
+            n
+            for n in sorted(free - taken)
+            if home is not None and network.super_pods.get(n) == home
+        ]
+        if home is None or len(room) < block:
+            unready.append(vid)
+            continue
+        fresh = sorted(
+            (n for n in room if n not in used), key=lambda n: (n in network.sub_healthy, n)
+        )
+        spare = iter(fresh + [n for n in room if n in fault_nodes])
+        refilled = []
+        for n in nodes:
+            if n is not None and n in free and n not in fault_nodes:
+                refilled.append(n)
+            elif (replacement := next(spare, None)) is not None:
+                refilled.append(replacement)
+            else:
+                raise Unplaceable("selectNodeFromOriginVSuperPod failed, unschedulable")
+        blocks.append(superpod.Block(vid, home, tuple(refilled)))
+        taken.update(refilled)
+    if unready:
+        rest = _by_super_pod((n for n in candidates if n not in taken and n not in used), network)
+        try:
+            fresh_choice = superpod.select(
+                rest,
+                len(unready) * block,
+                block,
+                reserve=reserve,
+                size=size,
+                affinity=superpod.affinity_of(ask.labels),
+                sub_healthy=network.sub_healthy,
+                unready=unready,
+                rescheduling=True,
+            )
+        except superpod.SuperPodUnplaceable as failed:
+            raise Unplaceable(str(failed)) from None
+        blocks += fresh_choice.blocks
+    chosen = superpod.SuperPodChoice(tuple(sorted(blocks, key=lambda b: b.vid)))
+    return _from_super_pods(chosen, ask.size, "super-pod-after-fault")
 
 
 def _tors(

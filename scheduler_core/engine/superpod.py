@@ -1,153 +1,306 @@
-"""Logical SuperPoD affinity (the MindCluster Volcano plugin's SuperPoD handler). Pure.
+"""Logical SuperPoD affinity, as MindCluster's Volcano plugin selects
+(``internal/npu/ascend910/ascend910a3/superpod/frame.go``, ``mindie_job.go``). Pure.
 
-A job annotated ``sp-block`` (NPUs per logical SuperPoD) runs as blocks of ``block`` nodes
-(``sp-block`` / chips per node), each block inside one physical SuperPoD. A SuperPoD with
-``size`` free nodes, keeping ``reserve`` spare nodes for faults, offers
-``multiple = (size − reserve) // block`` blocks and leaves ``remainder = (size − reserve) %
-block`` idle. For a job of ``need`` blocks, SuperPoDs are tried in four passes:
+A job annotated ``sp-block`` (NPUs per logical SuperPoD) runs as ``need`` blocks of
+``block`` nodes; block ``v`` (its *virtual id*, written to the pods as ``super-pod-rank``)
+lives inside one physical SuperPoD. Each SuperPoD offers its ``free`` candidate nodes, of
+which ``reserve`` stay spare for faults while it can.
 
-1. those that hold the job at most once (``multiple < 2 × need``, ``size ≥ block +
-   reserve``), fewest idle leftovers first: by (remainder, multiple). With block 8, need 2,
-   reserve 2 that is 18, 26, 19, 27, 20, 28, …, 25, 33 free nodes (the order of Huawei's
-   logical-SuperPoD design example);
-2. the bigger ones, smallest first (34, 35, …), so big SuperPoDs stay whole;
-3. those that only fit by using their reserve (``block ≤ size < block + reserve``), most
-   free first;
-4. with ``super-pod-affinity: soft``, the rest (fewer than ``block`` free), most free first,
-   their nodes pooled into blocks.
+Every SuperPoD goes into one cell of a grid by its own free nodes (never by the job):
+``ex = free − reserve``; column ``ex // block`` and row ``ex % block`` (``ex < 0``: column 0,
+row ``free % block``). Hard affinity leaves out SuperPoDs with fewer than ``block`` free.
+Then four passes take blocks, ``rem`` counting the blocks still needed:
 
-Rank ``r`` runs on node ``r % block`` of block ``r // block``.
+1. *smaller*: rows 0 up; in each, columns 1, 2, … while the column is at most the
+   **current** ``rem``; each SuperPoD there gives blocks while its free nodes beyond the
+   reserve hold one;
+2. *bigger*: columns from (``rem`` at the start of the pass) + 1 up, rows 0 up inside; same
+   rule;
+3. *use the reserve*: rows from the last down, columns 0 up, the most free first inside a
+   cell; each SuperPoD with a block's worth of free nodes gives at most one;
+4. *fill* (also in hard mode, where only leftovers remain): rows from the last down to
+   ``reserve``, then 0 up; columns 0 up; the most free first: every SuperPoD gives what it
+   has up to a block, as a further virtual id (partial blocks in soft mode).
+
+A block takes its SuperPoD's healthy nodes by name first and sub-healthy ones only to top
+up. Where upstream walks a Go map or an unstable sort, the lowest SuperPoD id goes first.
+Rank ``r`` runs on node ``r`` of the blocks' nodes laid end to end in virtual-id order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import heapq
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from contract.annotations import (
-    SP_BLOCK_ANNOTATION,
     SUPER_POD_AFFINITY_LABEL,
     SUPER_POD_ID_ANNOTATION,
     SUPER_POD_RANK_ANNOTATION,
 )
 
 HARD, SOFT = "hard", "soft"
+DEFAULT_SIZE, DEFAULT_RESERVE = 48, 2
+IDLEST = "idlest"  # sp-fit value
 
 
 class SuperPodInvalid(ValueError):
-    """The job's SuperPoD request cannot be read; the message says what is wrong."""
+    """The job's SuperPoD request cannot be read; the message is upstream's."""
+
+
+class SuperPodUnplaceable(ValueError):
+    """Not enough SuperPoD room now; the message is upstream's."""
 
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    super_pod: int  # physical SuperPoD ID (-1: pooled from several, soft mode only)
+    vid: int  # virtual id: the pods' super-pod-rank
+    super_pod: int  # physical SuperPoD id
     nodes: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class SuperPodChoice:
-    blocks: tuple[Block, ...]
+    blocks: tuple[Block, ...]  # by virtual id
+
+    def _locate(self, rank: int) -> tuple[Block, int]:
+        for block in self.blocks:
+            if rank < len(block.nodes):
+                return block, rank
+            rank -= len(block.nodes)
+        raise IndexError(f"rank beyond the {sum(len(b.nodes) for b in self.blocks)} nodes")
 
     def node_of_rank(self, rank: int) -> str:
-        size = len(self.blocks[0].nodes)
-        return self.blocks[rank // size].nodes[rank % size]
+        block, local = self._locate(rank)
+        return block.nodes[local]
 
     def annotations(self, rank: int) -> dict[str, str]:
-        block = rank // len(self.blocks[0].nodes)
+        block, _ = self._locate(rank)
         return {
-            SUPER_POD_RANK_ANNOTATION: str(block),
-            SUPER_POD_ID_ANNOTATION: str(self.blocks[block].super_pod),
+            SUPER_POD_RANK_ANNOTATION: str(block.vid),
+            SUPER_POD_ID_ANNOTATION: str(block.super_pod),
         }
 
 
-def block_nodes(sp_block: str, pods: int, chips_per_node: int, super_pod_size: int) -> int:
-    """Nodes per block from the job's ``sp-block`` annotation, checked against the job's
-    size and the SuperPoD size (a block lives inside one SuperPoD)."""
-    if not sp_block.isdigit() or int(sp_block) < chips_per_node:
+def effective_settings(size: int, reserve: int) -> tuple[int, int]:
+    """``super-pod-size`` and ``reserve-nodes`` as upstream reads them: a size of 0 or less
+    is 48; a reserve of 0 or less means unset (2); a reserve not below the size is 2 when
+    the size is above 2, else 0."""
+    size = size if size > 0 else DEFAULT_SIZE
+    reserve = reserve if reserve > 0 else DEFAULT_RESERVE
+    if reserve >= size:
+        reserve = DEFAULT_RESERVE if size > DEFAULT_RESERVE else 0
+    return size, reserve
+
+
+def block_nodes(
+    sp_block: str,
+    *,
+    tasks: int,
+    npu_per_task: int,
+    chips_per_node: int,
+    super_pod_size: int,
+    spec: str = "worker",
+) -> int:
+    """Nodes per block from the job's ``sp-block`` annotation, validated with upstream's
+    messages (``checkSpBlock``, ``checkJobReqNpuNum``)."""
+    required = tasks * npu_per_task
+    npus = int(sp_block) if sp_block.isascii() and sp_block.isdigit() else 0
+    if npus <= 0:
+        raise SuperPodInvalid(f"sp-block({sp_block}) is invalid")
+    if tasks == 1:
+        if npus != required:
+            raise SuperPodInvalid(
+                f"the sp-block<{npus}> in annotations of standalone super-pod job should "
+                f"equal to required npu num<{required}>"
+            )
+        if not (required == 1 or (required % 2 == 0 and required <= chips_per_node)):
+            raise SuperPodInvalid(
+                f"standalone super-pod job require npu [1, 2*n], instead of {required}"
+            )
+        return 1
+    if required % npus:
         raise SuperPodInvalid(
-            f"{SP_BLOCK_ANNOTATION} {sp_block!r} must be a number of NPUs ≥ {chips_per_node}"
+            f"distributed super-pod job require npu({required}) should be multiple of sp-block"
         )
-    npus = int(sp_block)
+    if npu_per_task != chips_per_node:
+        raise SuperPodInvalid(
+            f"expected: distributed super-pod job require npu({required}) should be equal to "
+            f"node npu({chips_per_node}), actual: task<{spec}> req npu: {npu_per_task}, "
+        )
     if npus % chips_per_node:
-        raise SuperPodInvalid(
-            f"{SP_BLOCK_ANNOTATION} {npus} is not a multiple of {chips_per_node} NPUs per node"
-        )
+        raise SuperPodInvalid(f"sp-block({npus}) is not mutiple of node npu ({chips_per_node})")
     block = npus // chips_per_node
     if block > super_pod_size:
         raise SuperPodInvalid(
-            f"{SP_BLOCK_ANNOTATION} {npus} NPUs ({block} nodes) exceeds the super-pod-size "
-            f"of {super_pod_size} nodes"
+            f"sp-block({npus}/{chips_per_node}={block}) is bigger than size of "
+            f"super-pod({super_pod_size})"
         )
-    if pods % block:
-        raise SuperPodInvalid(f"job of {pods} nodes is not a whole number of {block}-node blocks")
     return block
 
 
 def affinity_of(labels: Mapping[str, str]) -> str:
-    value = labels.get(SUPER_POD_AFFINITY_LABEL, HARD)
-    if value not in (HARD, SOFT):
-        raise SuperPodInvalid(
-            f"{SUPER_POD_AFFINITY_LABEL} label value {value!r} is not hard or soft"
-        )
-    return value
+    """Only ``soft`` is soft; anything else (absent included) is hard, as upstream reads."""
+    return SOFT if labels.get(SUPER_POD_AFFINITY_LABEL) == SOFT else HARD
 
 
-def order(
-    free: Mapping[int, Sequence[str]], need: int, block: int, reserve: int
-) -> list[tuple[int, bool]]:
-    """SuperPoD IDs in the order they are tried, each with whether its reserve may be used
-    (passes 1–3; pass 4 is the soft pool)."""
-
-    def multiple(pod: int) -> int:
-        return (len(free[pod]) - reserve) // block
-
-    def remainder(pod: int) -> int:
-        return (len(free[pod]) - reserve) % block
-
-    first = [p for p in free if len(free[p]) >= block + reserve]
-    small = sorted(
-        (p for p in first if multiple(p) < 2 * need), key=lambda p: (remainder(p), multiple(p), p)
+def _node_top(free: Mapping[int, Sequence[str]]) -> str:
+    return "".join(
+        f"super-pod-id: {sp}, node count: {len(nodes)} detail: [{' '.join(nodes)}], "
+        for sp, nodes in sorted(free.items())
     )
-    big = sorted((p for p in first if multiple(p) >= 2 * need), key=lambda p: (len(free[p]), p))
-    reserve_only = sorted(
-        (p for p in free if block <= len(free[p]) < block + reserve),
-        key=lambda p: (-len(free[p]), p),
-    )
-    return [(p, False) for p in small + big] + [(p, True) for p in reserve_only]
+
+
+class _Pool:
+    """The SuperPoDs' remaining candidate nodes, blocks taken from them by virtual id."""
+
+    def __init__(
+        self, free: Mapping[int, Sequence[str]], sub_healthy: Collection[str], unready: list[int]
+    ) -> None:
+        self.left = {sp: sorted(nodes) for sp, nodes in free.items()}
+        self._sub_healthy = sub_healthy
+        self._unready = sorted(unready)
+        self._next_extra = max(unready, default=-1) + 1
+        self.blocks: list[Block] = []
+
+    @property
+    def rem(self) -> int:
+        return len(self._unready)
+
+    def take(self, sp: int, count: int) -> None:
+        """``count`` nodes of ``sp`` as the next virtual id still needed (past them, a
+        further one: the fill pass): healthy nodes first, sub-healthy ones to top up."""
+        nodes = self.left[sp]
+        healthy = [n for n in nodes if n not in self._sub_healthy]
+        chosen = (healthy + [n for n in nodes if n in self._sub_healthy])[:count]
+        self.left[sp] = [n for n in nodes if n not in chosen]
+        if self._unready:
+            vid = self._unready.pop(0)
+        else:
+            vid, self._next_extra = self._next_extra, self._next_extra + 1
+        self.blocks.append(Block(vid, sp, tuple(chosen)))
+
+    def free(self, sp: int) -> int:
+        return len(self.left[sp])
 
 
 def select(
     free: Mapping[int, Sequence[str]],
-    nodes: int,
+    tasks: int,
     block: int,
-    reserve: int,
+    *,
+    reserve: int = DEFAULT_RESERVE,
+    size: int = DEFAULT_SIZE,
     affinity: str = HARD,
+    sub_healthy: Collection[str] = frozenset(),
+    unready: Sequence[int] | None = None,
+    rescheduling: bool = False,
 ) -> SuperPodChoice:
-    """Blocks for a job of ``nodes`` nodes among the free candidate nodes of each SuperPoD
-    (each list in the order its nodes should take ranks), or SuperPodInvalid saying why not."""
-    need = nodes // block
-    blocks: list[Block] = []
-    used: dict[int, int] = {}
-    for pod, use_reserve in order(free, need, block, reserve):
-        if len(blocks) == need:
-            break
-        offered = (len(free[pod]) - (0 if use_reserve else reserve)) // block
-        taken = min(offered, need - len(blocks))
-        blocks += [Block(pod, tuple(free[pod][i * block : (i + 1) * block])) for i in range(taken)]
-        used[pod] = taken * block
-    if len(blocks) < need and affinity == SOFT:
-        pool = [
-            n
-            for pod in sorted(free, key=lambda p: (-(len(free[p]) - used.get(p, 0)), p))
-            for n in free[pod][used.get(pod, 0) :]
-        ]
-        while len(blocks) < need and len(pool) >= block:
-            blocks.append(Block(-1, tuple(pool[:block])))
-            pool = pool[block:]
-    if len(blocks) < need:
-        total = sum(len(f) // block for f in free.values())
-        raise SuperPodInvalid(
-            f"select super pod failed, required {need}, total {total} "
-            f"({block}-node blocks, {reserve} reserve nodes per SuperPoD)"
+    """Blocks for a job of ``tasks`` pods (one a node) among each SuperPoD's free candidate
+    nodes, or SuperPodUnplaceable with upstream's message. ``unready``: the virtual ids still
+    to place (all of ``0 … need−1`` unless a fault restart kept some)."""
+    need = tasks // block
+    wanted = list(range(need)) if unready is None else sorted(unready)
+    hard = affinity != SOFT
+    count = 0
+    grid: dict[tuple[int, int], list[int]] = {}
+    for sp in sorted(free):
+        nodes = len(free[sp])
+        if hard and nodes < block:
+            continue
+        count += nodes // block
+        ex = nodes - reserve
+        column, row = divmod(ex, block) if ex >= 0 else (0, nodes % block)
+        grid.setdefault((row, column), []).append(sp)
+    if count < len(wanted) and (hard or rescheduling):
+        raise SuperPodUnplaceable(
+            f"select super pod failed, required {len(wanted)}, total {count}, "
+            f"node top: {_node_top(free)}"
         )
-    return SuperPodChoice(tuple(blocks))
+    pool = _Pool(free, sub_healthy, wanted)
+    columns = max((c for _, c in grid), default=0)
+    columns = max(columns, size // block)
+
+    def beyond_reserve(sp: int) -> None:
+        while pool.rem > 0 and pool.free(sp) - reserve >= block:
+            pool.take(sp, block)
+
+    for row in range(block):  # 1: smaller
+        column = 1
+        while column <= pool.rem:
+            for sp in grid.get((row, column), ()):
+                beyond_reserve(sp)
+            column += 1
+    start = pool.rem
+    for column in range(start + 1, columns + 1):  # 2: bigger
+        for row in range(block):
+            for sp in grid.get((row, column), ()):
+                beyond_reserve(sp)
+    for row in range(block - 1, -1, -1):  # 3: use the reserve
+        for column in range(columns + 1):
+            for sp in _largest_first(grid.get((row, column), ()), pool):
+                if pool.rem > 0 and pool.free(sp) >= block:
+                    pool.take(sp, block)
+    rows = list(range(block - 1, reserve - 1, -1)) + list(range(min(block, reserve)))
+    for row in rows:  # 4: fill
+        for column in range(columns + 1):
+            for sp in _largest_first(grid.get((row, column), ()), pool):
+                taken = sum(len(b.nodes) for b in pool.blocks)
+                if taken < tasks and pool.free(sp):
+                    pool.take(sp, min(block, pool.free(sp), tasks - taken))
+    taken = sum(len(b.nodes) for b in pool.blocks)
+    if taken < tasks:
+        raise SuperPodUnplaceable(
+            f"select super pod failed, required {len(wanted)}, total {count}, "
+            f"node top: {_node_top(free)}"
+        )
+    return SuperPodChoice(tuple(sorted(pool.blocks, key=lambda b: b.vid)))
+
+
+def _largest_first(cell: Sequence[int], pool: _Pool) -> list[int]:
+    return sorted(cell, key=lambda sp: (-pool.free(sp), sp))
+
+
+def select_mindie(
+    free: Mapping[int, Sequence[str]],
+    need: int,
+    block: int,
+    *,
+    reserve: int = DEFAULT_RESERVE,
+    idlest: bool = False,
+    affinity: Mapping[int, int] | None = None,
+    sub_healthy: Collection[str] = frozenset(),
+) -> SuperPodChoice:
+    """Blocks for a MindIE job (labels ``app`` and ``jobID``): repeatedly the best SuperPoD
+    gives a block, best being (a) one whose free nodes beyond the reserve hold a block, (b)
+    more affinity nodes (``affinity``: SuperPoD → nodes running the pod's preferred
+    pod-affinity peers; a pick adds a block's worth when given), (c) fewer free nodes, or
+    more with ``sp-fit: idlest``."""
+    fitting = {sp: nodes for sp, nodes in free.items() if len(nodes) >= block}
+    total = sum(len(nodes) // block for nodes in fitting.values())
+    if total < need:
+        raise SuperPodUnplaceable(
+            f"not enough virtual super-pod to schedule, required {need}, total {total}"
+        )
+    pool = _Pool(fitting, sub_healthy, list(range(need)))
+    near = dict(affinity or {})
+
+    def rank(sp: int) -> tuple[int, int, int, int]:
+        left = pool.free(sp)
+        return (
+            0 if left - reserve >= block else 1,
+            -near.get(sp, 0),
+            -left if idlest else left,
+            sp,
+        )
+
+    heap = [(rank(sp), sp) for sp in fitting]
+    heapq.heapify(heap)
+    while pool.rem:
+        _, sp = heapq.heappop(heap)
+        pool.take(sp, block)
+        if affinity is not None:
+            near[sp] = near.get(sp, 0) + block
+        if pool.free(sp) >= block:
+            heapq.heappush(heap, (rank(sp), sp))
+    return SuperPodChoice(tuple(pool.blocks))

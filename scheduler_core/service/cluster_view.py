@@ -21,8 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract import deviceinfo
-from contract.annotations import ACCELERATOR_TYPE_LABEL, SUPER_POD_ID_LABEL
-from contract.chip_names import RESOURCE_NAME, InvalidInput, chip_name, parse_chip_list
+from contract.annotations import (
+    ACCELERATOR_TYPE_LABEL,
+    NODED_ENABLE_LABEL,
+    NODED_HEARTBEAT,
+    NODED_INTERVAL,
+    SUPER_POD_ID_LABEL,
+)
+from contract.chip_names import RESOURCE_NAME, InvalidInput, chip_name, parse_chip_list, quoted
 from contract.deviceinfo import MAX_AGE
 from contract.objects import Obj, node_address
 from contract.pods import PodView
@@ -30,6 +36,12 @@ from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.products import product_for_selector
 
 MAX_SKEW = 60  # seconds a node's clock may run ahead of the scheduler's
+# NodeD: a node is down once three heartbeat intervals passed without a new heartbeat. Its
+# heartbeat is compared with this clock (not the time the value last changed, which a
+# restarted scheduler would have to learn again); the node writes its time from NTP too.
+MISSED_HEARTBEATS = 3
+DEFAULT_HEARTBEAT_INTERVAL = 5
+MAX_HEARTBEAT_INTERVAL = 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +72,7 @@ class NodeView:
     failed: frozenset[int] | None = None  # chips its DeviceInfo reports failed, if read
     address: str = ""
     super_pod: int | None = None
+    sub_healthy: bool = False  # a chip or its switch reports sub-health: a last choice
     # The view holds while ``now`` is in [valid_from, valid_until): the DeviceInfo's age.
     valid_from: float = float("-inf")
     valid_until: float = float("inf")
@@ -83,7 +96,12 @@ def trim_node(node: Obj) -> Obj:
             "labels": {
                 k: v
                 for k, v in (meta.get("labels") or {}).items()
-                if k in (ACCELERATOR_TYPE_LABEL, SUPER_POD_ID_LABEL)
+                if k in (ACCELERATOR_TYPE_LABEL, SUPER_POD_ID_LABEL, NODED_ENABLE_LABEL)
+            },
+            "annotations": {
+                k: v
+                for k, v in (meta.get("annotations") or {}).items()
+                if k in (NODED_HEARTBEAT, NODED_INTERVAL)
             },
         },
         "status": {
@@ -92,6 +110,23 @@ def trim_node(node: Obj) -> Obj:
             "addresses": [{"type": "InternalIP", "address": address}] if address else [],
         },
     }
+
+
+def heartbeat_deadline(node: Obj) -> float | str | None:
+    """When a node whose NodeD is enabled (label ``nodeDEnable=on``) counts as down: its
+    ``noded/heartbeat`` (Unix time) plus three ``noded/heartbeat-interval`` (seconds, 5 when
+    absent). None without NodeD; a string says what is wrong with the annotations."""
+    meta = node.get("metadata") or {}
+    if (meta.get("labels") or {}).get(NODED_ENABLE_LABEL) != "on":
+        return None
+    notes = meta.get("annotations") or {}
+    beat, interval = notes.get(NODED_HEARTBEAT, ""), notes.get(NODED_INTERVAL, "")
+    if not (beat.isascii() and beat.isdigit() and len(beat) <= 12):
+        return f"{NODED_ENABLE_LABEL}=on but {NODED_HEARTBEAT} is {quoted(beat)}, not a Unix time"
+    seconds = int(interval) if interval.isascii() and interval.isdigit() else 0
+    if not 0 < seconds <= MAX_HEARTBEAT_INTERVAL:
+        seconds = DEFAULT_HEARTBEAT_INTERVAL
+    return int(beat) + MISSED_HEARTBEATS * seconds
 
 
 def published(data: Mapping[str, str] | None) -> deviceinfo.DeviceInfo | str | None:
@@ -137,8 +172,17 @@ def node_view(
             f"{name}: DeviceInfo UpdateTime {info.update_time} is over {MAX_SKEW} s in the future"
         )
         return NodeView(name, None, reason, valid_until=info.update_time - MAX_SKEW)
-    since, until = info.update_time - MAX_SKEW, info.update_time + MAX_AGE
+    since, until = float(info.update_time - MAX_SKEW), float(info.update_time + MAX_AGE)
     failed = info.unhealthy | info.network_unhealthy
+    beat = heartbeat_deadline(node)
+    if isinstance(beat, str) or (beat is not None and now >= beat):
+        reason = beat if isinstance(beat, str) else f"NodeD heartbeat missed since {int(beat)}"
+        after = since if isinstance(beat, str) else beat
+        return NodeView(
+            name, None, f"{name}: {reason}", True, failed, valid_from=after, valid_until=until
+        )
+    if beat is not None:
+        until = min(until, beat)
     state = _node_state(
         node, info, data or {}, held=set(held), requested=requested, self_maintain=self_maintain
     )
@@ -148,7 +192,18 @@ def node_view(
     super_pod = info.super_pod_id
     if super_pod is None and label.isdigit():
         super_pod = int(label)
-    return NodeView(name, state, "", False, failed, node_address(node), super_pod, since, until)
+    return NodeView(
+        name,
+        state,
+        "",
+        False,
+        failed,
+        node_address(node),
+        super_pod,
+        info.sub_healthy,
+        since,
+        until,
+    )
 
 
 def build(

@@ -114,6 +114,7 @@ class Extender:
         self._failed: dict[str, frozenset[int]] = {}
         self._addresses: dict[str, str] = {}
         self._super_pods: dict[str, int] = {}
+        self._sub_healthy: set[str] = set()
         self._topology: Topology | None = None
         self._network_stale = True  # the ToR state is built again before it is next read
         self._faults_stale = True  # fault jobs are looked for again at the next check
@@ -148,7 +149,12 @@ class Extender:
 
     def _set_node(self, name: str, view: NodeView | None) -> None:
         before = (self._failed.get(name), name in self._down, name in self._left_out)
-        where = (self._addresses.pop(name, None), self._super_pods.pop(name, None))
+        where = (
+            self._addresses.pop(name, None),
+            self._super_pods.pop(name, None),
+            name in self._sub_healthy,
+        )
+        self._sub_healthy.discard(name)
         self._left_out.pop(name, None)
         self._failed.pop(name, None)
         self._down.discard(name)
@@ -171,9 +177,15 @@ class Extender:
                     self._addresses[name] = view.address
                 if view.super_pod is not None:
                     self._super_pods[name] = view.super_pod
+                if view.sub_healthy:
+                    self._sub_healthy.add(name)
         after = (self._failed.get(name), name in self._down, name in self._left_out)
         self._faults_stale |= before != after
-        self._network_stale |= where != (self._addresses.get(name), self._super_pods.get(name))
+        self._network_stale |= where != (
+            self._addresses.get(name),
+            self._super_pods.get(name),
+            name in self._sub_healthy,
+        )
 
     def set_topology(self, topology: Topology | None) -> None:
         with self._lock:
@@ -201,6 +213,7 @@ class Extender:
             self._tors.rebuild(
                 self._addresses,
                 self._super_pods,
+                frozenset(self._sub_healthy),
                 self._topology,
                 self._pods,
                 self._gangs.reservations,

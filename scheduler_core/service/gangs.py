@@ -226,7 +226,12 @@ class Gangs:
         scores = session.score(job, request.npu, candidates)
         candidates.sort(key=lambda n: (-scores.get(n, 0.0), n))
         ask = locality.Ask(
-            gang, len(missing), capacity(request.product), request.labels, request.annotations
+            gang,
+            len(missing),
+            capacity(request.product),
+            request.npu,
+            request.labels,
+            request.annotations,
         )
         try:
             choice = locality.choose(
@@ -237,6 +242,8 @@ class Gangs:
                 previous=fault.previous if fault else None,
                 fault_nodes=frozenset(fault.nodes) if fault else frozenset(),
                 running=running.values(),
+                # One-task SuperPoD jobs prefer the least idle nodes.
+                idle={n: len(session.usable(n)) for n in candidates} if len(missing) == 1 else None,
             )
             decision = session.place(job, choice.nodes)
             if not decision.feasible:

@@ -25,6 +25,7 @@ class TorState:
         self,
         addresses: Mapping[str, str],
         super_pods: Mapping[str, int],
+        sub_healthy: frozenset[str],
         topology: Topology | None,
         pods: GangPods,
         reservations: Mapping[str, Reservation],
@@ -47,7 +48,9 @@ class TorState:
                 for p in reservation.placements.values():
                     if address := addresses.get(p.node):
                         jobs_on.setdefault(address, set()).add(gang)
-        network = locality.Network(topology, dict(addresses), dict(super_pods), states)
+        network = locality.Network(
+            topology, dict(addresses), dict(super_pods), states, sub_healthy=sub_healthy
+        )
         spans = _spans(network, pods, reservations)
         self.network = dataclasses.replace(network, multi_job_tors=spans)
         self._jobs_on = jobs_on

@@ -16,7 +16,7 @@ ADDRESSES = {f"{name}{s}": server_ip(t, s) for t, name in enumerate("abc") for s
 
 
 def ask(size: int) -> Ask:
-    return Ask("ns/job", size, 8, {}, {})
+    return Ask("ns/job", size, 8, 8, {}, {})
 
 
 def test_a_job_without_network_wishes_takes_the_best_candidates_in_order() -> None:
@@ -79,9 +79,9 @@ def test_tor_1_0_a_tor_under_a_multi_tor_job_is_kept_from_jobs_of_a_tor_or_more(
     # could only fit by using a1: it waits. A 1-pod job (smaller than a ToR) may use a1.
     network = Network(TOPOLOGY, ADDRESSES, multi_job_tors=frozenset({0}))
     free = ["a1", "b0", "b1", "c0", "c1"]
-    normal = Ask("ns/wide", 5, 8, {"tor-affinity": "normal-schema"}, {})
+    normal = Ask("ns/wide", 5, 8, 8, {"tor-affinity": "normal-schema"}, {})
     with pytest.raises(Unplaceable, match="no ToRs for 5 nodes yet"):
         choose(normal, free, network, Settings())
     assert "a1" in choose(normal, free, Network(TOPOLOGY, ADDRESSES), Settings()).nodes
-    fill = Ask("ns/one", 1, 8, {"tor-affinity": "normal-schema"}, {})
+    fill = Ask("ns/one", 1, 8, 8, {"tor-affinity": "normal-schema"}, {})
     assert choose(fill, free, network, Settings()).nodes == ("a1",)  # best fit: ToR a (1 free)

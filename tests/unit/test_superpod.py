@@ -1,6 +1,9 @@
-"""Logical SuperPoD affinity on hand-computed clusters."""
+"""Logical SuperPoD selection on upstream's own vectors (``superpod/frame_test.go``,
+``mindie_job_test.go``: U and M) and on vectors traced through upstream's code (D, SH)."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -9,86 +12,197 @@ from scheduler_core.engine.superpod import (
     Block,
     SuperPodChoice,
     SuperPodInvalid,
+    SuperPodUnplaceable,
     affinity_of,
     block_nodes,
-    order,
+    effective_settings,
     select,
+    select_mindie,
 )
 
 
-def pods(*sizes: int) -> dict[int, list[str]]:
-    """SuperPoD ``i`` with ``sizes[i]`` free nodes ``sp<i>-n<j>``; or, keyed by size."""
-    return {i: [f"sp{i}-n{j:02}" for j in range(size)] for i, size in enumerate(sizes)}
+def fixture(free: dict[int, int]) -> dict[int, list[str]]:
+    """Upstream's fixture: ``nodeK`` sits in SuperPoD ``K // 10``; the first ``n`` of each
+    SuperPoD are free."""
+    return {sp: [f"node{sp * 10 + i}" for i in range(n)] for sp, n in free.items()}
 
 
-def by_size(*sizes: int) -> dict[int, list[str]]:
-    return {size: [f"sp{size}-n{j:02}" for j in range(size)] for size in sizes}
+def by_vid(choice: SuperPodChoice) -> list[tuple[int, int, int]]:
+    """(virtual id, SuperPoD, nodes) of each block."""
+    return [(b.vid, b.super_pod, len(b.nodes)) for b in choice.blocks]
 
 
-def test_seed_example_order_18_26_19_27_then_33_then_the_bigger_superpods_by_size() -> None:
-    # block 8, need 2 blocks, reserve 2: (size − 2) = 8 × multiple + remainder.
-    # 18 → (0 rem, ×2), 26 → (0, ×3), 19 → (1, ×2), 27 → (1, ×3), …, 25 → (7, ×2),
-    # 33 → (7, ×3); from 34 (×4 = 2 × need) on they could hold the job twice: by size.
-    cluster = by_size(*range(18, 49))
-    tried = [pod for pod, _ in order(cluster, need=2, block=8, reserve=2)]
-    assert tried[:5] == [18, 26, 19, 27, 20]
-    pairs = [(18 + r, 26 + r) for r in range(8)]
-    assert tried[:16] == [size for pair in pairs for size in pair]
-    assert tried[15] == 33
-    assert tried[16:] == list(range(34, 49))
+def super_pods(choice: SuperPodChoice) -> set[int]:
+    return {b.super_pod for b in choice.blocks}
 
 
-def test_the_job_takes_two_blocks_from_the_18_node_superpod_and_leaves_its_reserve() -> None:
-    choice = select(by_size(*range(18, 49)), nodes=16, block=8, reserve=2)
-    assert [b.super_pod for b in choice.blocks] == [18, 18]
-    taken = [n for b in choice.blocks for n in b.nodes]
-    assert taken == [f"sp18-n{j:02}" for j in range(16)]  # n16, n17 stay spare
+def test_u1_two_free_nodes_hold_one_block_of_two_needed() -> None:
+    with pytest.raises(SuperPodUnplaceable) as failed:
+        select(fixture({0: 2}), tasks=4, block=2, reserve=2, size=10)
+    assert str(failed.value) == (
+        "select super pod failed, required 2, total 1, node top: super-pod-id: 0, "
+        "node count: 2 detail: [node0 node1], "
+    )
 
 
-def test_superpods_needing_their_reserve_come_only_after_all_others() -> None:
-    # block 4, reserve 2, need 1: SuperPoD 0 has 5 free (< 4 + 2: reserve needed),
-    # SuperPoD 1 has 7 free ((7 − 2) = 4 × 1 + 1) → 1 first; without it, 0 with its reserve.
-    assert [p for p, _ in order(pods(5, 7), need=1, block=4, reserve=2)] == [1, 0]
-    choice = select(pods(5, 7), nodes=4, block=4, reserve=2)
-    assert choice.blocks == (Block(1, ("sp1-n00", "sp1-n01", "sp1-n02", "sp1-n03")),)
-    only_reserve = select(pods(5), nodes=4, block=4, reserve=2)
-    assert only_reserve.blocks[0].super_pod == 0
+def test_u2_pass_one_bound_shrinks_so_4_and_5_free_win_over_6() -> None:
+    choice = select(fixture({0: 4, 1: 5, 2: 6}), tasks=4, block=2, reserve=2, size=10)
+    assert super_pods(choice) == {0, 1}
+    assert by_vid(choice) == [(0, 0, 2), (1, 1, 2)]
 
 
-def test_blocks_may_come_from_different_superpods_and_ranks_follow_the_blocks() -> None:
-    # block 4, reserve 0: SuperPoDs with 5 (×1 rem 1) and 6 (×1 rem 2) free, need 2 →
-    # rem 1 first: block 0 from SuperPoD 0, block 1 from SuperPoD 1; rank 5 = block 1 node 1.
-    choice = select(pods(5, 6), nodes=8, block=4, reserve=0)
-    assert [b.super_pod for b in choice.blocks] == [0, 1]
-    assert choice.node_of_rank(5) == "sp1-n01"
-    assert choice.annotations(5) == {"super-pod-rank": "1", "super-pod-id": "1"}
+def test_u3_six_free_gives_both_blocks_before_five_free_is_reached() -> None:
+    choice = select(fixture({1: 5, 2: 6}), tasks=4, block=2, reserve=2, size=10)
+    assert super_pods(choice) == {2}
 
 
-def test_hard_affinity_fails_with_upstreams_message_and_soft_pools_the_leftovers() -> None:
-    # block 4: three SuperPoDs of 3 free nodes hold no block; soft pools 9 nodes → 2 blocks.
-    with pytest.raises(SuperPodInvalid, match="select super pod failed, required 2, total 0"):
-        select(pods(3, 3, 3), nodes=8, block=4, reserve=0)
-    soft = select(pods(3, 3, 3), nodes=8, block=4, reserve=0, affinity=SOFT)
-    assert [b.super_pod for b in soft.blocks] == [-1, -1]
-    nodes = [n for b in soft.blocks for n in b.nodes]
-    assert len(set(nodes)) == 8
+def test_u4_the_8_free_superpod_gives_exactly_one_block_in_pass_two() -> None:
+    choice = select(fixture({1: 5, 2: 8}), tasks=4, block=2, reserve=2, size=10)
+    assert by_vid(choice) == [(0, 1, 2), (1, 2, 2)]
 
 
-def test_sp_block_annotation_is_checked() -> None:
-    assert block_nodes("64", pods=16, chips_per_node=8, super_pod_size=48) == 8
-    with pytest.raises(SuperPodInvalid, match="sp-block 'many'"):
-        block_nodes("many", pods=16, chips_per_node=8, super_pod_size=48)
-    with pytest.raises(SuperPodInvalid, match="not a multiple of 8 NPUs"):
-        block_nodes("12", pods=16, chips_per_node=8, super_pod_size=48)
-    with pytest.raises(SuperPodInvalid, match="job of 12 nodes is not a whole number of 8-node"):
-        block_nodes("64", pods=12, chips_per_node=8, super_pod_size=48)
-    with pytest.raises(SuperPodInvalid, match="512 NPUs \\(64 nodes\\) exceeds the super-pod-size"):
-        block_nodes("512", pods=64, chips_per_node=8, super_pod_size=48)
+def test_u5_a_superpod_short_of_its_reserve_is_left_for_the_others() -> None:
+    choice = select(fixture({0: 3, 1: 5, 2: 8}), tasks=4, block=2, reserve=2, size=10)
+    assert super_pods(choice) == {1, 2}
+
+
+def test_u6_pass_three_dips_into_the_reserve() -> None:
+    choice = select(fixture({0: 3, 1: 5}), tasks=4, block=2, reserve=2, size=10)
+    assert by_vid(choice) == [(0, 1, 2), (1, 0, 2)]
+
+
+def test_u7_two_equal_superpods_give_one_block_each_in_pass_one() -> None:
+    choice = select(fixture({0: 5, 1: 5}), tasks=4, block=2, reserve=2, size=10)
+    assert super_pods(choice) == {0, 1}
+
+
+def test_u8_pass_three_takes_the_larger_superpod_first() -> None:
+    choice = select(fixture({0: 1, 1: 3}), tasks=1, block=1, reserve=4, size=10)
+    assert super_pods(choice) == {1}
+
+
+def test_m1_a_mindie_job_needs_whole_virtual_superpods() -> None:
+    with pytest.raises(SuperPodUnplaceable) as failed:
+        select_mindie(fixture({0: 2}), need=2, block=2, reserve=2)
+    assert str(failed.value) == "not enough virtual super-pod to schedule, required 2, total 1"
+
+
+def test_m2_a_mindie_job_prefers_the_superpod_that_keeps_its_reserve() -> None:
+    choice = select_mindie(fixture({0: 4, 1: 3}), need=1, block=2, reserve=2)
+    assert super_pods(choice) == {0}
+
+
+def test_mindie_prefers_affinity_then_fewest_free_or_with_sp_fit_idlest_most_free() -> None:
+    free = fixture({0: 6, 1: 8, 2: 9})
+    assert super_pods(select_mindie(free, need=1, block=2)) == {0}
+    assert super_pods(select_mindie(free, need=1, block=2, idlest=True)) == {2}
+    near = select_mindie(free, need=2, block=2, affinity={1: 3})
+    assert by_vid(near) == [(0, 1, 2), (1, 1, 2)]  # a pick adds affinity: 1 stays best
+
+
+def test_get_super_pod_ranks_lays_the_blocks_end_to_end() -> None:
+    choice = SuperPodChoice((Block(0, 7, ("node0", "node1")), Block(1, 7, ("node2", "node3"))))
+    assert [choice.node_of_rank(r) for r in range(3)] == ["node0", "node1", "node2"]
+    assert choice.annotations(2) == {"super-pod-rank": "1", "super-pod-id": "7"}
+
+
+D5_FREE = {0: 47, 1: 16, 2: 31, 3: 31, 4: 15}
+
+
+def test_d5_a_14_node_block_comes_from_the_16_free_superpod() -> None:
+    choice = select(fixture(D5_FREE), tasks=14, block=14, reserve=2, size=48)
+    assert by_vid(choice) == [(0, 1, 14)]
+
+
+def test_d1_the_second_block_comes_from_either_31_free_superpod() -> None:
+    choice = select(fixture(D5_FREE), tasks=28, block=14, reserve=2, size=48)
+    assert choice.blocks[0].super_pod == 1
+    assert choice.blocks[1].super_pod in {2, 3}  # a tie upstream breaks at random
+
+
+def test_d10_four_blocks_over_three_superpods() -> None:
+    choice = select(fixture({0: 4, 1: 5, 2: 6}), tasks=8, block=2, reserve=2, size=10)
+    assert [(b.vid, b.super_pod) for b in choice.blocks] == [(0, 0), (1, 2), (2, 2), (3, 1)]
+
+
+def test_d13_blocks_of_three() -> None:
+    choice = select(fixture({0: 9, 1: 7}), tasks=9, block=3, reserve=2, size=10)
+    assert [(b.vid, b.super_pod) for b in choice.blocks] == [(0, 0), (1, 0), (2, 1)]
+
+
+def test_d14_pass_three_gives_one_block_per_superpod() -> None:
+    choice = select(fixture({0: 2, 1: 4}), tasks=6, block=2, reserve=2, size=10)
+    assert [(b.vid, b.super_pod) for b in choice.blocks] == [(0, 1), (1, 0), (2, 1)]
+
+
+def test_d21_soft_affinity_fills_with_partial_blocks() -> None:
+    choice = select(fixture({0: 5, 1: 3}), tasks=8, block=4, reserve=2, size=10, affinity=SOFT)
+    assert by_vid(choice) == [(0, 0, 4), (1, 0, 1), (2, 1, 3)]
+    assert sorted(choice.node_of_rank(r) for r in range(8)) == sorted(
+        [f"node{i}" for i in range(5)] + [f"node{i}" for i in range(10, 13)]
+    )
+
+
+def test_d22_the_same_in_hard_mode_fails() -> None:
+    with pytest.raises(SuperPodUnplaceable, match="required 2, total 1"):
+        select(fixture({0: 5, 1: 3}), tasks=8, block=4, reserve=2, size=10)
+
+
+def test_soft_affinity_fails_while_rescheduling_when_too_few_blocks_exist() -> None:
+    with pytest.raises(SuperPodUnplaceable, match="required 2, total 1"):
+        select(
+            fixture({0: 5, 1: 3}),
+            tasks=8,
+            block=4,
+            reserve=2,
+            size=10,
+            affinity=SOFT,
+            rescheduling=True,
+        )
+
+
+def test_sh_a_sub_healthy_node_is_the_last_choice_never_a_refusal() -> None:
+    free = {0: ["a", "b", "c", "d"]}
+    choice = select(free, tasks=2, block=2, reserve=2, size=10, sub_healthy={"b"})
+    assert set(choice.blocks[0].nodes) <= {"a", "c", "d"}
+    topped_up = select(free, tasks=2, block=2, reserve=2, size=10, sub_healthy={"b", "c", "d"})
+    nodes = topped_up.blocks[0].nodes
+    assert "a" in nodes and len(set(nodes)) == 2
+
+
+def test_only_the_virtual_ids_still_unready_are_placed() -> None:
+    choice = select(fixture({0: 4, 1: 5}), tasks=2, block=2, reserve=2, size=10, unready=[1])
+    assert [b.vid for b in choice.blocks] == [1]
+
+
+def test_a_reserve_of_zero_means_two_and_a_size_of_zero_means_48() -> None:
+    assert effective_settings(48, 0) == (48, 2)
+    assert effective_settings(0, 2) == (48, 2)
+    assert effective_settings(10, 10) == (10, 2)
+    assert effective_settings(2, 5) == (2, 0)
+
+
+def test_sp_block_is_validated_with_upstreams_messages() -> None:
+    assert block_nodes("64", tasks=16, npu_per_task=8, chips_per_node=8, super_pod_size=48) == 8
+    assert block_nodes("4", tasks=1, npu_per_task=4, chips_per_node=8, super_pod_size=48) == 1
+    cases = [
+        (("0", 16, 8), "sp-block(0) is invalid"),
+        (("many", 16, 8), "sp-block(many) is invalid"),
+        (("12", 16, 8), "distributed super-pod job require npu(128) should be multiple"),
+        (("12", 2, 12), "require npu(24) should be equal to node npu(8), actual: task<worker>"),
+        (("12", 3, 8), "sp-block(12) is not mutiple of node npu (8)"),
+        (("512", 64, 8), "sp-block(512/8=64) is bigger than size of super-pod(48)"),
+        (("8", 1, 4), "sp-block<8> in annotations of standalone super-pod job should equal"),
+        (("3", 1, 3), "standalone super-pod job require npu [1, 2*n], instead of 3"),
+    ]
+    for (sp_block, tasks, npu), message in cases:
+        with pytest.raises(SuperPodInvalid, match=re.escape(message)):
+            block_nodes(
+                sp_block, tasks=tasks, npu_per_task=npu, chips_per_node=8, super_pod_size=48
+            )
+
+
+def test_only_soft_is_soft() -> None:
     assert affinity_of({}) == "hard"
-    with pytest.raises(SuperPodInvalid, match="'maybe' is not hard or soft"):
-        affinity_of({"super-pod-affinity": "maybe"})
-
-
-def test_a_choice_maps_every_rank_to_a_distinct_node() -> None:
-    choice = SuperPodChoice((Block(3, ("a", "b")), Block(4, ("c", "d"))))
-    assert [choice.node_of_rank(r) for r in range(4)] == ["a", "b", "c", "d"]
+    assert affinity_of({"super-pod-affinity": "maybe"}) == "hard"
+    assert affinity_of({"super-pod-affinity": "soft"}) == "soft"
