@@ -81,7 +81,7 @@ def choose(
     *,
     previous: Mapping[int, str] | None = None,
     fault_nodes: frozenset[str] = frozenset(),
-    running: Iterable[str] = (),
+    running: Mapping[str, Mapping[str, str]] | None = None,
     idle: Mapping[str, int] | None = None,
 ) -> Choice:
     """The job's nodes among ``candidates`` (best first), or Unplaceable; invalid labels
@@ -101,9 +101,8 @@ def choose(
                 fault_nodes=fault_nodes,
             )
         return _after_fault(ask, candidates, network, previous, fault_nodes)
-    running = list(running)
     if running:
-        return _join(ask, candidates, network, running)
+        return _join(ask, candidates, network, settings, running)
     if sp_block is not None:
         return _super_pods(ask, candidates, network, settings, sp_block=sp_block, idle=idle or {})
     schema = tor.affinity_of(ask.labels, network.topology)
@@ -286,25 +285,18 @@ def _tors(
 ) -> Choice:
     node_of_ip = {network.addresses[n]: n for n in candidates if n in network.addresses}
     if settings.nslb_version == "2.0":
-        shared = tor_share.select(
-            topology,
-            node_of_ip,
-            ask.size,
-            schema,
-            states=network.tor_states,
-            shared_tor_num=settings.shared_tor_num,
-        )
-        if shared is None:
-            raise Unplaceable(f"tor affinity {schema}: no ToRs for {ask.size} nodes yet")
-        return Choice(
-            tuple(node_of_ip[s.ip] for s in shared.servers),
-            tuple(
-                tor_share.pod_annotations(topology, shared, s.ip, settings.shared_tor_num)
-                for s in shared.servers
-            ),
-            shared,
-            f"nslb-2.0-{shared.how}",
-        )
+        try:
+            shared = tor_share.select(
+                topology,
+                node_of_ip,
+                ask.size,
+                schema,
+                states=network.tor_states,
+                shared_tor_num=settings.shared_tor_num,
+            )
+        except tor_share.TorShareFailed as failed:
+            raise Unplaceable(str(failed)) from None
+        return _shared_choice(ask, topology, network, shared, node_of_ip=node_of_ip, schema=schema)
     if ask.size >= topology.tor_count:  # VOL-v5: a ToR under a multi-ToR job is not shared
         node_of_ip = {
             ip: n for ip, n in node_of_ip.items() if network.tor_of(n) not in network.multi_job_tors
@@ -314,6 +306,25 @@ def _tors(
         raise Unplaceable(f"tor affinity {schema}: no ToRs for {ask.size} nodes yet")
     nodes = tuple(node_of_ip[s.ip] for s in selection.servers)
     return Choice(nodes, tuple({} for _ in nodes), how=f"nslb-1.0-{selection.how}")
+
+
+def _shared_choice(
+    ask: Ask,
+    topology: Topology,
+    network: Network,
+    shared: SharedSelection,
+    *,
+    node_of_ip: Mapping[str, str],
+    schema: str,
+) -> Choice:
+    after = tor_share.apply(network.tor_states, shared, ask.job, schema)
+    servers = shared.servers
+    return Choice(
+        tuple(node_of_ip[s.ip] for s in servers),
+        tuple(tor_share.pod_annotations(topology, shared, s.ip, after) for s in servers),
+        shared,
+        f"nslb-2.0-{shared.how}",
+    )
 
 
 def _after_fault(
@@ -341,9 +352,36 @@ def _after_fault(
     return Choice(ordered, tuple({} for _ in ordered), how="after-fault")
 
 
-def _join(ask: Ask, candidates: Sequence[str], network: Network, running: Iterable[str]) -> Choice:
+def _join(
+    ask: Ask,
+    candidates: Sequence[str],
+    network: Network,
+    settings: Settings,
+    running: Mapping[str, Mapping[str, str]],
+) -> Choice:
     """Nodes for the ranks still missing beside the job's running pods (a reservation that
-    expired half bound, or a scheduler restarted meanwhile): near them first."""
+    expired half bound, or a scheduler restarted meanwhile): under switch affinity 2.0 as
+    upstream reschedules a job with fewer pods to place than it has; else near them."""
+    schema = tor.affinity_of(ask.labels, network.topology)
+    topology = network.topology
+    if settings.nslb_version == "2.0" and schema != DISABLED and topology is not None:
+        node_of_ip = {network.addresses[n]: n for n in candidates if n in network.addresses}
+        live = {
+            network.addresses[n]: notes for n, notes in running.items() if n in network.addresses
+        }
+        try:
+            shared = tor_share.reschedule(
+                topology,
+                node_of_ip,
+                ask.size,
+                live=live,
+                states=network.tor_states,
+                shared_tor_num=settings.shared_tor_num,
+                job_size=ask.size + len(running),
+            )
+        except tor_share.TorShareFailed as failed:
+            raise Unplaceable(str(failed)) from None
+        return _shared_choice(ask, topology, network, shared, node_of_ip=node_of_ip, schema=schema)
     near = _near(candidates, network, running)
     if len(near) < ask.size:
         raise Unplaceable(f"{len(near)} of {ask.size} nodes are free for the rest of {ask.job}")

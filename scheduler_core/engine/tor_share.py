@@ -1,29 +1,38 @@
-"""Switch (ToR) affinity 2.0: shared ToRs (MindCluster ``internal/nslb/nslbv2.go``). Pure.
+"""Switch (ToR) affinity 2.0: shared ToRs, as MindCluster selects
+(``internal/nslb/nslbv2.go``, ``plugin/tor.go``). Pure.
 
-Every ToR is *idle* (no cross-ToR job, perhaps padding jobs), *exclusive* (one cross-ToR job
-took it whole) or *shared* (cross-ToR jobs use some of its servers); a shared ToR is
-*unhealthy* once a job on it uses more shared ToRs than ``shared-tor-num`` allows. A job of
-``n`` pods (one a server) is placed:
+Every ToR is *free* (IsSharedTor 0), *shared* (1) or *exclusive* (2), and healthy or not
+(IsHealthy 0 or 1); each session rebuilds that from the ConfigMap and the bound pods'
+``isSharedTor`` / ``isHealthy`` annotations (the first non-zero value sticks). For one job,
+a ToR's *free count* is its servers among the job's candidates, and four lists are sorted
+by it (ties: ConfigMap order): F free healthy, E exclusive healthy, S shared healthy, U
+shared unhealthy. ``maxShared`` is what S can give: its only ToR's count, or the largest
+(``shared-tor-num`` 1) or two largest (2).
 
-- a *padding* job (``n`` < servers per ToR) on one ToR: exclusive ToRs first, then unhealthy
-  shared, then shared, then idle ones; in each class the ToR whose free count is closest to
-  ``n`` (a large-model job never on an unhealthy shared ToR). It changes no ToR's state.
-- a cross-ToR job takes idle ToRs whole, most free servers first, while the remainder still
-  fills the next one; the rest of its pods go to shared ToRs: the one (or, with
-  ``shared-tor-num`` 2, the one or two) healthy shared ToRs whose free count is closest to the
-  remainder, two preferred over one on a tie; else the idle ToR (with 2: or exclusive ToR)
-  closest to it, which becomes shared. A ``large-model-schema`` job waits when that fails; a
-  ``normal-schema`` job takes every idle ToR, then unhealthy shared ToRs, then shared ToRs used
-  by normal jobs only, and makes the shared ToRs it uses unhealthy if they exceed the limit.
+A fresh job of ``n`` pods:
+1. ``n`` below the servers per ToR: the first ToR with room in E↑, U↑, S↑, F↑ gives its
+   first ``n`` candidates (its state unchanged); a large-model job of fewer than 4 pods that
+   fits nowhere fails;
+2. ``cap`` = free counts of F + maxShared: beyond it a large-model job fails and a normal
+   job goes to 4;
+3. F↓ gives whole ToRs (made exclusive) while each fits in what is left; the rest comes
+   from S (best-shared: the first ToR of S↑ that holds it, or, with 2, the first adjacent
+   pair of S↑ that does), or from the first F ToR that did not fit (made shared) when it
+   exceeds maxShared;
+4. a normal job beyond ``cap``: F↓ whole as in 3, then U↑, S↑ and E↑ (those two without
+   ToRs under a cross-ToR large-model job), each whole ToR or the part still needed made
+   shared and unhealthy.
 
-Ranks run along the exclusive ToRs in the order taken, then the shared ones, by slice.
+A job with some pods still bound (rescheduling) reuses its own ToRs first, then free ToRs,
+then the shared ones it may still add (``shared-tor-num`` minus the shared ToRs it uses).
+Ranks run along the chosen ToRs in order, by slice inside each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from itertools import combinations
+from dataclasses import dataclass, field
+from itertools import pairwise
 
 from contract.annotations import (
     TOR_HEALTHY_ANNOTATION,
@@ -32,28 +41,126 @@ from contract.annotations import (
     TOR_SHARED_IP_ANNOTATION,
 )
 from contract.go_json import go_json
-from scheduler_core.engine.tor import LARGE_MODEL, NORMAL, Server, Topology
+from scheduler_core.engine.tor import LARGE_MODEL, Server, Topology
 
 IDLE, SHARED, EXCLUSIVE = 0, 1, 2
+FILL_JOB_LIMIT = 4  # a large-model job smaller than this must fit in one ToR
+SCORE, SHARED_SCORE, RANK_SCORE = 100.0, 99.0, 200.0
+
+
+class TorShareFailed(ValueError):
+    """The job does not fit now; the message is upstream's."""
 
 
 @dataclass(frozen=True, slots=True)
 class TorState:
-    kind: int = IDLE  # IsSharedTor: 0 idle, 1 shared, 2 exclusive
-    healthy: bool = True  # IsHealthy 0; an unhealthy shared ToR is 1
+    kind: int = IDLE  # IsSharedTor: 0 free, 1 shared, 2 exclusive
+    healthy: bool = True  # IsHealthy 0 (an unhealthy ToR is 1)
     jobs: frozenset[str] = frozenset()  # cross-ToR jobs with pods under it
     large_model: bool = False  # one of them is a large-model job
 
 
 @dataclass(frozen=True, slots=True)
-class SharedSelection:
-    servers: tuple[Server, ...]  # rank order
-    exclusive: tuple[int, ...]  # ToR ids the job takes whole
-    shared: tuple[int, ...]  # ToR ids whose servers it shares
-    how: str  # padding, exclusive, shared, normal-fallback
+class Entry:
+    """Servers one ToR gives the job."""
 
-    def rank_of(self, ip: str) -> int | None:
-        return next((i for i, s in enumerate(self.servers) if s.ip == ip), None)
+    tor: int
+    servers: tuple[Server, ...]
+    shared: bool  # assigned as shared (scores 99 instead of 100)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedSelection:
+    entries: tuple[Entry, ...]
+    marks: Mapping[int, tuple[int, bool]] = field(default_factory=dict)  # ToR → state after
+    how: str = ""
+
+    @property
+    def servers(self) -> tuple[Server, ...]:
+        """In rank order: ToR by ToR, by slice inside each."""
+        return tuple(s for e in self.entries for s in sorted(e.servers, key=lambda s: s.slice_id))
+
+    def scores(self, rank: int) -> dict[str, float]:
+        """Upstream's scores (server IP → score) for the pod of ``rank``: every server 100
+        (99 on a ToR given as shared) until the one of that rank, which scores 200; the
+        servers after it score nothing."""
+        shared = {s.ip for e in self.entries if e.shared for s in e.servers}
+        result: dict[str, float] = {}
+        for node_rank, server in enumerate(self.servers):
+            if node_rank == rank:
+                result[server.ip] = RANK_SCORE
+                break
+            result[server.ip] = SHARED_SCORE if server.ip in shared else SCORE
+        return result
+
+
+@dataclass
+class _Tor:
+    id: int
+    servers: list[Server]  # the job's candidates under it, by slice
+    kind: int
+    healthy: bool
+    large_model: bool
+
+    @property
+    def free(self) -> int:
+        return len(self.servers)
+
+
+class _Lists:
+    """The job's view of the ToRs: F, E, S, U by free count (ties: ConfigMap order)."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        candidates: Iterable[str],
+        states: Mapping[int, TorState],
+        blocked: frozenset[int] = frozenset(),
+    ) -> None:
+        free = set(candidates)
+        self.tors: list[_Tor] = []
+        for servers in topology.tors:
+            if not servers or servers[0].tor in blocked:
+                continue
+            state = states.get(servers[0].tor, TorState())
+            self.tors.append(
+                _Tor(
+                    servers[0].tor,
+                    [s for s in servers if s.ip in free],
+                    state.kind,
+                    state.healthy,
+                    state.large_model,
+                )
+            )
+
+    def of(self, kind: int, healthy: bool) -> list[_Tor]:
+        return sorted(
+            (t for t in self.tors if t.kind == kind and t.healthy == healthy), key=lambda t: t.free
+        )
+
+
+def max_shared(shared: Sequence[_Tor], limit: int) -> int:
+    if limit <= 0 or not shared:
+        return 0
+    counts = sorted((t.free for t in shared), reverse=True)
+    return counts[0] if len(counts) == 1 or limit == 1 else counts[0] + counts[1]
+
+
+def _best_shared(shared: Sequence[_Tor], need: int, limit: int) -> list[Entry] | None:
+    """The shared ToRs that give ``need`` servers: with one allowed, the first of S↑ that
+    holds them; with two, the only one or the first adjacent pair of S↑ that does (upstream
+    goes on adding later pairs, past the job's pods: we stop at the first)."""
+    if limit == 1 or len(shared) == 1:
+        tor = next((t for t in shared if t.free >= need), None)
+        return None if tor is None else [Entry(tor.id, tuple(tor.servers[:need]), True)]
+    for first, second in pairwise(shared):
+        if first.free + second.free >= need:
+            head = min(first.free, need)
+            entries = [Entry(first.id, tuple(first.servers[:head]), True)]
+            if need > head:
+                entries.append(Entry(second.id, tuple(second.servers[: need - head]), True))
+            return entries
+    return None
 
 
 def select(
@@ -64,186 +171,207 @@ def select(
     *,
     states: Mapping[int, TorState],
     shared_tor_num: int,
-) -> SharedSelection | None:
-    """The servers for an ``n``-pod job among the candidate server IPs, or None (wait)."""
-    if shared_tor_num not in (1, 2):
-        raise ValueError(f"shared-tor-num {shared_tor_num} must be 1 or 2")
-    free = set(candidates)
-    tors = {tor[0].tor: [s for s in tor if s.ip in free] for tor in topology.tors if tor}
-    state = {t: states.get(t, TorState()) for t in tors}
-    if n < topology.tor_count:
-        padding = _padding(tors, state, n, schema)
-        if padding is not None or schema == LARGE_MODEL:
-            return padding
-    chosen = _cross_tor(tors, state, n, shared_tor_num)
-    if chosen is None and schema == NORMAL:
-        chosen = _normal_fallback(tors, state, n)
-    return chosen
-
-
-def _padding(
-    tors: Mapping[int, list[Server]], state: Mapping[int, TorState], n: int, schema: str
-) -> SharedSelection | None:
-    def order(t: int) -> tuple[int, int, int]:
-        s = state[t]
-        klass = {EXCLUSIVE: 0, SHARED: 1 if not s.healthy else 2, IDLE: 3}[s.kind]
-        return klass, len(tors[t]), t
-
-    def allowed(t: int) -> bool:
-        unhealthy = state[t].kind == SHARED and not state[t].healthy
-        return len(tors[t]) >= n and not (unhealthy and schema == LARGE_MODEL)
-
-    fitting = sorted(filter(allowed, tors), key=order)
-    if not fitting:
-        return None
-    return SharedSelection(tuple(tors[fitting[0]][:n]), (), (), "padding")
-
-
-def _whole_idle(
-    tors: Mapping[int, list[Server]], state: Mapping[int, TorState], n: int
-) -> tuple[list[int], int]:
-    """Idle ToRs taken whole, most free first, while the remainder fills the next one."""
-    taken: list[int] = []
-    remaining = n
-    idle = sorted(
-        (t for t in tors if state[t].kind == IDLE and tors[t]), key=lambda t: (-len(tors[t]), t)
-    )
-    for t in idle:
-        if len(tors[t]) > remaining:
-            break
-        taken.append(t)
-        remaining -= len(tors[t])
-    return taken, remaining
-
-
-def _closest(
-    options: Iterable[tuple[int, ...]], tors: Mapping[int, list[Server]], need: int
-) -> tuple[int, ...] | None:
-    """The option whose free count is ≥ ``need`` and closest to it; more ToRs win a tie."""
-    fitting = [o for o in options if sum(len(tors[t]) for t in o) >= need]
-    if not fitting:
-        return None
-    return min(fitting, key=lambda o: (sum(len(tors[t]) for t in o), -len(o), o))
-
-
-def _cross_tor(
-    tors: Mapping[int, list[Server]], state: Mapping[int, TorState], n: int, limit: int
-) -> SharedSelection | None:
-    exclusive, remaining = _whole_idle(tors, state, n)
-    if remaining == 0:
-        return _selection(tors, exclusive, [], n, "exclusive")
-    shared = sorted(t for t in tors if state[t].kind == SHARED and state[t].healthy and tors[t])
-    options: list[tuple[int, ...]] = [(t,) for t in shared]
-    if limit == 2:
-        options += list(combinations(shared, 2))
-    best = _closest(options, tors, remaining)
-    if best is None:
-        convertible = [
-            t
-            for t in tors
-            if t not in exclusive
-            and tors[t]
-            and (state[t].kind == IDLE or (limit == 2 and state[t].kind == EXCLUSIVE))
-        ]
-        best = _closest(((t,) for t in convertible), tors, remaining)
-    if best is None:
-        return None
-    return _selection(tors, exclusive, list(best), n, "shared")
-
-
-def _normal_fallback(
-    tors: Mapping[int, list[Server]], state: Mapping[int, TorState], n: int
-) -> SharedSelection | None:
-    exclusive = sorted(
-        (t for t in tors if state[t].kind == IDLE and tors[t]), key=lambda t: (-len(tors[t]), t)
-    )
-    remaining = n - sum(len(tors[t]) for t in exclusive)
-    if remaining <= 0:
-        return None  # _cross_tor would have found this
-    unhealthy = [t for t in tors if state[t].kind == SHARED and not state[t].healthy]
-    normal_only = [
-        t for t in tors if state[t].kind == SHARED and state[t].healthy and not state[t].large_model
-    ]
-    shared: list[int] = []
-    for t in sorted(unhealthy, key=lambda t: (-len(tors[t]), t)) + sorted(
-        normal_only, key=lambda t: (-len(tors[t]), t)
-    ):
-        if remaining <= 0:
-            break
-        if tors[t]:
-            shared.append(t)
-            remaining -= len(tors[t])
-    if remaining > 0:
-        return None
-    return _selection(tors, exclusive, shared, n, "normal-fallback")
-
-
-def _selection(
-    tors: Mapping[int, list[Server]],
-    exclusive: Sequence[int],
-    shared: Sequence[int],
-    n: int,
-    how: str,
 ) -> SharedSelection:
-    servers = [s for t in exclusive for s in tors[t]] + [s for t in shared for s in tors[t]]
-    return SharedSelection(tuple(servers[:n]), tuple(exclusive), tuple(shared), how)
+    """The servers for a fresh ``n``-pod job among the candidate server IPs, or
+    TorShareFailed with upstream's message."""
+    lists = _Lists(topology, candidates, states)
+    large = schema == LARGE_MODEL
+    free, exclusive = lists.of(IDLE, True), lists.of(EXCLUSIVE, True)
+    shared, unhealthy = lists.of(SHARED, True), lists.of(SHARED, False)
+    if n < topology.tor_count:
+        for tor in exclusive + unhealthy + shared + free:
+            if tor.free >= n:
+                return SharedSelection((Entry(tor.id, tuple(tor.servers[:n]), False),), how="fill")
+        if large and n < FILL_JOB_LIMIT:
+            raise TorShareFailed("tor check failed not enough resource for fill job")
+    cap = sum(t.free for t in free) + max_shared(shared, shared_tor_num)
+    if n > cap:
+        if large:
+            raise TorShareFailed("set tor failed by not enough nodes")
+        return _normal_beyond_cap(free, unhealthy, shared, exclusive, n)
+    entries, marks, left, partial = _whole_free(free, n)
+    if left == 0:
+        return SharedSelection(tuple(entries), marks, "exclusive")
+    if partial is None or left <= max_shared(shared, shared_tor_num):
+        best = _best_shared(shared, left, shared_tor_num)
+        if best is None:
+            raise TorShareFailed("set tor failed by not enough nodes")
+        return SharedSelection(tuple(entries + best), marks, "shared")
+    marks[partial.id] = (SHARED, True)
+    entries.append(Entry(partial.id, tuple(partial.servers[:left]), True))
+    return SharedSelection(tuple(entries), marks, "shared")
+
+
+def _whole_free(
+    free: Sequence[_Tor], n: int
+) -> tuple[list[Entry], dict[int, tuple[int, bool]], int, _Tor | None]:
+    """F↓ taken whole (made exclusive) while each fits in what is left: (entries, marks,
+    pods left, the first ToR that did not fit)."""
+    entries: list[Entry] = []
+    marks: dict[int, tuple[int, bool]] = {}
+    left = n
+    for tor in sorted(free, key=lambda t: -t.free):
+        if left == 0 or tor.free == 0:
+            continue
+        if tor.free > left:
+            return entries, marks, left, tor
+        entries.append(Entry(tor.id, tuple(tor.servers), False))
+        marks[tor.id] = (EXCLUSIVE, True)
+        left -= tor.free
+    return entries, marks, left, None
+
+
+def _normal_beyond_cap(
+    free: Sequence[_Tor],
+    unhealthy: Sequence[_Tor],
+    shared: Sequence[_Tor],
+    exclusive: Sequence[_Tor],
+    n: int,
+) -> SharedSelection:
+    entries, marks, left, _ = _whole_free(free, n)
+    others = list(unhealthy) + [t for t in list(shared) + list(exclusive) if not t.large_model]
+    for tor in others:
+        if left == 0:
+            break
+        if tor.free == 0:
+            continue
+        given = min(tor.free, left)
+        entries.append(Entry(tor.id, tuple(tor.servers[:given]), True))
+        marks[tor.id] = (SHARED, False)
+        left -= given
+    if left:
+        raise TorShareFailed("not enough node for normal job to schedule")
+    return SharedSelection(tuple(entries), marks, "normal-fallback")
+
+
+def reschedule(
+    topology: Topology,
+    candidates: Iterable[str],
+    missing: int,
+    *,
+    live: Mapping[str, Mapping[str, str]],
+    states: Mapping[int, TorState],
+    shared_tor_num: int,
+    job_size: int,
+) -> SharedSelection:
+    """Servers for the ``missing`` pods of a job whose other pods are bound (``live``:
+    server IP → that pod's annotations), or TorShareFailed with upstream's message."""
+    tor_of = {s.ip: s.tor for servers in topology.tors for s in servers}
+    used = {tor_of[ip] for ip in live if ip in tor_of}
+    single = any(notes.get(TOR_SHARED_ANNOTATION, "0") == "0" for notes in live.values())
+    add = shared_tor_num - sum(1 for t in used if states.get(t, TorState()).kind == SHARED)
+    lists = _Lists(topology, candidates, states)
+    mine = [t for t in lists.tors if t.id in used]
+    pods_on = {t: sum(1 for ip in live if tor_of.get(ip) == t) for t in used}
+    marks: dict[int, tuple[int, bool]] = {}
+
+    def own(tor: _Tor) -> None:
+        if tor.kind == IDLE:
+            roomy = tor.free > pods_on.get(tor.id, 0) + 1 and add > 0
+            marks[tor.id] = (SHARED, True) if roomy else (EXCLUSIVE, True)
+
+    entries: list[Entry] = []
+    left = missing
+    for tor in mine:
+        if left == 0:
+            break
+        if tor.free:
+            given = min(tor.free, left)
+            entries.append(Entry(tor.id, tuple(tor.servers[:given]), tor.kind == SHARED))
+            own(tor)
+            left -= given
+    if left == 0:
+        return SharedSelection(tuple(entries), marks, "own-tors")
+    if job_size < topology.tor_count:
+        raise TorShareFailed("not enough tor for fill job restart")
+    unused = [t for t in lists.tors if t.id not in used] if not single else []
+    free = sorted((t for t in unused if t.kind == IDLE and t.healthy), key=lambda t: t.free)
+    shared = sorted(
+        (t for t in unused if t.kind == SHARED and t.healthy and add > 0), key=lambda t: t.free
+    )
+    if sum(t.free for t in free) + max_shared(shared, add) < left:
+        raise TorShareFailed("not enough tor for job restart")
+    partial = None
+    for tor in free:
+        if left == 0 or tor.free == 0:
+            continue
+        if tor.free > left:
+            partial = tor
+            break
+        entries.append(Entry(tor.id, tuple(tor.servers), False))
+        marks[tor.id] = (EXCLUSIVE, True)
+        left -= tor.free
+    if left and (partial is None or left <= max_shared(shared, add)):
+        best = _best_shared(shared, left, add)
+        if best is None:
+            raise TorShareFailed("not enough tor for job restart")
+        entries += best
+    elif left and partial is not None:
+        entries.append(Entry(partial.id, tuple(partial.servers[:left]), add > 0))
+        marks[partial.id] = (SHARED, True) if add > 0 else (EXCLUSIVE, True)
+    return SharedSelection(tuple(entries), marks, "restart")
 
 
 def apply(
-    states: Mapping[int, TorState],
-    selection: SharedSelection,
-    job: str,
-    schema: str,
-    shared_tor_num: int,
+    states: Mapping[int, TorState], selection: SharedSelection, job: str, schema: str
 ) -> dict[int, TorState]:
-    """The ToR states once ``job`` runs where ``selection`` put it (padding: unchanged)."""
+    """The ToR states once ``job`` runs where ``selection`` put it."""
     result = dict(states)
-    large = schema == LARGE_MODEL
-    for t in selection.exclusive:
-        result[t] = TorState(EXCLUSIVE, True, frozenset({job}), large)
-    too_many = len(selection.shared) > shared_tor_num
-    for t in selection.shared:
-        old = result.get(t, TorState())
-        result[t] = TorState(
-            SHARED, old.healthy and not too_many, old.jobs | {job}, old.large_model or large
-        )
+    cross = len(selection.entries) > 1
+    for entry in selection.entries:
+        old = result.get(entry.tor, TorState())
+        kind, healthy = selection.marks.get(entry.tor, (old.kind, old.healthy))
+        jobs = old.jobs | {job} if cross else old.jobs
+        large = old.large_model or (cross and schema == LARGE_MODEL)
+        result[entry.tor] = TorState(kind, healthy, jobs, large)
     return result
 
 
 def states_from_pods(
     topology: Topology, pods: Iterable[tuple[str, str, Mapping[str, str], bool]]
 ) -> dict[int, TorState]:
-    """ToR states rebuilt from live pods as upstream does each session: (job, node IP,
-    annotations, large-model) of every pod of a cross-ToR job."""
+    """ToR states rebuilt as upstream does each session: the ConfigMap's flags, then each
+    bound pod (job, node IP, annotations, large-model) on its ToR: a free ToR takes the
+    pod's ``isSharedTor``, a healthy one its ``isHealthy``; cross-ToR jobs are recorded."""
     tor_of = {s.ip: s.tor for tor in topology.tors for s in tor}
-    states: dict[int, TorState] = {}
+    states = {t: TorState(kind, healthy == 0) for t, (kind, healthy) in topology.flags.items()}
     for job, ip, notes, large in pods:
         tor = tor_of.get(ip)
-        kind = notes.get(TOR_SHARED_ANNOTATION)
-        if tor is None or kind not in ("1", "2"):
+        if tor is None:
             continue
         old = states.get(tor, TorState())
-        jobs = old.jobs | {job}
-        new_kind = EXCLUSIVE if kind == "2" and len(jobs) == 1 else SHARED
-        healthy = old.healthy and notes.get(TOR_HEALTHY_ANNOTATION, "0") == "0"
-        states[tor] = TorState(new_kind, healthy, jobs, old.large_model or large)
+        kind = _flag(notes.get(TOR_SHARED_ANNOTATION), 2)
+        cross = kind in (SHARED, EXCLUSIVE)
+        states[tor] = TorState(
+            old.kind or kind,
+            old.healthy and _flag(notes.get(TOR_HEALTHY_ANNOTATION), 1) == 0,
+            old.jobs | {job} if cross else old.jobs,
+            old.large_model or (cross and large),
+        )
     return states
 
 
+def _flag(text: str | None, top: int) -> int:
+    """An ``isSharedTor`` / ``isHealthy`` value; absent or unreadable counts as 0."""
+    return int(text) if text is not None and text in {str(i) for i in range(top + 1)} else 0
+
+
 def pod_annotations(
-    topology: Topology, selection: SharedSelection, ip: str, shared_tor_num: int
+    topology: Topology, selection: SharedSelection, ip: str, states: Mapping[int, TorState]
 ) -> dict[str, str]:
-    """What the pod on server ``ip`` records so the next session can rebuild the states."""
+    """What the pod on server ``ip`` records (``states``: after the job is placed): "0"
+    and "0" for a job on one ToR, else its ToR's state, and the ToR's IP when shared."""
     server = topology.server(ip)
-    if server is None or not (selection.exclusive or selection.shared):
-        return {}  # a padding job stays inside one ToR: it changes no ToR's state
-    kind = EXCLUSIVE if server.tor in selection.exclusive else SHARED
-    shared_ips = sorted({s.tor_ip for s in selection.servers if s.tor in selection.shared})
-    return {
-        TOR_SHARED_ANNOTATION: str(kind),
-        TOR_HEALTHY_ANNOTATION: "1" if len(selection.shared) > shared_tor_num else "0",
-        TOR_SHARED_IP_ANNOTATION: ",".join(shared_ips),
+    if server is None or len(selection.entries) < 2:
+        return {TOR_SHARED_ANNOTATION: "0", TOR_HEALTHY_ANNOTATION: "0"}
+    state = states.get(server.tor, TorState())
+    notes = {
+        TOR_SHARED_ANNOTATION: str(state.kind),
+        TOR_HEALTHY_ANNOTATION: "0" if state.healthy else "1",
     }
+    if state.kind == SHARED:
+        notes[TOR_SHARED_IP_ANNOTATION] = server.tor_ip
+    return notes
 
 
 def encode(

@@ -213,10 +213,10 @@ class Extender:
             self._tors.rebuild(
                 self._addresses,
                 self._super_pods,
-                frozenset(self._sub_healthy),
                 self._topology,
                 self._pods,
                 self._gangs.reservations,
+                sub_healthy=frozenset(self._sub_healthy),
             )
             self._network_stale = False
         return self._tors.network
@@ -319,12 +319,22 @@ class Extender:
         score = tor.RANK_SCORE if rank is not None else float(MAX_SCORE)
         return {n: score for n in names if reservation.free_on(n, rank) is not None}
 
+    def _shared_tor_scores(self, request: PodRequest, names: list[str]) -> dict[str, float]:
+        """Under switch affinity 2.0, upstream's scores of a ranked gang member: 100 (99 on a
+        shared ToR) along the job's servers up to its rank's, which scores 200."""
+        reservation = self._gangs.reservations.get(request.gang_key)
+        rank = request.rank
+        if reservation is None or reservation.shared is None or rank not in reservation.placements:
+            return self._gang_scores(request, names)
+        by_ip = reservation.shared.scores(sorted(reservation.placements).index(rank))
+        return {n: by_ip[a] for n in names if (a := self._addresses.get(n, "")) in by_ip}
+
     def scores(self, pod: Obj, names: list[str]) -> dict[str, float]:
         """The policy's raw scores of the nodes that can host the pod (Volcano sums them)."""
         request = pod_request(pod)
         with self._lock:
             if request.gang:
-                return self._gang_scores(request, names)
+                return self._shared_tor_scores(request, names)
             return self._session.score(request.job(), request.npu, names)
 
     def bind(self, args: Mapping[str, Any]) -> dict[str, str]:

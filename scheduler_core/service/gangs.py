@@ -216,6 +216,8 @@ class Gangs:
                 f"gang {gang}: {present} of {request.gang_size} pods exist; waiting for the rest"
             )
         missing = [r for r in range(request.gang_size) if r not in running]
+        notes_on = {m.node: m.annotations for m in pods.bound.get(gang, [])}
+        running_notes = {node: notes_on.get(node, {}) for node in running.values()}
         tasks = tuple(Task(f"{request.gang}-{r}", request.npu) for r in missing)
         job = Job(gang, request.product, tasks)
         candidates = [
@@ -241,7 +243,7 @@ class Gangs:
                 settings,
                 previous=fault.previous if fault else None,
                 fault_nodes=frozenset(fault.nodes) if fault else frozenset(),
-                running=running.values(),
+                running=running_notes,
                 # One-task SuperPoD jobs prefer the least idle nodes.
                 idle={n: len(session.usable(n)) for n in candidates} if len(missing) == 1 else None,
             )

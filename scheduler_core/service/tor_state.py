@@ -25,10 +25,11 @@ class TorState:
         self,
         addresses: Mapping[str, str],
         super_pods: Mapping[str, int],
-        sub_healthy: frozenset[str],
         topology: Topology | None,
         pods: GangPods,
         reservations: Mapping[str, Reservation],
+        *,
+        sub_healthy: frozenset[str] = frozenset(),
     ) -> None:
         """The network now: bound pods' ToR states, then the live reservations'."""
         on_tors = [
@@ -65,9 +66,7 @@ class TorState:
     ) -> dict[int, tor_share.TorState]:
         if reservation.shared is None:
             return dict(states)
-        return tor_share.apply(
-            states, reservation.shared, gang, reservation.schema, self.settings.shared_tor_num
-        )
+        return tor_share.apply(states, reservation.shared, gang, reservation.schema)
 
     def tor_share_data(self) -> dict[str, str] | None:
         """``tor-share-cm`` content under switch affinity 2.0 (None otherwise)."""

@@ -1,146 +1,216 @@
-"""Switch (ToR) affinity 2.0 on small hand-computed clusters (ToRs of 4 servers)."""
+"""Switch (ToR) affinity 2.0 on upstream's vectors (``internal/nslb/nslbv2_test.go`` on
+``testdata/tor/tor-node.json``: N1, N3) and vectors traced through upstream's code (Nd)."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler_core.engine.tor import LARGE_MODEL, NORMAL, Topology, parse_topology
+from scheduler_core.engine.tor import LARGE_MODEL, NORMAL, parse_topology
 from scheduler_core.engine.tor_share import (
     EXCLUSIVE,
     IDLE,
     SHARED,
+    SharedSelection,
+    TorShareFailed,
     TorState,
     apply,
     encode,
     pod_annotations,
+    reschedule,
     select,
     states_from_pods,
 )
 from tests.unit.helpers import server_ip, tor_info
 
-TOPOLOGY = parse_topology(tor_info(8))
-SHARED_OK = TorState(SHARED, True, frozenset({"ns/other"}))
-SHARED_BAD = TorState(SHARED, False, frozenset({"ns/other"}))
-TAKEN = TorState(EXCLUSIVE, True, frozenset({"ns/other"}))
+
+def ip(k: int) -> str:
+    return f"1.1.0.{k}"
 
 
-def free(**counts: int) -> list[str]:
-    """Candidate server IPs: the first ``k`` servers of ToR ``t`` for ``t<k>=k``."""
+def upstream_fixture() -> str:
+    """``tor-node.json``: 4 servers a ToR; t0 shared, t1 free, t2 shared, t3 shared and
+    unhealthy with two servers that are no node of the cluster."""
+    flags = [(1, 0), (0, 0), (1, 0), (1, 1)]
+    servers = [[ip(k) for k in range(4 * t, 4 * t + 4)] for t in range(3)]
+    servers.append([ip(12), ip(13), "9.9.9.1", "9.9.9.2"])
+    return json.dumps(
+        {
+            "version": "2.0",
+            "tor_count": 4,
+            "server_list": [
+                {
+                    "tor_id": t,
+                    "tor_ip": f"1.0.0.{t}",
+                    "IsSharedTor": flags[t][0],
+                    "IsHealthy": flags[t][1],
+                    "server": [
+                        {"server_ip": a, "npu_count": 8, "slice_id": s}
+                        for s, a in enumerate(servers[t])
+                    ],
+                }
+                for t in range(4)
+            ],
+        }
+    )
+
+
+FIXTURE = parse_topology(upstream_fixture())
+NODES = [ip(k) for k in range(16)]
+START = states_from_pods(FIXTURE, [])
+
+
+def tors_of(chosen: SharedSelection) -> list[tuple[int, int]]:
+    """(ToR, servers given) of each entry, in order."""
+    return [(e.tor, len(e.servers)) for e in chosen.entries]
+
+
+def test_the_configmap_flags_start_the_states() -> None:
+    assert {t: (s.kind, s.healthy) for t, s in START.items()} == {
+        0: (SHARED, True),
+        1: (IDLE, True),
+        2: (SHARED, True),
+        3: (SHARED, False),
+    }
+
+
+def test_n1_twelve_pods_take_the_free_tor_whole_and_the_two_shared_tors() -> None:
+    chosen = select(FIXTURE, NODES, 12, NORMAL, states=START, shared_tor_num=2)
+    assert tors_of(chosen) == [(1, 4), (0, 4), (2, 4)]
+    assert chosen.marks == {1: (EXCLUSIVE, True)}
+    assert chosen.scores(0) == {ip(4): 200}
+    assert chosen.scores(5) == {
+        ip(4): 100,
+        ip(5): 100,
+        ip(6): 100,
+        ip(7): 100,
+        ip(0): 99,
+        ip(1): 200,
+    }
+
+
+def test_n1_pods_record_their_tors_state_and_the_shared_tors_ip() -> None:
+    chosen = select(FIXTURE, NODES, 12, NORMAL, states=START, shared_tor_num=2)
+    after = apply(START, chosen, "ns/job", NORMAL)
+    assert pod_annotations(FIXTURE, chosen, ip(4), after) == {
+        "isSharedTor": "2",
+        "isHealthy": "0",
+    }
+    assert pod_annotations(FIXTURE, chosen, ip(0), after) == {
+        "isSharedTor": "1",
+        "isHealthy": "0",
+        "sharedTorIp": "1.0.0.0",
+    }
+
+
+def test_n3_fifteen_pods_exceed_what_a_normal_job_may_take() -> None:
+    with pytest.raises(TorShareFailed, match="not enough node for normal job to schedule"):
+        select(FIXTURE, NODES, 15, NORMAL, states=START, shared_tor_num=2)
+
+
+def test_nd1_with_one_shared_tor_allowed_a_normal_job_makes_its_shared_tors_unhealthy() -> None:
+    chosen = select(FIXTURE, NODES, 12, NORMAL, states=START, shared_tor_num=1)
+    assert tors_of(chosen) == [(1, 4), (3, 2), (0, 4), (2, 2)]
+    after = apply(START, chosen, "ns/job", NORMAL)
+    assert {t: (after[t].kind, after[t].healthy) for t in (0, 2, 3)} == dict.fromkeys(
+        (0, 2, 3), (SHARED, False)
+    )
+    assert after[1].kind == EXCLUSIVE
+
+
+def test_nd2_a_small_large_model_job_fills_the_first_shared_tor_in_configmap_order() -> None:
+    chosen = select(FIXTURE, NODES, 3, LARGE_MODEL, states=START, shared_tor_num=2)
+    assert tors_of(chosen) == [(0, 3)]
+    assert pod_annotations(FIXTURE, chosen, ip(0), START) == {
+        "isSharedTor": "0",
+        "isHealthy": "0",
+    }
+
+
+def test_a_large_model_job_fails_with_upstreams_messages() -> None:
+    busy = [ip(k) for k in (0, 1, 4, 5, 8, 9, 12)]
+    with pytest.raises(TorShareFailed, match="tor check failed not enough resource for fill job"):
+        select(FIXTURE, busy, 3, LARGE_MODEL, states=START, shared_tor_num=2)
+    with pytest.raises(TorShareFailed, match="set tor failed by not enough nodes"):
+        select(FIXTURE, NODES, 13, LARGE_MODEL, states=START, shared_tor_num=2)
+
+
+FOUR = parse_topology(tor_info(4))  # ToR t: servers 10.t.0.0 … 10.t.0.3, all free
+
+
+def servers(**counts: int) -> list[str]:
     return [server_ip(int(t[1:]), s) for t, k in counts.items() for s in range(k)]
 
 
-def test_a_padding_job_prefers_an_exclusive_tor_then_unhealthy_shared_then_shared_then_idle() -> (
+def test_the_rest_beyond_whole_free_tors_comes_from_the_partial_tor_made_shared() -> None:
+    # 6 pods: t0 (4) whole and exclusive; no shared ToR: the 2 left from t1, made shared.
+    chosen = select(FOUR, servers(t0=4, t1=4), 6, LARGE_MODEL, states={}, shared_tor_num=2)
+    assert tors_of(chosen) == [(0, 4), (1, 2)]
+    assert chosen.marks == {0: (EXCLUSIVE, True), 1: (SHARED, True)}
+    assert chosen.scores(5)[server_ip(1, 1)] == 200
+    assert chosen.scores(5)[server_ip(1, 0)] == 99
+
+
+def test_with_two_shared_tors_allowed_the_first_adjacent_pair_that_holds_the_rest_gives_it() -> (
     None
 ):
-    states = {1: TAKEN, 2: SHARED_OK, 3: SHARED_BAD}
-    candidates = free(t0=4, t1=3, t2=2, t3=2)
-    first = select(TOPOLOGY, candidates, 2, NORMAL, states=states, shared_tor_num=1)
-    assert first is not None and {s.tor for s in first.servers} == {1}
-    assert (first.exclusive, first.shared, first.how) == ((), (), "padding")
-    # ToR 1 has 1 free < 2: the unhealthy shared ToR 3 is next, then the shared ToR 2.
-    second = select(
-        TOPOLOGY, free(t0=4, t1=1, t2=2, t3=2), 2, NORMAL, states=states, shared_tor_num=1
+    states = {t: TorState(SHARED) for t in (1, 2, 3)}
+    chosen = select(
+        FOUR, servers(t0=4, t1=1, t2=2, t3=3), 7, NORMAL, states=states, shared_tor_num=2
     )
-    assert second is not None and {s.tor for s in second.servers} == {3}
-    third = select(TOPOLOGY, free(t0=4, t1=1, t2=2), 2, NORMAL, states=states, shared_tor_num=1)
-    assert third is not None and {s.tor for s in third.servers} == {2}
+    # F: t0 whole (4); 3 left; S↑ = t1 (1), t2 (2), t3 (3): pair (t1, t2) holds 3.
+    assert tors_of(chosen) == [(0, 4), (1, 1), (2, 2)]
 
 
-def test_a_padding_job_on_idle_tors_takes_the_one_closest_to_its_size() -> None:
-    # 2 pods; idle ToRs with 4 and 3 free: 3 − 2 = 1 < 4 − 2 = 2 → ToR 1.
-    chosen = select(TOPOLOGY, free(t0=4, t1=3), 2, LARGE_MODEL, states={}, shared_tor_num=1)
-    assert chosen is not None and {s.tor for s in chosen.servers} == {1}
+def test_a_rescheduled_job_reuses_its_own_tors_first() -> None:
+    # Ranks on t0 (exclusive) and t1 (shared) still run; one pod is missing; t0 has room.
+    live = {server_ip(0, 0): {"isSharedTor": "2"}, server_ip(1, 0): {"isSharedTor": "1"}}
+    states = {0: TorState(EXCLUSIVE), 1: TorState(SHARED)}
+    chosen = reschedule(
+        FOUR, servers(t0=4, t2=4), 1, live=live, states=states, shared_tor_num=2, job_size=6
+    )
+    assert tors_of(chosen) == [(0, 1)]
 
 
-def test_a_large_model_padding_job_never_lands_on_an_unhealthy_shared_tor() -> None:
-    states = {0: SHARED_BAD}
-    assert select(TOPOLOGY, free(t0=4), 2, LARGE_MODEL, states=states, shared_tor_num=1) is None
-    normal = select(TOPOLOGY, free(t0=4), 2, NORMAL, states=states, shared_tor_num=1)
-    assert normal is not None and {s.tor for s in normal.servers} == {0}
+def test_a_rescheduled_job_short_on_its_own_tors_takes_free_tors_ascending() -> None:
+    live = {server_ip(0, 0): {"isSharedTor": "2"}}
+    states = {0: TorState(EXCLUSIVE), 3: TorState(EXCLUSIVE)}
+    chosen = reschedule(
+        FOUR,
+        servers(t0=1, t1=4, t2=3, t3=4),
+        4,
+        live=live,
+        states=states,
+        shared_tor_num=2,
+        job_size=5,
+    )
+    # Own t0 gives 1; then free ToRs ascending: t2 (3) whole; exclusive t3 is not for it.
+    assert tors_of(chosen) == [(0, 1), (2, 3)]
+    assert chosen.marks[2] == (EXCLUSIVE, True)
 
 
-def test_8_pods_on_idle_tors_take_two_whole_tors_exclusively() -> None:
-    chosen = select(TOPOLOGY, free(t0=4, t1=4, t2=4), 8, LARGE_MODEL, states={}, shared_tor_num=1)
-    assert chosen is not None
-    assert (chosen.exclusive, chosen.shared, chosen.how) == ((0, 1), (), "exclusive")
-    assert [s.ip for s in chosen.servers] == free(t0=4, t1=4)
-
-
-def test_9_pods_take_two_idle_tors_whole_and_the_last_pod_from_the_closest_shared_tor() -> None:
-    # Idle 4 + 4 = 8 ≤ 9, the third idle ToR (4) > remainder 1 → stop; shared ToRs free 3, 1:
-    # 1 is closest to 1.
-    states = {3: SHARED_OK, 4: SHARED_OK}
-    candidates = free(t0=4, t1=4, t2=4, t3=3, t4=1)
-    chosen = select(TOPOLOGY, candidates, 9, LARGE_MODEL, states=states, shared_tor_num=1)
-    assert chosen is not None
-    assert (chosen.exclusive, chosen.shared) == ((0, 1), (4,))
-    assert [s.ip for s in chosen.servers] == free(t0=4, t1=4, t4=1)
-
-
-def test_with_two_shared_tors_allowed_a_pair_wins_a_tie_with_a_single_tor() -> None:
-    # Remainder 3 (4 + 3): shared free 3 (ToR 3), 1 (ToR 4), 2 (ToR 5). Singles 3, 1, 2;
-    # pairs 4, 5, 3. Closest ≥ 3: ToR 3 alone (3) and ToRs 4 + 5 (3) tie → the pair.
-    states = {3: SHARED_OK, 4: SHARED_OK, 5: SHARED_OK}
-    candidates = free(t0=4, t3=3, t4=1, t5=2)
-    two = select(TOPOLOGY, candidates, 7, LARGE_MODEL, states=states, shared_tor_num=2)
-    assert two is not None and (two.exclusive, two.shared) == ((0,), (4, 5))
-    one = select(TOPOLOGY, candidates, 7, LARGE_MODEL, states=states, shared_tor_num=1)
-    assert one is not None and (one.exclusive, one.shared) == ((0,), (3,))
-
-
-def test_without_a_fitting_shared_tor_the_closest_idle_tor_becomes_shared() -> None:
-    # 6 pods: idle 4 (ToR 0) taken whole, remainder 2; no shared ToR; idle ToR 1 (4) and
-    # ToR 2 (3): 3 is closest to 2 → ToR 2 turns shared.
-    chosen = select(TOPOLOGY, free(t0=4, t1=4, t2=3), 6, LARGE_MODEL, states={}, shared_tor_num=1)
-    assert chosen is not None and (chosen.exclusive, chosen.shared) == ((0,), (2,))
-    chosen = select(TOPOLOGY, free(t0=4, t1=3, t2=3), 6, LARGE_MODEL, states={}, shared_tor_num=1)
-    # Idle 4 taken (remainder 2), next idle 3 > 2 stops; closest idle for 2 is ToR 1 (3).
-    assert chosen is not None and (chosen.exclusive, chosen.shared) == ((0,), (1,))
-    after = apply({}, chosen, "ns/job", LARGE_MODEL, 1)
-    assert after[0] == TorState(EXCLUSIVE, True, frozenset({"ns/job"}), True)
-    assert after[1] == TorState(SHARED, True, frozenset({"ns/job"}), True)
-
-
-def test_with_two_shared_tors_allowed_an_exclusive_tor_may_turn_shared() -> None:
-    # Remainder 2 after ToR 0; no shared or idle ToR left, ToR 1 exclusive with 2 free.
-    states = {1: TAKEN}
-    candidates = free(t0=4, t1=2)
-    assert select(TOPOLOGY, candidates, 6, LARGE_MODEL, states=states, shared_tor_num=1) is None
-    two = select(TOPOLOGY, candidates, 6, LARGE_MODEL, states=states, shared_tor_num=2)
-    assert two is not None and (two.exclusive, two.shared) == ((0,), (1,))
-
-
-def test_a_normal_job_falls_back_to_unhealthy_then_normal_only_shared_tors() -> None:
-    # 9 pods: idle ToR 0 (4) whole, remainder 5: shared ToRs are unhealthy (ToR 1, 3 free)
-    # or hold a large-model job (ToR 2) → large-model waits; normal takes ToR 0, then ToR 1
-    # (3, remainder 2), then the normal-only shared ToR 3 (2).
-    states = {
-        1: SHARED_BAD,
-        2: TorState(SHARED, True, frozenset({"ns/big"}), True),
-        3: SHARED_OK,
-    }
-    candidates = free(t0=4, t1=3, t2=4, t3=2)
-    assert select(TOPOLOGY, candidates, 9, LARGE_MODEL, states=states, shared_tor_num=1) is None
-    chosen = select(TOPOLOGY, candidates, 9, NORMAL, states=states, shared_tor_num=1)
-    assert chosen is not None and chosen.how == "normal-fallback"
-    assert (chosen.exclusive, chosen.shared) == ((0,), (1, 3))
-    after = apply(states, chosen, "ns/job", NORMAL, 1)
-    assert not after[3].healthy and after[3].jobs == {"ns/other", "ns/job"}  # 2 > 1 allowed
+def test_rescheduling_fails_with_upstreams_messages() -> None:
+    live = {server_ip(0, 0): {"isSharedTor": "0"}}
+    with pytest.raises(TorShareFailed, match="not enough tor for fill job restart"):
+        reschedule(FOUR, servers(t1=4), 2, live=live, states={}, shared_tor_num=2, job_size=3)
+    # A job that ran on one ToR may not spread to others.
+    with pytest.raises(TorShareFailed, match="not enough tor for job restart"):
+        reschedule(FOUR, servers(t1=4), 4, live=live, states={}, shared_tor_num=2, job_size=5)
 
 
 def test_states_round_trip_through_the_pods_annotations() -> None:
-    chosen = select(TOPOLOGY, free(t0=4, t1=3, t2=3), 6, LARGE_MODEL, states={}, shared_tor_num=1)
-    assert chosen is not None
-    notes = {s.ip: pod_annotations(TOPOLOGY, chosen, s.ip, 1) for s in chosen.servers}
-    assert notes["10.0.0.0"] == {"isSharedTor": "2", "isHealthy": "0", "sharedTorIp": "1.0.0.1"}
-    assert notes["10.1.0.0"]["isSharedTor"] == "1"
-    rebuilt = states_from_pods(TOPOLOGY, [("ns/job", ip, n, True) for ip, n in notes.items()])
-    assert rebuilt == apply({}, chosen, "ns/job", LARGE_MODEL, 1)
+    chosen = select(FOUR, servers(t0=4, t1=3), 6, LARGE_MODEL, states={}, shared_tor_num=1)
+    after = apply({}, chosen, "ns/job", LARGE_MODEL)
+    notes = {s.ip: pod_annotations(FOUR, chosen, s.ip, after) for s in chosen.servers}
+    rebuilt = states_from_pods(FOUR, [("ns/job", a, n, True) for a, n in notes.items()])
+    assert rebuilt == after
 
 
 def test_tor_share_configmap_lists_each_tor_state_and_the_jobs_on_its_nodes() -> None:
-    small = Topology(4, TOPOLOGY.tors[:2])
+    small = parse_topology(tor_info(2))
     states = {0: TorState(EXCLUSIVE, True, frozenset({"ns/a"}))}
     data = encode(small, states, {"10.0.0.1": ["ns/a"]}, {"10.0.0.1": "node-1"})
     assert data == {
@@ -150,6 +220,7 @@ def test_tor_share_configmap_lists_each_tor_state_and_the_jobs_on_its_nodes() ->
     }
 
 
+EIGHT = parse_topology(tor_info(8))
 kinds = st.sampled_from([IDLE, SHARED, EXCLUSIVE])
 
 
@@ -162,7 +233,7 @@ kinds = st.sampled_from([IDLE, SHARED, EXCLUSIVE])
     limit=st.sampled_from([1, 2]),
     schema=st.sampled_from([LARGE_MODEL, NORMAL]),
 )
-def test_a_large_model_job_never_exceeds_the_shared_limit_nor_touches_an_unhealthy_shared_tor(
+def test_a_placed_job_gets_n_distinct_candidates_and_a_large_one_respects_the_shared_limit(
     *,
     frees: list[int],
     kinds_: list[int],
@@ -171,19 +242,16 @@ def test_a_large_model_job_never_exceeds_the_shared_limit_nor_touches_an_unhealt
     limit: int,
     schema: str,
 ) -> None:
-    states = {
-        t: TorState(k, h or k != SHARED, frozenset({"ns/x"}) if k != IDLE else frozenset())
-        for t, (k, h) in enumerate(zip(kinds_, healthy, strict=True))
-    }
-    candidates = free(**{f"t{t}": k for t, k in enumerate(frees)})
-    chosen = select(TOPOLOGY, candidates, n, schema, states=states, shared_tor_num=limit)
-    if chosen is None:
+    states = {t: TorState(k, h) for t, (k, h) in enumerate(zip(kinds_, healthy, strict=True))}
+    candidates = servers(**{f"t{t}": k for t, k in enumerate(frees)})
+    try:
+        chosen = select(EIGHT, candidates, n, schema, states=states, shared_tor_num=limit)
+    except TorShareFailed:
         return
     ips = [s.ip for s in chosen.servers]
     assert len(ips) == n and len(set(ips)) == n and set(ips) <= set(candidates)
-    used = {s.tor for s in chosen.servers}
-    assert used <= set(chosen.exclusive) | set(chosen.shared) or chosen.how == "padding"
-    assert all(states[t].kind == IDLE for t in chosen.exclusive)
-    if schema == LARGE_MODEL:
-        assert len(chosen.shared) <= limit
-        assert not any(states[t].kind == SHARED and not states[t].healthy for t in used)
+    assert all(states[t].kind == IDLE for t, m in chosen.marks.items() if m == (EXCLUSIVE, True))
+    if schema == LARGE_MODEL and len(chosen.entries) > 1:
+        shared = [e for e in chosen.entries if e.shared]
+        assert len(shared) <= limit
+        assert not any(states[e.tor].kind == SHARED and not states[e.tor].healthy for e in shared)
