@@ -13,6 +13,8 @@ slice. A job of ``n`` pods (one a server) is placed:
   whole free ToRs when enough exist, else from *logical* ToRs built across slices;
 - a ``normal-schema`` job that fits none of these takes servers ToR by ToR (greedy); a
   ``large-model-schema`` job waits.
+A *single-layer* fabric (``tor_level: single_layer``: ToRs with no spine above them) has no
+net slices across ToRs, so no logical ToRs: whole ToRs or, for a normal job, greedy.
 The chosen servers get consecutive ranks, by ToR then slice; the node whose rank equals a
 pod's ``hccl/rankIndex`` scores ``RANK_SCORE`` (200) for that pod (the extender's gangs).
 """
@@ -139,7 +141,13 @@ def select(topology: Topology, candidates: Iterable[str], n: int, schema: str) -
     if row + 1 < len(whole):
         chosen = [s for t in whole[:row] for s in t] + whole[row][: column + 1]
         return Selection(tuple(chosen), "whole-tors")
-    logical = _logical_tors([s for t in tors for s in t], size, row, column)
+    # Without a spine (``single_layer``) servers at one slice of different ToRs share no
+    # switch plane: there are no logical ToRs to build.
+    logical = (
+        None
+        if topology.single_layer
+        else _logical_tors([s for t in tors for s in t], size, row, column)
+    )
     if logical is not None:
         chosen = [s for t in logical[:row] for s in t] + logical[row][: column + 1]
         return Selection(tuple(chosen), "logical-tors")

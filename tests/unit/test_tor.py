@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -143,3 +145,34 @@ def test_whole_tors_are_used_only_while_more_remain_than_row_plus_one_like_vol_v
     selection = select(topology, [s.ip for t in topology.tors for s in t], 22, LARGE_MODEL)
     assert selection is not None and selection.how == "logical-tors"
     assert len(selection.servers) == 22
+
+
+def single_layer(tors: int) -> str:
+    raw = json.loads(tor_info(tors))
+    return json.dumps({**raw, "tor_level": "single_layer"})
+
+
+def test_a_single_layer_fabric_builds_no_logical_tors_a_large_job_waits_a_normal_one_spreads() -> (
+    None
+):
+    # The case above on a fabric without a spine: slices across ToRs share no switch.
+    topology = parse_topology(single_layer(4))
+    assert topology.single_layer
+    missing = {0: 3, 1: 2, 2: 1, 3: 0}
+    free = [ip(t, s) for t in range(4) for s in range(4) if s != missing[t]]
+    assert select(topology, free, 8, LARGE_MODEL) is None
+    normal = select(topology, free, 8, NORMAL)
+    assert normal is not None and normal.how == "greedy"
+    # Whole ToRs and fill jobs are as on two layers.
+    assert select(topology, free, 2, LARGE_MODEL) is not None
+    whole = select(topology, [ip(t, s) for t in range(4) for s in range(4)], 6, LARGE_MODEL)
+    assert whole is not None and whole.how == "whole-tors"
+
+
+def test_the_tor_level_and_the_tor_flags_are_checked() -> None:
+    raw = json.loads(tor_info(1))
+    with pytest.raises(InvalidInput, match="tor_level 'three' is not single_layer"):
+        parse_topology(json.dumps({**raw, "tor_level": "three"}))
+    raw["server_list"][0]["IsSharedTor"] = 5
+    with pytest.raises(InvalidInput, match="IsSharedTor 5 is not in 0..2"):
+        parse_topology(json.dumps(raw))
