@@ -162,6 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(below the 300 s after which schedulers ignore it)",
     )
     serve.add_argument(
+        "--sub-health-codes",
+        type=fault_codes,
+        default=frozenset(),
+        help="comma list of hex fault codes that make a healthy chip sub-healthy "
+        "(published with level SubHealthFault: schedulers use the node last)",
+    )
+    serve.add_argument(
         "--pod-resources-socket",
         type=Path,
         default=POD_RESOURCES_SOCKET,
@@ -364,6 +371,7 @@ def _agent_config(args: argparse.Namespace) -> AgentConfig:
             args.volcano_type,
             args.pod_resources_socket,
             heartbeat=args.deviceinfo_heartbeat,
+            sub_health_codes=args.sub_health_codes,
         )
     listen = None
     if args.metrics_listen:
@@ -375,6 +383,19 @@ def _agent_config(args: argparse.Namespace) -> AgentConfig:
         else os.environ.get("ASCEND_DOCKER_RUNTIME") == "True"
     )
     return AgentConfig(args.plugin_dir, ascend_runtime, float(args.period), kube, listen)
+
+
+def fault_codes(text: str) -> frozenset[str]:
+    """A comma list of hex fault codes (``80E01801,80C98008``), upper-cased."""
+    codes = frozenset(c.strip().upper() for c in text.split(",") if c.strip())
+    bad = sorted(c for c in codes if not (c.isascii() and len(c) <= 16 and _is_hex(c)))
+    if bad:
+        raise argparse.ArgumentTypeError(f"{bad[0]!r} is not a hex fault code like 80E01801")
+    return codes
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789ABCDEF" for c in text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -42,6 +42,8 @@ class KubeSettings:
     pod_resources_socket: Path = POD_RESOURCES_SOCKET
     wait_for_pod: float = WAIT_FOR_POD
     heartbeat: float = HEARTBEAT  # seconds: DeviceInfo written at least this often
+    # Fault codes that make a healthy chip sub-healthy (MindCluster's SubHealthFaultCodes).
+    sub_health_codes: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +145,7 @@ def start_node_agent(
         cache=cache,
         period=config.period,
         heartbeat=kube.heartbeat,
+        sub_health_codes=kube.sub_health_codes,
         # With the kubelet's choice, its PodResources are the only record of fresh allocations.
         extra_held=None if kube.volcano_type else _kubelet_held(kube.pod_resources_socket, state),
         wake=deviceinfo_due,

@@ -37,11 +37,16 @@ LINK_DOWN_CODE = "81078603"
 LINK_DOWN_LEVEL = "PreSeparateNPU"
 
 
-def faults_of(node: NodeChips) -> tuple[ChipFault, ...]:
+def faults_of(
+    node: NodeChips, sub_health_codes: frozenset[str] = frozenset()
+) -> tuple[ChipFault, ...]:
+    """Each chip's faults; a healthy chip with a sub-health code is SubHealthFault."""
     faults = []
     for chip in sorted(node.chips, key=lambda c: c.id):
         if not chip.healthy or chip.fault_codes:
             level = MINOR_FAULT_LEVEL if chip.healthy else CARD_FAULT_LEVEL
+            if chip.healthy and sub_health_codes.intersection(chip.fault_codes):
+                level = deviceinfo.SUB_HEALTH_LEVEL
             faults.append(ChipFault(chip.id, network=False, level=level, codes=chip.fault_codes))
         if chip.network is Network.DOWN:
             faults.append(
@@ -50,14 +55,19 @@ def faults_of(node: NodeChips) -> tuple[ChipFault, ...]:
     return tuple(faults)
 
 
-def device_info(node: NodeChips, held: Iterable[int], update_time: int) -> DeviceInfo:
+def device_info(
+    node: NodeChips,
+    held: Iterable[int],
+    update_time: int,
+    sub_health_codes: frozenset[str] = frozenset(),
+) -> DeviceInfo:
     """Free = healthy chips no live pod holds; a held chip is never listed free."""
     taken = set(held)
     return DeviceInfo(
         free=frozenset(c.id for c in node.chips if c.healthy and c.id not in taken),
         unhealthy=frozenset(c.id for c in node.chips if not c.healthy),
         network_unhealthy=frozenset(c.id for c in node.chips if c.network is Network.DOWN),
-        faults=faults_of(node),
+        faults=faults_of(node, sub_health_codes),
         update_time=update_time,
         super_pod_id=node.super_pod_id,
         server_index=node.server_index,
@@ -95,6 +105,7 @@ class DeviceInfoPublisher:
         cache: PodCache,
         period: float,
         heartbeat: float = HEARTBEAT,
+        sub_health_codes: frozenset[str] = frozenset(),
         clock: Callable[[], float] = time.time,
         extra_held: Callable[[], Iterable[int]] | None = None,
         wake: threading.Event | None = None,
@@ -107,6 +118,7 @@ class DeviceInfoPublisher:
         self._cache = cache
         self._period = period  # how often to look again (the kubelet's records are not evented)
         self._heartbeat = heartbeat  # written at least this often, changed or not
+        self._sub_health_codes = sub_health_codes
         self._clock = clock
         # Chips held by pods that carry no record yet (the kubelet's PodResources), when the
         # kubelet's choice is the chip; raises when that source cannot be read.
@@ -169,7 +181,7 @@ class DeviceInfoPublisher:
                 )
                 return False
         now = self._clock()
-        info = device_info(self._state.node, taken, int(now))
+        info = device_info(self._state.node, taken, int(now), self._sub_health_codes)
         lists = info.device_list()
         if lists == self._last and now - self._last_time < self._heartbeat:
             return False

@@ -42,6 +42,7 @@ SP_BLOCK_ANNOTATION = "sp-block"
 SP_FIT_ANNOTATION = "sp-fit"  # "idlest": a MindIE job takes the SuperPoDs with most free first
 MINDIE_LABELS = ("app", "jobID")  # both set: a MindIE inference job
 FAULT_SCHEDULING_LABEL = "fault-scheduling"
+FAULT_RETRY_LABEL = "fault-retry-times"  # restarts of the job when one of its pods fails
 ACCELERATOR_TYPE_LABEL = "accelerator-type"  # nodeSelector and node label
 RING_CONTROLLER_LABEL = "ring-controller.atlas"
 HOST_ARCH_LABEL = "host-arch"

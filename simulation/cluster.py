@@ -13,11 +13,12 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent.builder import AgentConfig, KubeSettings, NodeAgent, start_node_agent
 from agent.driver import FakeDriver
@@ -27,20 +28,36 @@ from contract.objects import Obj, npu_limit
 from infra.kube.client import KubernetesGateway
 from infra.kube.port import KubeError
 from scheduler_core.engine.policies import policy_by_name
+from scheduler_core.engine.rescheduling import GRACE_OVER_TIME
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
 from simulation.kubelet import Allocation, KubeletError, KubeletSimulator
 from simulation.loopback import LoopbackApiServer
 from simulation.memory import MemoryCluster
 
+# The fault code the simulated agents count as sub-health (their --sub-health-codes).
+SUB_HEALTH_CODE = "80E01801"
 
-def state_file(unhealthy: Iterable[int] = (), chips: int = 8) -> str:
-    """A fake-driver state file of one 8-chip module910x8 server."""
+
+def state_file(
+    unhealthy: Iterable[int] = (),
+    chips: int = 8,
+    *,
+    codes: Mapping[int, str] | None = None,
+    super_pod: int | None = None,
+) -> str:
+    """A fake-driver state file of one 8-chip module910x8 server (``codes``: chip → a fault
+    code it reports; ``super_pod``: the SuperPoD it is in)."""
     unhealthy = set(unhealthy)
-    lines = ["product: module910x8", "servertype: Ascend910-32", "chips:"]
+    lines = ["product: module910x8", "servertype: Ascend910-32"]
+    if super_pod is not None:
+        lines.append(f"super_pod_id: {super_pod}")
+    lines.append("chips:")
     for i in range(chips):
         health = "Unhealthy" if i in unhealthy else "Healthy"
-        lines.append(f"  - {{id: {i}, health: {health}, ip: 10.0.0.{i + 10}}}")
+        code = (codes or {}).get(i)
+        fault = f", fault_codes: ['{code}']" if code else ""
+        lines.append(f"  - {{id: {i}, health: {health}, ip: 10.0.0.{i + 10}{fault}}}")
     return "\n".join(lines) + "\n"
 
 
@@ -51,9 +68,10 @@ class SimNode:
     kubelet: KubeletSimulator
     agent: NodeAgent
 
-    def write_state(self, unhealthy: frozenset[int]) -> None:
+    def write_state(self, unhealthy: frozenset[int], **details: Any) -> None:
+        """``details``: ``state_file``'s fault codes and SuperPoD."""
         partial = self.home / "state.tmp"
-        partial.write_text(state_file(unhealthy))
+        partial.write_text(state_file(unhealthy, **details))
         partial.replace(self.home / "state.yaml")
 
 
@@ -87,7 +105,12 @@ class SimulatedCluster:
 
     def _start_agent(self, name: str, home: Path) -> NodeAgent:
         """The node agent as a node runs it (the agent's own builder), on the fake driver."""
-        kube = KubeSettings(name, volcano_type=True, pod_resources_socket=home / "podres.sock")
+        kube = KubeSettings(
+            name,
+            volcano_type=True,
+            pod_resources_socket=home / "podres.sock",
+            sub_health_codes=frozenset({SUB_HEALTH_CODE}),
+        )
         config = AgentConfig(home / "plugins", ascend_runtime=True, period=1, kube=kube)
         return start_node_agent(config, FakeDriver(home / "state.yaml"), self.gateway())
 
@@ -185,6 +208,17 @@ class SimulatedCluster:
             self.nodes[admitted.node].kubelet.release(key)
         return gone
 
+    def fail(self, key: str) -> None:
+        """A pod's container exits with an error (phase Failed): the kubelet frees its
+        device IDs."""
+        namespace, name = key.split("/")
+        pod = self.store.get_pod(namespace, name)
+        pod["status"]["phase"] = "Failed"
+        self.store.put("Pod", pod)
+        admitted = self.admitted.pop(key, None)
+        if admitted is not None:
+            self.nodes[admitted.node].kubelet.release(key)
+
     def finish(self, key: str, delete: bool = False) -> None:
         """A pod ends (Succeeded) or is deleted: the kubelet frees its device IDs."""
         namespace, name = key.split("/")
@@ -236,19 +270,27 @@ def simulated_cluster(
     policy: str = "huawei",
     unhealthy: dict[str, frozenset[int]] | None = None,
     every_kubelet_random: bool = False,
+    *,
+    super_pods: Mapping[str, int] | None = None,
+    graceful: bool = False,
+    grace_over: float = GRACE_OVER_TIME,
 ) -> Iterator[SimulatedCluster]:
     """``every_kubelet_random``: no kubelet asks for the preferred allocation (by default
-    every second one does not)."""
+    every second one does not); ``super_pods``: node → its SuperPoD; ``graceful``: pods
+    deleted with a grace period stay until forced (containers that ignore SIGTERM);
+    ``grace_over``: the scheduler's grace-over-time."""
     root = Path(tempfile.mkdtemp(prefix="sim", dir="/tmp"))
     with ExitStack() as stack:
         stack.callback(shutil.rmtree, root, True)
-        store = MemoryCluster()
+        store = MemoryCluster(graceful=graceful)
         api = LoopbackApiServer(store)
         api.start()
         stack.callback(api.stop)
         service = SchedulerService(
             KubernetesGateway.for_url(api.url),
-            Extender(KubernetesGateway.for_url(api.url), policy_by_name(policy)),
+            Extender(
+                KubernetesGateway.for_url(api.url), policy_by_name(policy), grace_over=grace_over
+            ),
             refresh_period=0.5,
         )
         cluster = SimulatedCluster(store, api, {}, service, "", stack)
@@ -267,7 +309,12 @@ def simulated_cluster(
                     },
                 },
             )
-            (home / "state.yaml").write_text(state_file((unhealthy or {}).get(name, frozenset())))
+            (home / "state.yaml").write_text(
+                state_file(
+                    (unhealthy or {}).get(name, frozenset()),
+                    super_pod=(super_pods or {}).get(name),
+                )
+            )
             prefers = not every_kubelet_random and i % 2 == 0
             node = cluster.start_node(name, home, use_preferred=prefers, seed=i)
             stack.callback(_stop_node, node)

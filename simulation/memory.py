@@ -62,7 +62,12 @@ def _event(change: Change, namespace: str, selector: Selector) -> WatchEvent | N
 
 
 class MemoryCluster:
-    def __init__(self, history: int = HISTORY, bookmark_seconds: float = 1.0) -> None:
+    def __init__(
+        self, history: int = HISTORY, bookmark_seconds: float = 1.0, graceful: bool = False
+    ) -> None:
+        # graceful: a bound pod deleted with a grace period stays, terminating, until its
+        # kubelet is done (``finish_terminating``) or a deletion with grace 0 forces it out.
+        self._graceful = graceful
         self._objects: dict[Key, Obj] = {}
         self._history: deque[Change] = deque(maxlen=history)
         self._version = 0
@@ -266,10 +271,30 @@ class MemoryCluster:
         return self.get("Pod", namespace, name)
 
     def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int | None) -> None:
-        # No kubelet here to run a grace period: every deletion is immediate.
         with self._lock:
             pod = self._pod_with_uid("delete pod", namespace, name, uid)
+            bound = bool((pod.get("spec") or {}).get("nodeName"))
+            if self._graceful and bound and grace_seconds != 0:
+                if pod["metadata"].get("deletionTimestamp"):
+                    return  # terminating already: a second polite deletion changes nothing
+                terminating = copy.deepcopy(pod)
+                grace = grace_seconds
+                if grace is None:
+                    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+                terminating["metadata"]["deletionTimestamp"] = "1970-01-01T00:00:00Z"
+                terminating["metadata"]["deletionGracePeriodSeconds"] = grace
+                self._write("Pod", terminating, "MODIFIED")
+                return
             self._write("Pod", copy.deepcopy(pod), "DELETED")
+
+    def terminating(self) -> list[tuple[str, int]]:
+        """The pods being deleted gracefully: (namespace/name, grace seconds)."""
+        with self._lock:
+            return sorted(
+                (f"{ns}/{name}", int(obj["metadata"].get("deletionGracePeriodSeconds", 0)))
+                for (kind, ns, name), obj in self._objects.items()
+                if kind == "Pod" and obj["metadata"].get("deletionTimestamp")
+            )
 
     def _pod_with_uid(self, call: str, namespace: str, name: str, uid: str) -> Obj:
         """The stored pod, if it still has ``uid`` (any when empty); the lock is held."""

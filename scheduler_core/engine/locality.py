@@ -344,6 +344,8 @@ def _after_fault(
         network,
         previous.values(),
     )
+    # A node that failed under the job and passes the filter again is the last resort.
+    others += [n for n in candidates if n in fault_nodes]
     moved = [r for r in range(ask.size) if r not in kept]
     if len(others) < len(moved):
         raise Unplaceable(f"fault job {ask.job}: {len(others)} of {len(moved)} new nodes are free")

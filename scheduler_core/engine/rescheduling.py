@@ -21,12 +21,14 @@ import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from contract.annotations import FAULT_RECORD
+from contract.annotations import FAULT_RECORD, FAULT_RETRY_LABEL
 from contract.chip_names import InvalidInput
 from contract.go_json import go_json
 
 GRACE, FORCE = "grace", "force"
 GRACE_OVER_TIME = 900.0
+MAX_RETRIES = 1000
+RETRIES_KEY = "remain-retry-times"
 CHIPS_PER_RANK = 8  # fault rank id = chip + 8 × node rank (8-chip servers)
 
 
@@ -113,8 +115,22 @@ def _with_check_code(data: dict[str, str]) -> dict[str, str]:
     return {**data, "checkCode": hashlib.sha256(go_json(data).encode()).hexdigest()}
 
 
-def record(faults: Iterable[tuple[FaultJob, float]]) -> dict[str, str]:
-    """``vcjob-fault-npu-cm`` data: the fault nodes and the 8-chip fault jobs, with checkCode."""
+def retry_limit(labels: Mapping[str, str]) -> int | None:
+    """The job's ``fault-retry-times`` (None without the label); InvalidInput names a value
+    that is not a number of restarts."""
+    text = labels.get(FAULT_RETRY_LABEL)
+    if text is None:
+        return None
+    if not (text.isascii() and text.isdigit() and int(text) <= MAX_RETRIES):
+        raise InvalidInput(f"{FAULT_RETRY_LABEL} {text!r} is not a number in 0..{MAX_RETRIES}")
+    return int(text)
+
+
+def record(
+    faults: Iterable[tuple[FaultJob, float]], retries: Mapping[str, int] | None = None
+) -> dict[str, str]:
+    """``vcjob-fault-npu-cm`` data: the fault nodes, the 8-chip fault jobs and the restarts
+    each ``fault-retry-times`` job has left (job → ``{"Times": n}``), with checkCode."""
     faults = list(faults)
     nodes = sorted({n for f, _ in faults for n in f.nodes})
     jobs = [
@@ -128,7 +144,23 @@ def record(faults: Iterable[tuple[FaultJob, float]]) -> dict[str, str]:
         }
         for f, seen in faults
     ]
-    return _with_check_code({"fault-node": go_json(nodes), "fault-job-910x8": go_json(jobs)})
+    data = {"fault-node": go_json(nodes), "fault-job-910x8": go_json(jobs)}
+    if retries:
+        data[RETRIES_KEY] = go_json({job: {"Times": n} for job, n in retries.items()})
+    return _with_check_code(data)
+
+
+def restore_retries(data: Mapping[str, str]) -> dict[str, int]:
+    """The restarts left per job in a verified ``vcjob-fault-npu-cm``; InvalidInput says
+    what is wrong."""
+    try:
+        raw = json.loads(data.get(RETRIES_KEY, "{}"))
+        retries = {str(job): int(entry["Times"]) for job, entry in raw.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as bad:
+        raise InvalidInput(f"{FAULT_RECORD[1]} {RETRIES_KEY} is malformed: {bad!r}") from None
+    if any(not 0 <= n <= MAX_RETRIES for n in retries.values()):
+        raise InvalidInput(f"{FAULT_RECORD[1]} {RETRIES_KEY}: a count is not in 0..{MAX_RETRIES}")
+    return retries
 
 
 def restore(data: Mapping[str, str]) -> list[tuple[FaultJob, float]]:

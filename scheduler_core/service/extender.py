@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contract.annotations import CHIPS_ANNOTATION, PREDICATE_TIME
+from contract.annotations import CHIPS_ANNOTATION, FAULT_SCHEDULING_LABEL, PREDICATE_TIME
 from contract.chip_names import RESOURCE_NAME, InvalidInput
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
@@ -31,14 +31,22 @@ from infra.kube.port import KubeError, KubeGateway, NotFound
 from scheduler_core.engine import locality, rescheduling, tor
 from scheduler_core.engine.model import Placement
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
-from scheduler_core.engine.rescheduling import Deletion, FaultJob
+from scheduler_core.engine.rescheduling import Deletion, FaultJob, JobPod
 from scheduler_core.engine.session import Session
 from scheduler_core.engine.tor import Topology
 from scheduler_core.engine.validation import JobInvalid, validate_job
 from scheduler_core.service.assumed import Assumed, AssumedBinds
 from scheduler_core.service.cluster_view import NodeView
 from scheduler_core.service.fault_restarts import FaultRestarts
-from scheduler_core.service.gangs import GangPods, Gangs, NotReserved, RankTaken, Reservation
+from scheduler_core.service.gangs import (
+    GangPods,
+    Gangs,
+    NotReserved,
+    RankTaken,
+    Reservation,
+    job_pod,
+)
+from scheduler_core.service.live_view import gang_of
 from scheduler_core.service.tor_state import TorState
 from scheduler_core.service.wire import (
     MAX_SCORE,
@@ -121,6 +129,9 @@ class Extender:
         self._assumed = AssumedBinds(gang_ttl)
         self._gangs = Gangs(gang_ttl, hold_limit)
         self._faults = FaultRestarts(hold_limit, grace_over)
+        # One-pod jobs labelled fault-scheduling: pod key → (mode, the bound pod)
+        self._one_pod: dict[str, tuple[str, list[JobPod]]] = {}
+        self._failed_pods: dict[str, PodView] = {}  # failed pods of fault-retry-times jobs
         self._tors = TorState(network)
         self.binds = 0
 
@@ -142,6 +153,7 @@ class Extender:
                 bind = self._assumed.settled(key, pod)
                 if bind is not None:
                     self._session.release_task(bind.job, bind.task)
+                self._set_one_pod_job(key, pod)
             for gang, members in gangs.items():
                 self._pods.set_gang(gang, members)
             if gangs:
@@ -186,6 +198,30 @@ class Extender:
             self._super_pods.get(name),
             name in self._sub_healthy,
         )
+
+    def _set_one_pod_job(self, key: str, pod: PodView | None) -> None:
+        """A pod outside any gang, labelled ``fault-scheduling``, is a fault job of its own."""
+        old = self._one_pod.pop(key, None)
+        mode = pod.labels.get(FAULT_SCHEDULING_LABEL) if pod is not None else None
+        if (
+            pod is not None
+            and gang_of(pod) is None
+            and mode in (rescheduling.GRACE, rescheduling.FORCE)
+        ):
+            member = job_pod(pod, 0)
+            if member is not None:
+                self._one_pod[key] = (mode, [member])
+        self._faults_stale |= old != self._one_pod.get(key)
+
+    def pods_failed(self, pods: Mapping[str, PodView | None]) -> None:
+        """Pods of ``fault-retry-times`` jobs that failed (None: such a pod is gone)."""
+        with self._lock:
+            for key, pod in pods.items():
+                if pod is None:
+                    self._failed_pods.pop(key, None)
+                else:
+                    self._failed_pods[key] = pod
+                    self._faults_stale = True
 
     def set_topology(self, topology: Topology | None) -> None:
         with self._lock:
@@ -489,19 +525,31 @@ class Extender:
             if not self._faults_stale and not self._faults.active:
                 return []  # nothing changed that could make or end a fault: no scan
             self._faults_stale = False
+            running = self._pods.running | self._one_pod
+            on_nodes = {p.node for _, members in running.values() for p in members}
             down = self._down | {
-                n
-                for n in self._pods.on_nodes()
-                if n not in self._failed and n not in self._left_out
+                n for n in on_nodes if n not in self._failed and n not in self._left_out
             }
-            return self._faults.update(
-                self._pods.running, self._pods.pending, self._failed, down, self._clock()
+            deletions = self._faults.update(
+                running,
+                self._pods.pending,
+                self._failed,
+                down,
+                self._clock(),
+                one_pod=self._one_pod.keys(),
+            )
+            return deletions + self._faults.retry(
+                self._failed_pods, lambda job: self._pods.members.get(job, []), self._clock()
             )
 
-    def restore_faults(self, faults: Iterable[tuple[FaultJob, float]]) -> None:
-        """Fault jobs recorded before this scheduler restarted (``vcjob-fault-npu-cm``)."""
+    def restore_faults(
+        self, faults: Iterable[tuple[FaultJob, float]], retries: Mapping[str, int]
+    ) -> None:
+        """Fault jobs and restarts left recorded before this scheduler restarted
+        (``vcjob-fault-npu-cm``)."""
         with self._lock:
             self._faults.restore(faults)
+            self._faults.restore_retries(retries)
 
     def fault_records(self) -> tuple[dict[str, str], dict[tuple[str, str], dict[str, str]]]:
         """``vcjob-fault-npu-cm`` data and each fault job's ``fault-config-<job>``."""

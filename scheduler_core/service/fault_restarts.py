@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
-from contract.annotations import FAULT_CONFIG_PREFIX
+from contract.annotations import FAULT_CONFIG_PREFIX, FAULT_RETRY_LABEL
+from contract.chip_names import InvalidInput
+from contract.pods import PodView
 from scheduler_core.engine import rescheduling
 from scheduler_core.engine.rescheduling import Deletion, FaultJob, JobPod
+from scheduler_core.service.live_view import gang_of
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +23,10 @@ class FaultRestarts:
         self._hold_limit = hold_limit
         self._grace_over = grace_over
         self._faults: dict[str, tuple[FaultJob, float]] = {}  # job → fault, when seen
+        self._one_pod: set[str] = set()  # fault jobs of one pod: no node to hold for them
+        self.retries: dict[str, int] = {}  # job → restarts left of its fault-retry-times
+        self._retry_seen: dict[str, float] = {}  # job → when it last had a pod
+        self._counted: set[str] = set()  # UIDs of failed pods already acted on
 
     @property
     def active(self) -> bool:
@@ -51,10 +58,15 @@ class FaultRestarts:
         failed: Mapping[str, frozenset[int]],
         down: Collection[str],
         now: float,
+        *,
+        one_pod: Collection[str] = (),
     ) -> list[Deletion]:
-        """Find fault jobs among the running gangs of a view and say which pods to delete so
-        they restart; forget a fault job that did not come back within the hold limit."""
+        """Find fault jobs among the running jobs of a view (``one_pod``: those that are a
+        single pod, not a gang) and say which pods to delete so they restart; forget a fault
+        job that did not come back within the hold limit, a one-pod job once its pod is gone."""
         for fault in rescheduling.find_faults(running, failed, down):
+            if fault.job in one_pod:
+                self._one_pod.add(fault.job)
             known = self._faults.get(fault.job)
             if known is not None and not any(p.uid for p in known[0].pods):
                 self._faults[fault.job] = (fault, known[1])  # restored: now with its pods
@@ -69,7 +81,10 @@ class FaultRestarts:
                 self._faults[fault.job] = (fault, now)
         for job, (_, seen) in list(self._faults.items()):
             gone = job not in pending and job not in running
-            if gone and now - seen > self._hold_limit:
+            if gone and job in self._one_pod:
+                del self._faults[job]
+                self._one_pod.discard(job)
+            elif gone and now - seen > self._hold_limit:
                 log.warning("fault job %s did not come back; its nodes are free again", job)
                 del self._faults[job]
         deletions = []
@@ -81,6 +96,61 @@ class FaultRestarts:
             )
             deletions += rescheduling.deletions(current, seen, now, self._grace_over)
         return deletions
+
+    def retry(
+        self,
+        failed: Mapping[str, PodView],
+        members: Callable[[str], Sequence[PodView]],
+        now: float,
+    ) -> list[Deletion]:
+        """Pods that failed (phase Failed) in jobs labelled ``fault-retry-times``: the job
+        restarts (its pods, the failed one included, deleted at once) while it has restarts
+        left, each failed pod counted once; ``members`` gives a gang's live pods. A job
+        without pods for the hold limit is forgotten."""
+        self._counted &= {p.uid for p in failed.values()}
+        with_pods = {gang_of(p) or p.key for p in failed.values()}
+        for job in self.retries:
+            if job in with_pods or members(job):
+                self._retry_seen[job] = now
+            else:
+                self._retry_seen.setdefault(job, now)
+        for job, seen in list(self._retry_seen.items()):
+            if now - seen > self._hold_limit:
+                del self._retry_seen[job]
+                self.retries.pop(job, None)
+        deletions = []
+        for pod in sorted(failed.values(), key=lambda p: p.key):
+            if pod.uid in self._counted:
+                continue
+            self._counted.add(pod.uid)
+            job = gang_of(pod) or pod.key
+            try:
+                limit = rescheduling.retry_limit(pod.labels)
+            except InvalidInput as bad:
+                log.warning("pod %s failed; not restarted: %s", pod.key, bad)
+                continue
+            left = self.retries.get(job, limit or 0)
+            if left <= 0:
+                log.warning("pod %s failed; job %s has no restarts left", pod.key, job)
+                self.retries[job] = 0
+                self._retry_seen[job] = now
+                continue
+            self.retries[job] = left - 1
+            self._retry_seen[job] = now
+            why = (
+                f"pod {pod.key} failed: job {job} restarts "
+                f"({left - 1} of {FAULT_RETRY_LABEL} {limit} left)"
+            )
+            log.warning("%s", why)
+            targets = {pod.key: pod} | {p.key: p for p in members(job) if p.live}
+            deletions += [
+                Deletion(p.namespace, p.name, p.uid, 0, why) for _, p in sorted(targets.items())
+            ]
+        return deletions
+
+    def restore_retries(self, retries: Mapping[str, int]) -> None:
+        for job, left in retries.items():
+            self.retries.setdefault(job, left)
 
     def restore(self, faults: Iterable[tuple[FaultJob, float]]) -> None:
         """Fault jobs recorded before this scheduler restarted (``vcjob-fault-npu-cm``)."""
@@ -96,4 +166,4 @@ class FaultRestarts:
             configs[(namespace, FAULT_CONFIG_PREFIX + name)] = rescheduling.fault_config(
                 fault, seen
             )
-        return rescheduling.record(faults), configs
+        return rescheduling.record(faults, self.retries), configs

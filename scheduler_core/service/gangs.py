@@ -49,6 +49,7 @@ class GangPods:
     running: dict[str, tuple[str, list[JobPod]]] = field(default_factory=dict)
     ranks: dict[str, dict[int, str]] = field(default_factory=dict)  # gang → bound rank → node
     bound: dict[str, list[BoundMember]] = field(default_factory=dict)  # gang → bound pods
+    members: dict[str, list[PodView]] = field(default_factory=dict)  # gang → live pods
 
     def on_nodes(self) -> set[str]:
         """Nodes running a pod of a gang."""
@@ -57,11 +58,12 @@ class GangPods:
     def set_gang(self, key: str, pods: Iterable[PodView]) -> None:
         """A gang's live pods now (in a stable order: a pod without a rank takes its place
         in it as its rank)."""
-        for table in (self.pending, self.running, self.ranks, self.bound):
+        for table in (self.pending, self.running, self.ranks, self.bound, self.members):
             table.pop(key, None)
         for pod in pods:
             if not pod.live:
                 continue
+            self.members.setdefault(key, []).append(pod)
             if not pod.node:
                 self.pending.setdefault(key, []).append(pod.name)
                 continue

@@ -1,6 +1,6 @@
 """What the scheduler service reads of the cluster: listed once, then watched.
 
-Five reflectors (``infra.kube.reflector``), each keeping only the fields read:
+Six reflectors (``infra.kube.reflector``), each keeping only the fields read:
 
 - nodes: name, the NPU capacity and allocatable, the labels read, the InternalIP;
 - the DeviceInfo ConfigMaps of ``kube-system``, by their label ``mx-consumer-cim=true``
@@ -8,11 +8,12 @@ Five reflectors (``infra.kube.reflector``), each keeping only the fields read:
 - the ToR topology (``kube-system/basic-tor-node-cm``) and the fault record
   (``volcano-system/vcjob-fault-npu-cm``), each by name;
 - pods that are not finished (a field selector on the phase), kept only when they request
-  NPUs or belong to a gang.
+  NPUs or belong to a gang;
+- failed pods labelled ``fault-retry-times`` (their job may restart).
 
 Each change updates the live view, which computes again only the nodes it touches; the
 extender gets those nodes, the pods and the gangs that changed. One lock orders the changes
-of all five, so the extender sees them in the order they were applied.
+of all six, so the extender sees them in the order they were applied.
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from contract import deviceinfo
-from contract.annotations import FAULT_RECORD, TOPOLOGY_CONFIGMAP, TOPOLOGY_KEY
+from contract.annotations import (
+    FAULT_RECORD,
+    FAULT_RETRY_LABEL,
+    TOPOLOGY_CONFIGMAP,
+    TOPOLOGY_KEY,
+)
 from contract.chip_names import InvalidInput
 from contract.objects import Obj
 from contract.pods import PodView, cached_pod_view
@@ -103,12 +109,19 @@ class ClusterInformers:
         )
         self.fault_record = reflector(_named(FAULT_RECORD), "fault-record", _data)
         self.pods = reflector(Selection("Pod", fields=NOT_FINISHED), "pods", _kept_pod, self._pods)
+        self.failed_pods = reflector(
+            Selection("Pod", labels=FAULT_RETRY_LABEL, fields="status.phase=Failed"),
+            "failed-pods",
+            cached_pod_view,
+            lambda changes: extender.pods_failed({c.key: c.new for c in changes}),
+        )
         self.all: tuple[Reflector[Any], ...] = (
             self.nodes,
             self.deviceinfo,
             self.topology,
             self.fault_record,
             self.pods,
+            self.failed_pods,
         )
         self.watching = False
 

@@ -185,10 +185,11 @@ class SchedulerService:
             return
         try:
             faults = rescheduling.restore(data)
+            retries = rescheduling.restore_retries(data)
         except InvalidInput as bad:
             log.error("fault record not restored: %s", bad)
         else:
-            self.extender.restore_faults(faults)
+            self.extender.restore_faults(faults, retries)
             self._written[FAULT_RECORD] = dict(data)
         self._restored = True
 
@@ -212,7 +213,8 @@ class SchedulerService:
             except KubeError as failed:
                 log.warning("fault job pod %s not deleted: %s", key, failed)
         record, configs = self.extender.fault_records()
-        if configs or FAULT_RECORD in self._written:  # no record before a first fault
+        # No record before a first fault or restart.
+        if configs or rescheduling.RETRIES_KEY in record or FAULT_RECORD in self._written:
             self._write_configmap(*FAULT_RECORD, record)
         for (namespace, name), data in configs.items():
             self._write_configmap(namespace, name, data)

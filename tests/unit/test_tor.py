@@ -174,5 +174,5 @@ def test_the_tor_level_and_the_tor_flags_are_checked() -> None:
     with pytest.raises(InvalidInput, match="tor_level 'three' is not single_layer"):
         parse_topology(json.dumps({**raw, "tor_level": "three"}))
     raw["server_list"][0]["IsSharedTor"] = 5
-    with pytest.raises(InvalidInput, match="IsSharedTor 5 is not in 0..2"):
+    with pytest.raises(InvalidInput, match=r"IsSharedTor 5 is not in 0\.\.2"):
         parse_topology(json.dumps(raw))

@@ -1,0 +1,83 @@
+"""What the end-to-end tests do to a simulated cluster and read back from it."""
+
+from __future__ import annotations
+
+import json
+
+from infra.kube.port import KubeError
+from scheduler_core.engine.products import MODULE_910X8
+from simulation.cluster import SimulatedCluster
+from simulation.kube_scheduler import KubeScheduler
+from simulation.memory import pod_object
+
+
+def submit(
+    cluster: SimulatedCluster,
+    name: str,
+    npu: int,
+    gang: str | None = None,
+    size: int = 0,
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> None:
+    pod = pod_object("ns", name, None, npu)
+    pod["metadata"]["labels"] = dict(labels or {})
+    pod["metadata"]["annotations"].update(annotations or {})
+    if gang:
+        pod["metadata"]["labels"]["ascend.npu/gang"] = gang
+        pod["metadata"]["annotations"]["ascend.npu/gang-size"] = str(size)
+    cluster.store.put("Pod", pod)
+
+
+def run(cluster: SimulatedCluster, scheduler: KubeScheduler, rounds: int = 20) -> None:
+    """Schedule and admit until nothing moves (refreshing the scheduler's view between)."""
+    for _ in range(rounds):
+        bound = scheduler.cycle()
+        cluster.admit()
+        cluster.service.refresh()
+        if bound == 0:
+            return
+
+
+def check_invariants(cluster: SimulatedCluster, scheduler: KubeScheduler) -> None:
+    held: dict[tuple[str, str], str] = {}
+    for key, admitted in cluster.admitted.items():
+        namespace, name = key.split("/")
+        annotations = cluster.store.get_pod(namespace, name)["metadata"]["annotations"]
+        real = annotations["huawei.com/AscendReal"]
+        visible = admitted.allocation.response.envs["ASCEND_VISIBLE_DEVICES"]
+        assert visible == ",".join(c.rsplit("-", 1)[1] for c in real.split(",")), key
+        chips = [int(c) for c in visible.split(",")]
+        if len(chips) <= 4:
+            assert len({MODULE_910X8.group_of(c) for c in chips}) == 1, f"{key} spans rings"
+        if len(chips) == 8:
+            assert sorted(chips) == list(range(8))
+        for chip in chips:
+            assert (admitted.node, str(chip)) not in held, (
+                f"{key} and {held.get((admitted.node, str(chip)))}"
+            )
+            held[(admitted.node, str(chip))] = key
+    assert not cluster.refused, cluster.refused
+    for pod in scheduler.pending():
+        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        assert scheduler.reasons.get(key), f"{key} is pending without a reason"
+
+
+def fault_nodes(cluster: SimulatedCluster) -> list[str] | None:
+    """The fault nodes the scheduler recorded in vcjob-fault-npu-cm (None before it does)."""
+    try:
+        record = cluster.store.get_configmap("volcano-system", "vcjob-fault-npu-cm")["data"]
+    except KubeError:
+        return None
+    nodes: list[str] = json.loads(record["fault-node"])
+    return nodes
+
+
+def ranks(cluster: SimulatedCluster, gang: str, size: int) -> dict[int, str]:
+    """Rank → node of the gang's pods, from the hccl/rankIndex the scheduler wrote."""
+    result = {}
+    for i in range(size):
+        pod = cluster.store.get_pod("ns", f"{gang}-{i}")
+        result[int(pod["metadata"]["annotations"]["hccl/rankIndex"])] = pod["spec"]["nodeName"]
+    return result
