@@ -23,7 +23,8 @@ from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.tor import Topology, parse_topology
 from scheduler_core.engine.tor_share import EXCLUSIVE, SHARED
 from scheduler_core.service.cluster_view import NodeView, Snapshot
-from scheduler_core.service.extender import DEFAULT_NETWORK, Extender
+from scheduler_core.service.extender import Extender
+from scheduler_core.service.extender_state import DEFAULT_NETWORK
 from scheduler_core.service.live_view import gang_of
 from simulation.memory import MemoryCluster, pod_object
 

@@ -409,3 +409,17 @@ def test_a_gang_whose_reservation_expired_half_bound_completes_beside_its_runnin
     c.service.refresh()
     assert [c.schedule(p) for p in pods[1:]] == ["t1-s1", "t1-s2"]
     assert [c.annotations(f"job-{r}")["hccl/rankIndex"] for r in range(3)] == ["0", "1", "2"]
+
+
+def test_tor_2_0_volcano_gets_upstreams_scores_along_the_jobs_servers() -> None:
+    # 2 idle ToRs of 4, 6 pods: ToR 0 whole, 2 servers of ToR 1 (made shared).
+    c = Cluster(2, locality.Settings("2.0", shared_tor_num=2))
+    pods = c.gang("big", 6, labels={"tor-affinity": "normal-schema"})
+    assert len(c.filter(pods[0])["NodeNames"]) == 1  # reserves the job
+    scores = c.extender.scores(pods[5], c.names)
+    assert scores == {
+        **{node_name(0, s): 100.0 for s in range(4)},
+        node_name(1, 0): 99.0,
+        node_name(1, 1): 200.0,
+    }
+    assert c.extender.scores(pods[0], c.names) == {node_name(0, 0): 200.0}

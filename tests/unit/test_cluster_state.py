@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from contract.deviceinfo import DeviceInfo, encode
+from contract.deviceinfo import ChipFault, DeviceInfo, encode
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
-from scheduler_core.service.cluster_view import build
+from scheduler_core.service.cluster_view import build, node_view, published, trim_node
 from simulation.memory import pod_object
 
 NOW = 1_700_000_000
@@ -114,3 +114,61 @@ def test_trusting_the_published_list_a_bound_pod_still_holds_its_chips() -> None
     pods = views([bound("new", "n1", "Ascend910-0,Ascend910-1")])
     snapshot = build([node("n1")], [cm("n1", set(range(8)))], pods, NOW, self_maintain=False)
     assert snapshot.nodes[0].free == tuple(range(2, 8))
+
+
+def with_noded(obj: Obj, beat: str | None, interval: str = "5") -> Obj:
+    obj["metadata"]["labels"]["nodeDEnable"] = "on"
+    notes = {"noded/heartbeat-interval": interval}
+    if beat is not None:
+        notes["noded/heartbeat"] = beat
+    obj["metadata"]["annotations"] = notes
+    return obj
+
+
+def test_a_noded_node_is_down_three_intervals_after_its_last_heartbeat() -> None:
+    fresh = with_noded(node("n"), str(NOW - 14))  # 14 s < 3 × 5 s
+    view = node_view(
+        fresh,
+        cm("n", set(range(8)))["data"],
+        published(cm("n", set(range(8)))["data"]),
+        held=(),
+        requested=0,
+        now=NOW,
+    )
+    assert view is not None and view.state is not None and not view.down
+    assert view.valid_until == NOW + 1  # it turns down then, with no change to see
+    late = with_noded(node("n"), str(NOW - 15))
+    data = cm("n", set(range(8)))["data"]
+    down = node_view(late, data, published(data), held=(), requested=0, now=NOW)
+    assert down is not None and down.state is None and down.down
+    assert down.reason == f"n: NodeD heartbeat missed since {NOW}"
+    missing = node_view(
+        with_noded(node("n"), None), data, published(data), held=(), requested=0, now=NOW
+    )
+    assert missing is not None and missing.down
+    assert "nodeDEnable=on but noded/heartbeat is '', not a Unix time" in missing.reason
+    # Without the label the annotations mean nothing; the trimmed node keeps what is read.
+    plain = node("n")
+    plain["metadata"]["annotations"] = {"noded/heartbeat": "0"}
+    kept = node_view(plain, data, published(data), held=(), requested=0, now=NOW)
+    assert kept is not None and kept.state is not None
+    assert trim_node(late)["metadata"]["annotations"] == late["metadata"]["annotations"]
+    assert trim_node(late)["metadata"]["labels"]["nodeDEnable"] == "on"
+
+
+def test_a_sub_healthy_chip_or_switch_marks_the_node_sub_healthy() -> None:
+    fault = ChipFault(3, network=False, level="SubHealthFault", codes=("80E01801",))
+    info = DeviceInfo(frozenset(range(8)), frozenset(), frozenset(), (fault,), NOW)
+    data = encode(info)
+    view = node_view(node("n"), data, published(data), held=(), requested=0, now=NOW)
+    assert view is not None and view.state is not None and view.sub_healthy
+    healthy = encode(DeviceInfo(frozenset(range(8)), frozenset(), frozenset(), update_time=NOW))
+    switch = {
+        **healthy,
+        "SwitchInfoCfg": '{"FaultCode":[],"FaultLevel":"","NodeStatus":"SubHealthy"}',
+    }
+    views = [
+        node_view(node("n"), d, published(d), held=(), requested=0, now=NOW)
+        for d in (switch, healthy)
+    ]
+    assert [v.sub_healthy if v else None for v in views] == [True, False]

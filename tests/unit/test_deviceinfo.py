@@ -96,6 +96,46 @@ def test_a_malformed_configmap_is_refused_with_the_reason(data: dict[str, str], 
         decode(data)
 
 
+def with_device_list(devices: dict[str, str]) -> dict[str, str]:
+    cache = {
+        "DeviceInfo": {"DeviceList": devices, "UpdateTime": 1},
+        "CheckCode": check_code(devices, 1),
+    }
+    return {"DeviceInfoCfg": json.dumps(cache)}
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        (with_device_list({"huawei.com/Ascend910-Fault": "{}"}), "Ascend910-Fault] is malformed"),
+        (with_device_list({"huawei.com/Ascend910-Fault": '[{"x": 1}]'}), "npu_name"),
+        (
+            with_device_list(
+                {"huawei.com/Ascend910-Fault": '[{"npu_name": "Ascend910-0,Ascend910-1"}]'}
+            ),
+            "is not one ch",
+        ),
+        (with_device_list({"huawei.com/Ascend910-Fault": "[" * 5_000}), "is malformed"),
+        ({**with_device_list({}), "SwitchInfoCfg": "[1]"}, "SwitchInfoCfg is malformed"),
+        ({**with_device_list({}), "SwitchInfoCfg": " " * 70_000}, "SwitchInfoCfg has 70000"),
+    ],
+)
+def test_a_malformed_fault_list_or_switch_info_names_what_is_wrong(
+    data: dict[str, str], error: str
+) -> None:
+    with pytest.raises(InvalidInput, match=error):
+        decode(data)
+
+
+def test_fault_levels_are_read_back_and_sub_health_is_seen() -> None:
+    chips = (Chip(0, 0), Chip(1, 1, fault_codes=("80E01801",)), Chip(2, 2, healthy=False))
+    node = NodeChips("Ascend910", "module910x8", chips)
+    info = decode(encode(device_info(node, (), 5, frozenset({"80E01801"}))))
+    assert [(f.chip, f.level) for f in info.faults] == [(1, "SubHealthFault"), (2, "SeparateNPU")]
+    assert info.sub_healthy
+    assert not decode(encode(device_info(node, (), 5))).sub_healthy  # no sub-health codes
+
+
 def test_the_free_list_never_names_a_chip_a_live_pod_holds() -> None:
     node = NodeChips(
         "Ascend910",

@@ -85,3 +85,50 @@ def test_tor_1_0_a_tor_under_a_multi_tor_job_is_kept_from_jobs_of_a_tor_or_more(
     assert "a1" in choose(normal, free, Network(TOPOLOGY, ADDRESSES), Settings()).nodes
     fill = Ask("ns/one", 1, 8, 8, {"tor-affinity": "normal-schema"}, {})
     assert choose(fill, free, network, Settings()).nodes == ("a1",)  # best fit: ToR a (1 free)
+
+
+def test_a_superpod_job_after_a_fault_refills_its_virtual_superpod_in_place() -> None:
+    # Two blocks of 2: vid 0 on a0, a1 (SuperPoD 0), vid 1 on b0, b1 (SuperPoD 1); b1 fails.
+    super_pods = {"a0": 0, "a1": 0, "a2": 0, "b0": 1, "b1": 1, "b2": 1, "b3": 1}
+    network = Network(super_pods=super_pods)
+    job = Ask("ns/sp", 4, 8, 8, {}, {"sp-block": "16"})
+    previous = {0: "a0", 1: "a1", 2: "b0", 3: "b1"}
+    candidates = ["a0", "a1", "a2", "b0", "b2", "b3"]
+    choice = choose(
+        job, candidates, network, Settings(), previous=previous, fault_nodes=frozenset({"b1"})
+    )
+    assert choice.nodes == ("a0", "a1", "b0", "b2")  # b0 stays, b2 replaces b1
+    assert [n["super-pod-rank"] for n in choice.notes] == ["0", "0", "1", "1"]
+    with pytest.raises(Unplaceable, match="wait for normal node resource release"):
+        choose(
+            job,
+            ["a1", "b0", "b2"],
+            network,
+            Settings(),
+            previous=previous,
+            fault_nodes=frozenset({"b1"}),
+        )
+    # SuperPoD 1 without a block's worth of free nodes: vid 1 is selected afresh.
+    moved = choose(
+        job,
+        ["a0", "a1", "a2", "b0", "c0", "c1"],
+        Network(super_pods=super_pods | {"c0": 2, "c1": 2}),
+        Settings(),
+        previous=previous,
+        fault_nodes=frozenset({"b1", "b2", "b3"}),
+    )
+    assert moved.nodes[2:] == ("c0", "c1")
+
+
+def test_a_one_task_superpod_job_takes_the_least_idle_healthy_node() -> None:
+    network = Network(super_pods={"a": 0, "b": 0, "c": 0}, sub_healthy=frozenset({"b"}))
+    job = Ask("ns/one", 1, 8, 2, {}, {"sp-block": "2"})
+    idle = {"a": 8, "b": 2, "c": 2}
+    assert choose(job, ["a", "b", "c"], network, Settings(), idle=idle).nodes == ("c",)
+
+
+def test_a_mindie_job_goes_through_the_mindie_selection() -> None:
+    network = Network(super_pods={f"n{i}": i // 4 for i in range(7)})  # 4 + 3 free
+    job = Ask("ns/infer", 2, 8, 8, {"app": "mindie", "jobID": "j1"}, {"sp-block": "16"})
+    choice = choose(job, [f"n{i}" for i in range(7)], network, Settings())
+    assert set(choice.nodes) <= {"n0", "n1", "n2", "n3"}

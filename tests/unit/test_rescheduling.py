@@ -20,6 +20,8 @@ from scheduler_core.engine.rescheduling import (
     find_faults,
     record,
     restore,
+    restore_retries,
+    retry_limit,
     verify,
 )
 from scheduler_core.service.gangs import job_pod
@@ -148,3 +150,17 @@ def test_a_restarted_scheduler_reads_its_fault_jobs_back_from_the_record() -> No
     broken["checkCode"] = hashlib.sha256(go_json(broken).encode()).hexdigest()
     with pytest.raises(InvalidInput, match="fault-job-910x8 is malformed"):
         restore(broken)
+
+
+def test_restarts_left_are_recorded_under_the_check_code_and_read_back() -> None:
+    data = record([], {"ns/job": 2})
+    assert json.loads(data["remain-retry-times"]) == {"ns/job": {"Times": 2}}
+    assert verify(data)
+    assert restore_retries(data) == {"ns/job": 2}
+    assert restore_retries(record([])) == {}
+    with pytest.raises(InvalidInput, match="remain-retry-times is malformed"):
+        restore_retries({"remain-retry-times": '{"ns/job": 3}'})
+    assert retry_limit({}) is None
+    assert retry_limit({"fault-retry-times": "3"}) == 3
+    with pytest.raises(InvalidInput, match="fault-retry-times '-1' is not a number"):
+        retry_limit({"fault-retry-times": "-1"})

@@ -1,0 +1,249 @@
+"""The extender's state: what the watches report (nodes, pods, gangs, the ToR topology, failed
+pods), the session ledger they feed, and the fault restarts found in it. The verbs
+(``extender.Extender``) read and take from it under its lock."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from contract.annotations import FAULT_SCHEDULING_LABEL
+from contract.chip_names import InvalidInput
+from contract.pods import PodView
+from infra.events import EventRecorder
+from infra.kube.port import KubeGateway
+from scheduler_core.engine import locality, rescheduling
+from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
+from scheduler_core.engine.rescheduling import Deletion, FaultJob, JobPod
+from scheduler_core.engine.session import Session
+from scheduler_core.engine.tor import Topology
+from scheduler_core.service.assumed import AssumedBinds
+from scheduler_core.service.cluster_view import NodeView
+from scheduler_core.service.fault_restarts import FaultRestarts
+from scheduler_core.service.gangs import GangPods, Gangs, job_pod
+from scheduler_core.service.live_view import gang_of
+from scheduler_core.service.tor_state import TorState
+
+DEFAULT_NETWORK = locality.Settings()
+COMPONENT = "ascend-npu-scheduler"
+EMPTY: Mapping[str, Any] = {}
+
+
+class ExtenderState:
+    def __init__(
+        self,
+        gateway: KubeGateway,
+        policy: Policy = DEFAULT_POLICY,
+        clock: Callable[[], float] = time.time,
+        *,
+        gang_ttl: float = 60.0,
+        hold_limit: float = 600.0,
+        network: locality.Settings = DEFAULT_NETWORK,
+        grace_over: float = rescheduling.GRACE_OVER_TIME,
+        events: EventRecorder | None = None,
+    ) -> None:
+        self._gateway = gateway
+        # One recorder for the service: Events on pods, aggregated, written off the lock.
+        self.events = events or EventRecorder(gateway, COMPONENT, socket.gethostname(), clock)
+        self._policy = policy
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._session = Session((), policy)
+        self._left_out: dict[str, str] = {}
+        self._pods = GangPods()
+        self._down: set[str] = set()
+        self._failed: dict[str, frozenset[int]] = {}
+        self._addresses: dict[str, str] = {}
+        self._super_pods: dict[str, int] = {}
+        self._sub_healthy: set[str] = set()
+        self._topology: Topology | None = None
+        self._network_stale = True  # the ToR state is built again before it is next read
+        self._faults_stale = True  # fault jobs are looked for again at the next check
+        self._assumed = AssumedBinds(gang_ttl)
+        self._gangs = Gangs(gang_ttl, hold_limit)
+        self._faults = FaultRestarts(hold_limit, grace_over)
+        # One-pod jobs labelled fault-scheduling: pod key → (mode, the bound pod)
+        self._one_pod: dict[str, tuple[str, list[JobPod]]] = {}
+        self._failed_pods: dict[str, PodView] = {}  # failed pods of fault-retry-times jobs
+        self._tors = TorState(network)
+        self.binds = 0
+
+    # ---- state: the cluster's changes, as the watches report them ---------------------
+
+    def update(
+        self,
+        views: Mapping[str, NodeView | None] = EMPTY,
+        pods: Mapping[str, PodView | None] = EMPTY,
+        gangs: Mapping[str, Sequence[PodView]] = EMPTY,
+    ) -> None:
+        """Nodes whose view changed (None: no longer an NPU node), pods that changed (None:
+        gone) and the gangs they are in, with their live pods now. A bind the view now shows
+        is no longer assumed: the pod holds its chips."""
+        with self._lock:
+            for name, view in views.items():
+                self._set_node(name, view)
+            for key, pod in pods.items():
+                bind = self._assumed.settled(key, pod)
+                if bind is not None:
+                    self._session.release_task(bind.job, bind.task)
+                self._set_one_pod_job(key, pod)
+            for gang, members in gangs.items():
+                self._pods.set_gang(gang, members)
+            if gangs:
+                self._network_stale = self._faults_stale = True
+
+    def _set_node(self, name: str, view: NodeView | None) -> None:
+        before = (self._failed.get(name), name in self._down, name in self._left_out)
+        where = (
+            self._addresses.pop(name, None),
+            self._super_pods.pop(name, None),
+            name in self._sub_healthy,
+        )
+        self._sub_healthy.discard(name)
+        self._left_out.pop(name, None)
+        self._failed.pop(name, None)
+        self._down.discard(name)
+        if view is None:
+            self._session.remove_node(name)
+        else:
+            if view.failed is not None:
+                self._failed[name] = view.failed
+            if view.down:
+                self._down.add(name)
+            try:
+                if view.state is None:
+                    raise InvalidInput(view.reason)
+                self._session.upsert_node(view.state)
+            except InvalidInput as left_out:
+                self._session.remove_node(name)
+                self._left_out[name] = str(left_out)
+            else:
+                if view.address:
+                    self._addresses[name] = view.address
+                if view.super_pod is not None:
+                    self._super_pods[name] = view.super_pod
+                if view.sub_healthy:
+                    self._sub_healthy.add(name)
+        after = (self._failed.get(name), name in self._down, name in self._left_out)
+        self._faults_stale |= before != after
+        self._network_stale |= where != (
+            self._addresses.get(name),
+            self._super_pods.get(name),
+            name in self._sub_healthy,
+        )
+
+    def _set_one_pod_job(self, key: str, pod: PodView | None) -> None:
+        """A pod outside any gang, labelled ``fault-scheduling``, is a fault job of its own."""
+        old = self._one_pod.pop(key, None)
+        mode = pod.labels.get(FAULT_SCHEDULING_LABEL) if pod is not None else None
+        if (
+            pod is not None
+            and gang_of(pod) is None
+            and mode in (rescheduling.GRACE, rescheduling.FORCE)
+        ):
+            member = job_pod(pod, 0)
+            if member is not None:
+                self._one_pod[key] = (mode, [member])
+        self._faults_stale |= old != self._one_pod.get(key)
+
+    def pods_failed(self, pods: Mapping[str, PodView | None]) -> None:
+        """Pods of ``fault-retry-times`` jobs that failed (None: such a pod is gone)."""
+        with self._lock:
+            for key, pod in pods.items():
+                if pod is None:
+                    self._failed_pods.pop(key, None)
+                else:
+                    self._failed_pods[key] = pod
+                    self._faults_stale = True
+
+    def set_topology(self, topology: Topology | None) -> None:
+        with self._lock:
+            self._topology = topology
+            self._network_stale = True
+
+    def warm(self) -> None:
+        """Fill the per-signature caches (after the first read, off the request path)."""
+        with self._lock:
+            self._session.warm()
+
+    def expire(self) -> None:
+        """Time passed: binds assumed too long and expired reservations give their chips
+        back."""
+        with self._lock:
+            now = self._clock()
+            for bind in self._assumed.expired(now):
+                self._session.release_task(bind.job, bind.task)
+            reserved = len(self._gangs.reservations)
+            self._gangs.expire(self._session, self._pods.pending, now)
+            self._network_stale |= reserved != len(self._gangs.reservations)
+
+    def _network(self) -> locality.Network:
+        if self._network_stale:
+            self._tors.rebuild(
+                self._addresses,
+                self._super_pods,
+                self._topology,
+                self._pods,
+                self._gangs.reservations,
+                sub_healthy=frozenset(self._sub_healthy),
+            )
+            self._network_stale = False
+        return self._tors.network
+
+    def node_count(self) -> int:
+        """NPU nodes offered now."""
+        with self._lock:
+            return len(self._session.nodes)
+
+    def free_chips(self) -> int:
+        with self._lock:
+            return sum(len(self._session.usable(n)) for n in self._session.nodes)
+
+    # ---- fault rescheduling --------------------------------------------------------
+
+    def fault_deletions(self) -> list[Deletion]:
+        """Find fault jobs in the last view and say which pods to delete so they restart.
+        A fault job's healthy nodes stay held for it until it is placed again."""
+        with self._lock:
+            if not self._faults_stale and not self._faults.active:
+                return []  # nothing changed that could make or end a fault: no scan
+            self._faults_stale = False
+            running = self._pods.running | self._one_pod
+            on_nodes = {p.node for _, members in running.values() for p in members}
+            down = self._down | {
+                n for n in on_nodes if n not in self._failed and n not in self._left_out
+            }
+            deletions = self._faults.update(
+                running,
+                self._pods.pending,
+                self._failed,
+                down,
+                self._clock(),
+                one_pod=self._one_pod.keys(),
+            )
+            return deletions + self._faults.retry(
+                self._failed_pods, lambda job: self._pods.members.get(job, []), self._clock()
+            )
+
+    def restore_faults(
+        self, faults: Iterable[tuple[FaultJob, float]], retries: Mapping[str, int]
+    ) -> None:
+        """Fault jobs and restarts left recorded before this scheduler restarted
+        (``vcjob-fault-npu-cm``)."""
+        with self._lock:
+            self._faults.restore(faults)
+            self._faults.restore_retries(retries)
+
+    def fault_records(self) -> tuple[dict[str, str], dict[tuple[str, str], dict[str, str]]]:
+        """``vcjob-fault-npu-cm`` data and each fault job's ``fault-config-<job>``."""
+        with self._lock:
+            return self._faults.records()
+
+    def tor_share_data(self) -> dict[str, str] | None:
+        """``tor-share-cm`` content under switch affinity 2.0 (None otherwise)."""
+        with self._lock:
+            self._network()
+            return self._tors.tor_share_data()
