@@ -297,7 +297,8 @@ def _tors(
         except tor_share.TorShareFailed as failed:
             raise Unplaceable(str(failed)) from None
         return _shared_choice(ask, topology, network, shared, node_of_ip=node_of_ip, schema=schema)
-    if ask.size >= topology.tor_count:  # VOL-v5: a ToR under a multi-ToR job is not shared
+    if ask.size >= topology.tor_count and network.multi_job_tors:
+        # VOL-v5: a ToR under a multi-ToR job is not shared
         node_of_ip = {
             ip: n for ip, n in node_of_ip.items() if network.tor_of(n) not in network.multi_job_tors
         }

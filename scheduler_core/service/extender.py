@@ -130,11 +130,13 @@ class Extender(ExtenderState):
             self.events.normal(_view(request), GANG_WAITING, reservation.reason)
             return [], dict.fromkeys(names, reservation.reason)
         rank = request.rank
-        passing = [n for n in names if reservation.free_on(n, rank) is not None]
+        reserved = reservation.ranks_on  # a few nodes of thousands: look only at those
+        passing = [n for n in names if n in reserved and reservation.free_on(n, rank) is not None]
         which = f"rank {rank} of gang" if rank is not None else "gang"
-        failed = {
-            n: f"not reserved for {which} {request.gang_key}" for n in names if n not in passing
-        }
+        chosen = set(passing)
+        failed = dict.fromkeys(
+            (n for n in names if n not in chosen), f"not reserved for {which} {request.gang_key}"
+        )
         return passing, failed
 
     def _reserve(self, request: PodRequest) -> Reservation | NotReserved:
