@@ -423,3 +423,19 @@ def test_tor_2_0_volcano_gets_upstreams_scores_along_the_jobs_servers() -> None:
         node_name(1, 1): 200.0,
     }
     assert c.extender.scores(pods[0], c.names) == {node_name(0, 0): 200.0}
+
+
+def test_tor_2_0_a_job_with_ranks_still_bound_reuses_its_own_tors() -> None:
+    # 6 pods on 3 idle ToRs of 4: ToR 0 whole (exclusive), 2 servers of ToR 1 (shared).
+    # Ranks 0 and 4 bind, the reservation expires: the other 4 ranks are placed as upstream
+    # reschedules a job with fewer pods to place than it has: on its own ToRs first.
+    c = Cluster(3, locality.Settings("2.0", shared_tor_num=2))
+    pods = c.gang("job", 6, labels={"tor-affinity": "normal-schema"})
+    assert c.schedule(pods[0]) == "t0-s0"
+    assert c.schedule(pods[4]) == "t1-s0"
+    c.run("job-0")
+    c.run("job-4")
+    c.clock.now += 61  # past the gang TTL
+    c.service.refresh()
+    placed = {r: c.schedule(pods[r]) for r in (1, 2, 3, 5)}
+    assert placed == {1: "t0-s1", 2: "t0-s2", 3: "t0-s3", 5: "t1-s1"}
