@@ -97,7 +97,7 @@ class NodeD:
 
 def test_a_node_whose_noded_heartbeat_stops_is_a_fault_node_and_its_job_restarts() -> None:
     with simulated_cluster(2) as cluster:
-        noded = NodeD(cluster, "node-00", interval=1)
+        noded = NodeD(cluster, "node-00", interval=2)
         scheduler = KubeScheduler(cluster)
         labels = {"fault-scheduling": "force"}
         for r in range(2):
@@ -113,7 +113,7 @@ def test_a_node_whose_noded_heartbeat_stops_is_a_fault_node_and_its_job_restarts
         probe = pod_object("ns", "probe", None, 1)
         answer = cluster.service.extender.filter({"Pod": probe, "NodeNames": ["node-00"]})
         assert "NodeD heartbeat missed" in answer["FailedNodes"]["node-00"]
-        NodeD(cluster, "node-00", interval=1)  # NodeD is back: so is the node
+        noded = NodeD(cluster, "node-00", interval=2)  # NodeD is back: so is the node
         for r in range(2):
             submit(cluster, f"train-{r}", 8, gang="train", size=2, labels=labels)
         assert wait_for(
@@ -127,6 +127,7 @@ def test_a_node_whose_noded_heartbeat_stops_is_a_fault_node_and_its_job_restarts
         run(cluster, scheduler)
         check_invariants(cluster, scheduler)
         assert {node_of(cluster, f"train-{r}") for r in range(2)} == {"node-00", "node-01"}
+        noded.stop()
 
 
 def test_a_one_pod_job_labelled_fault_scheduling_restarts_off_its_faulty_chip() -> None:
@@ -188,7 +189,7 @@ def test_fault_retry_times_bounds_the_restarts_after_pod_failures(
 
 
 def test_a_grace_fault_job_is_evicted_with_its_grace_period_then_forced() -> None:
-    with simulated_cluster(2, graceful=True, grace_over=2) as cluster:
+    with simulated_cluster(2, graceful=True, grace_over=5) as cluster:
         scheduler = KubeScheduler(cluster)
         for r in range(2):
             submit(
@@ -201,5 +202,5 @@ def test_a_grace_fault_job_is_evicted_with_its_grace_period_then_forced() -> Non
         # ignore SIGTERM here, so the pods stay, terminating.
         both = [("ns/train-0", 30), ("ns/train-1", 30)]
         assert wait_for(lambda: cluster.store.terminating() == both)
-        # Past grace-over-time (2 s from the fault) they are deleted at once.
+        # Past grace-over-time (5 s from the fault) they are deleted at once.
         assert wait_for(lambda: not pod_names(cluster) & {"train-0", "train-1"})
