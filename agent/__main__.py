@@ -30,7 +30,7 @@ from agent.repair import POD_RESOURCES_SOCKET
 from contract.deviceinfo import MAX_AGE
 from contract.pods import holders_by_node, pod_view
 from infra import config
-from infra.cli import add_version
+from infra.cli import add_version, wait_until
 from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError, KubeGateway, Selection, list_all
 from infra.logs import configure as configure_logs
@@ -352,7 +352,7 @@ def _serve(args: argparse.Namespace) -> int:
         config.ascend_runtime,
         args.kube,
     )
-    stop.wait()
+    wait_until(stop)
     agent.stop()
     return 0
 

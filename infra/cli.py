@@ -1,9 +1,10 @@
-"""What every command line of the project offers: its version."""
+"""What every command line of the project offers: its version, and waiting for SIGTERM."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -32,3 +33,13 @@ class _Version(argparse.Action):
 def add_version(parser: argparse.ArgumentParser, *spellings: str) -> None:
     """``--version`` (and any other ``spellings``) print the version and exit."""
     parser.add_argument("--version", *spellings, action=_Version)
+
+
+def wait_until(stop: threading.Event) -> None:
+    """Block the main thread until ``stop`` is set, by a signal handler most often.
+
+    With waits of a bounded length: a process-directed signal may land on another thread,
+    and a main thread blocked in a wait without a timeout would then never run the handler.
+    """
+    while not stop.wait(0.5):
+        pass

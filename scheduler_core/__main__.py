@@ -20,7 +20,7 @@ from contract import deviceinfo
 from contract.chip_names import InvalidInput
 from contract.pods import pod_view
 from infra import config
-from infra.cli import add_version
+from infra.cli import add_version, wait_until
 from infra.http import tls_context
 from infra.kube.client import KubernetesGateway
 from infra.kube.location import MODES, kubeconfig_for
@@ -157,7 +157,7 @@ def _serve(args: argparse.Namespace) -> int:
         metrics_at = (metrics_host or "0.0.0.0", int(metrics_port))
     url = service.start(host or "0.0.0.0", int(port), access, metrics_at)
     logging.getLogger("scheduler_core").info("serving the extender on %s", url)
-    stop.wait()
+    wait_until(stop)
     service.stop()
     return 0
 
