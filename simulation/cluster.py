@@ -209,24 +209,17 @@ class SimulatedCluster:
         return gone
 
     def fail(self, key: str) -> None:
-        """A pod's container exits with an error (phase Failed): the kubelet frees its
-        device IDs."""
-        namespace, name = key.split("/")
-        pod = self.store.get_pod(namespace, name)
-        pod["status"]["phase"] = "Failed"
-        self.store.put("Pod", pod)
-        admitted = self.admitted.pop(key, None)
-        if admitted is not None:
-            self.nodes[admitted.node].kubelet.release(key)
+        """A pod's container exits with an error (phase Failed)."""
+        self.finish(key, phase="Failed")
 
-    def finish(self, key: str, delete: bool = False) -> None:
-        """A pod ends (Succeeded) or is deleted: the kubelet frees its device IDs."""
+    def finish(self, key: str, delete: bool = False, *, phase: str = "Succeeded") -> None:
+        """A pod ends (``phase``) or is deleted: the kubelet frees its device IDs."""
         namespace, name = key.split("/")
         if delete:
             self.store.delete("Pod", namespace, name)
         else:
             pod = self.store.get_pod(namespace, name)
-            pod["status"]["phase"] = "Succeeded"
+            pod["status"]["phase"] = phase
             self.store.put("Pod", pod)
         admitted = self.admitted.pop(key, None)
         if admitted is not None:

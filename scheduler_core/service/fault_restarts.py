@@ -108,7 +108,7 @@ class FaultRestarts:
         left, each failed pod counted once; ``members`` gives a gang's live pods. A job
         without pods for the hold limit is forgotten."""
         self._counted &= {p.uid for p in failed.values()}
-        with_pods = {gang_of(p) or p.key for p in failed.values()}
+        with_pods = {_job_of(p) for p in failed.values()}
         for job in self.retries:
             if job in with_pods or members(job):
                 self._retry_seen[job] = now
@@ -123,7 +123,7 @@ class FaultRestarts:
             if pod.uid in self._counted:
                 continue
             self._counted.add(pod.uid)
-            job = gang_of(pod) or pod.key
+            job = _job_of(pod)
             try:
                 limit = rescheduling.retry_limit(pod.labels)
             except InvalidInput as bad:
@@ -167,3 +167,8 @@ class FaultRestarts:
                 fault, seen
             )
         return rescheduling.record(faults, self.retries), configs
+
+
+def _job_of(pod: PodView) -> str:
+    """A failed pod's job: its gang, or the pod itself."""
+    return gang_of(pod) or pod.key

@@ -51,10 +51,6 @@ class GangPods:
     bound: dict[str, list[BoundMember]] = field(default_factory=dict)  # gang → bound pods
     members: dict[str, list[PodView]] = field(default_factory=dict)  # gang → live pods
 
-    def on_nodes(self) -> set[str]:
-        """Nodes running a pod of a gang."""
-        return {p.node for _, members in self.running.values() for p in members}
-
     def set_gang(self, key: str, pods: Iterable[PodView]) -> None:
         """A gang's live pods now (in a stable order: a pod without a rank takes its place
         in it as its rank)."""
