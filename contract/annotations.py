@@ -3,7 +3,8 @@ scheduler and the agent, and the bounded parsers of the values both sides read."
 
 from __future__ import annotations
 
-from contract.chip_names import RESOURCE_NAME, InvalidInput, quoted
+from contract.chip_names import ASCEND310, ASCEND310P, RESOURCE_NAME, InvalidInput, quoted
+from contract.vnpu import NPU_CORE_ANNOTATION
 
 # Pod annotations the scheduler and the agent write, and nobody else may (the admission
 # policy in daemonset/ holds them: keep WRITTEN_BY_US and it in step).
@@ -19,8 +20,14 @@ SUPER_POD_ID_ANNOTATION = "super-pod-id"
 TOR_SHARED_ANNOTATION = "isSharedTor"
 TOR_HEALTHY_ANNOTATION = "isHealthy"
 TOR_SHARED_IP_ANNOTATION = "sharedTorIp"
+# The inference chips' choice (Ascend310-0,Ascend310-1) and the dynamic vNPU's (1-vir02_1c).
+CHIPS_310_ANNOTATION = ASCEND310.resource
+CHIPS_310P_ANNOTATION = ASCEND310P.resource
 WRITTEN_BY_US = (
     CHIPS_ANNOTATION,
+    CHIPS_310_ANNOTATION,
+    CHIPS_310P_ANNOTATION,
+    NPU_CORE_ANNOTATION,
     PREDICATE_TIME,
     REAL_ANNOTATION,
     KUBELET_ANNOTATION,
@@ -45,6 +52,11 @@ FAULT_SCHEDULING_LABEL = "fault-scheduling"
 FAULT_RETRY_LABEL = "fault-retry-times"  # restarts of the job when one of its pods fails
 ACCELERATOR_TYPE_LABEL = "accelerator-type"  # nodeSelector and node label
 RING_CONTROLLER_LABEL = "ring-controller.atlas"
+STRATEGY_310_LABEL = "npu-310-strategy"  # card or chip (the default): the 310 handler
+DUO_LABEL = "duo"  # "true": an Atlas 300I Duo job
+DISTRIBUTED_LABEL = "distributed"  # "true": a Duo job of one NPU pod spanning cards
+VNPU_LEVEL_LABEL = "vnpu-level"  # low (default) or high: the vNPU template's AI CPUs
+VNPU_DVPP_LABEL = "vnpu-dvpp"  # yes, no or null (default): the vNPU's media engine
 HOST_ARCH_LABEL = "host-arch"
 
 # What a cache keeps of a pod's annotations: those read back. The rank table (kilobytes per
@@ -61,6 +73,8 @@ NODED_ENABLE_LABEL = "nodeDEnable"  # "on": NodeD's heartbeats say whether the n
 NODED_HEARTBEAT = "noded/heartbeat"  # Unix time of NodeD's last heartbeat
 NODED_INTERVAL = "noded/heartbeat-interval"  # seconds between heartbeats
 SERVER_TYPE_LABEL = "servertype"  # the agent sets it when absent
+ACCELERATOR_LABEL = "accelerator"  # huawei-Ascend310P: a dynamic vNPU node's chip kind
+INFER_CARD_TYPE_LABEL = "infer-card-type"  # card-300i-duo: an Atlas 300I Duo node
 
 # ConfigMaps besides DeviceInfo (whose codec is contract.deviceinfo): (namespace, name).
 TOPOLOGY_CONFIGMAP = ("kube-system", "basic-tor-node-cm")

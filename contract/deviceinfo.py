@@ -15,7 +15,15 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from contract.chip_names import RESOURCE_NAME, InvalidInput, chip_name, parse_chip_list, quoted
+from contract.chip_names import (
+    ASCEND910,
+    KINDS,
+    ChipKind,
+    InvalidInput,
+    chip_name,
+    parse_chip_list,
+    quoted,
+)
 from contract.go_json import go_json
 
 NAMESPACE = "kube-system"
@@ -29,10 +37,6 @@ MAX_BYTES = 64 * 1024
 MAX_FAULTS = 1024  # 16 chips, each with a card and a network fault, fit many times over
 MAX_AGE = 300  # seconds: a DeviceInfo older than this is stale (its agent writes far more often)
 
-FREE_KEY = RESOURCE_NAME
-UNHEALTHY_KEY = f"{RESOURCE_NAME}-Unhealthy"
-NETWORK_UNHEALTHY_KEY = f"{RESOURCE_NAME}-NetworkUnhealthy"
-FAULT_KEY = f"{RESOURCE_NAME}-Fault"
 SWITCH_KEY = "SwitchInfoCfg"  # A3: the node's switch faults, outside DeviceInfoCfg
 # MindCluster's sub-health: a chip fault of this level, or a switch reporting it (or this
 # node status). It makes a node a last choice, never a refusal.
@@ -55,9 +59,17 @@ def node_of(configmap: str) -> str | None:
     return configmap[len(NAME_PREFIX) :] if configmap.startswith(NAME_PREFIX) else None
 
 
-def chip_list(chips: Iterable[int]) -> str:
+def chip_list(chips: Iterable[int], kind: ChipKind = ASCEND910) -> str:
     """Comma list sorted as strings, as the device plugin's ``sets.String.List()`` does."""
-    return ",".join(sorted(chip_name(c) for c in chips))
+    return ",".join(sorted(chip_name(c, kind) for c in chips))
+
+
+def keys(kind: ChipKind) -> tuple[str, str, str | None, str]:
+    """The DeviceList keys of a chip kind: free, unhealthy, network-unhealthy (910 only) and
+    faults (``vnpu-and-inference.md`` §6)."""
+    resource = kind.resource
+    network = f"{resource}-NetworkUnhealthy" if kind is ASCEND910 else None
+    return resource, f"{resource}-Unhealthy", network, f"{resource}-Fault"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +78,7 @@ class ChipFault:
     network: bool  # CardNetworkUnhealthy instead of CardUnhealthy
     level: str
     codes: tuple[str, ...]
+    kind: ChipKind = ASCEND910
 
     def to_go(self) -> str:
         # Struct field order of the device plugin, not sorted: write it by hand.
@@ -73,7 +86,7 @@ class ChipFault:
             '{"fault_type":'
             + go_json("CardNetworkUnhealthy" if self.network else "CardUnhealthy")
             + ',"npu_name":'
-            + go_json(chip_name(self.chip))
+            + go_json(chip_name(self.chip, self.kind))
             + ',"large_model_fault_level":'
             + go_json(self.level)
             + ',"fault_level":'
@@ -96,18 +109,22 @@ class DeviceInfo:
     super_pod_id: int | None = None  # MC-v6 A3 fields, outside the CheckCode
     server_index: int | None = None
     switch_sub_healthy: bool = False  # from SwitchInfoCfg, read only
+    kind: ChipKind = ASCEND910  # whose keys the DeviceList has
 
     @property
     def sub_healthy(self) -> bool:
         return self.switch_sub_healthy or any(f.level == SUB_HEALTH_LEVEL for f in self.faults)
 
     def device_list(self) -> dict[str, str]:
-        return {
-            FREE_KEY: chip_list(self.free),
-            UNHEALTHY_KEY: chip_list(self.unhealthy),
-            NETWORK_UNHEALTHY_KEY: chip_list(self.network_unhealthy),
-            FAULT_KEY: "[" + ",".join(f.to_go() for f in self.faults) + "]",
+        free, unhealthy, network, fault = keys(self.kind)
+        devices = {
+            free: chip_list(self.free, self.kind),
+            unhealthy: chip_list(self.unhealthy, self.kind),
+            fault: "[" + ",".join(f.to_go() for f in self.faults) + "]",
         }
+        if network is not None:
+            devices[network] = chip_list(self.network_unhealthy, self.kind)
+        return devices
 
 
 def encode(info: DeviceInfo, separated: Iterable[int] = ()) -> dict[str, str]:
@@ -124,7 +141,7 @@ def encode(info: DeviceInfo, separated: Iterable[int] = ()) -> dict[str, str]:
         + go_json(check_code(devices, info.update_time))
         + "}"
     )
-    return {DATA_KEY: body, SEPARATED_KEY: chip_list(separated)}
+    return {DATA_KEY: body, SEPARATED_KEY: chip_list(separated, info.kind)}
 
 
 def _super_pod_fields(info: DeviceInfo) -> str:
@@ -142,9 +159,9 @@ def _optional_int(cache: Mapping[str, object], key: str) -> int | None:
     return value
 
 
-def _chips(text: str, key: str) -> frozenset[int]:
+def _chips(text: str, key: str, kind: ChipKind) -> frozenset[int]:
     try:
-        return frozenset(parse_chip_list(text))
+        return frozenset(parse_chip_list(text, kind=kind))
     except InvalidInput as bad:
         raise InvalidInput(f"{DATA_KEY}.DeviceList[{key}]: {bad}") from None
 
@@ -173,28 +190,33 @@ def decode(data: Mapping[str, str]) -> DeviceInfo:
         raise InvalidInput(f"{DATA_KEY}.UpdateTime {update_time!r} is not an integer")
     if code != check_code(devices, update_time):
         raise InvalidInput(f"{DATA_KEY}.CheckCode does not match the content (stale or edited)")
+    kind = next((k for k in KINDS.values() if k.resource in devices), ASCEND910)
+    free, unhealthy, network, fault = keys(kind)
     return DeviceInfo(
-        free=_chips(devices.get(FREE_KEY, ""), FREE_KEY),
-        unhealthy=_chips(devices.get(UNHEALTHY_KEY, ""), UNHEALTHY_KEY),
-        network_unhealthy=_chips(devices.get(NETWORK_UNHEALTHY_KEY, ""), NETWORK_UNHEALTHY_KEY),
-        faults=_faults(devices.get(FAULT_KEY, "[]")),
+        free=_chips(devices.get(free, ""), free, kind),
+        unhealthy=_chips(devices.get(unhealthy, ""), unhealthy, kind),
+        network_unhealthy=(
+            _chips(devices.get(network, ""), network, kind) if network else frozenset()
+        ),
+        faults=_faults(devices.get(fault, "[]"), kind),
         update_time=update_time,
         super_pod_id=_optional_int(cache, "SuperPodID"),
         server_index=_optional_int(cache, "ServerIndex"),
         switch_sub_healthy=_switch_sub_healthy(data.get(SWITCH_KEY)),
+        kind=kind,
     )
 
 
-def _faults(text: str) -> tuple[ChipFault, ...]:
+def _faults(text: str, kind: ChipKind) -> tuple[ChipFault, ...]:
     """The ``-Fault`` list: the entries' chip, type and level (codes as written)."""
-    where = f"{DATA_KEY}.DeviceList[{FAULT_KEY}]"
+    where = f"{DATA_KEY}.DeviceList[{keys(kind)[3]}]"
     try:
         entries = json.loads(text) if text else []
         if not isinstance(entries, list) or len(entries) > MAX_FAULTS:
             raise TypeError(f"not a list of at most {MAX_FAULTS} faults")
         faults = []
         for entry in entries:
-            chip = parse_chip_list(str(entry["npu_name"]))
+            chip = parse_chip_list(str(entry["npu_name"]), kind=kind)
             if len(chip) != 1:
                 raise ValueError(f"npu_name {quoted(str(entry['npu_name']))} is not one chip")
             codes = str(entry.get("fault_code") or "")
@@ -204,6 +226,7 @@ def _faults(text: str) -> tuple[ChipFault, ...]:
                     entry.get("fault_type") == "CardNetworkUnhealthy",
                     str(entry.get("fault_level") or ""),
                     tuple(c for c in codes.split(",") if c),
+                    kind,
                 )
             )
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError, InvalidInput) as bad:

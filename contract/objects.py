@@ -5,27 +5,65 @@ from __future__ import annotations
 
 from typing import Any
 
-from contract.chip_names import RESOURCE_NAME
+from contract.chip_names import KIND_OF_RESOURCE, RESOURCE_DOMAIN, RESOURCE_NAME
+from contract.vnpu import NPU_CORE_RESOURCE, is_virtual_type
 
 Obj = dict[str, Any]
 MAX_LIMIT_DIGITS = 4  # no container asks for 10,000 chips
+MAX_LIMIT = 10**MAX_LIMIT_DIGITS - 1
+# An NPU resource: a chip kind's, npu-core (dynamic vNPU), or a static vNPU type's.
+_KNOWN = (*KIND_OF_RESOURCE, NPU_CORE_RESOURCE)
 
 
-def npu_limit(pod: Obj) -> int:
-    """The pod's NPU chips: the sum of its containers' limits (extended resources cannot be
-    overcommitted, so limits equal requests). A limit that is not a small whole number
-    counts as none: the kubelet would not admit the pod anyway."""
-    total = 0
+def is_npu_resource(name: str) -> bool:
+    return name in _KNOWN or (
+        name.startswith(RESOURCE_DOMAIN) and is_virtual_type(name[len(RESOURCE_DOMAIN) :])
+    )
+
+
+def _count(limit: object) -> int:
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        return min(limit, MAX_LIMIT)
+    if isinstance(limit, str) and 0 < len(limit) <= MAX_LIMIT_DIGITS and limit.isascii():
+        return int(limit) if limit.isdigit() else 0
+    return 0
+
+
+def npu_request(pod: Obj) -> tuple[str, int]:
+    """The pod's NPU resource and how many it asks for: the sum of its containers' limits
+    (extended resources cannot be overcommitted, so limits equal requests). Upstream's pods
+    ask for one NPU resource; the first one named wins. A limit that is not a small whole
+    number counts as none: the kubelet would not admit the pod anyway."""
+    resource, total = "", 0
     for container in (pod.get("spec") or {}).get("containers") or []:
         if not isinstance(container, dict):
             continue
         limits = (container.get("resources") or {}).get("limits") or {}
-        limit = limits.get(RESOURCE_NAME) if isinstance(limits, dict) else None
-        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
-            total += min(limit, 10**MAX_LIMIT_DIGITS)
-        elif isinstance(limit, str) and 0 < len(limit) <= MAX_LIMIT_DIGITS and limit.isascii():
-            total += int(limit) if limit.isdigit() else 0
-    return total
+        if not isinstance(limits, dict):
+            continue
+        for name, limit in limits.items():
+            if not isinstance(name, str) or not is_npu_resource(name):
+                continue
+            count = _count(limit)
+            if count and resource in ("", name):
+                resource, total = name, total + count
+    return (resource or RESOURCE_NAME), total
+
+
+def npu_limit(pod: Obj) -> int:
+    """The pod's NPU count (``npu_request``)."""
+    return npu_request(pod)[1]
+
+
+def first_container_request(pod: Obj, resource: str) -> int:
+    """The first container's request of ``resource`` that is not zero (upstream reads a vNPU
+    task's AI cores there)."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if isinstance(container, dict):
+            limits = (container.get("resources") or {}).get("limits") or {}
+            if isinstance(limits, dict) and (count := _count(limits.get(resource))):
+                return count
+    return 0
 
 
 def node_address(node: Obj) -> str:

@@ -11,6 +11,11 @@ chips it holds, with one definition of each.
 
 Only a live pod that requests NPUs holds or is given chips: annotations on any other pod
 are nobody's chips. A malformed annotation holds nothing and is reported by ``errors``.
+
+The chips are those of the pod's resource: ``huawei.com/Ascend910`` names ``Ascend910-<id>``
+chips, ``huawei.com/Ascend310P`` ``Ascend310P-<id>``. A dynamic-vNPU pod
+(``huawei.com/npu-core``) holds whole chips only when it was given whole chips; a vNPU takes
+part of a chip, which the scheduler's vNPU model counts (``scheduler_core.engine.vnpu``).
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from contract.annotations import (
-    CHIPS_ANNOTATION,
     CONSUMED,
     KEPT_ANNOTATIONS,
     PREDICATE_TIME,
@@ -28,8 +32,16 @@ from contract.annotations import (
     REAL_ANNOTATION,
     parse_rank,
 )
-from contract.chip_names import InvalidInput, parse_chip_list
-from contract.objects import Obj, npu_limit
+from contract.chip_names import (
+    ASCEND310P,
+    KIND_OF_RESOURCE,
+    RESOURCE_NAME,
+    ChipKind,
+    InvalidInput,
+    parse_chip_list,
+)
+from contract.objects import Obj, npu_request
+from contract.vnpu import NPU_CORE_RESOURCE, parse_core_choice
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -45,6 +57,7 @@ class PodView:
     reason: str = ""
     npu_limit: int = 0
     resource_version: str = ""
+    resource: str = RESOURCE_NAME  # the NPU resource it asks for
     annotations: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
 
@@ -55,6 +68,14 @@ class PodView:
     @property
     def live(self) -> bool:
         return self.phase not in FINISHED_PHASES
+
+    @property
+    def kind(self) -> ChipKind | None:
+        """The kind of chips its annotations name (npu-core pods: 310P's); None for a static
+        vNPU pod, which the kubelet alone gives its device."""
+        if self.resource == NPU_CORE_RESOURCE:
+            return ASCEND310P
+        return KIND_OF_RESOURCE.get(self.resource)
 
     @property
     def consumed(self) -> bool:
@@ -74,9 +95,9 @@ class PodView:
     @property
     def recorded(self) -> tuple[int, ...]:
         """The chips of its ``huawei.com/AscendReal`` record."""
-        if not self.live or self.npu_limit <= 0:
+        if not self.live or self.npu_limit <= 0 or self.kind is None:
             return ()
-        return _chips(self.annotations.get(REAL_ANNOTATION, ""))
+        return _chips(self.annotations.get(REAL_ANNOTATION, ""), self.kind)
 
     @property
     def holding(self) -> tuple[int, ...]:
@@ -85,13 +106,24 @@ class PodView:
         real = self.recorded
         if real:
             return real
-        return _chips(self.annotations.get(CHIPS_ANNOTATION, "")) if self.consumed else ()
+        return self._given() if self.consumed else ()
 
     @property
     def assigned(self) -> tuple[int, ...]:
         if not self.live or self.npu_limit <= 0 or self.consumed:
             return ()
-        return _chips(self.annotations.get(CHIPS_ANNOTATION, ""))
+        return self._given()
+
+    def _given(self) -> tuple[int, ...]:
+        """The whole chips the scheduler gave it."""
+        if self.resource == NPU_CORE_RESOURCE:
+            try:
+                choice = parse_core_choice(self.annotations.get(NPU_CORE_RESOURCE, ""))
+            except InvalidInput:
+                return ()
+            return choice.chips if choice.template is None else ()
+        kind = self.kind
+        return () if kind is None else _chips(self.annotations.get(self.resource, ""), kind)
 
     @property
     def chips(self) -> tuple[int, ...]:
@@ -99,18 +131,21 @@ class PodView:
 
     def errors(self) -> list[str]:
         """What is malformed in the pod's chip annotations (nothing, usually)."""
-        found = []
-        for key in (REAL_ANNOTATION, CHIPS_ANNOTATION):
+        found: list[str] = []
+        kind = self.kind
+        if kind is None or self.resource == NPU_CORE_RESOURCE:
+            return found
+        for key in (REAL_ANNOTATION, self.resource):
             try:
-                parse_chip_list(self.annotations.get(key, ""))
+                parse_chip_list(self.annotations.get(key, ""), kind=kind)
             except InvalidInput as bad:
                 found.append(f"{self.key} {key}: {bad}")
         return found
 
 
-def _chips(text: str) -> tuple[int, ...]:
+def _chips(text: str, kind: ChipKind) -> tuple[int, ...]:
     try:
-        return parse_chip_list(text)
+        return parse_chip_list(text, kind=kind)
     except InvalidInput:
         return ()
 
@@ -125,6 +160,7 @@ def _strings(value: object) -> dict[str, str]:
 def pod_view(pod: Obj) -> PodView:
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
+    resource, count = npu_request(pod)
     return PodView(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name") or ""),
@@ -133,8 +169,9 @@ def pod_view(pod: Obj) -> PodView:
         phase=str(status.get("phase") or "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),
         reason=str(status.get("reason") or ""),
-        npu_limit=npu_limit(pod),
+        npu_limit=count,
         resource_version=str(meta.get("resourceVersion") or ""),
+        resource=resource,
         annotations=_strings(meta.get("annotations")),
         labels=_strings(meta.get("labels")),
     )

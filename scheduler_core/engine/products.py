@@ -5,7 +5,9 @@ cache answers per mask instead of rescanning chip lists for every pod. Chip orde
 matters when chips are picked (``select_*``), and those take the ordered list.
 
 Sources: the Volcano plugin v5 handlers ``internal/ascend910/.../module910x8``, ``half910x4``,
-``card910x2``, ``module910bx8``, ``module910bx16``.
+``card910x2``, ``module910bx8``, ``module910bx16``; the inference handlers ``card310x4``,
+``chip310x4``, 310P and MindCluster's 300I Duo ``card310px2`` / ``chip310px2``, whose "rings"
+are cards and whose own rules are in ``inference``.
 """
 
 from __future__ import annotations
@@ -15,12 +17,25 @@ from dataclasses import dataclass
 from enum import Enum
 
 from contract.annotations import ACCELERATOR_TYPE_LABEL
-from contract.chip_names import InvalidInput
+from contract.chip_names import ASCEND310, ASCEND310P, ASCEND910, ChipKind, InvalidInput
+from scheduler_core.engine import inference
 
 
 class Family(Enum):
     ASCEND910 = "910"
     ASCEND910B = "910b"
+    INFERENCE = "inference"
+
+
+class Rule(Enum):
+    """How a handler checks, scores and picks chips."""
+
+    RING = "ring"  # 910: HCCS rings (groups), Huawei's ring priority
+    CARD = "card"  # one card, priority lists, score 8 × (card − best)
+    BUCKETS = "buckets"  # chip310x4: fragments first, across cards
+    FIRST = "first"  # 310P: enough free chips, the first in list order
+    HALF_FIRST = "half-first"  # chip310px2: half-used cards first
+    DUO_DISTRIBUTED = "duo-distributed"  # chip310px2, label distributed: whole cards
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +60,15 @@ class Product:
     allowed_arch: tuple[str, ...] = ("huawei-x86", "huawei-arm")
     # 16-chip 910B: a request above one group takes pairs (i, i + 8) across both groups.
     cross_pairs: bool = False
+    kind: ChipKind = ASCEND910
+    rule: Rule = Rule.RING
+    # The product a node must have (chip310px2: a node labelled as an Atlas 300I Duo).
+    node_product: str | None = None
 
     @property
     def scheduler_name(self) -> str:
+        if self.family is Family.INFERENCE:
+            return f"{self.kind.resource}{self.accelerator_type}"
         return f"huawei.com/Ascend910{self.accelerator_type}"
 
     @property
@@ -157,10 +178,92 @@ MODULE_910BX16 = Product(
     cross_pairs=True,
 )
 
+
+def _inference(  # noqa: PLR0917 (a table of handlers reads best positionally)
+    name: str,
+    kind: ChipKind,
+    card: int,
+    capacity: int,
+    rule: Rule,
+    strategy: str,
+    *,
+    aff: tuple[tuple[int, ...], ...] = (),
+    priorities: Mapping[int, tuple[int, ...]] | None = None,
+    node_product: str | None = None,
+) -> Product:
+    return Product(
+        name=name,
+        accelerator_type=strategy,
+        family=Family.INFERENCE,
+        capacity=capacity,
+        groups=tuple(tuple(range(i, i + card)) for i in range(0, capacity, card)),
+        aff_table=aff,
+        impossible=card,
+        score_weight=8.0,
+        allocatable_multiplier=1,
+        sort_term=False,
+        priorities=priorities or {},
+        single_task_requests=tuple(range(1, card + 1)),
+        kind=kind,
+        rule=rule,
+        node_product=node_product,
+    )
+
+
+CARD_310X4 = _inference(
+    "card310x4",
+    ASCEND310,
+    4,
+    64,
+    Rule.CARD,
+    "card",
+    aff=((0, 2, 1, 3), (4, 0, 1, 2), (4, 4, 0, 1), (4, 4, 4, 0)),
+    priorities={1: (1, 3, 2, 4), 2: (2, 3, 4), 3: (3, 4), 4: (4,)},
+)
+CHIP_310X4 = _inference("chip310x4", ASCEND310, 4, 64, Rule.BUCKETS, "chip")
+ASCEND_310P = _inference("ascend310p", ASCEND310P, 2, 64, Rule.FIRST, "")
+CARD_310PX2 = _inference(
+    "card310px2",
+    ASCEND310P,
+    2,
+    64,
+    Rule.CARD,
+    "duocard",
+    aff=((0, 1), (2, 0)),
+    priorities={1: (1, 2), 2: (2,)},
+)
+CHIP_310PX2 = _inference(
+    "chip310px2", ASCEND310P, 2, 16, Rule.HALF_FIRST, "duochip", node_product="chip310px2"
+)
+CHIP_310PX2_DISTRIBUTED = _inference(
+    "chip310px2-distributed",
+    ASCEND310P,
+    2,
+    16,
+    Rule.DUO_DISTRIBUTED,
+    "duochip",
+    node_product="chip310px2",
+)
+
 PRODUCTS: Mapping[str, Product] = {
-    p.name: p for p in (MODULE_910X8, HALF_910X4, CARD_910X2, MODULE_910BX8, MODULE_910BX16)
+    p.name: p
+    for p in (
+        MODULE_910X8,
+        HALF_910X4,
+        CARD_910X2,
+        MODULE_910BX8,
+        MODULE_910BX16,
+        CARD_310X4,
+        CHIP_310X4,
+        ASCEND_310P,
+        CARD_310PX2,
+        CHIP_310PX2,
+        CHIP_310PX2_DISTRIBUTED,
+    )
 }
-_BY_ACCELERATOR_TYPE: Mapping[str, Product] = {p.accelerator_type: p for p in PRODUCTS.values()}
+_BY_ACCELERATOR_TYPE: Mapping[str, Product] = {
+    p.accelerator_type: p for p in PRODUCTS.values() if p.family is not Family.INFERENCE
+}
 
 DEFAULT_ACCELERATOR_TYPE = "module"
 
@@ -180,6 +283,18 @@ def product_for_selector(selector: Mapping[str, str]) -> Product:
         return _BY_ACCELERATOR_TYPE[accelerator_type]
     except KeyError:
         raise InvalidInput(f"not support huawei.com/Ascend910{accelerator_type}") from None
+
+
+def serves(node_product: Product, job_product: Product) -> bool:
+    """Whether a node's chips can host a handler's task: the 910 handler of the node's
+    ``accelerator-type``; any inference handler of the node's chip kind (the job picks the
+    handler), a Duo chip handler only on a node labelled as a Duo."""
+    if job_product.family is not Family.INFERENCE:
+        return node_product is job_product
+    return node_product.kind is job_product.kind and job_product.node_product in (
+        None,
+        node_product.name,
+    )
 
 
 def mask_of(chips: Sequence[int] | frozenset[int]) -> int:
@@ -209,6 +324,10 @@ def _cross_usable(product: Product, mask: int, req: int, distributed: bool) -> b
 
 def fits(product: Product, mask: int, req: int, distributed: bool) -> bool:
     """Whether a task of ``req`` chips can be placed legally on these usable chips."""
+    if product.rule in (Rule.BUCKETS, Rule.FIRST, Rule.HALF_FIRST):
+        return 0 < req <= mask.bit_count()
+    if product.rule is Rule.DUO_DISTRIBUTED:
+        return inference.duo_distributed_fits(mask, req)
     if req <= product.group_size:
         return any(n >= req for n in group_free(product, mask))
     if product.cross_pairs:
@@ -232,9 +351,15 @@ def huawei_score(
     product: Product, mask: int, allocatable: int, req: int, distributed: bool
 ) -> float:
     """The upstream node score (``ScoreBestNPUNodes``); 0 where upstream gives none."""
+    if product.rule is Rule.DUO_DISTRIBUTED:
+        return product.score_weight * (16 - inference.duo_distributed_rank(mask, req))
+    if product.family is Family.INFERENCE and product.rule is not Rule.CARD:
+        return 0.0
     best = best_affinity(product, mask, req, distributed)
     if best == product.impossible:
         return 0.0
+    if product.rule is Rule.CARD:
+        return product.score_weight * (product.impossible - best)
     score = product.score_weight * (allocatable * product.allocatable_multiplier - best)
     if product.sort_term:
         score += product.capacity - mask.bit_count()
@@ -273,6 +398,8 @@ def select_huawei(
     product: Product, usable: Sequence[int], req: int, distributed: bool
 ) -> tuple[int, ...]:
     """Upstream ``selectNPUFromNode``: the ring priority list, left ring winning ties."""
+    if product.rule is not Rule.RING and product.rule is not Rule.CARD:
+        return select_inference(product, usable, req)
     if req > product.group_size:
         return _select_beyond_group(product, usable, req, distributed)
     groups = _by_group(product, usable)
@@ -287,9 +414,23 @@ def select_tightest(
     product: Product, usable: Sequence[int], req: int, distributed: bool
 ) -> tuple[int, ...]:
     """Best fit inside the node: the group with the fewest free chips that still fits."""
+    if product.rule is not Rule.RING:
+        return select_huawei(product, usable, req, distributed)
     if req > product.group_size:
         return _select_beyond_group(product, usable, req, distributed)
     candidates = [chips for chips in _by_group(product, usable) if len(chips) >= req]
     if not candidates:
         return ()
     return tuple(min(candidates, key=len)[:req])
+
+
+def select_inference(product: Product, usable: Sequence[int], req: int) -> tuple[int, ...]:
+    """The chips of the inference handlers that pick across cards."""
+    card = product.group_size
+    if product.rule is Rule.BUCKETS:
+        return inference.select_buckets(card, usable, req)
+    if product.rule is Rule.HALF_FIRST:
+        return inference.select_half_first(card, usable, req)
+    if product.rule is Rule.DUO_DISTRIBUTED:
+        return inference.select_duo_distributed(usable, req)
+    return tuple(usable[:req]) if len(usable) >= req else ()

@@ -17,11 +17,26 @@ from contract.chip_names import InvalidInput, chip_name
 from scheduler_core.engine.ledger import Holding, SessionLedger
 from scheduler_core.engine.model import Decision, Job, NodeState, Placement, Status, Task
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
-from scheduler_core.engine.products import Product, fits, mask_of, product_by_name
+from scheduler_core.engine.products import (
+    Family,
+    Product,
+    Rule,
+    fits,
+    mask_of,
+    product_by_name,
+    serves,
+)
 from scheduler_core.engine.validation import JobInvalid, validate_job
 
 TOPOLOGY_REASON = "npu topology not meet job require,network unhealthy card is [ {} ]"
 LABEL_REASON = "check Node {} label [accelerator-type] Failed, value is {}"
+KIND_REASON = "node {} has {} chips, the task asks for {}"
+DUO_LABEL_REASON = "judgeNodeLabel node card label not right, is not card-300i-duo"
+INFERENCE_REASONS: dict[Rule | None, str] = {  # upstream's predicate messages, by handler rule
+    Rule.CARD: "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology "
+    ": req npu({req}) illegal not meet node top<{top}>",
+    None: "judgeNodeAndTaskNPU node don't have enough resource, req<{req}>, idle<{idle}>",
+}
 
 
 class Signature(NamedTuple):
@@ -62,9 +77,21 @@ def filter_node(
 ) -> Status:
     """The predicate with upstream's reasons (``CheckNodeNPUByTask``)."""
     node_product = product_by_name(node.product)
-    if node_product is not job_product:
+    if not serves(node_product, job_product):
+        if node_product.kind is not job_product.kind:
+            return Status.unschedulable(
+                KIND_REASON.format(node.name, node_product.kind.resource, job_product.kind.resource)
+            )
+        if job_product.family is Family.INFERENCE:
+            return Status.unschedulable(DUO_LABEL_REASON)
         return Status.unschedulable(LABEL_REASON.format(node.name, node_product.accelerator_type))
     signature = _signature(node, usable)
+    if job_product.family is Family.INFERENCE:
+        if fits(job_product, signature.mask(distributed), req, distributed):
+            return Status.success()
+        reason = INFERENCE_REASONS.get(job_product.rule, INFERENCE_REASONS[None])
+        top = "[" + " ".join(str(c) for c in usable) + "]"  # Go's %v of a slice
+        return Status.unschedulable(reason.format(req=req, top=top, idle=len(usable)))
     if not fits(job_product, signature.mask(distributed), req, distributed):
         listed = ",".join(chip_name(c) for c in sorted(node.network_unhealthy))
         return Status.unschedulable(TOPOLOGY_REASON.format(listed))
@@ -254,7 +281,9 @@ class Session:
     def _score(
         self, signature: Signature, product: str, req: int, distributed: bool
     ) -> float | None:
-        if signature.product != product:
+        if signature.product != product and not serves(
+            product_by_name(signature.product), product_by_name(product)
+        ):
             return None
         key = (signature, product, req, distributed)
         try:

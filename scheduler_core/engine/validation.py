@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from contract.annotations import HOST_ARCH_LABEL, RING_CONTROLLER_LABEL
 from scheduler_core.engine.model import Job
-from scheduler_core.engine.products import Family, Product, product_by_name
+from scheduler_core.engine.products import Family, Product, Rule, product_by_name
 
 RING_CONTROLLER_910B = "ascend-910b"
 
@@ -69,6 +69,24 @@ def _validate_910b(job: Job, product: Product) -> None:
             )
 
 
+def _validate_inference(job: Job, product: Product) -> None:
+    """Inference handlers: every task within the handler's chips (a card for the card
+    handlers). VOL-v5's 310 parent discards this check and lets the predicate refuse; we
+    refuse at once, as MindCluster does, with VOL-v5's messages."""
+    tasks = job.npu_tasks
+    if product.rule is Rule.DUO_DISTRIBUTED and len(tasks) > 1:
+        raise JobInvalid(
+            f"job {job.key} task num {len(tasks)} is invalid, job with label of "
+            "distributed=true should has only 1 npu pod "
+        )
+    largest = product.group_size if product.rule is Rule.CARD else product.capacity
+    for task in tasks:
+        if not 1 <= task.npu <= largest:
+            if product.rule is Rule.CARD:
+                raise JobInvalid(f"task {task.name} req npu {task.npu} is invalid")
+            raise JobInvalid(f"task{task.name} req npu num{task.npu} is invalid")
+
+
 def validate_job(job: Job) -> Product:
     """Check the job against its product's rules; return the product handler."""
     product = product_by_name(job.product)
@@ -76,6 +94,8 @@ def validate_job(job: Job) -> Product:
         raise JobInvalid(f"{job.name} no npu job")
     if product.family is Family.ASCEND910:
         _validate_910(job, product)
+    elif product.family is Family.INFERENCE:
+        _validate_inference(job, product)
     else:
         _validate_910b(job, product)
     return product

@@ -32,7 +32,7 @@ REQUESTS = {
 
 @st.composite
 def scenarios(draw: st.DrawFn) -> Scenario:
-    product = PRODUCTS[draw(st.sampled_from(sorted(PRODUCTS)))]
+    product = PRODUCTS[draw(st.sampled_from(sorted(REQUESTS)))]
     chips = list(range(product.capacity))
     nodes = []
     for i in range(draw(st.integers(1, 6))):
