@@ -10,7 +10,7 @@ from contract.vnpu import NPU_CORE_RESOURCE, is_virtual_type
 
 Obj = dict[str, Any]
 MAX_LIMIT_DIGITS = 4  # no container asks for 10,000 chips
-MAX_LIMIT = 10**MAX_LIMIT_DIGITS - 1
+MAX_LIMIT = 10_000
 # An NPU resource: a chip kind's, npu-core (dynamic vNPU), or a static vNPU type's.
 _KNOWN = (*KIND_OF_RESOURCE, NPU_CORE_RESOURCE)
 
