@@ -1,0 +1,322 @@
+"""Dynamic vNPU on 310P (``huawei.com/npu-core``): template resolution, the node model, the
+predicate, the score and the chip choice of Volcano's ``internal/vnpu`` and
+``ascend310p/vnpu.go`` (``vnpu-and-inference.md`` §5.2–5.6). Pure: values in, values out.
+
+A node's chips each have AI cores and AI CPUs; a vNPU takes a template's share of one chip,
+a whole-chip task takes whole chips. Where upstream draws among equal chips from a Go map,
+the lowest chip id wins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from contract.annotations import VNPU_DVPP_LABEL, VNPU_LEVEL_LABEL
+from contract.chip_names import InvalidInput
+from contract.vnpu import (
+    DVPP_NO,
+    DVPP_NULL,
+    DVPP_YES,
+    TEMPLATES_310P,
+    CoreChoice,
+)
+
+# AI CPUs per chip by chip kind and AI cores per chip (``vnode.go``).
+AI_CPUS = {("Ascend310P", 8): 7}
+NOT_VJOB = "{job} not VirtualNPU job"
+STATIC_CONFIG = "volcano configuration presetVirtualDevice true, only support static vnpu"
+NOT_ENOUGH = "dynamic vnpu task<{task}> CheckNodeNPUByDyTask node <{node}> resource not enough"
+IN_FLIGHT = "{task} is using {node}, and not rewrite"
+BIG_VGROUPS, MANY_VGROUPS = 3, 4  # a segmented 310P chip: no ≥ 4 cores at 3, no ≥ 2 at 4
+
+
+class VnpuInvalid(ValueError):
+    """A vNPU task or node upstream refuses; the message is upstream's."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Resource:
+    cores: int
+    cpus: int
+    dvpp: str = DVPP_NULL
+
+
+def validate_cores(task: str, cores: int, labels: Mapping[str, str]) -> None:
+    """``ascend310p/vnpu.go`` validation: 1, 2, 4 or a multiple of 8 AI cores, and no DVPP
+    label on 1 or 2 cores."""
+    if cores not in (1, 2, 4) and (cores <= 0 or cores % 8):
+        raise VnpuInvalid(f"{task} req err {cores}")
+    dvpp = labels.get(VNPU_DVPP_LABEL, DVPP_NULL)
+    if cores in (1, 2) and dvpp != DVPP_NULL:
+        raise VnpuInvalid(f"{task} req {cores} ai-core, but dvpp label is:{dvpp}")
+
+
+def task_resource(
+    cores: int, labels: Mapping[str, str], cores_per_chip: int, cpus_per_chip: int
+) -> Resource:
+    """The resource a task of ``cores`` AI cores asks for (``GetTaskResource``)."""
+    if cores % cores_per_chip == 0:
+        return Resource(cores, cores * cpus_per_chip // cores_per_chip)
+    high = labels.get(VNPU_LEVEL_LABEL, "low") == "high"
+    dvpp = labels.get(VNPU_DVPP_LABEL, DVPP_NULL)
+    if dvpp not in (DVPP_YES, DVPP_NO, DVPP_NULL):
+        raise VnpuInvalid(f"err dvpp value:{dvpp}")
+    if cores == 1:
+        return _of("vir01")
+    if cores == 2:
+        return _of("vir02" if high else "vir02_1c")
+    if cores == 4:
+        if dvpp == DVPP_YES:
+            return _of("vir04_4c_dvpp")
+        if dvpp == DVPP_NO:
+            return _of("vir04_3c_ndvpp")
+        return _of("vir04" if high else "vir04_3c")
+    return Resource(0, 0)  # VOL-v5: no template, a zero resource that fits nowhere useful
+
+
+def _of(template: str) -> Resource:
+    t = TEMPLATES_310P[template]
+    return Resource(t.cores, t.cpus, t.dvpp)
+
+
+def template_of(resource: Resource) -> str | None:
+    for t in TEMPLATES_310P.values():
+        if (t.cores, t.cpus, t.dvpp) == (resource.cores, resource.cpus, resource.dvpp):
+            return t.name
+    return None
+
+
+def downgrade(resource: Resource) -> Resource | None:
+    """``vnpu-level=high`` asked for more AI CPUs than a node has: the low template."""
+    if (resource.cores, resource.cpus, resource.dvpp) == (2, 2, DVPP_NULL):
+        return _of("vir02_1c")
+    if (resource.cores, resource.cpus) == (4, 4) and resource.dvpp != DVPP_YES:
+        return _of("vir04_3c")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class VPod:
+    """A pod's share of a vNPU node, as the node model replays it."""
+
+    key: str
+    choice: CoreChoice
+    dvpp: str = DVPP_NULL  # its vnpu-dvpp label
+    created: bool = True  # its AscendReal is written: the vNPU exists
+    vgroup: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VChip:
+    id: int
+    cores: int  # free
+    cpus: int
+    dvpp: str = DVPP_YES  # what of the media engine is free: yes, null (shared), no
+    segmented: bool = False
+    stable: bool = True
+    vgroups: frozenset[int] = frozenset()
+
+    def free(self) -> Resource:
+        return Resource(self.cores, self.cpus, self.dvpp)
+
+
+@dataclass(frozen=True, slots=True)
+class VNode:
+    name: str
+    cores_per_chip: int
+    cpus_per_chip: int
+    chips: tuple[VChip, ...]
+    idle: int  # Volcano's Idle[npu-core]: capacity minus what its pods request
+    in_flight: frozenset[str] = frozenset()  # templates given and not yet created
+    pods: frozenset[str] = frozenset()  # the pods replayed
+
+
+def cpus_per_chip(kind: str, cores_per_chip: int) -> int:
+    cpus = AI_CPUS.get((kind, cores_per_chip))
+    if cpus is None:
+        raise VnpuInvalid(f"no AI CPU count known for {kind} with {cores_per_chip} AI cores")
+    return cpus
+
+
+def node_model(
+    name: str,
+    *,
+    kind: str,
+    cores_per_chip: int,
+    capacity: int,
+    free: Iterable[int],
+    unhealthy: Iterable[int],
+    pods: Sequence[VPod],
+    requested: int,
+) -> VNode:
+    """``setNodeVNPUInfo``: every free chip fully free, then every pod replayed onto its
+    chip (a chip only pods name joins the model; unhealthy ones are left out)."""
+    per_chip_cpus = cpus_per_chip(kind, cores_per_chip)
+    if capacity <= 0 or capacity % cores_per_chip:
+        raise VnpuInvalid(f"{name}: npu-core {capacity} is not whole chips of {cores_per_chip}")
+    sick = frozenset(unhealthy)
+    base = VNode(
+        name,
+        cores_per_chip,
+        per_chip_cpus,
+        tuple(VChip(c, cores_per_chip, per_chip_cpus) for c in sorted(set(free) - sick)),
+        max(capacity - requested, 0),
+    )
+    return _replay(base, pods, sick)
+
+
+def _replay(node: VNode, pods: Sequence[VPod], sick: frozenset[int] = frozenset()) -> VNode:
+    """``node`` with ``pods`` counted on their chips."""
+    chips = {c.id: c for c in node.chips}
+    in_flight = set(node.in_flight)
+    for pod in pods:
+        choice = pod.choice
+        if choice.template is None:
+            for c in choice.chips:
+                if c not in sick:
+                    chips[c] = VChip(c, 0, 0, DVPP_NO, stable=pod.created)
+            continue
+        t = TEMPLATES_310P.get(choice.template)
+        if t is None or choice.chips[0] in sick:
+            continue
+        chip = chips.get(choice.chips[0]) or VChip(
+            choice.chips[0], node.cores_per_chip, node.cpus_per_chip
+        )
+        if not pod.created:
+            in_flight.add(t.name)
+        chips[chip.id] = dataclasses.replace(
+            chip,
+            cores=max(chip.cores - t.cores, 0),
+            cpus=max(chip.cpus - t.cpus, 0),
+            dvpp=_dvpp_after(chip.dvpp, pod.dvpp),
+            segmented=True,
+            stable=chip.stable and pod.created,
+            vgroups=chip.vgroups | ({pod.vgroup} if pod.vgroup is not None else set()),
+        )
+    return dataclasses.replace(
+        node,
+        chips=tuple(chips[c] for c in sorted(chips)),
+        in_flight=frozenset(in_flight),
+        pods=node.pods | {p.key for p in pods},
+    )
+
+
+def _dvpp_after(free: str, pod: str) -> str:
+    if pod == DVPP_YES:
+        return DVPP_NO
+    if pod == DVPP_NULL and free != DVPP_NO:
+        return DVPP_NULL
+    return free
+
+
+def _chip_fits(chip: VChip, want: Resource) -> bool:
+    if not chip.stable or chip.cores < want.cores or chip.cpus < want.cpus:
+        return False
+    if want.dvpp == DVPP_YES and chip.dvpp != DVPP_YES:
+        return False
+    if want.dvpp == DVPP_NULL and chip.dvpp == DVPP_NO:
+        return False
+    groups = len(chip.vgroups) if chip.segmented else 0
+    too_many = groups >= MANY_VGROUPS and want.cores >= 2
+    return not (too_many or (groups >= BIG_VGROUPS and want.cores >= 4))
+
+
+def _whole(node: VNode) -> list[VChip]:
+    """Chips free as a whole: no vNPU on them, nothing given."""
+    full = node.cores_per_chip
+    return [c for c in node.chips if not c.segmented and c.stable and c.cores == full]
+
+
+def _meets(node: VNode, want: Resource) -> bool:
+    if sum(c.cores for c in node.chips) < want.cores:
+        return False
+    if want.cores % node.cores_per_chip == 0:
+        return len(_whole(node)) >= want.cores // node.cores_per_chip
+    return any(_chip_fits(c, want) for c in node.chips)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A node's answer for a task: the resource it gets there (downgraded or not), or why
+    it cannot."""
+
+    resource: Resource | None
+    downgraded: bool = False
+    reason: str = ""
+
+
+def check(node: VNode, task: str, want: Resource) -> Verdict:
+    """``CheckNodeNPUByDyTask``: the in-flight rule, then the resources, downgrading a
+    ``high`` request once."""
+    if node.in_flight:
+        template = template_of(want)
+        if template is None:
+            return Verdict(
+                None,
+                reason=f"util.VResource{{Aicore:{want.cores}, Aicpu:{want.cpus}, "
+                f'DVPP:"{want.dvpp}"}} not get template',
+            )
+        if node.in_flight != {template}:
+            return Verdict(None, reason=IN_FLIGHT.format(task=task, node=node.name))
+    if _meets(node, want):
+        return Verdict(want)
+    lower = downgrade(want)
+    if lower is not None and _meets(node, lower):
+        return Verdict(lower, downgraded=True)
+    return Verdict(None, reason=NOT_ENOUGH.format(task=task, node=node.name))
+
+
+def scores(idle: Mapping[str, int], downgraded: Iterable[str]) -> dict[str, float]:
+    """``ScoreBestNPUNodes`` over the nodes that passed: by idle AI cores, fewest first (ties
+    by name); the first gets 8, or with downgrades every downgraded node before the first
+    other gets 8 and that one 16."""
+    order = sorted(idle, key=lambda n: (idle[n], n))
+    lowered = set(downgraded)
+    result = dict.fromkeys(order, 0.0)
+    if not order:
+        return result
+    if not lowered:
+        result[order[0]] = 8.0
+        return result
+    for name in order:
+        if name in lowered:
+            result[name] = 8.0
+        else:
+            result[name] = 16.0
+            break
+    return result
+
+
+def choose(node: VNode, want: Resource) -> CoreChoice | None:
+    """``UseAnnotation``: a vNPU on the best-fitting chip (fewest free, lowest id), or the
+    first whole free chips."""
+    if want.cores % node.cores_per_chip == 0:
+        whole = _whole(node)[: want.cores // node.cores_per_chip]
+        if len(whole) * node.cores_per_chip != want.cores:
+            return None
+        return CoreChoice(tuple(c.id for c in whole))
+    template = template_of(want)
+    if template is None:
+        return None
+    for chip in sorted(node.chips, key=lambda c: (c.cores, c.cpus, c.id)):
+        if _chip_fits(chip, want):
+            return CoreChoice((chip.id,), template)
+    return None
+
+
+def with_pod(node: VNode, pod: VPod, cores: int) -> VNode:
+    """The node once a pod of ``cores`` AI cores it does not know yet is counted (a bind
+    the view does not show yet)."""
+    if pod.key in node.pods:
+        return node
+    return dataclasses.replace(_replay(node, [pod]), idle=max(node.idle - cores, 0))
+
+
+def parse_server_type(text: str) -> tuple[str, int]:
+    """``servertype`` ``Ascend310P-8`` → (``Ascend310P``, 8 AI cores per chip)."""
+    kind, _, cores = text.partition("-")
+    if not kind or not cores.isascii() or not cores.isdigit() or not 0 < int(cores) <= 64:
+        raise InvalidInput(f"servertype {text!r} is not <chip type>-<AI cores per chip>")
+    return kind, int(cores)
