@@ -49,9 +49,9 @@ def test_a_bad_dvpp_label_and_a_whole_card_request() -> None:
 
 
 def test_validation_messages_are_upstreams() -> None:
-    with pytest.raises(VnpuInvalid, match="^task2 req err 3$"):
+    with pytest.raises(VnpuInvalid, match=r"^task2 req err 3$"):
         vnpu.validate_cores("task2", 3, {})
-    with pytest.raises(VnpuInvalid, match="^task03 req 1 ai-core, but dvpp label is:dvpp$"):
+    with pytest.raises(VnpuInvalid, match=r"^task03 req 1 ai-core, but dvpp label is:dvpp$"):
         vnpu.validate_cores("task03", 1, {"vnpu-dvpp": "dvpp"})
     vnpu.validate_cores("t", 16, {"vnpu-dvpp": "yes"})
 
