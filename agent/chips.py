@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from contract.chip_names import ASCEND910, KINDS, ChipKind
+from contract.vnpu import CORE_SPECS, VirtualName
+
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
 
@@ -29,10 +32,28 @@ class Chip:
     fault_codes: tuple[str, ...] = ()
     ip: str = ""
     model: str = ""
+    card: tuple[int, int] | None = None  # npu-smi's (NPU ID, chip index), when known
 
     @property
     def health(self) -> str:
         return HEALTHY if self.healthy else UNHEALTHY
+
+
+@dataclass(frozen=True, slots=True)
+class VirtualDevice:
+    """A vNPU the driver reports: ``vdev`` on physical chip ``phy``, cut by ``template``."""
+
+    vdev: int
+    phy: int
+    template: str
+    vgroup: int = 0
+
+    @property
+    def spec(self) -> str:
+        return CORE_SPECS[self.template]
+
+    def name(self, kind: ChipKind) -> VirtualName:
+        return VirtualName(kind, self.spec, self.vdev, self.phy, self.vgroup)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +70,12 @@ class NodeChips:
     # A3 SuperPoD servers: the SuperPoD's ID and this server's index in it, when known.
     super_pod_id: int | None = None
     server_index: int | None = None
+    ai_cores: int = 0  # AI cores per chip (the dynamic vNPU budget), 0 when unknown
+    vnpus: tuple[VirtualDevice, ...] = ()
+
+    @property
+    def kind(self) -> ChipKind:
+        return KINDS.get(self.resource, ASCEND910)
 
     def device_id(self, chip: Chip) -> str:
         return f"{self.resource}-{chip.id}"

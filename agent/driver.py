@@ -7,6 +7,7 @@ Two adapters. ``FakeDriver`` reads a YAML state file and reloads it when the fil
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -17,15 +18,27 @@ import yaml
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from agent.chips import HEALTHY, UNHEALTHY, Chip, DriverError, Network, NodeChips
+from agent.chips import (
+    HEALTHY,
+    UNHEALTHY,
+    Chip,
+    DriverError,
+    Network,
+    NodeChips,
+    VirtualDevice,
+)
 from agent.npu_smi import Runner, read_chips, run_npu_smi
-from contract.chip_names import InvalidInput
+from agent.npu_smi_vnpu import NpuSmiVnpus
+from contract.chip_names import KINDS, InvalidInput
+from contract.vnpu import CORE_SPECS, template_cores
 from scheduler_core.engine.products import product_by_name
 
 log = logging.getLogger(__name__)
 
 OnChange = Callable[[NodeChips], None]
 RESOURCE_910 = "Ascend910"
+DEFAULT_PRODUCT = {"Ascend910": "module910x8", "Ascend310": "chip310x4", "Ascend310P": "ascend310p"}
+FIRST_VDEV = 100  # the driver numbers vNPUs from 100
 
 
 class NpuDriver(Protocol):
@@ -38,6 +51,18 @@ class NpuDriver(Protocol):
         ...
 
     def close(self) -> None: ...
+
+    def create_vnpu(self, chip: int, template: str) -> VirtualDevice:
+        """Cut a vNPU out of a chip; DriverError when the chip cannot (too few AI cores)."""
+        ...
+
+    def destroy_vnpu(self, vnpu: VirtualDevice) -> None: ...
+
+    def list_vnpus(self) -> tuple[VirtualDevice, ...]: ...
+
+    def reset_chip(self, chip: int) -> None:
+        """Hot-reset an inference chip (no pod may be using it)."""
+        ...
 
 
 def _field(raw: dict[str, Any], key: str, path: str, kind: type, default: Any) -> Any:
@@ -87,7 +112,10 @@ def parse_fake_state(text: str) -> NodeChips:
         raise DriverError(f"state file is not YAML: {bad}") from None
     if not isinstance(raw, dict):
         raise DriverError("state file: expected a mapping with product and chips")
-    product_name = _field(raw, "product", "state", str, "module910x8")
+    chip_type = _field(raw, "chip_type", "state", str, RESOURCE_910)
+    if chip_type not in KINDS:
+        raise DriverError(f"state.chip_type: {chip_type!r} is not one of {', '.join(KINDS)}")
+    product_name = _field(raw, "product", "state", str, DEFAULT_PRODUCT[chip_type])
     try:
         product = product_by_name(product_name)
     except InvalidInput as bad:
@@ -108,7 +136,38 @@ def parse_fake_state(text: str) -> NodeChips:
     if server_type is not None and (not isinstance(server_type, str) or not server_type):
         raise DriverError(f"state.servertype: expected text like Ascend910-32, got {server_type!r}")
     super_pod = {key: _index(raw, key) for key in ("super_pod_id", "server_index")}
-    return NodeChips(RESOURCE_910, product.name, chips, server_type, **super_pod)
+    ai_cores = _field(raw, "ai_cores", "state", int, 8 if chip_type == "Ascend310P" else 0)
+    vnpus = tuple(
+        _vnpu(v, f"vnpus[{i}]", seen, ai_cores)
+        for i, v in enumerate(_field(raw, "vnpus", "state", list, []))
+    )
+    return NodeChips(
+        chip_type,
+        product.name,
+        chips,
+        server_type,
+        **super_pod,
+        ai_cores=ai_cores,
+        vnpus=vnpus,
+    )
+
+
+def _vnpu(raw: Any, path: str, chips: set[int], ai_cores: int) -> VirtualDevice:
+    if not isinstance(raw, dict):
+        raise DriverError(f"{path}: expected a mapping with id, chip and template")
+    vnpu = VirtualDevice(
+        _field(raw, "id", path, int, None),
+        _field(raw, "chip", path, int, None),
+        _field(raw, "template", path, str, None),
+        _field(raw, "vgroup", path, int, 0),
+    )
+    if vnpu.phy not in chips:
+        raise DriverError(f"{path}.chip: chip {vnpu.phy} is not in chips")
+    if vnpu.template not in CORE_SPECS:
+        raise DriverError(f"{path}.template: unknown template {vnpu.template!r}")
+    if ai_cores and template_cores(vnpu.template) > ai_cores:
+        raise DriverError(f"{path}.template: {vnpu.template} needs more than {ai_cores} AI cores")
+    return vnpu
 
 
 def _index(raw: dict[str, Any], key: str) -> int | None:
@@ -147,7 +206,13 @@ def _read_limited(path: Path) -> str:
 
 
 class FakeDriver:
-    """Chips from a YAML state file; a bad edit is reported and the last good state kept."""
+    """Chips from a YAML state file; a bad edit is reported and the last good state kept.
+
+    vNPUs it creates and destroys, and chip resets, are written back to the file (so a test
+    or a user sees them): ``vnpus`` and ``resets`` (chip id → count). A create beyond the
+    chip's AI cores (``ai_cores``, 8 on a 310P) fails as the hardware would; a reset heals
+    the chip when ``reset_heals`` is true.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path.resolve()
@@ -191,6 +256,74 @@ class FakeDriver:
             self._observer.join(timeout=5)
             self._observer = None
 
+    def _edit(self, change: Callable[[dict[str, Any], NodeChips], Any]) -> Any:
+        """Apply ``change`` to the state file's YAML (checked first) and write it back."""
+        with self._lock:
+            try:
+                text = _read_limited(self.path)
+                current = parse_fake_state(text)
+            except (OSError, DriverError) as bad:
+                raise DriverError(f"{self.path}: {bad}") from None
+            raw = yaml.safe_load(text)
+            result = change(raw, current)
+            self.path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+        self._reload()
+        return result
+
+    def create_vnpu(self, chip: int, template: str) -> VirtualDevice:
+        if template not in CORE_SPECS:
+            raise DriverError(f"create vNPU: unknown template {template!r}")
+
+        def create(raw: dict[str, Any], node: NodeChips) -> VirtualDevice:
+            if chip not in {c.id for c in node.chips}:
+                raise DriverError(f"create vNPU {template} on chip {chip}: no such chip")
+            on_chip = [v for v in node.vnpus if v.phy == chip]
+            used = sum(template_cores(v.template) for v in on_chip)
+            if used + template_cores(template) > node.ai_cores:
+                raise DriverError(
+                    f"create vNPU {template} on chip {chip}: {node.ai_cores - used} of "
+                    f"{node.ai_cores} AI cores free"
+                )
+            taken = {v.vdev for v in node.vnpus}
+            groups = {v.vgroup for v in on_chip}
+            vnpu = VirtualDevice(
+                next(i for i in range(FIRST_VDEV, FIRST_VDEV + 1000) if i not in taken),
+                chip,
+                template,
+                next(g for g in range(16) if g not in groups),
+            )
+            entry = {"id": vnpu.vdev, "chip": chip, "template": template, "vgroup": vnpu.vgroup}
+            raw.setdefault("vnpus", []).append(entry)
+            return vnpu
+
+        result: VirtualDevice = self._edit(create)
+        return result
+
+    def destroy_vnpu(self, vnpu: VirtualDevice) -> None:
+        def destroy(raw: dict[str, Any], node: NodeChips) -> None:
+            if vnpu.vdev not in {v.vdev for v in node.vnpus}:
+                raise DriverError(f"destroy vNPU {vnpu.vdev}: no such vNPU")
+            raw["vnpus"] = [v for v in raw.get("vnpus") or [] if v.get("id") != vnpu.vdev]
+
+        self._edit(destroy)
+
+    def list_vnpus(self) -> tuple[VirtualDevice, ...]:
+        return self.read().vnpus
+
+    def reset_chip(self, chip: int) -> None:
+        def reset(raw: dict[str, Any], node: NodeChips) -> None:
+            if chip not in {c.id for c in node.chips}:
+                raise DriverError(f"reset chip {chip}: no such chip")
+            resets = raw.setdefault("resets", {})
+            resets[chip] = int(resets.get(chip, 0)) + 1
+            if raw.get("reset_heals"):
+                for entry in raw.get("chips") or []:
+                    if entry.get("id") == chip:
+                        entry["health"] = HEALTHY
+                        entry.pop("fault_codes", None)
+
+        self._edit(reset)
+
 
 class NpuSmiDriver:
     """Chips from npu-smi, polled every ``period`` seconds for health changes."""
@@ -204,13 +337,31 @@ class NpuSmiDriver:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last: NodeChips | None = None
+        self.vnpu = NpuSmiVnpus(run)
 
     def read(self) -> NodeChips:
         chips = read_chips(self._run)
         if self._product is not None:
-            chips = NodeChips(chips.resource, self._product, chips.chips, chips.server_type)
+            chips = dataclasses.replace(chips, product=self._product)
+        if chips.resource == "Ascend310P":
+            chips = self.vnpu.with_vnpus(chips)
         self._last = chips
         return chips
+
+    def create_vnpu(self, chip: int, template: str) -> VirtualDevice:
+        return self.vnpu.create(self._node(), chip, template)
+
+    def destroy_vnpu(self, vnpu: VirtualDevice) -> None:
+        self.vnpu.destroy(self._node(), vnpu)
+
+    def list_vnpus(self) -> tuple[VirtualDevice, ...]:
+        return self.vnpu.list_all(self._node())
+
+    def reset_chip(self, chip: int) -> None:
+        self.vnpu.reset(self._node(), chip)
+
+    def _node(self) -> NodeChips:
+        return self._last if self._last is not None else self.read()
 
     def watch(self, on_change: OnChange) -> None:
         def poll() -> None:

@@ -188,7 +188,15 @@ def discover(info: str, mapping: str | None = None) -> NodeChips:
             phy = mapped.phy_id
         else:
             phy = logic
-        chips.append(Chip(phy, logic, healthy=row.health in HEALTHY_STATES, model=row.model))
+        chips.append(
+            Chip(
+                phy,
+                logic,
+                healthy=row.health in HEALTHY_STATES,
+                model=row.model,
+                card=(row.npu_id, row.chip_index),
+            )
+        )
     ids = [c.id for c in chips]
     if len(set(ids)) != len(ids):
         raise NpuSmiError(f"npu-smi reports physical ids {ids}: some appear twice")
