@@ -24,6 +24,7 @@ from agent.chips import NodeChips
 from agent.driver import NpuDriver
 from agent.metrics import AgentMetrics
 from agent.plugin_server import KUBELET_SOCKET, DeviceState, PluginServer
+from agent.resources import CoreAllocator, plan
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +54,15 @@ class DevicePlugin:
         *,
         metrics: AgentMetrics | None = None,
         on_chips_change: Sequence[Callable[[], None]] = (),
+        cores: CoreAllocator | None = None,
     ) -> None:
         self.driver = driver
+        self._cores = cores  # dynamic vNPU: serve npu-core instead of chips
         self.metrics = metrics or AgentMetrics()
         self._on_chips_change = tuple(on_chips_change)
         self.plugin_dir = plugin_dir
         self.state: DeviceState | None = None
-        self.server: PluginServer | None = None
+        self.servers: list[PluginServer] = []
         self.registrations = 0
         self._ascend_runtime = ascend_runtime
         self._allocator = allocator or KubeletChoice()
@@ -73,15 +76,24 @@ class DevicePlugin:
         node = self.driver.read()
         self._count_chips(node)
         self.state = DeviceState(node, self._on_chips_change)
-        self.server = PluginServer(
-            self.plugin_dir,
-            node.resource,
-            state=self.state,
-            allocator=self._allocator,
-            ascend_runtime=self._ascend_runtime,
-            on_stream_closed=self.request_restart,
-            metrics=self.metrics,
-        )
+        # The resources are fixed at start, as upstream's plugin servers are: a vNPU type
+        # created later is served after a restart of the agent.
+        self.servers = [
+            PluginServer(
+                self.plugin_dir,
+                devices.resource,
+                state=self.state,
+                devices=devices,
+                on_stream_closed=self.request_restart,
+                metrics=self.metrics,
+            )
+            for devices in plan(
+                node,
+                chips=self._allocator,
+                ascend_runtime=self._ascend_runtime,
+                cores=self._cores,
+            )
+        ]
         self.driver.watch(self._on_driver_change)
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
         observer = Observer()
@@ -135,24 +147,27 @@ class DevicePlugin:
                 self._restart.set()
 
     def _serve_and_register(self) -> None:
-        assert self.server is not None
-        self.server.serve()
+        for server in self.servers:
+            server.serve()
+        waiting = list(self.servers)
         delay = FIRST_RETRY
-        while not self._stopping.is_set() and not self._restart.is_set():
+        while waiting and not self._stopping.is_set() and not self._restart.is_set():
+            server = waiting[0]
             try:
-                self.server.register()
+                server.register()
             except grpc.RpcError as failed:
                 log.debug("kubelet not ready (%s), retrying in %.2f s", failed.code(), delay)
                 if self._restart.wait(delay) or self._stopping.is_set():
                     return
                 delay = min(delay * 2, MAX_RETRY)
-                if not self.server.socket.exists():  # the kubelet wiped it: serve again
-                    self.server.serve()
+                if not server.socket.exists():  # the kubelet wiped it: serve again
+                    server.serve()
                 continue
+            waiting.pop(0)
             self.registrations += 1
+            log.info("registered %s with the kubelet", server.resource_name)
+        if not waiting:
             self._registered.set()
-            log.info("registered %s with the kubelet", self.server.resource_name)
-            return
 
     def stop(self) -> None:
         """Clean shutdown: stop watching, stop serving, remove our socket."""
@@ -163,6 +178,6 @@ class DevicePlugin:
             self._observer.join(timeout=5)
         if self._worker is not None:
             self._worker.join(timeout=5)
-        if self.server is not None:
-            self.server.stop()
+        for server in self.servers:
+            server.stop()
         self.driver.close()

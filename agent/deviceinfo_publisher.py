@@ -47,11 +47,9 @@ def faults_of(
             level = MINOR_FAULT_LEVEL if chip.healthy else CARD_FAULT_LEVEL
             if chip.healthy and sub_health_codes.intersection(chip.fault_codes):
                 level = deviceinfo.SUB_HEALTH_LEVEL
-            faults.append(ChipFault(chip.id, network=False, level=level, codes=chip.fault_codes))
+            faults.append(ChipFault(chip.id, False, level, chip.fault_codes, node.kind))
         if chip.network is Network.DOWN:
-            faults.append(
-                ChipFault(chip.id, network=True, level=LINK_DOWN_LEVEL, codes=(LINK_DOWN_CODE,))
-            )
+            faults.append(ChipFault(chip.id, True, LINK_DOWN_LEVEL, (LINK_DOWN_CODE,), node.kind))
     return tuple(faults)
 
 
@@ -61,8 +59,9 @@ def device_info(
     update_time: int,
     sub_health_codes: frozenset[str] = frozenset(),
 ) -> DeviceInfo:
-    """Free = healthy chips no live pod holds; a held chip is never listed free."""
-    taken = set(held)
+    """Free = healthy chips no live pod holds and no vNPU is cut from; a held chip is never
+    listed free."""
+    taken = set(held) | {v.phy for v in node.vnpus}
     return DeviceInfo(
         free=frozenset(c.id for c in node.chips if c.healthy and c.id not in taken),
         unhealthy=frozenset(c.id for c in node.chips if not c.healthy),
@@ -71,6 +70,7 @@ def device_info(
         update_time=update_time,
         super_pod_id=node.super_pod_id,
         server_index=node.server_index,
+        kind=node.kind,
     )
 
 
@@ -140,7 +140,7 @@ class DeviceInfoPublisher:
     def _separated(self, current: dict[str, str]) -> set[int]:
         text = current.get(deviceinfo.SEPARATED_KEY, "")
         try:
-            return set(parse_chips(text, deviceinfo.SEPARATED_KEY))
+            return set(parse_chips(text, deviceinfo.SEPARATED_KEY, self._state.node.kind))
         except ChipsRefused as bad:
             log.warning("ignoring a malformed %s: %s", deviceinfo.SEPARATED_KEY, bad)
             return set()

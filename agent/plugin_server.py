@@ -17,14 +17,10 @@ from pathlib import Path
 
 import grpc
 
-from agent.allocation.base import AllocationFailed, Allocator, InvalidRequest
-from agent.allocation.kubelet_requests import (
-    check_allocate_request,
-    check_device_ids,
-    container_response,
-)
+from agent.allocation.base import AllocationFailed, InvalidRequest
 from agent.chips import NodeChips
 from agent.metrics import AgentMetrics
+from agent.resources import Devices
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from deviceplugin_api.v1beta1 import api_pb2_grpc as dp_grpc
 
@@ -72,24 +68,16 @@ class DeviceState:
             self._changed.notify_all()
 
 
-def device_list(node: NodeChips) -> dp.ListAndWatchResponse:
-    return dp.ListAndWatchResponse(
-        devices=[dp.Device(ID=node.device_id(c), health=c.health) for c in node.chips]
-    )
-
-
 class DevicePluginService(dp_grpc.DevicePluginServicer):
     def __init__(
         self,
         state: DeviceState,
-        allocator: Allocator,
-        ascend_runtime: bool,
+        devices: Devices,
         on_stream_closed: Callable[[], None],
         metrics: AgentMetrics | None = None,
     ) -> None:
         self._state = state
-        self._allocator = allocator
-        self._ascend_runtime = ascend_runtime
+        self._devices = devices
         self._on_stream_closed = on_stream_closed
         self._metrics = metrics or AgentMetrics()
         self._stopping = threading.Event()
@@ -110,13 +98,13 @@ class DevicePluginService(dp_grpc.DevicePluginServicer):
         self, request: dp.Empty, context: grpc.ServicerContext
     ) -> Iterator[dp.ListAndWatchResponse]:
         version, node = self._state.wait_change(-1, timeout=0)
-        yield device_list(node)
+        yield dp.ListAndWatchResponse(devices=self._devices.listed(node))
         try:
             while context.is_active() and not self._stopping.is_set():
                 new_version, node = self._state.wait_change(version, timeout=0.5)
                 if new_version != version and not self._stopping.is_set():
                     version = new_version
-                    yield device_list(node)
+                    yield dp.ListAndWatchResponse(devices=self._devices.listed(node))
         finally:
             if not self._stopping.is_set():
                 log.info("ListAndWatch stream closed by the kubelet")
@@ -126,18 +114,16 @@ class DevicePluginService(dp_grpc.DevicePluginServicer):
         self, request: dp.PreferredAllocationRequest, context: grpc.ServicerContext
     ) -> dp.PreferredAllocationResponse:
         node = self._state.node
-        known = node.by_device_id()
         answer = dp.PreferredAllocationResponse()
         try:
             for i, c in enumerate(request.container_requests):
                 what = f"preferred allocation request {i}"
-                check_device_ids(list(c.available_deviceIDs), known, what)
                 if not 0 < c.allocation_size <= len(c.available_deviceIDs):
                     raise InvalidRequest(
                         f"{what}: allocation_size {c.allocation_size} with "
                         f"{len(c.available_deviceIDs)} available devices"
                     )
-                chosen = self._allocator.preferred(
+                chosen = self._devices.preferred(
                     node,
                     list(c.available_deviceIDs),
                     list(c.must_include_deviceIDs),
@@ -155,18 +141,8 @@ class DevicePluginService(dp_grpc.DevicePluginServicer):
         answer = dp.AllocateResponse()
         start = time.perf_counter()
         try:
-            per_container = check_allocate_request(request, node)
             with self._allocate_lock:  # one decision at a time per resource on this node
-                for requested in per_container:
-                    chips = self._allocator.allocate(requested, node)
-                    answer.container_responses.append(
-                        container_response(chips, self._ascend_runtime)
-                    )
-                    log.info(
-                        "allocated %s (kubelet asked %s)",
-                        ",".join(node.device_id(c) for c in chips),
-                        ",".join(node.device_id(c) for c in requested),
-                    )
+                answer = self._devices.allocate(request, node)
         except (InvalidRequest, AllocationFailed) as failed:
             log.warning("Allocate failed: %s", failed, extra={"reason": failed.reason.value})
             self._metrics.failed(failed.reason, time.perf_counter() - start)
@@ -194,8 +170,7 @@ class PluginServer:
         resource: str,
         *,
         state: DeviceState,
-        allocator: Allocator,
-        ascend_runtime: bool,
+        devices: Devices,
         on_stream_closed: Callable[[], None],
         metrics: AgentMetrics | None = None,
     ) -> None:
@@ -204,8 +179,7 @@ class PluginServer:
         self.resource = resource
         self.socket = plugin_dir / f"{resource}.sock"
         self._state = state
-        self._allocator = allocator
-        self._ascend_runtime = ascend_runtime
+        self._devices = devices
         self._on_stream_closed = on_stream_closed
         self._server: grpc.Server | None = None
         self._service: DevicePluginService | None = None
@@ -221,8 +195,7 @@ class PluginServer:
         self.socket.unlink(missing_ok=True)
         self._service = DevicePluginService(
             self._state,
-            self._allocator,
-            self._ascend_runtime,
+            self._devices,
             self._on_stream_closed,
             self._metrics,
         )

@@ -21,12 +21,11 @@ from agent.allocation.handshake_rules import ChipsRefused, parse_chips
 from agent.chips import NodeChips
 from agent.pod_cache import PodCache
 from contract.annotations import (
-    CHIPS_ANNOTATION,
     KUBELET_ANNOTATION,
     RANK_TABLE_ANNOTATION,
     REAL_ANNOTATION,
 )
-from contract.chip_names import RESOURCE_NAME, format_chip_list
+from contract.chip_names import ASCEND910, RESOURCE_NAME, format_chip_list
 from contract.pods import PodView
 from contract.rank_table import rank_table
 from deviceplugin_api.podresources.v1 import api_pb2 as pr
@@ -70,34 +69,32 @@ def repairs(
 ) -> list[Repair]:
     """The records to write on live pods that hold devices but have no ``AscendReal``."""
     by_device = node.by_device_id()
+    kind = node.kind
     found = []
     for pod in pods:
         kubelet_ids = devices.get(pod.key)
         if not pod.live or REAL_ANNOTATION in pod.annotations or not kubelet_ids:
             continue
-        if CHIPS_ANNOTATION in pod.annotations:
+        if kind.resource in pod.annotations:
             if not pod.consumed:
                 continue  # still waiting for its Allocate: not ours to record yet
             try:
-                real = parse_chips(pod.annotations[CHIPS_ANNOTATION], pod.key)
+                real = parse_chips(pod.annotations[kind.resource], pod.key, kind)
             except ChipsRefused as bad:
                 log.warning("cannot repair %s: %s", pod.key, bad)
                 continue
         else:
             real = tuple(by_device[d].id for d in kubelet_ids if d in by_device)
         chips = [c for c in node.chips if c.id in set(real)]
-        found.append(
-            Repair(
-                pod,
-                {
-                    REAL_ANNOTATION: format_chip_list(real),
-                    KUBELET_ANNOTATION: ",".join(kubelet_ids),
-                    RANK_TABLE_ANNOTATION: rank_table(
-                        pod.name, server_id, ((c.id, c.ip) for c in chips)
-                    ),
-                },
+        written = {
+            REAL_ANNOTATION: format_chip_list(real, kind),
+            KUBELET_ANNOTATION: ",".join(kubelet_ids),
+        }
+        if kind is ASCEND910:  # the rank table is for training chips
+            written[RANK_TABLE_ANNOTATION] = rank_table(
+                pod.name, server_id, ((c.id, c.ip) for c in chips)
             )
-        )
+        found.append(Repair(pod, written))
     return found
 
 
@@ -129,7 +126,7 @@ class RepairLoop:
         if not self._cache.synced:
             return 0
         try:
-            devices = kubelet_devices(self._socket)
+            devices = kubelet_devices(self._socket, self._node().kind.resource)
         except grpc.RpcError as failed:
             log.warning("PodResources unavailable (%s): no repairs this round", failed.code())
             return 0

@@ -27,7 +27,6 @@ from agent.allocation.handshake_rules import (
 from agent.allocation.kubelet_requests import preferred_chips
 from agent.chips import Chip, NodeChips
 from agent.pod_cache import PodCache
-from contract.annotations import CHIPS_ANNOTATION
 from contract.chip_names import chip_name
 from contract.pods import PodView
 from infra.events import EventRecorder
@@ -104,7 +103,7 @@ class HandshakeAllocator:
                 if stale:
                     continue  # the cache was behind: decide again on what the API server has
                 raise self._refuse(pod, str(refused)) from None
-            written = consumed_annotations(pod, chips, kubelet_ids, self._server_id)
+            written = consumed_annotations(pod, chips, kubelet_ids, self._server_id, node.kind)
             try:
                 updated = self._gateway.patch_pod_annotations(
                     pod.namespace, pod.name, written, pod.resource_version
@@ -119,7 +118,7 @@ class HandshakeAllocator:
             log.info(
                 "pod %s gets %s (kubelet asked %s)",
                 pod.key,
-                ",".join(chip_name(c.id) for c in chips),
+                ",".join(chip_name(c.id, node.kind) for c in chips),
                 ",".join(kubelet_ids),
             )
             return chips
@@ -136,8 +135,8 @@ class HandshakeAllocator:
         pod = self._find(size, node)
         if pod is not None:
             try:
-                text = pod.annotations.get(CHIPS_ANNOTATION, "")
-                wanted = [chip_name(c) for c in parse_chips(text, pod.key)]
+                text = pod.annotations.get(node.kind.resource, "")
+                wanted = [chip_name(c, node.kind) for c in parse_chips(text, pod.key, node.kind)]
             except ChipsRefused:
                 wanted = []
             if wanted and set(wanted) <= set(available) and set(must_include) <= set(wanted):

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from agent.chips import Chip, NodeChips
 from contract.annotations import (
-    CHIPS_ANNOTATION,
     CONSUMED,
     KUBELET_ANNOTATION,
     MAX_UINT64,
@@ -23,7 +22,14 @@ from contract.annotations import (
     REAL_ANNOTATION,
     parse_predicate_time,
 )
-from contract.chip_names import InvalidInput, chip_name, format_chip_list, parse_chip_list
+from contract.chip_names import (
+    ASCEND910,
+    ChipKind,
+    InvalidInput,
+    chip_name,
+    format_chip_list,
+    parse_chip_list,
+)
 from contract.pods import PodView
 from contract.rank_table import rank_table
 
@@ -47,41 +53,49 @@ def predicate_time(pod: PodView) -> int:
         return MAX_UINT64
 
 
-def waiting(pod: PodView) -> bool:
-    """The pod waits for an Allocate: live, not being deleted, not refused by the kubelet,
-    requesting NPUs, given chips by the scheduler and not yet consumed."""
+def pending(pod: PodView, resource: str) -> bool:
+    """The pod waits for an Allocate of ``resource``: live, not being deleted, not refused
+    by the kubelet, requesting it, given its devices by the scheduler, not yet consumed."""
     return (
         pod.live
         and not pod.deleting
         and pod.reason != "UnexpectedAdmissionError"
         and pod.npu_limit > 0
-        and CHIPS_ANNOTATION in pod.annotations
+        and pod.resource == resource
+        and resource in pod.annotations
         and not pod.consumed
     )
+
+
+def waiting(pod: PodView, kind: ChipKind) -> bool:
+    """The pod waits for an Allocate of chips of ``kind``."""
+    return pending(pod, kind.resource)
 
 
 def misfit(pod: PodView, count: int, node: NodeChips) -> str | None:
     """Why a waiting pod's chips cannot be an Allocate of ``count`` chips here (None: they
     can, or they are for an Allocate of another size). A pod whose annotation is malformed
     or names chips this node lacks is nobody's Allocate: it harms only itself."""
-    text = pod.annotations.get(CHIPS_ANNOTATION, "")
+    kind = node.kind
+    text = pod.annotations.get(kind.resource, "")
     try:
-        chips = parse_chip_list(text)
+        chips = parse_chip_list(text, kind=kind)
     except InvalidInput as bad:
-        return f"{pod.key} {CHIPS_ANNOTATION}: {bad}"
+        return f"{pod.key} {kind.resource}: {bad}"
     if len(chips) != count:
         return None
     ids = {c.id for c in node.chips}
     lacking = [c for c in chips if c not in ids]
     if lacking:
-        return f"{pod.key}: {chip_name(lacking[0])} does not exist on this node"
+        return f"{pod.key}: {chip_name(lacking[0], kind)} does not exist on this node"
     return None
 
 
 def is_candidate(pod: PodView, count: int, node: NodeChips) -> bool:
-    if not waiting(pod) or misfit(pod, count, node) is not None:
+    kind = node.kind
+    if not waiting(pod, kind) or misfit(pod, count, node) is not None:
         return False
-    return len(parse_chip_list(pod.annotations[CHIPS_ANNOTATION])) == count
+    return len(parse_chip_list(pod.annotations[kind.resource], kind=kind)) == count
 
 
 def pick_pod(pods: Sequence[PodView], count: int, node: NodeChips) -> PodView | None:
@@ -94,14 +108,14 @@ def misfits(pods: Iterable[PodView], count: int, node: NodeChips) -> list[tuple[
     """The waiting pods passed over for an Allocate of ``count`` chips, and why."""
     found = []
     for pod in pods:
-        if waiting(pod) and (why := misfit(pod, count, node)) is not None:
+        if waiting(pod, node.kind) and (why := misfit(pod, count, node)) is not None:
             found.append((pod, why))
     return found
 
 
-def parse_chips(text: str, what: str) -> tuple[int, ...]:
+def parse_chips(text: str, what: str, kind: ChipKind) -> tuple[int, ...]:
     try:
-        return parse_chip_list(text)
+        return parse_chip_list(text, kind=kind)
     except InvalidInput as bad:
         raise ChipsRefused(f"{what}: {bad}") from None
 
@@ -124,30 +138,42 @@ def reserved_chips(pods: Iterable[PodView]) -> set[int]:
 
 def check_chips(pod: PodView, node: NodeChips, held: Mapping[int, str]) -> list[Chip]:
     """The annotated chips, if every one exists here, is healthy and is not held."""
-    wanted = parse_chips(pod.annotations.get(CHIPS_ANNOTATION, ""), f"{pod.key} {CHIPS_ANNOTATION}")
+    kind = node.kind
+    key = kind.resource
+    wanted = parse_chips(pod.annotations.get(key, ""), f"{pod.key} {key}", kind)
     by_id = {c.id: c for c in node.chips}
     chips = []
     for chip_id in wanted:
         chip = by_id.get(chip_id)
+        name = chip_name(chip_id, kind)
         if chip is None:
-            raise ChipsRefused(f"{pod.key}: {chip_name(chip_id)} does not exist on this node")
+            raise ChipsRefused(f"{pod.key}: {name} does not exist on this node")
         if not chip.healthy:
-            raise ChipsRefused(f"{pod.key}: {chip_name(chip_id)} is unhealthy")
+            raise ChipsRefused(f"{pod.key}: {name} is unhealthy")
         if chip_id in held:
             raise ChipsRefused(
-                f"{pod.key}: {chip_name(chip_id)} is held by {held[chip_id]}", holder=held[chip_id]
+                f"{pod.key}: {name} is held by {held[chip_id]}", holder=held[chip_id]
             )
         chips.append(chip)
     return chips
 
 
 def consumed_annotations(
-    pod: PodView, chips: Sequence[Chip], kubelet_ids: Sequence[str], server_id: str
+    pod: PodView,
+    chips: Sequence[Chip],
+    kubelet_ids: Sequence[str],
+    server_id: str,
+    kind: ChipKind = ASCEND910,
 ) -> dict[str, str]:
-    """What Allocate writes on the pod: consumed, and the record of the chips."""
-    return {
+    """What Allocate writes on the pod: consumed, and the record of the chips (the rank
+    table for 910 chips, the training ones)."""
+    written = {
         PREDICATE_TIME: CONSUMED,
-        REAL_ANNOTATION: format_chip_list(c.id for c in chips),
+        REAL_ANNOTATION: format_chip_list((c.id for c in chips), kind),
         KUBELET_ANNOTATION: ",".join(kubelet_ids),
-        RANK_TABLE_ANNOTATION: rank_table(pod.name, server_id, ((c.id, c.ip) for c in chips)),
     }
+    if kind is ASCEND910:
+        written[RANK_TABLE_ANNOTATION] = rank_table(
+            pod.name, server_id, ((c.id, c.ip) for c in chips)
+        )
+    return written
