@@ -63,8 +63,6 @@ def _hot_reset(text: str) -> int:
 # Huawei's device-plugin flags accepted for their DaemonSets' sake, with no effect here:
 # (flag, Huawei's spelling, type, default, why setting it changes nothing).
 NO_EFFECT: tuple[tuple[str, str, Callable[[str], object], object, str], ...] = (
-    ("--preset-virtual-device", "-presetVirtualDevice", _bool_type, True, "no virtual NPUs yet"),
-    ("--hot-reset", "-hotReset", _hot_reset, -1, "the agent does not reset chips"),
     ("--auto-stowing", "-autoStowing", _bool_type, True, "recovered chips are always free again"),
     ("--share-dev-count", "-shareDevCount", int, 1, "a chip goes to one container"),
     ("--use-310p-mixed-insert", "-use310PMixedInsert", _bool_type, False, "310P is not served"),
@@ -167,6 +165,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=frozenset(),
         help="comma list of hex fault codes that make a healthy chip sub-healthy "
         "(published with level SubHealthFault: schedulers use the node last)",
+    )
+    serve.add_argument(
+        "--preset-virtual-device",
+        "-presetVirtualDevice",
+        type=_bool_type,
+        default=True,
+        help="true: serve pre-created vNPUs as their own resources (huawei.com/Ascend310P-2c); "
+        "false: dynamic vNPU on 310P, served as huawei.com/npu-core (needs -volcanoType)",
+    )
+    serve.add_argument(
+        "--hot-reset",
+        "-hotReset",
+        type=_hot_reset,
+        default=-1,
+        help="0: reset an unhealthy 310/310P chip once no pod uses it; -1: never "
+        "(1 and 2, training modes, have no effect here)",
     )
     serve.add_argument(
         "--pod-resources-socket",
@@ -382,7 +396,17 @@ def _agent_config(args: argparse.Namespace) -> AgentConfig:
         if args.ascend_runtime is not None
         else os.environ.get("ASCEND_DOCKER_RUNTIME") == "True"
     )
-    return AgentConfig(args.plugin_dir, ascend_runtime, float(args.period), kube, listen)
+    if not args.preset_virtual_device and not args.volcano_type:
+        raise ValueError("presetVirtualDevice is false, volcanoType should be true")
+    return AgentConfig(
+        args.plugin_dir,
+        ascend_runtime,
+        float(args.period),
+        kube,
+        listen,
+        preset_virtual=args.preset_virtual_device,
+        hot_reset=args.hot_reset == 0,
+    )
 
 
 def fault_codes(text: str) -> frozenset[str]:

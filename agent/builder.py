@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.allocation.base import Allocator
+from agent.allocation.cores import CoreHandshake
 from agent.allocation.handshake import COMPONENT, WAIT_FOR_POD, HandshakeAllocator
-from agent.chips import NodeChips
+from agent.chips import DriverError, NodeChips
 from agent.device_plugin import DevicePlugin
 from agent.deviceinfo_publisher import HEARTBEAT, DeviceInfoPublisher
 from agent.driver import NpuDriver
@@ -25,6 +26,7 @@ from agent.metrics import AgentMetrics, MetricsServer
 from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
 from agent.repair import POD_RESOURCES_SOCKET, RepairLoop, kubelet_devices
+from agent.upkeep import Upkeep
 from contract.annotations import SERVER_TYPE_LABEL
 from contract.objects import node_address
 from infra.events import EventRecorder
@@ -53,6 +55,8 @@ class AgentConfig:
     period: float  # seconds: health polls, DeviceInfo looked at again, repairs
     kube: KubeSettings | None = None  # None: no Kubernetes API, the kubelet's IDs are chips
     metrics_listen: tuple[str, int] | None = None  # HOST, PORT of /metrics, /healthz, /readyz
+    preset_virtual: bool = True  # False: dynamic vNPU (310P, npu-core, needs the handshake)
+    hot_reset: bool = False  # reset unhealthy inference chips no pod uses
 
 
 @dataclass
@@ -65,10 +69,14 @@ class NodeAgent:
     publisher: DeviceInfoPublisher | None = None
     repair: RepairLoop | None = None
     metrics_server: MetricsServer | None = None
+    upkeep: Upkeep | None = None
+    cores: CoreHandshake | None = None
 
     def stop(self) -> None:
         if self.metrics_server is not None:
             self.metrics_server.stop()
+        if self.upkeep is not None:
+            self.upkeep.stop()
         if self.repair is not None:
             self.repair.stop()
         if self.publisher is not None:
@@ -85,6 +93,8 @@ def start_node_agent(
     left running then)."""
     metrics = AgentMetrics()
     kube = config.kube
+    if not config.preset_virtual:
+        _check_dynamic(config, driver)
     if kube is None or gateway is None:
         plugin = DevicePlugin(driver, config.plugin_dir, config.ascend_runtime, metrics=metrics)
         served = _metrics_server(config, plugin)
@@ -111,6 +121,7 @@ def start_node_agent(
         if kube.volcano_type
         else None
     )
+    cores = None if config.preset_virtual else CoreHandshake(gateway, cache, driver)
     plugin = DevicePlugin(
         driver,
         config.plugin_dir,
@@ -118,6 +129,7 @@ def start_node_agent(
         allocator,
         metrics=metrics,
         on_chips_change=(deviceinfo_due.set,),
+        cores=cores,
     )
     served = _metrics_server(config, plugin)
     try:
@@ -153,7 +165,35 @@ def start_node_agent(
         on_loop_error=metrics.loop_error,
     )
     publisher.start()
-    return NodeAgent(plugin, metrics, cache, publisher, repair, metrics_server=served)
+    upkeep = None
+    if cores is not None or config.hot_reset:
+        socket, resource = kube.pod_resources_socket, state.node.kind.resource
+        upkeep = Upkeep(
+            driver,
+            cache,
+            cores=cores,
+            hot_reset=config.hot_reset,
+            kubelet_devices=lambda: [
+                d for ids in kubelet_devices(socket, resource).values() for d in ids
+            ],
+            period=config.period,
+            on_loop_error=metrics.loop_error,
+        )
+        upkeep.start()
+    return NodeAgent(plugin, metrics, cache, publisher, repair, served, upkeep=upkeep, cores=cores)
+
+
+def _check_dynamic(config: AgentConfig, driver: NpuDriver) -> None:
+    """Upstream's start-up refusals of dynamic vNPU (DriverError names the reason)."""
+    node = driver.read()
+    if node.resource != "Ascend310P":
+        raise DriverError("only 310p support to set presetVirtualDevice false")
+    if node.product == "chip310px2":
+        raise DriverError("Atlas 300I Duo is not supported to dynamic virtual instance")
+    if config.kube is None or not config.kube.volcano_type:
+        raise DriverError("presetVirtualDevice is false, volcanoType should be true")
+    if node.ai_cores <= 0:
+        raise DriverError("dynamic vNPU: the driver reports no AI-core count per chip")
 
 
 def _start(plugin: DevicePlugin, served: MetricsServer | None) -> None:

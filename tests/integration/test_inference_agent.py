@@ -1,0 +1,235 @@
+"""The agent on inference nodes, end to end over real sockets: a 310 node's chips, a 310P
+node's pre-created vNPUs (static) and a 310P node's AI cores (dynamic vNPU, created at
+Allocate and destroyed once unused), and the hot reset of an unhealthy chip."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.builder import AgentConfig, KubeSettings, NodeAgent, start_node_agent
+from agent.driver import FakeDriver
+from simulation.cluster import wait_for
+from simulation.kubelet import KubeletSimulator
+from simulation.memory import MemoryCluster
+
+NODE = "infer-1"
+
+
+def state(chip_type: str, chips: int, **extra: Any) -> str:
+    return yaml.safe_dump(
+        {"chip_type": chip_type, "chips": [{"id": i} for i in range(chips)], **extra}
+    )
+
+
+def pod(name: str, resource: str, count: int, annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "namespace": "ns",
+            "name": name,
+            "uid": f"uid-{name}",
+            "annotations": annotations,
+        },
+        "spec": {
+            "nodeName": NODE,
+            "containers": [{"name": "main", "resources": {"limits": {resource: str(count)}}}],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+@contextmanager
+def agent(
+    directory: Path, text: str, *, preset_virtual: bool = True, hot_reset: bool = False
+) -> Iterator[tuple[NodeAgent, KubeletSimulator, MemoryCluster, Path]]:
+    path = directory / "state.yaml"
+    path.write_text(text)
+    api = MemoryCluster()
+    api.put("Node", {"metadata": {"name": NODE}})
+    kubelet = KubeletSimulator(directory / "plugins", directory / "podres.sock")
+    kubelet.start()
+    config = AgentConfig(
+        directory / "plugins",
+        ascend_runtime=True,
+        period=0.2,
+        kube=KubeSettings(NODE, True, directory / "podres.sock", wait_for_pod=0.5),
+        preset_virtual=preset_virtual,
+        hot_reset=hot_reset,
+    )
+    running = start_node_agent(config, FakeDriver(path), api)
+    try:
+        assert running.plugin.wait_registered(30)
+        yield running, kubelet, api, path
+    finally:
+        running.stop()
+        kubelet.close()
+
+
+def deviceinfo(api: MemoryCluster) -> dict[str, str]:
+    data = api.get_configmap("kube-system", f"mindx-dl-deviceinfo-{NODE}")["data"]
+    return dict(json.loads(data["DeviceInfoCfg"])["DeviceInfo"]["DeviceList"])
+
+
+def test_a_310_node_serves_its_chips_and_publishes_their_keys(short_dir: Path) -> None:
+    with agent(short_dir, state("Ascend310", 4)) as (_, kubelet, api, _):
+        assert kubelet.resources() == ["huawei.com/Ascend310"]
+        assert kubelet.wait_for(lambda: kubelet.allocatable("huawei.com/Ascend310") == 4)
+        assert set(kubelet.devices("huawei.com/Ascend310")) == {f"Ascend310-{i}" for i in range(4)}
+        api.put(
+            "Pod",
+            pod(
+                "p",
+                "huawei.com/Ascend310",
+                2,
+                {"huawei.com/Ascend310": "Ascend310-2,Ascend310-3", "predicate-time": "1"},
+            ),
+        )
+        allocation = kubelet.allocate("ns/p", "main", "huawei.com/Ascend310", 2)
+        assert allocation.response.envs["ASCEND_VISIBLE_DEVICES"] == "2,3"
+        assert api.get_pod("ns", "p")["metadata"]["annotations"]["huawei.com/AscendReal"] == (
+            "Ascend310-2,Ascend310-3"
+        )
+        assert wait_for(
+            lambda: deviceinfo(api).get("huawei.com/Ascend310") == "Ascend310-0,Ascend310-1"
+        )
+        assert "huawei.com/Ascend310-NetworkUnhealthy" not in deviceinfo(api)
+
+
+def test_a_310p_node_serves_its_precreated_vnpus_as_their_own_resource(short_dir: Path) -> None:
+    vnpus = [
+        {"id": 100, "chip": 1, "template": "vir02_1c"},
+        {"id": 101, "chip": 1, "template": "vir02_1c"},
+    ]
+    with agent(short_dir, state("Ascend310P", 2, vnpus=vnpus)) as (_, kubelet, api, _):
+        assert wait_for(lambda: len(kubelet.resources()) == 2)
+        assert sorted(kubelet.resources()) == [
+            "huawei.com/Ascend310P",
+            "huawei.com/Ascend310P-2c.1cpu",
+        ]
+        assert kubelet.wait_for(lambda: kubelet.allocatable("huawei.com/Ascend310P-2c.1cpu") == 2)
+        assert set(kubelet.devices("huawei.com/Ascend310P")) == {"Ascend310P-0"}
+        assert set(kubelet.devices("huawei.com/Ascend310P-2c.1cpu")) == {
+            "Ascend310P-2c.1cpu-100-1",
+            "Ascend310P-2c.1cpu-101-1",
+        }
+        allocation = kubelet.allocate("ns/v", "main", "huawei.com/Ascend310P-2c.1cpu", 1)
+        vdev = allocation.device_ids[0].split("-")[2]
+        assert dict(allocation.response.envs) == {
+            "ASCEND_VISIBLE_DEVICES": vdev,
+            "ASCEND_RUNTIME_OPTIONS": "VIRTUAL",
+        }
+        # A chip with vNPUs is never free for whole-chip pods.
+        assert wait_for(lambda: deviceinfo(api).get("huawei.com/Ascend310P") == "Ascend310P-0")
+
+
+def test_dynamic_vnpu_is_created_at_allocate_recorded_and_destroyed_once_unused(
+    short_dir: Path,
+) -> None:
+    with agent(short_dir, state("Ascend310P", 2), preset_virtual=False) as (
+        running,
+        kubelet,
+        api,
+        path,
+    ):
+        assert kubelet.resources() == ["huawei.com/npu-core"]
+        assert kubelet.wait_for(lambda: kubelet.allocatable("huawei.com/npu-core") == 16)
+        api.put(
+            "Pod",
+            pod(
+                "v",
+                "huawei.com/npu-core",
+                2,
+                {"huawei.com/npu-core": "1-vir02_1c", "predicate-time": "5"},
+            ),
+        )
+        allocation = kubelet.allocate("ns/v", "main", "huawei.com/npu-core", 2)
+        envs = dict(allocation.response.envs)
+        assert envs["ASCEND_RUNTIME_OPTIONS"] == "VIRTUAL"
+        written = api.get_pod("ns", "v")["metadata"]["annotations"]
+        assert (
+            written["huawei.com/AscendReal"]
+            == f"Ascend310P-2c.1cpu-{envs['ASCEND_VISIBLE_DEVICES']}-1_0"
+        )
+        assert written["predicate-time"] == "18446744073709551615"
+        assert [v["chip"] for v in yaml.safe_load(path.read_text())["vnpus"]] == [1]
+        assert wait_for(lambda: deviceinfo(api).get("huawei.com/Ascend310P") == "Ascend310P-0")
+        # Whole chips through the same resource.
+        api.put(
+            "Pod",
+            pod("w", "huawei.com/npu-core", 8, {"huawei.com/npu-core": "0", "predicate-time": "6"}),
+        )
+        whole = kubelet.allocate("ns/w", "main", "huawei.com/npu-core", 8)
+        assert dict(whole.response.envs) == {
+            "ASCEND_VISIBLE_DEVICES": "0",
+            "ASCEND_RUNTIME_OPTIONS": "",
+        }
+        # The pod goes: its vNPU is destroyed by the upkeep loop.
+        api.delete("Pod", "ns", "v")
+        assert wait_for(lambda: not yaml.safe_load(path.read_text()).get("vnpus"))
+        assert (
+            running.cores is not None
+            and running.cores.created == 1
+            and running.cores.destroyed == 1
+        )
+
+
+def test_dynamic_vnpu_refuses_a_template_beyond_the_chips_ai_cores(short_dir: Path) -> None:
+    vnpus = [
+        {"id": 100, "chip": 0, "template": "vir04"},
+        {"id": 101, "chip": 0, "template": "vir02"},
+    ]
+    text = state("Ascend310P", 1, vnpus=vnpus)
+    with agent(short_dir, text, preset_virtual=False) as (_, kubelet, api, path):
+        # Both vNPUs are in use (recorded by running pods), 2 of 8 AI cores are left.
+        for i, vdev in enumerate((100, 101)):
+            template = "4c" if vdev == 100 else "2c"
+            api.put(
+                "Pod",
+                {
+                    **pod(
+                        f"r{i}",
+                        "huawei.com/npu-core",
+                        2,
+                        {
+                            "huawei.com/npu-core": "0-vir02",
+                            "predicate-time": "18446744073709551615",
+                            "huawei.com/AscendReal": f"Ascend310P-{template}-{vdev}-0_{i}",
+                        },
+                    ),
+                    "status": {"phase": "Running"},
+                },
+            )
+        api.put(
+            "Pod",
+            pod(
+                "v",
+                "huawei.com/npu-core",
+                4,
+                {"huawei.com/npu-core": "0-vir04_3c", "predicate-time": "9"},
+            ),
+        )
+        assert kubelet.wait_for(lambda: kubelet.allocatable("huawei.com/npu-core") == 8)
+        try:
+            kubelet.allocate("ns/v", "main", "huawei.com/npu-core", 4)
+        except Exception as failed:
+            assert "NPUSegmentFailed" in str(failed)
+        else:
+            raise AssertionError("a vNPU beyond the chip's AI cores was created")
+        assert len(yaml.safe_load(path.read_text())["vnpus"]) == 2
+
+
+def test_hot_reset_resets_an_unhealthy_chip_no_pod_uses(short_dir: Path) -> None:
+    text = state("Ascend310P", 2, reset_heals=True)
+    raw = yaml.safe_load(text)
+    raw["chips"][1]["health"] = "Unhealthy"
+    with agent(short_dir, yaml.safe_dump(raw), hot_reset=True) as (running, kubelet, _, path):
+        assert wait_for(lambda: (yaml.safe_load(path.read_text()).get("resets") or {}).get(1) == 1)
+        assert kubelet.wait_for(
+            lambda: kubelet.devices("huawei.com/Ascend310P")["Ascend310P-1"] == "Healthy"
+        )
+        assert running.upkeep is not None and running.upkeep.resets == 1
