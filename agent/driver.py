@@ -266,7 +266,10 @@ class FakeDriver:
                 raise DriverError(f"{self.path}: {bad}") from None
             raw = yaml.safe_load(text)
             result = change(raw, current)
-            self.path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+            # Written aside and renamed over: a reader never sees half a file.
+            partial = self.path.with_name(f".{self.path.name}.writing")
+            partial.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+            partial.replace(self.path)
         self._reload()
         return result
 
