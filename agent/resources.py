@@ -20,7 +20,7 @@ from agent.allocation.base import Allocator, InvalidRequest
 from agent.allocation.kubelet_requests import (
     ENV_RUNTIME_OPTIONS,
     ENV_VISIBLE,
-    MANAGER_DEVICES,
+    add_manager_devices,
     check_allocate_request,
     check_device_ids,
     container_response,
@@ -54,6 +54,13 @@ class CoreAllocator(Protocol):
     made real (a vNPU created, or whole chips); the container's environment."""
 
     def allocate(self, kubelet_ids: list[str], node: NodeChips) -> dict[str, str]: ...
+
+
+def first_available(available: Sequence[str], must_include: Sequence[str], size: int) -> list[str]:
+    """The devices the kubelet must keep, then the first others (any AI core or vNPU of a
+    type is as good as another)."""
+    kept = list(must_include)[:size]
+    return kept + [d for d in available if d not in kept][: size - len(kept)]
 
 
 def _chips_in_use(node: NodeChips) -> set[int]:
@@ -105,10 +112,7 @@ def virtual_response(
         response.envs[ENV_VISIBLE] = ",".join(str(v) for v in vdevs)
         response.envs[ENV_RUNTIME_OPTIONS] = VIRTUAL
         return response
-    for path in MANAGER_DEVICES:
-        host = dev_root / Path(path).name
-        if path == MANAGER_DEVICES[0] or host.exists():
-            response.devices.add(container_path=path, host_path=str(host), permissions="rw")
+    add_manager_devices(response, dev_root)
     for vdev in vdevs:
         response.devices.add(
             container_path=f"/dev/davinci{vdev}",
@@ -160,8 +164,7 @@ class StaticVnpus:
     def preferred(
         self, node: NodeChips, available: Sequence[str], must_include: Sequence[str], size: int
     ) -> list[str]:
-        kept = list(must_include)[:size]
-        return kept + [d for d in available if d not in kept][: size - len(kept)]
+        return first_available(available, must_include, size)
 
 
 def core_ids(node: NodeChips) -> list[tuple[str, Chip]]:
@@ -203,8 +206,7 @@ class NpuCores:
     def preferred(
         self, node: NodeChips, available: Sequence[str], must_include: Sequence[str], size: int
     ) -> list[str]:
-        kept = list(must_include)[:size]
-        return kept + [d for d in available if d not in kept][: size - len(kept)]
+        return first_available(available, must_include, size)
 
 
 def plan(

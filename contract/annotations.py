@@ -52,9 +52,6 @@ FAULT_SCHEDULING_LABEL = "fault-scheduling"
 FAULT_RETRY_LABEL = "fault-retry-times"  # restarts of the job when one of its pods fails
 ACCELERATOR_TYPE_LABEL = "accelerator-type"  # nodeSelector and node label
 RING_CONTROLLER_LABEL = "ring-controller.atlas"
-STRATEGY_310_LABEL = "npu-310-strategy"  # card or chip (the default): the 310 handler
-DUO_LABEL = "duo"  # "true": an Atlas 300I Duo job
-DISTRIBUTED_LABEL = "distributed"  # "true": a Duo job of one NPU pod spanning cards
 VNPU_LEVEL_LABEL = "vnpu-level"  # low (default) or high: the vNPU template's AI CPUs
 VNPU_DVPP_LABEL = "vnpu-dvpp"  # yes, no or null (default): the vNPU's media engine
 HOST_ARCH_LABEL = "host-arch"
@@ -73,8 +70,6 @@ NODED_ENABLE_LABEL = "nodeDEnable"  # "on": NodeD's heartbeats say whether the n
 NODED_HEARTBEAT = "noded/heartbeat"  # Unix time of NodeD's last heartbeat
 NODED_INTERVAL = "noded/heartbeat-interval"  # seconds between heartbeats
 SERVER_TYPE_LABEL = "servertype"  # the agent sets it when absent
-ACCELERATOR_LABEL = "accelerator"  # huawei-Ascend310P: a dynamic vNPU node's chip kind
-INFER_CARD_TYPE_LABEL = "infer-card-type"  # card-300i-duo: an Atlas 300I Duo node
 
 # ConfigMaps besides DeviceInfo (whose codec is contract.deviceinfo): (namespace, name).
 TOPOLOGY_CONFIGMAP = ("kube-system", "basic-tor-node-cm")

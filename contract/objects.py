@@ -55,17 +55,6 @@ def npu_limit(pod: Obj) -> int:
     return npu_request(pod)[1]
 
 
-def first_container_request(pod: Obj, resource: str) -> int:
-    """The first container's request of ``resource`` that is not zero (upstream reads a vNPU
-    task's AI cores there)."""
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        if isinstance(container, dict):
-            limits = (container.get("resources") or {}).get("limits") or {}
-            if isinstance(limits, dict) and (count := _count(limits.get(resource))):
-                return count
-    return 0
-
-
 def node_address(node: Obj) -> str:
     """The node's InternalIP (the rank table's ``server_id``), or "" when it has none."""
     for address in (node.get("status") or {}).get("addresses") or []:

@@ -76,10 +76,7 @@ def container_response(
         response.envs[ENV_VISIBLE] = ",".join(str(c.id) for c in chips)
         response.envs[ENV_RUNTIME_OPTIONS] = ""
         return response
-    for path in MANAGER_DEVICES:
-        host = dev_root / Path(path).name
-        if path == MANAGER_DEVICES[0] or host.exists():
-            response.devices.add(container_path=path, host_path=str(host), permissions="rw")
+    add_manager_devices(response, dev_root)
     for chip in chips:
         response.devices.add(
             container_path=f"/dev/davinci{chip.id}",
@@ -87,6 +84,14 @@ def container_response(
             permissions="rw",
         )
     return response
+
+
+def add_manager_devices(response: dp.ContainerAllocateResponse, dev_root: Path) -> None:
+    """The manager devices present on the host (the davinci_manager is always needed)."""
+    for path in MANAGER_DEVICES:
+        host = dev_root / Path(path).name
+        if path == MANAGER_DEVICES[0] or host.exists():
+            response.devices.add(container_path=path, host_path=str(host), permissions="rw")
 
 
 def preferred_chips(

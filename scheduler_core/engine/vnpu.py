@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from contract.annotations import VNPU_DVPP_LABEL, VNPU_LEVEL_LABEL
-from contract.chip_names import InvalidInput
 from contract.vnpu import (
     DVPP_NO,
     DVPP_NULL,
@@ -25,8 +24,6 @@ from contract.vnpu import (
 
 # AI CPUs per chip by chip kind and AI cores per chip (``vnode.go``).
 AI_CPUS = {("Ascend310P", 8): 7}
-NOT_VJOB = "{job} not VirtualNPU job"
-STATIC_CONFIG = "volcano configuration presetVirtualDevice true, only support static vnpu"
 NOT_ENOUGH = "dynamic vnpu task<{task}> CheckNodeNPUByDyTask node <{node}> resource not enough"
 IN_FLIGHT = "{task} is using {node}, and not rewrite"
 BIG_VGROUPS, MANY_VGROUPS = 3, 4  # a segmented 310P chip: no ≥ 4 cores at 3, no ≥ 2 at 4
@@ -312,11 +309,3 @@ def with_pod(node: VNode, pod: VPod, cores: int) -> VNode:
     if pod.key in node.pods:
         return node
     return dataclasses.replace(_replay(node, [pod]), idle=max(node.idle - cores, 0))
-
-
-def parse_server_type(text: str) -> tuple[str, int]:
-    """``servertype`` ``Ascend310P-8`` → (``Ascend310P``, 8 AI cores per chip)."""
-    kind, _, cores = text.partition("-")
-    if not kind or not cores.isascii() or not cores.isdigit() or not 0 < int(cores) <= 64:
-        raise InvalidInput(f"servertype {text!r} is not <chip type>-<AI cores per chip>")
-    return kind, int(cores)
