@@ -141,6 +141,8 @@ def parse_fake_state(text: str) -> NodeChips:
         _vnpu(v, f"vnpus[{i}]", seen, ai_cores)
         for i, v in enumerate(_field(raw, "vnpus", "state", list, []))
     )
+    if server_type is None and ai_cores:  # as upstream's plugin labels it: <chip>-<AI cores>
+        server_type = f"{chip_type}-{ai_cores}"
     return NodeChips(
         chip_type,
         product.name,

@@ -54,6 +54,9 @@ ACCELERATOR_TYPE_LABEL = "accelerator-type"  # nodeSelector and node label
 RING_CONTROLLER_LABEL = "ring-controller.atlas"
 VNPU_LEVEL_LABEL = "vnpu-level"  # low (default) or high: the vNPU template's AI CPUs
 VNPU_DVPP_LABEL = "vnpu-dvpp"  # yes, no or null (default): the vNPU's media engine
+STRATEGY_310_LABEL = "npu-310-strategy"  # card or chip (default): the 310 / 300I Duo handler
+DUO_LABEL = "duo"  # "true": a 310P job for Atlas 300I Duo cards
+DISTRIBUTED_LABEL = "distributed"  # "true": a 300I Duo chip job taking whole cards
 HOST_ARCH_LABEL = "host-arch"
 
 # What a cache keeps of a pod's annotations: those read back. The rank table (kilobytes per
@@ -69,7 +72,9 @@ SUPER_POD_ID_LABEL = "huawei.com/topotree.superpodid"
 NODED_ENABLE_LABEL = "nodeDEnable"  # "on": NodeD's heartbeats say whether the node is up
 NODED_HEARTBEAT = "noded/heartbeat"  # Unix time of NodeD's last heartbeat
 NODED_INTERVAL = "noded/heartbeat-interval"  # seconds between heartbeats
-SERVER_TYPE_LABEL = "servertype"  # the agent sets it when absent
+SERVER_TYPE_LABEL = "servertype"  # the agent sets it when absent: Ascend310P-8
+INFER_CARD_TYPE_LABEL = "infer-card-type"  # card-300i-duo: a node of Atlas 300I Duo cards
+DUO_CARD_TYPE = "card-300i-duo"
 
 # ConfigMaps besides DeviceInfo (whose codec is contract.deviceinfo): (namespace, name).
 TOPOLOGY_CONFIGMAP = ("kube-system", "basic-tor-node-cm")

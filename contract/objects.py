@@ -11,12 +11,13 @@ from contract.vnpu import NPU_CORE_RESOURCE, is_virtual_type
 Obj = dict[str, Any]
 MAX_LIMIT_DIGITS = 4  # no container asks for 10,000 chips
 MAX_LIMIT = 10_000
-# An NPU resource: a chip kind's, npu-core (dynamic vNPU), or a static vNPU type's.
-_KNOWN = (*KIND_OF_RESOURCE, NPU_CORE_RESOURCE)
+# The NPU resources the scheduler chooses chips (or AI cores) for, in the order a node
+# offering several is read; a static vNPU type's (the kubelet picks those) is NPU too.
+PLACED_RESOURCES = (*KIND_OF_RESOURCE, NPU_CORE_RESOURCE)
 
 
 def is_npu_resource(name: str) -> bool:
-    return name in _KNOWN or (
+    return name in PLACED_RESOURCES or (
         name.startswith(RESOURCE_DOMAIN) and is_virtual_type(name[len(RESOURCE_DOMAIN) :])
     )
 

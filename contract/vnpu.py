@@ -77,6 +77,14 @@ TEMPLATES_310P = {
 }
 
 
+def parse_server_type(text: str) -> tuple[str, int]:
+    """The node label ``servertype``, ``<chip kind>-<AI cores per chip>`` (``Ascend310P-8``)."""
+    kind, _, cores = text.partition("-")
+    if not kind or len(text) > 40 or not cores.isascii() or not cores.isdigit() or len(cores) > 3:
+        raise InvalidInput(f"servertype {quoted(text)} is not <chip kind>-<AI cores per chip>")
+    return kind, int(cores)
+
+
 def template_cores(name: str) -> int:
     """AI cores of a template: the number after ``vir`` (``vir04_3c_ndvpp`` → 4)."""
     head = name.split("_", 1)[0]

@@ -50,6 +50,13 @@ def validate_cores(task: str, cores: int, labels: Mapping[str, str]) -> None:
         raise VnpuInvalid(f"{task} req {cores} ai-core, but dvpp label is:{dvpp}")
 
 
+def validate_static(task: str, resource: str, count: int) -> None:
+    """A pre-created vNPU type (``huawei.com/Ascend310P-2c``): one per pod, as upstream's
+    static handler and the agent's Allocate both insist."""
+    if count != 1:
+        raise VnpuInvalid(f"{task} req {count} not 1 ({resource} is a pre-created vNPU type)")
+
+
 def task_resource(
     cores: int, labels: Mapping[str, str], cores_per_chip: int, cpus_per_chip: int
 ) -> Resource:

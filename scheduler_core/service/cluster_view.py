@@ -4,10 +4,13 @@ Pure: node, ConfigMap and pod objects (the API server's JSON) and the current ti
 states (and the reason every other node is left out) back, as the Volcano plugin reads them
 (``plugin/node.go``, ``common/k8s/cmmgr.go``):
 
-- a node is an NPU node when its capacity has ``huawei.com/Ascend910`` and it publishes a
-  DeviceInfo ConfigMap whose CheckCode matches and whose UpdateTime is recent;
+- a node is an NPU node when its capacity has chips of a kind (``huawei.com/Ascend910``,
+  ``huawei.com/Ascend310``, ``huawei.com/Ascend310P``) or AI cores (``huawei.com/npu-core``,
+  a dynamic-vNPU node) and it publishes a DeviceInfo ConfigMap of that kind whose CheckCode
+  matches and whose UpdateTime is recent;
 - chips held by live pods come from ``huawei.com/AscendReal``, else the scheduler's
-  ``huawei.com/Ascend910`` annotation;
+  annotation (``huawei.com/Ascend910`` …); a vNPU node is replayed from its pods'
+  ``huawei.com/npu-core`` annotations (``vnpu_nodes``);
 - available chips are computed by the scheduler itself (``self-maintain-available-card``,
   the default): all chips minus held minus unhealthy; or taken from the published list;
 - the stability check keeps a node out while the kubelet's idle count and the free list
@@ -23,17 +26,30 @@ from typing import Any
 from contract import deviceinfo
 from contract.annotations import (
     ACCELERATOR_TYPE_LABEL,
+    INFER_CARD_TYPE_LABEL,
     NODED_ENABLE_LABEL,
     NODED_HEARTBEAT,
     NODED_INTERVAL,
+    SERVER_TYPE_LABEL,
     SUPER_POD_ID_LABEL,
 )
-from contract.chip_names import RESOURCE_NAME, InvalidInput, chip_name, parse_chip_list, quoted
+from contract.chip_names import (
+    ASCEND310P,
+    KIND_OF_RESOURCE,
+    ChipKind,
+    InvalidInput,
+    chip_name,
+    parse_chip_list,
+    quoted,
+)
 from contract.deviceinfo import MAX_AGE
-from contract.objects import Obj, node_address
+from contract.objects import PLACED_RESOURCES, Obj, node_address
 from contract.pods import PodView
+from contract.vnpu import NPU_CORE_RESOURCE
 from scheduler_core.engine.model import NodeState
-from scheduler_core.engine.products import product_for_selector
+from scheduler_core.engine.products import Family, product_of_node
+from scheduler_core.engine.vnpu import VNode, VPod
+from scheduler_core.service.vnpu_nodes import vnode_of, vpod_of
 
 MAX_SKEW = 60  # seconds a node's clock may run ahead of the scheduler's
 # NodeD: a node is down once three heartbeat intervals passed without a new heartbeat. Its
@@ -55,10 +71,29 @@ class Snapshot:
     failed: Mapping[str, frozenset[int]] = field(default_factory=dict)
 
 
-def _quantity(node: Obj, where: str) -> int:
-    value = ((node.get("status") or {}).get(where) or {}).get(RESOURCE_NAME, "0")
+NODE_LABELS = (
+    ACCELERATOR_TYPE_LABEL,
+    SUPER_POD_ID_LABEL,
+    NODED_ENABLE_LABEL,
+    SERVER_TYPE_LABEL,
+    INFER_CARD_TYPE_LABEL,
+)
+
+
+def _quantity(node: Obj, where: str, resource: str) -> int:
+    value = ((node.get("status") or {}).get(where) or {}).get(resource, "0")
     text = str(value)
-    return int(text) if text.isdigit() else 0
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 6 else 0
+
+
+def npu_resource(node: Obj) -> str | None:
+    """The NPU resource the node offers (None: it is not an NPU node)."""
+    return next((r for r in PLACED_RESOURCES if _quantity(node, "capacity", r) > 0), None)
+
+
+def kind_of(resource: str) -> ChipKind:
+    """The chips a resource's DeviceInfo lists (npu-core: 310P's)."""
+    return ASCEND310P if resource == NPU_CORE_RESOURCE else KIND_OF_RESOURCE[resource]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +111,7 @@ class NodeView:
     # The view holds while ``now`` is in [valid_from, valid_until): the DeviceInfo's age.
     valid_from: float = float("-inf")
     valid_until: float = float("inf")
+    vnode: VNode | None = None  # a dynamic-vNPU node's model (state None, reason "")
 
 
 def trim_node(node: Obj) -> Obj:
@@ -86,18 +122,14 @@ def trim_node(node: Obj) -> Obj:
 
     def npu(where: str) -> dict[str, Any]:
         quantities = status.get(where) or {}
-        return {RESOURCE_NAME: quantities[RESOURCE_NAME]} if RESOURCE_NAME in quantities else {}
+        return {r: quantities[r] for r in PLACED_RESOURCES if r in quantities}
 
     address = node_address(node)
     return {
         "metadata": {
             "name": meta.get("name", ""),
             "resourceVersion": meta.get("resourceVersion", ""),
-            "labels": {
-                k: v
-                for k, v in (meta.get("labels") or {}).items()
-                if k in (ACCELERATOR_TYPE_LABEL, SUPER_POD_ID_LABEL, NODED_ENABLE_LABEL)
-            },
+            "labels": {k: v for k, v in (meta.get("labels") or {}).items() if k in NODE_LABELS},
             "annotations": {
                 k: v
                 for k, v in (meta.get("annotations") or {}).items()
@@ -148,12 +180,15 @@ def node_view(
     requested: int,
     now: float,
     self_maintain: bool = True,
+    vpods: Iterable[VPod] = (),
 ) -> NodeView | None:
     """One node's view (None when it is not an NPU node): ``data`` is its DeviceInfo
     ConfigMap's data, ``info`` that data decoded (``published``), ``held`` the chips its live
-    pods hold and ``requested`` the NPUs they request."""
+    pods hold, ``requested`` how many of the node's resource they request and ``vpods`` the
+    shares of its npu-core pods."""
     name = node.get("metadata", {}).get("name", "")
-    if _quantity(node, "capacity") == 0:
+    resource = npu_resource(node)
+    if resource is None:
         return None
     if info is None:
         return NodeView(name, None, f"{name}: no {deviceinfo.configmap_name(name)} ConfigMap", True)
@@ -183,11 +218,29 @@ def node_view(
         )
     if beat is not None:
         until = min(until, beat)
-    state = _node_state(
-        node, info, data or {}, held=set(held), requested=requested, self_maintain=self_maintain
-    )
+    state: NodeState | VNode | str
+    if info.kind is not kind_of(resource):
+        state = f"{name}: its DeviceInfo lists {info.kind.name} chips, the node offers {resource}"
+    elif resource == NPU_CORE_RESOURCE:
+        capacity = _quantity(node, "capacity", resource)
+        state = vnode_of(node, capacity, info, vpods, requested)
+    else:
+        state = _node_state(
+            node,
+            resource,
+            info,
+            data or {},
+            held=set(held),
+            requested=requested,
+            self_maintain=self_maintain,
+        )
     if isinstance(state, str):
         return NodeView(name, None, state, failed=failed, valid_from=since, valid_until=until)
+    where = node_address(node)
+    if isinstance(state, VNode):
+        return NodeView(
+            name, None, "", False, failed, where, None, info.sub_healthy, since, until, state
+        )
     label = (node.get("metadata", {}).get("labels") or {}).get(SUPER_POD_ID_LABEL, "")
     super_pod = info.super_pod_id
     if super_pod is None and label.isdigit():
@@ -198,7 +251,7 @@ def node_view(
         "",
         False,
         failed,
-        node_address(node),
+        where,
         super_pod,
         info.sub_healthy,
         since,
@@ -220,24 +273,30 @@ def build(
         node_name = deviceinfo.node_of(meta.get("name", ""))
         if meta.get("namespace") == deviceinfo.NAMESPACE and node_name:
             infos[node_name] = cm.get("data") or {}
-    held: dict[str, set[int]] = {}
-    requested: dict[str, int] = {}
+    held: dict[tuple[str, str], set[int]] = {}  # (node, resource) → chips
+    requested: dict[tuple[str, str], int] = {}
+    vpods: dict[str, list[VPod]] = {}
     for pod in pods:
         if pod.node and pod.live:
-            held.setdefault(pod.node, set()).update(pod.chips)
-            requested[pod.node] = requested.get(pod.node, 0) + pod.npu_limit
+            where = (pod.node, pod.resource)
+            held.setdefault(where, set()).update(pod.chips)
+            requested[where] = requested.get(where, 0) + pod.npu_limit
+            if (share := vpod_of(pod)) is not None:
+                vpods.setdefault(pod.node, []).append(share)
     views = []
     for node in nodes:
         name = node.get("metadata", {}).get("name", "")
         data = infos.get(name)
+        where = (name, npu_resource(node) or "")
         view = node_view(
             node,
             data,
             published(data),
-            held=held.get(name, set()),
-            requested=requested.get(name, 0),
+            held=held.get(where, set()),
+            requested=requested.get(where, 0),
             now=now,
             self_maintain=self_maintain,
+            vpods=vpods.get(name, ()),
         )
         if view is not None:
             views.append(view)
@@ -253,6 +312,7 @@ def build(
 
 def _node_state(
     node: Obj,
+    resource: str,
     info: deviceinfo.DeviceInfo,
     data: Mapping[str, str],
     *,
@@ -263,38 +323,40 @@ def _node_state(
     """The node's state, or why it is left out."""
     name = node["metadata"]["name"]
     labels = node.get("metadata", {}).get("labels") or {}
+    kind = KIND_OF_RESOURCE[resource]
     try:
-        product = product_for_selector(
-            {ACCELERATOR_TYPE_LABEL: labels.get(ACCELERATOR_TYPE_LABEL, "module")}
-        )
+        product = product_of_node(kind, labels)
     except InvalidInput as bad:
         return f"{name}: {bad}"
-    allocatable = _quantity(node, "allocatable")
+    allocatable = _quantity(node, "allocatable", resource)
     if self_maintain:
-        separated = _separated(data)
-        free = set(range(product.capacity)) - held - set(info.unhealthy) - separated
+        # A 910 server has its product's chips; an inference node as many as it reports.
+        chips = product.capacity
+        if product.family is Family.INFERENCE:
+            chips = min(_quantity(node, "capacity", resource), product.capacity)
+        separated = _separated(data, kind)
+        free = set(range(chips)) - held - set(info.unhealthy) - separated
     else:
         free = set(info.free) - held  # a bound pod holds its chips before they are published
     # Pods keep chips that failed under them: then the kubelet's count runs below zero.
     idle = max(allocatable - requested, 0)
     if len(free) != idle:
         return (
-            f"{name}'s {RESOURCE_NAME} not stable: {len(free)} listed free, "
-            f"{idle} idle at the kubelet"
+            f"{name}'s {resource} not stable: {len(free)} listed free, {idle} idle at the kubelet"
         )
     return NodeState(
         name=name,
         product=product.name,
-        free=tuple(sorted(free, key=chip_name)),  # the published (string) order
+        free=tuple(sorted(free, key=lambda c: chip_name(c, kind))),  # the published order
         allocatable=min(allocatable, product.capacity),
         unhealthy=frozenset(c for c in info.unhealthy if c < product.capacity),
         network_unhealthy=frozenset(c for c in info.network_unhealthy if c < product.capacity),
     )
 
 
-def _separated(data: Mapping[str, str]) -> set[int]:
+def _separated(data: Mapping[str, str], kind: ChipKind) -> set[int]:
     text = data.get(deviceinfo.SEPARATED_KEY, "")
     try:
-        return set(parse_chip_list(text))
+        return set(parse_chip_list(text, kind=kind))
     except InvalidInput:
         return set()

@@ -5,12 +5,14 @@ kube-scheduler asks one pod at a time (filter over candidate nodes, prioritize, 
 binds run asynchronously; one lock and the session ledger keep two pods off the same chips
 even before the agents' ConfigMaps catch up. A bind has three phases: choose the chips under
 the lock (they are assumed taken from then on), write the pod outside it (the Binding with
-``huawei.com/Ascend910`` and ``predicate-time``, so they reach the pod atomically with its
-node; or Volcano's annotations), then commit, or give the chips back, under the lock.
+the chips' annotation (``huawei.com/Ascend910``, ``huawei.com/Ascend310P``, or the vNPU's
+``huawei.com/npu-core``) and ``predicate-time``, so they reach the pod atomically with its
+node; or Volcano's annotations), then commit, or give the chips back, under the lock. A pod
+of a pre-created vNPU type gets no annotation: the kubelet picks its vNPU.
 
 Its parts: ``extender_state`` (what the watches report, the ledger and the fault restarts),
 ``wire`` (the JSON), ``assumed`` (binds the view does not show yet), ``gangs`` (reservations
-and hold-back), ``fault_restarts``, ``tor_state``.
+and hold-back), ``fault_restarts``, ``tor_state``, ``vnpu_nodes`` (dynamic vNPU).
 """
 
 from __future__ import annotations
@@ -20,14 +22,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from contract.annotations import CHIPS_ANNOTATION, PREDICATE_TIME
-from contract.chip_names import RESOURCE_NAME
+from contract.annotations import PREDICATE_TIME
+from contract.chip_names import KIND_OF_RESOURCE, format_chip_list
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
+from contract.vnpu import NPU_CORE_ANNOTATION, CoreChoice
 from infra.kube.port import KubeError, NotFound
 from scheduler_core.engine import tor
 from scheduler_core.engine.model import Placement
 from scheduler_core.engine.validation import JobInvalid, validate_job
+from scheduler_core.engine.vnpu import VnpuInvalid, validate_static
 from scheduler_core.service.assumed import Assumed
 from scheduler_core.service.extender_state import ExtenderState
 from scheduler_core.service.gangs import (
@@ -63,21 +67,27 @@ class PodTaken:
 
 
 @dataclass(frozen=True, slots=True)
+class VnpuTaken:
+    """A dynamic vNPU (or whole chips) counted as given on its node."""
+
+    choice: CoreChoice
+
+
+@dataclass(frozen=True, slots=True)
 class Chosen:
-    """The chips of one bind, held until it is committed or given back."""
+    """The chips of one bind, held until it is committed or given back (``taken`` None:
+    a pre-created vNPU, which the kubelet picks)."""
 
     request: PodRequest
     node: str
-    chips: tuple[int, ...]
-    taken: PodTaken | RankTaken
+    choice: Mapping[str, str]  # the chips' annotation: huawei.com/Ascend910 or npu-core
+    taken: PodTaken | RankTaken | VnpuTaken | None
     notes: Mapping[str, str]  # annotations beyond the chips (a gang member's rank, network)
 
     def annotations(self, predicate_time: int) -> dict[str, str]:
-        return {
-            CHIPS_ANNOTATION: ",".join(f"Ascend910-{c}" for c in self.chips),
-            PREDICATE_TIME: str(predicate_time),
-            **self.notes,
-        }
+        if self.taken is None:
+            return {}
+        return {**self.choice, PREDICATE_TIME: str(predicate_time), **self.notes}
 
 
 class Extender(ExtenderState):
@@ -90,11 +100,33 @@ class Extender(ExtenderState):
         except BadPod as bad:
             return {"NodeNames": [], "FailedNodes": dict.fromkeys(names, str(bad)), "Error": ""}
         with self._lock:
-            if request.gang:
+            if request.dynamic:
+                passing, failed = self._filter_vnpu(request, names)
+            elif request.static:
+                passing, failed = _filter_static(request, names)
+            elif request.gang:
                 passing, failed = self._filter_gang(request, names)
             else:
                 passing, failed = self._filter_one(request, names)
         return {"NodeNames": passing, "FailedNodes": failed, "Error": ""}
+
+    def _filter_vnpu(
+        self, request: PodRequest, names: list[str]
+    ) -> tuple[list[str], dict[str, str]]:
+        try:
+            verdicts = self._vnpu.verdicts(request.vnpu_task(), names)
+        except VnpuInvalid as invalid:
+            return [], dict.fromkeys(names, str(invalid))
+        passing, failed = [], {}
+        for name in names:
+            verdict = verdicts.get(name)
+            if verdict is None:
+                failed[name] = self._left_out.get(name, f"{name} is not a dynamic vNPU node")
+            elif verdict.resource is None:
+                failed[name] = verdict.reason
+            else:
+                passing.append(name)
+        return passing, failed
 
     def _filter_one(
         self, request: PodRequest, names: list[str]
@@ -168,8 +200,15 @@ class Extender(ExtenderState):
             if request.gang:
                 scores = self._gang_scores(request, names)
                 return [{"Host": n, "Score": MAX_SCORE if n in scores else 0} for n in names]
-            scores = self._session.score(request.job(), request.npu, names)
+            scores = self._one_pod_scores(request, names)
         return normalize({n: scores.get(n) for n in names})
+
+    def _one_pod_scores(self, request: PodRequest, names: list[str]) -> dict[str, float]:
+        if request.dynamic:
+            return self._vnpu.scores(request.vnpu_task(), names)
+        if request.static:
+            return {}  # no preference: the kubelet picks the vNPU
+        return self._session.score(request.job(), request.npu, names)
 
     def _gang_scores(self, request: PodRequest, names: list[str]) -> dict[str, float]:
         """The gang's reserved nodes for this pod: the exact-rank node scores 200 as in
@@ -197,7 +236,7 @@ class Extender(ExtenderState):
         with self._lock:
             if request.gang:
                 return self._shared_tor_scores(request, names)
-            return self._session.score(request.job(), request.npu, names)
+            return self._one_pod_scores(request, names)
 
     def bind(self, args: Mapping[str, Any]) -> dict[str, str]:
         namespace, name, uid, node = binding_args(args)
@@ -225,10 +264,13 @@ class Extender(ExtenderState):
         if request.uid != claimed.uid:
             return f"allocate {claimed.key} on {node}: the cluster's pod has another UID"
         if request.npu == 0:
-            return f"allocate {claimed.key} on {node}: the pod requests no {RESOURCE_NAME}"
+            return f"allocate {claimed.key} on {node}: the pod requests no {claimed.resource}"
 
         def write(annotations: dict[str, str]) -> None:
-            self._gateway.patch_pod_annotations(request.namespace, request.name, annotations, "")
+            if annotations:  # a pre-created vNPU's pod gets none
+                self._gateway.patch_pod_annotations(
+                    request.namespace, request.name, annotations, ""
+                )
 
         return self._give(request, node, write, ("allocate", "allocated", "on"))
 
@@ -252,7 +294,12 @@ class Extender(ExtenderState):
         try:
             write(annotations)
         except KubeError as failed:
-            landed = self._landed(request, annotations)
+            # Nothing was taken for a pre-created vNPU: nothing to keep or give back.
+            landed = (
+                self._landed(request, chosen.choice, annotations)
+                if chosen.taken is not None
+                else False
+            )
             if landed is None:  # in doubt the chips stay taken, until a view tells
                 message = f"{what}: {failed} (its chips stay held until the pod is seen)"
                 self.events.warn(_view(request), BIND_REFUSED, message)
@@ -265,18 +312,21 @@ class Extender(ExtenderState):
             log.warning("%s: the API server answered %s, but the pod has its chips", what, failed)
         with self._lock:
             self.binds += 1
+        chips = ",".join(chosen.choice.values()) or request.resource
         log.info(
             "%s %s %s %s chips %s",
             done,
             request.key,
             where,
             node,
-            annotations[CHIPS_ANNOTATION],
-            extra={"pod": request.key, "node": node, "chips": annotations[CHIPS_ANNOTATION]},
+            chips,
+            extra={"pod": request.key, "node": node, "chips": chips},
         )
         return ""
 
-    def _landed(self, request: PodRequest, annotations: Mapping[str, str]) -> bool | None:
+    def _landed(
+        self, request: PodRequest, choice: Mapping[str, str], annotations: Mapping[str, str]
+    ) -> bool | None:
         """Whether a write whose answer was an error reached the pod after all (it carries
         this very choice: the chips and the predicate-time); None when the pod cannot be
         read either."""
@@ -286,13 +336,25 @@ class Extender(ExtenderState):
             return False
         except KubeError:
             return None
-        mine = (CHIPS_ANNOTATION, PREDICATE_TIME)
         return pod.uid == request.uid and all(
-            pod.annotations.get(k) == annotations[k] for k in mine
+            pod.annotations.get(k) == annotations[k] for k in (*choice, PREDICATE_TIME)
         )
 
     def _choose(self, request: PodRequest, node: str) -> Chosen | str:
         """The pod's chips on ``node``, taken and assumed bound; or why there are none."""
+        if request.dynamic:
+            choice = self._vnpu.take(
+                request.vnpu_task(), request.key, request.uid, node, self._clock()
+            )
+            if isinstance(choice, str):
+                return choice
+            return Chosen(request, node, {NPU_CORE_ANNOTATION: str(choice)}, VnpuTaken(choice), {})
+        if request.static:
+            try:
+                validate_static(request.name, request.resource, request.npu)
+            except VnpuInvalid as invalid:
+                return str(invalid)
+            return Chosen(request, node, {}, None, {})
         taken: PodTaken | RankTaken
         if request.gang:
             rank = self._gangs.take_rank(request, node)
@@ -311,9 +373,14 @@ class Extender(ExtenderState):
             Assumed(request.uid, node, placement.chips, self._clock(), job, placement.task),
         )
         self._network_stale |= isinstance(taken, RankTaken)
-        return Chosen(request, node, placement.chips, taken, notes)
+        kind = KIND_OF_RESOURCE[request.resource]
+        chips = {request.resource: format_chip_list(placement.chips, kind)}
+        return Chosen(request, node, chips, taken, notes)
 
     def _give_back(self, chosen: Chosen) -> None:
+        if isinstance(chosen.taken, VnpuTaken):
+            self._vnpu.drop(chosen.request.key)
+            return
         self._assumed.drop(chosen.request.key)
         if isinstance(chosen.taken, RankTaken):
             self._gangs.give_back(chosen.taken)
@@ -325,6 +392,10 @@ class Extender(ExtenderState):
         that very pod (same UID) come back. False when it gave that pod nothing."""
         request = pod_request(pod)
         with self._lock:
+            vnpu = self._vnpu.given(request.key)
+            if vnpu is not None and vnpu.uid == request.uid:
+                self._vnpu.drop(request.key)
+                return True
             given = self._assumed.given(request.key)
             if given is None or given.uid != request.uid:
                 return False
@@ -332,3 +403,13 @@ class Extender(ExtenderState):
             if not self._gangs.unbind(request.key):  # a live reservation keeps its rank
                 self._session.release_task(given.job, given.task)
             return True
+
+
+def _filter_static(request: PodRequest, names: list[str]) -> tuple[list[str], dict[str, str]]:
+    """A pre-created vNPU: one per pod; kube-scheduler and Volcano count the nodes' vNPUs of
+    its type themselves, the kubelet picks which."""
+    try:
+        validate_static(request.name, request.resource, request.npu)
+    except VnpuInvalid as invalid:
+        return [], dict.fromkeys(names, str(invalid))
+    return list(names), {}

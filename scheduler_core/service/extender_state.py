@@ -11,12 +11,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from contract.annotations import FAULT_SCHEDULING_LABEL
-from contract.chip_names import InvalidInput
+from contract.chip_names import KIND_OF_RESOURCE, InvalidInput
 from contract.pods import PodView
+from contract.vnpu import NPU_CORE_RESOURCE
 from infra.events import EventRecorder
 from infra.kube.port import KubeGateway
 from scheduler_core.engine import locality, rescheduling
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
+from scheduler_core.engine.products import product_by_name
 from scheduler_core.engine.rescheduling import Deletion, FaultJob, JobPod
 from scheduler_core.engine.session import Session
 from scheduler_core.engine.tor import Topology
@@ -26,6 +28,7 @@ from scheduler_core.service.fault_restarts import FaultRestarts
 from scheduler_core.service.gangs import GangPods, Gangs, job_pod
 from scheduler_core.service.live_view import gang_of
 from scheduler_core.service.tor_state import TorState
+from scheduler_core.service.vnpu_nodes import VnpuNodes
 
 DEFAULT_NETWORK = locality.Settings()
 COMPONENT = "ascend-npu-scheduler"
@@ -63,6 +66,7 @@ class ExtenderState:
         self._network_stale = True  # the ToR state is built again before it is next read
         self._faults_stale = True  # fault jobs are looked for again at the next check
         self._assumed = AssumedBinds(gang_ttl)
+        self._vnpu = VnpuNodes(gang_ttl)  # dynamic-vNPU nodes and the vNPUs given on them
         self._gangs = Gangs(gang_ttl, hold_limit)
         self._faults = FaultRestarts(hold_limit, grace_over)
         # One-pod jobs labelled fault-scheduling: pod key → (mode, the bound pod)
@@ -89,6 +93,7 @@ class ExtenderState:
                 bind = self._assumed.settled(key, pod)
                 if bind is not None:
                     self._session.release_task(bind.job, bind.task)
+                self._vnpu.settle(key, pod)
                 self._set_one_pod_job(key, pod)
             for gang, members in gangs.items():
                 self._pods.set_gang(gang, members)
@@ -106,6 +111,7 @@ class ExtenderState:
         self._left_out.pop(name, None)
         self._failed.pop(name, None)
         self._down.discard(name)
+        self._vnpu.set_node(name, None if view is None else view.vnode)
         if view is None:
             self._session.remove_node(name)
         else:
@@ -114,9 +120,12 @@ class ExtenderState:
             if view.down:
                 self._down.add(name)
             try:
-                if view.state is None:
+                if view.vnode is not None:  # kept by the vNPU nodes, not the session
+                    self._session.remove_node(name)
+                elif view.state is None:
                     raise InvalidInput(view.reason)
-                self._session.upsert_node(view.state)
+                else:
+                    self._session.upsert_node(view.state)
             except InvalidInput as left_out:
                 self._session.remove_node(name)
                 self._left_out[name] = str(left_out)
@@ -176,6 +185,7 @@ class ExtenderState:
             now = self._clock()
             for bind in self._assumed.expired(now):
                 self._session.release_task(bind.job, bind.task)
+            self._vnpu.expire(now)
             reserved = len(self._gangs.reservations)
             self._gangs.expire(self._session, self._pods.pending, now)
             self._network_stale |= reserved != len(self._gangs.reservations)
@@ -198,9 +208,17 @@ class ExtenderState:
         with self._lock:
             return len(self._session.nodes)
 
-    def free_chips(self) -> int:
+    def free(self, resource: str) -> int:
+        """What nodes offer now of a chip kind (free chips) or of npu-core (free AI cores)."""
         with self._lock:
-            return sum(len(self._session.usable(n)) for n in self._session.nodes)
+            if resource == NPU_CORE_RESOURCE:
+                return self._vnpu.free_cores()
+            kind = KIND_OF_RESOURCE.get(resource)
+            return sum(
+                len(self._session.usable(name))
+                for name, node in self._session.nodes.items()
+                if product_by_name(node.product).kind is kind
+            )
 
     # ---- fault rescheduling --------------------------------------------------------
 

@@ -3,7 +3,8 @@
 Nodes, DeviceInfo ConfigMaps and the pods that matter (those that request NPUs or belong
 to a gang) go in one change at a time; each change marks the nodes it touches, and only
 those are computed again (``cluster_view.node_view``), with the chips their pods hold and
-the NPUs they request kept as running totals. A DeviceInfo that ages out (or a clock that
+the NPUs they request kept as running totals per node and resource (and the vNPU shares of
+its npu-core pods). A DeviceInfo that ages out (or a clock that
 catches up with one from the future) is noticed by ``due``, without re-reading anything.
 """
 
@@ -16,7 +17,9 @@ from contract import deviceinfo
 from contract.annotations import GANG_LABEL
 from contract.objects import Obj
 from contract.pods import PodView
-from scheduler_core.service.cluster_view import NodeView, node_view, published
+from scheduler_core.engine.vnpu import VPod
+from scheduler_core.service.cluster_view import NodeView, node_view, npu_resource, published
+from scheduler_core.service.vnpu_nodes import vpod_of
 
 
 def gang_of(pod: PodView) -> str | None:
@@ -35,8 +38,9 @@ class LiveView:
         self._nodes: dict[str, Obj] = {}
         self._infos: dict[str, tuple[Mapping[str, str], deviceinfo.DeviceInfo | str]] = {}
         self._pods: dict[str, PodView] = {}
-        self._held: dict[str, Counter[int]] = {}
-        self._requested: Counter[str] = Counter()
+        self._held: dict[tuple[str, str], Counter[int]] = {}  # (node, resource) → chips
+        self._requested: Counter[tuple[str, str]] = Counter()
+        self._vpods: dict[str, dict[str, VPod]] = {}  # node → pod key → its vNPU share
         self._gangs: dict[str, dict[str, PodView]] = {}
         self.views: dict[str, NodeView] = {}
         self._dirty: set[str] = set()
@@ -84,10 +88,25 @@ class LiveView:
     def _count(self, pod: PodView, sign: int) -> None:
         if not pod.node:
             return
-        held = self._held.setdefault(pod.node, Counter())
+        where = (pod.node, pod.resource)
+        held = self._held.setdefault(where, Counter())
         held.update({c: sign for c in pod.chips})
-        self._held[pod.node] = +held
-        self._requested[pod.node] += sign * pod.npu_limit
+        if held := +held:
+            self._held[where] = held
+        else:
+            del self._held[where]
+        self._requested[where] += sign * pod.npu_limit
+        if not self._requested[where]:
+            del self._requested[where]
+        share = vpod_of(pod)
+        if share is not None:
+            shares = self._vpods.setdefault(pod.node, {})
+            if sign > 0:
+                shares[pod.key] = share
+            else:
+                shares.pop(pod.key, None)
+                if not shares:
+                    del self._vpods[pod.node]
         self._dirty.add(pod.node)
 
     # ---- reading ---------------------------------------------------------------------
@@ -110,14 +129,16 @@ class LiveView:
             view = None
             if node is not None:
                 data, info = self._infos.get(name, (None, None))
+                where = (name, npu_resource(node) or "")
                 view = node_view(
                     node,
                     data,
                     info,
-                    held=self._held.get(name, ()),
-                    requested=self._requested.get(name, 0),
+                    held=self._held.get(where, ()),
+                    requested=self._requested.get(where, 0),
                     now=now,
                     self_maintain=self._self_maintain,
+                    vpods=self._vpods.get(name, {}).values(),
                 )
             if view is None:
                 if self.views.pop(name, None) is not None:

@@ -13,8 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from contract.chip_names import RESOURCE_NAME
-from contract.objects import npu_limit
+from contract.objects import PLACED_RESOURCES, npu_limit
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.wire import BadPod, BadRequest, field_of
 
@@ -97,15 +96,20 @@ class VolcanoVerbs:
         return {"errorMessage": ""}
 
     def _job_enqueueable(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Permit a job while the nodes offer what it asks of each NPU resource the
+        extender places (chips of a kind, or AI cores); abstain for any other job."""
         job = field_of(body, "job", dict, "jobEnqueueable.")
         request = field_of(job, "TotalRequest", dict, "job.")
         scalars = field_of(request, "ScalarResources", dict, "job.TotalRequest.")
-        milli = scalars.get(RESOURCE_NAME) or 0
-        if not isinstance(milli, (int, float)) or isinstance(milli, bool):
-            raise BadRequest(f"job.TotalRequest.ScalarResources[{RESOURCE_NAME}] is not a number")
-        if not milli:
-            return {"status": ABSTAIN}
-        return {"status": PERMIT if self._extender.free_chips() * 1000 >= milli else REJECT}
+        asked = False
+        for resource in PLACED_RESOURCES:
+            milli = scalars.get(resource) or 0
+            if not isinstance(milli, (int, float)) or isinstance(milli, bool):
+                raise BadRequest(f"job.TotalRequest.ScalarResources[{resource}] is not a number")
+            if milli and self._extender.free(resource) * 1000 < milli:
+                return {"status": REJECT}
+            asked |= bool(milli)
+        return {"status": PERMIT if asked else ABSTAIN}
 
 
 def _task_pod(body: Mapping[str, Any]) -> dict[str, Any]:

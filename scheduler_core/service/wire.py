@@ -15,13 +15,16 @@ from contract.annotations import (
     ACCELERATOR_TYPE_LABEL,
     GANG_LABEL,
     GANG_SIZE_ANNOTATION,
+    RING_CONTROLLER_LABEL,
     parse_gang_size,
 )
-from contract.chip_names import InvalidInput
+from contract.chip_names import ASCEND910, KIND_OF_RESOURCE, RESOURCE_NAME, InvalidInput
 from contract.objects import Obj
 from contract.pods import pod_view
+from contract.vnpu import NPU_CORE_RESOURCE
 from scheduler_core.engine.model import Job, Task
-from scheduler_core.engine.products import product_for_selector
+from scheduler_core.engine.products import product_for_job
+from scheduler_core.service.vnpu_nodes import VnpuTask
 
 MAX_SCORE = 10
 
@@ -32,6 +35,12 @@ class BadRequest(ValueError):
 
 class BadPod(ValueError):
     """A pod the extender cannot read; the message says what is wrong."""
+
+
+# ``ring-controller.atlas`` values that send an npu-core job to the 310P vNPU handler
+# (upstream ignores the job without the label; we read no label as 310P, the only dynamic
+# vNPU chip of the v5 plugin).
+VNPU_310P_RING = ("ascend-310P", None)
 
 
 def field_of(body: Mapping[str, Any], key: str, kind: type, where: str = "") -> Any:
@@ -61,10 +70,24 @@ class PodRequest:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     rank: int | None = None  # a gang member's hccl/rankIndex, when it has a readable one
+    resource: str = RESOURCE_NAME  # the NPU resource it asks for
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def dynamic(self) -> bool:
+        """It asks for AI cores: a dynamic vNPU (or whole chips) the scheduler cuts."""
+        return self.resource == NPU_CORE_RESOURCE
+
+    @property
+    def static(self) -> bool:
+        """It asks for a pre-created vNPU type, which the kubelet alone picks."""
+        return not self.dynamic and self.resource not in KIND_OF_RESOURCE
+
+    def vnpu_task(self) -> VnpuTask:
+        return VnpuTask(self.name, self.npu, self.labels)
 
     @property
     def gang_key(self) -> str:
@@ -82,11 +105,23 @@ def pod_request(pod: Obj) -> PodRequest:
     selector = (pod.get("spec") or {}).get("nodeSelector") or {}
     if not isinstance(selector, dict):
         raise BadPod("spec.nodeSelector is not a map")
+    kind = KIND_OF_RESOURCE.get(view.resource)
+    ring = view.labels.get(RING_CONTROLLER_LABEL)
     try:
-        product = product_for_selector(
-            {k: str(v) for k, v in selector.items() if k == ACCELERATOR_TYPE_LABEL}
-        )
+        product = ""  # a vNPU has no chip handler
+        if kind is not None:
+            accelerator = {k: str(v) for k, v in selector.items() if k == ACCELERATOR_TYPE_LABEL}
+            product = product_for_job(kind, view.labels, accelerator).name
+        elif view.resource == NPU_CORE_RESOURCE and ring not in VNPU_310P_RING:
+            raise InvalidInput(
+                f"{NPU_CORE_RESOURCE} with {RING_CONTROLLER_LABEL}={ring}: dynamic vNPU is "
+                "for Ascend310P (ascend-310P)"
+            )
         gang = view.labels.get(GANG_LABEL)
+        if gang and kind is not ASCEND910:
+            raise InvalidInput(
+                f"label {GANG_LABEL}: gangs are of {RESOURCE_NAME} pods, not {view.resource}"
+            )
         size = parse_gang_size(view.annotations.get(GANG_SIZE_ANNOTATION, "1"))
     except (InvalidInput, ValueError) as bad:
         raise BadPod(str(bad)) from None
@@ -95,12 +130,13 @@ def pod_request(pod: Obj) -> PodRequest:
         view.name,
         view.uid,
         view.npu_limit,
-        product.name,
+        product,
         gang,
         size if gang else 1,
         view.labels,
         view.annotations,
         view.rank,
+        view.resource,
     )
 
 

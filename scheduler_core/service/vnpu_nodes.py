@@ -1,0 +1,220 @@
+"""Dynamic-vNPU nodes (``huawei.com/npu-core``) as the extender keeps them.
+
+A node's model (``engine.vnpu.VNode``) is replayed from its DeviceInfo and the
+``huawei.com/npu-core`` annotations of its pods (``vnode_of``). Between the scheduler's
+choice and the view showing it on the pod, the vNPU is *given*: counted on its node as a
+pod whose vNPU is not created yet (the in-flight rule), so a second pod can neither take the
+same AI cores nor ask the node for another template before the agent has created the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from contract.annotations import REAL_ANNOTATION, SERVER_TYPE_LABEL, VNPU_DVPP_LABEL
+from contract.chip_names import InvalidInput, quoted
+from contract.deviceinfo import DeviceInfo
+from contract.objects import Obj
+from contract.pods import PodView
+from contract.vnpu import (
+    DVPP_NO,
+    DVPP_NULL,
+    DVPP_YES,
+    NPU_CORE_ANNOTATION,
+    NPU_CORE_RESOURCE,
+    CoreChoice,
+    parse_core_choice,
+    parse_server_type,
+    parse_virtual_name,
+)
+from scheduler_core.engine import vnpu
+from scheduler_core.engine.vnpu import VNode, VnpuInvalid, VPod
+
+NOT_FOUND = "selectChipFromNodeSegment available chip not found for req {cores}"
+
+
+def vpod_of(pod: PodView) -> VPod | None:
+    """A live npu-core pod's share of its node, as its annotations say (None: it has been
+    given nothing, or something unreadable)."""
+    if pod.resource != NPU_CORE_RESOURCE or not pod.live or pod.npu_limit <= 0:
+        return None
+    try:
+        choice = parse_core_choice(pod.annotations.get(NPU_CORE_ANNOTATION, ""))
+    except InvalidInput:
+        return None
+    real = pod.annotations.get(REAL_ANNOTATION, "")
+    vgroup = None
+    if real and choice.template is not None:
+        try:
+            vgroup = parse_virtual_name(real).vgroup
+        except InvalidInput:
+            vgroup = None
+    return VPod(pod.key, choice, _dvpp(pod.labels), bool(real), vgroup)
+
+
+def _dvpp(labels: Mapping[str, str]) -> str:
+    """The pod's ``vnpu-dvpp`` as the node model counts it (anything unknown: null)."""
+    dvpp = labels.get(VNPU_DVPP_LABEL, DVPP_NULL)
+    return dvpp if dvpp in (DVPP_YES, DVPP_NO) else DVPP_NULL
+
+
+def vnode_of(
+    node: Obj, capacity: int, info: DeviceInfo, pods: Iterable[VPod], requested: int
+) -> VNode | str:
+    """``setNodeVNPUInfo``: the node's model, or why it is not a vNPU node. Its chips per
+    AI core count come from the label ``servertype`` the agent writes (``Ascend310P-8``)."""
+    meta = node.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    label = (meta.get("labels") or {}).get(SERVER_TYPE_LABEL, "")
+    try:
+        kind, cores = parse_server_type(label)
+    except InvalidInput as bad:
+        return f"{name}: {NPU_CORE_RESOURCE} node without a readable label: {bad}"
+    if kind != info.kind.name:
+        return (
+            f"{name}: label {SERVER_TYPE_LABEL} {quoted(label)} does not match its DeviceInfo "
+            f"of {info.kind.name} chips"
+        )
+    try:
+        return vnpu.node_model(
+            name,
+            kind=kind,
+            cores_per_chip=cores,
+            capacity=capacity,
+            free=info.free,
+            unhealthy=info.unhealthy,
+            pods=sorted(pods, key=lambda p: p.key),
+            requested=requested,
+        )
+    except VnpuInvalid as bad:
+        return f"{name}: {bad}"
+
+
+@dataclass(frozen=True, slots=True)
+class GivenVnpu:
+    """A vNPU (or whole chips) chosen for a pod whose annotation the view does not show."""
+
+    uid: str
+    node: str
+    pod: VPod
+    cores: int
+    since: float
+
+
+@dataclass(frozen=True, slots=True)
+class VnpuTask:
+    """What the predicate reads of a pod asking for npu-core."""
+
+    name: str
+    cores: int
+    labels: Mapping[str, str]
+
+
+class VnpuNodes:
+    def __init__(self, ttl: float) -> None:
+        self._ttl = ttl
+        self._nodes: dict[str, VNode] = {}
+        self._given: dict[str, GivenVnpu] = {}  # pod key → what it was given
+        self._on_node: dict[str, set[str]] = {}  # node → pod keys given there
+
+    # ---- state ------------------------------------------------------------------------
+
+    def set_node(self, name: str, node: VNode | None) -> None:
+        if node is None:
+            self._nodes.pop(name, None)
+        else:
+            self._nodes[name] = node
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._nodes
+
+    def node(self, name: str) -> VNode | None:
+        """The node with what was given there and is not in its view yet."""
+        return self._effective(name) if name in self._nodes else None
+
+    def _effective(self, name: str) -> VNode:
+        node = self._nodes[name]
+        for key in sorted(self._on_node.get(name, ())):
+            given = self._given[key]
+            node = vnpu.with_pod(node, given.pod, given.cores)
+        return node
+
+    def given(self, key: str) -> GivenVnpu | None:
+        return self._given.get(key)
+
+    def give(self, key: str, given: GivenVnpu) -> None:
+        self.drop(key)
+        self._given[key] = given
+        self._on_node.setdefault(given.node, set()).add(key)
+
+    def drop(self, key: str) -> GivenVnpu | None:
+        given = self._given.pop(key, None)
+        if given is not None:
+            keys = self._on_node[given.node]
+            keys.discard(key)
+            if not keys:
+                del self._on_node[given.node]
+        return given
+
+    def settle(self, key: str, pod: PodView | None) -> None:
+        """Forget what was given to ``key`` once its node's view counts it, or it is gone."""
+        given = self._given.get(key)
+        if given is None:
+            return
+        shown = key in getattr(self._nodes.get(given.node), "pods", ())
+        if pod is None or pod.uid != given.uid or shown:
+            self.drop(key)
+
+    def expire(self, now: float) -> None:
+        for key in [k for k, g in self._given.items() if now - g.since > self._ttl]:
+            self.drop(key)
+
+    def free_cores(self) -> int:
+        return sum(c.cores for n in self._nodes for c in self._effective(n).chips)
+
+    # ---- decisions --------------------------------------------------------------------
+
+    def verdicts(self, task: VnpuTask, names: Iterable[str]) -> dict[str, vnpu.Verdict]:
+        """The predicate on each vNPU node named (others are left out); VnpuInvalid when the
+        task itself is refused."""
+        vnpu.validate_cores(task.name, task.cores, task.labels)
+        found: dict[str, vnpu.Verdict] = {}
+        for name in names:
+            node = self.node(name)
+            if node is not None:
+                want = vnpu.task_resource(
+                    task.cores, task.labels, node.cores_per_chip, node.cpus_per_chip
+                )
+                found[name] = vnpu.check(node, task.name, want)
+        return found
+
+    def scores(self, task: VnpuTask, names: Iterable[str]) -> dict[str, float]:
+        """``ScoreBestNPUNodes`` over the nodes that pass: 8 for the fewest idle AI cores
+        (16 past the nodes where the task is downgraded)."""
+        try:
+            verdicts = self.verdicts(task, names)
+        except VnpuInvalid:
+            return {}
+        passing = {n: v for n, v in verdicts.items() if v.resource is not None}
+        idle = {n: self._effective(n).idle for n in passing}
+        return vnpu.scores(idle, (n for n, v in passing.items() if v.downgraded))
+
+    def take(self, task: VnpuTask, key: str, uid: str, name: str, now: float) -> CoreChoice | str:
+        """Choose the pod's vNPU (or whole chips) on node ``name`` and count it as given;
+        or why there is none."""
+        try:
+            verdict = self.verdicts(task, [name]).get(name)
+        except VnpuInvalid as invalid:
+            return str(invalid)
+        node = self.node(name)
+        if verdict is None or node is None:
+            return f"{name} is not a dynamic vNPU ({NPU_CORE_RESOURCE}) node"
+        if verdict.resource is None:
+            return verdict.reason
+        choice = vnpu.choose(node, verdict.resource)
+        if choice is None:
+            return NOT_FOUND.format(cores=verdict.resource.cores)
+        pod = VPod(key, choice, _dvpp(task.labels), created=False)
+        self.give(key, GivenVnpu(uid, name, pod, task.cores, now))
+        return choice
