@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from contract.chip_names import RESOURCE_NAME
 from contract.objects import Obj
 from infra.kube.port import Conflict, Gone, KubeError, NotFound, Page, Selection, WatchEvent
 from simulation.selectors import Selector
@@ -406,8 +407,11 @@ def pod_object(
     *,
     annotations: Mapping[str, str] | None = None,
     phase: str = "Pending",
+    resource: str = RESOURCE_NAME,
+    labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A minimal pod as the API server returns it (for tests and the demo)."""
+    """A minimal pod as the API server returns it (for tests and the demo), asking for
+    ``npu`` of ``resource``."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -416,11 +420,12 @@ def pod_object(
             "name": name,
             "uid": f"uid-{namespace}-{name}",
             "annotations": dict(annotations or {}),
+            "labels": dict(labels or {}),
         },
         "spec": {
             **({"nodeName": node} if node else {}),
             "containers": [
-                {"name": "main", "resources": {"limits": {"huawei.com/Ascend910": str(npu)}}}
+                {"name": "main", "resources": {"limits": {resource: str(npu)}}}
             ],
         },
         "status": {"phase": phase},

@@ -69,6 +69,7 @@ class Snapshot:
     down: frozenset[str] = frozenset()  # NPU nodes whose agent publishes nothing (recent)
     # Chips each publishing node reports failed (also on nodes left out as not stable).
     failed: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    vnodes: Mapping[str, VNode] = field(default_factory=dict)  # dynamic-vNPU nodes
 
 
 NODE_LABELS = (
@@ -302,11 +303,12 @@ def build(
             views.append(view)
     return Snapshot(
         tuple(v.state for v in views if v.state is not None),
-        {v.name: v.reason for v in views if v.state is None},
+        {v.name: v.reason for v in views if v.state is None and v.vnode is None},
         {v.name: v.address for v in views if v.state is not None and v.address},
         {v.name: v.super_pod for v in views if v.state is not None and v.super_pod is not None},
         frozenset(v.name for v in views if v.down),
         {v.name: v.failed for v in views if v.failed is not None},
+        {v.name: v.vnode for v in views if v.vnode is not None},
     )
 
 

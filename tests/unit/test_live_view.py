@@ -6,9 +6,11 @@ import random
 
 import pytest
 
+from contract.chip_names import ASCEND310P, ASCEND910, ChipKind
 from contract.deviceinfo import DeviceInfo, configmap_name, encode
 from contract.objects import Obj
 from contract.pods import PodView, cached_pod_view
+from contract.vnpu import CORE_SPECS, template_cores
 from scheduler_core.service import cluster_view
 from scheduler_core.service.live_view import LiveView
 from simulation.memory import pod_object
@@ -16,7 +18,12 @@ from simulation.memory import pod_object
 NOW = 1_700_000_000.0
 
 
-def node(name: str, allocatable: int) -> Obj:
+def node(name: str, allocatable: int, vnpu: bool = False) -> Obj:
+    """A 910 server, or (``vnpu``) a 310P node of 8 chips offering npu-core."""
+    if vnpu:
+        cores = {"huawei.com/npu-core": "64"}
+        labels = {"servertype": "Ascend310P-8"}
+        return {"metadata": {"name": name, "labels": labels}, "status": {"capacity": cores}}
     return {
         "metadata": {"name": name},
         "status": {
@@ -26,9 +33,13 @@ def node(name: str, allocatable: int) -> Obj:
     }
 
 
-def deviceinfo(unhealthy: frozenset[int], age: float) -> dict[str, str]:
+def deviceinfo(unhealthy: frozenset[int], age: float, kind: ChipKind = ASCEND910) -> dict[str, str]:
     info = DeviceInfo(
-        frozenset(range(8)) - unhealthy, unhealthy, frozenset(), update_time=int(NOW - age)
+        frozenset(range(8)) - unhealthy,
+        unhealthy,
+        frozenset(),
+        update_time=int(NOW - age),
+        kind=kind,
     )
     return encode(info)
 
@@ -40,6 +51,16 @@ def pod(name: str, where: str | None, chips: list[int]) -> PodView:
     )
 
 
+def vnpu_pod(name: str, where: str | None, chip: int, template: str, created: bool) -> PodView:
+    """An npu-core pod given a vNPU of ``template`` on ``chip`` (created: recorded)."""
+    notes = {"huawei.com/npu-core": f"{chip}-{template}"}
+    if created:
+        notes["huawei.com/AscendReal"] = f"Ascend310P-{CORE_SPECS[template]}-100-{chip}_0"
+    cores = template_cores(template)
+    obj = pod_object("ns", name, where, cores, annotations=notes, resource="huawei.com/npu-core")
+    return cached_pod_view(obj)
+
+
 def whole_read(
     nodes: dict[str, Obj], infos: dict[str, dict[str, str]], pods: dict[str, PodView], now: float
 ) -> dict[str, object]:
@@ -48,12 +69,13 @@ def whole_read(
         for n, d in infos.items()
     ]
     snapshot = cluster_view.build(nodes.values(), configmaps, pods.values(), now)
-    views = {s.name: s for s in snapshot.nodes}
+    views: dict[str, object] = {s.name: s for s in snapshot.nodes}
+    views.update(snapshot.vnodes)
     return {n: views.get(n) or snapshot.left_out[n] for n in [*views, *snapshot.left_out]}
 
 
 def as_read(view: LiveView) -> dict[str, object]:
-    return {n: v.state if v.state is not None else v.reason for n, v in view.views.items()}
+    return {n: v.state or v.vnode or v.reason for n, v in view.views.items()}
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -68,13 +90,14 @@ def test_any_sequence_of_changes_leaves_the_view_a_whole_read_would_give(seed: i
         name = f"n{rng.randrange(4)}"
         step = rng.random()
         if step < 0.15:
-            nodes[name] = node(name, rng.choice([8, 8, 7]))
+            nodes[name] = node(name, rng.choice([8, 8, 7]), vnpu=rng.random() < 0.3)
             view.set_node(name, nodes[name])
         elif step < 0.2:
             nodes.pop(name, None)
             view.set_node(name, None)
         elif step < 0.35:
-            infos[name] = deviceinfo(frozenset(rng.sample(range(8), rng.randrange(2))), 0)
+            kind = rng.choice([ASCEND910, ASCEND910, ASCEND310P])
+            infos[name] = deviceinfo(frozenset(rng.sample(range(8), rng.randrange(2))), 0, kind)
             view.set_deviceinfo(configmap_name(name), infos[name])
         elif step < 0.4:
             infos.pop(name, None)
@@ -86,6 +109,12 @@ def test_any_sequence_of_changes_leaves_the_view_a_whole_read_would_give(seed: i
             if key in pods and rng.random() < 0.4:
                 del pods[key]
                 view.set_pod(key, None)
+            elif rng.random() < 0.3:
+                template = rng.choice(["vir01", "vir02_1c", "vir04_3c"])
+                where = rng.choice([name, None])
+                created = rng.random() < 0.5
+                pods[key] = vnpu_pod(key.split("/")[1], where, rng.randrange(8), template, created)
+                view.set_pod(key, pods[key])
             else:
                 chips = sorted(rng.sample(range(8), rng.randrange(0, 3)))
                 where = rng.choice([name, None])
