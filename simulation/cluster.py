@@ -4,7 +4,8 @@ The loopback API server; per node a fake driver, the agent as its own builder wi
 (pod cache, annotation handshake, DeviceInfo publisher, repair loop and node label, through
 the official kubernetes client) and a kubelet simulator over real gRPC unix sockets; the
 scheduler service over HTTP (driven by ``kube_scheduler.KubeScheduler``). ``admit`` lets each
-node's kubelet admit the pods bound to it.
+node's kubelet admit the pods bound to it. Beside the 910 servers, 310P nodes may serve
+dynamic vNPUs (``huawei.com/npu-core``, created at Allocate through the fake driver).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from typing import Any
 
 from agent.builder import AgentConfig, KubeSettings, NodeAgent, start_node_agent
 from agent.driver import FakeDriver
-from contract.chip_names import RESOURCE_NAME
+from contract.chip_names import ASCEND310P, RESOURCE_NAME
 from contract.deviceinfo import configmap_name, decode
-from contract.objects import Obj, npu_limit
+from contract.objects import Obj, npu_request
 from infra.kube.client import KubernetesGateway
 from infra.kube.port import KubeError
 from scheduler_core.engine.policies import policy_by_name
@@ -61,12 +62,22 @@ def state_file(
     return "\n".join(lines) + "\n"
 
 
+VNPU_CHIPS = 4  # chips of a simulated 310P node (8 AI cores each)
+
+
+def vnpu_state_file(chips: int = VNPU_CHIPS) -> str:
+    """A fake-driver state file of a 310P node (8 AI cores and 7 AI CPUs per chip)."""
+    rows = "".join(f"  - {{id: {i}, health: Healthy}}\n" for i in range(chips))
+    return f"chip_type: {ASCEND310P.name}\nai_cores: 8\nchips:\n{rows}"
+
+
 @dataclass
 class SimNode:
     name: str
     home: Path
     kubelet: KubeletSimulator
     agent: NodeAgent
+    dynamic_vnpu: bool = False  # a 310P node whose agent runs -presetVirtualDevice=false
 
     def write_state(self, unhealthy: frozenset[int], **details: Any) -> None:
         """``details``: ``state_file``'s fault codes and SuperPoD."""
@@ -96,14 +107,17 @@ class SimulatedCluster:
     def gateway(self) -> KubernetesGateway:
         return KubernetesGateway.for_url(self.api.url)
 
-    def start_node(self, name: str, home: Path, use_preferred: bool, seed: int) -> SimNode:
+    def start_node(
+        self, name: str, home: Path, use_preferred: bool, seed: int, *, dynamic_vnpu: bool = False
+    ) -> SimNode:
         kubelet = KubeletSimulator(home / "plugins", home / "podres.sock", use_preferred, seed)
         kubelet.start()
-        node = SimNode(name, home, kubelet, self._start_agent(name, home))
+        agent = self._start_agent(name, home, dynamic_vnpu)
+        node = SimNode(name, home, kubelet, agent, dynamic_vnpu)
         self.nodes[name] = node
         return node
 
-    def _start_agent(self, name: str, home: Path) -> NodeAgent:
+    def _start_agent(self, name: str, home: Path, dynamic_vnpu: bool) -> NodeAgent:
         """The node agent as a node runs it (the agent's own builder), on the fake driver."""
         kube = KubeSettings(
             name,
@@ -111,24 +125,29 @@ class SimulatedCluster:
             pod_resources_socket=home / "podres.sock",
             sub_health_codes=frozenset({SUB_HEALTH_CODE}),
         )
-        config = AgentConfig(home / "plugins", ascend_runtime=True, period=1, kube=kube)
+        config = AgentConfig(
+            home / "plugins",
+            ascend_runtime=True,
+            period=1,
+            kube=kube,
+            preset_virtual=not dynamic_vnpu,
+        )
         return start_node_agent(config, FakeDriver(home / "state.yaml"), self.gateway())
 
     def restart_node_agent(self, name: str) -> None:
         """The agent process restarts; its kubelet stays."""
         node = self.nodes[name]
         node.agent.stop()
-        node.agent = self._start_agent(name, node.home)
+        node.agent = self._start_agent(name, node.home, node.dynamic_vnpu)
 
     def sync_node_status(self) -> None:
-        """What each kubelet reports in its node status: capacity and healthy allocatable."""
+        """What each kubelet reports in its node status: capacity and healthy allocatable of
+        every resource its device plugins registered."""
         for name, node in self.nodes.items():
             obj = self.store.get_node(name)
-            devices = node.kubelet.devices(RESOURCE_NAME)
-            obj["status"]["capacity"] = {RESOURCE_NAME: str(len(devices))}
-            obj["status"]["allocatable"] = {
-                RESOURCE_NAME: str(node.kubelet.allocatable(RESOURCE_NAME))
-            }
+            resources = node.kubelet.resources()
+            obj["status"]["capacity"] = {r: str(len(node.kubelet.devices(r))) for r in resources}
+            obj["status"]["allocatable"] = {r: str(node.kubelet.allocatable(r)) for r in resources}
             self.store.put("Node", obj)
 
     def published_free(self, node: str) -> int:
@@ -174,9 +193,7 @@ class SimulatedCluster:
             meta = pod["metadata"]
             key = f"{meta['namespace']}/{meta['name']}"
             try:
-                allocation = self.nodes[node].kubelet.allocate(
-                    key, "main", RESOURCE_NAME, npu_limit(pod)
-                )
+                allocation = self.nodes[node].kubelet.allocate(key, "main", *npu_request(pod))
             except KubeletError as failed:
                 self.refused[key] = str(failed)
                 pod["status"]["phase"], pod["status"]["reason"] = (
@@ -267,11 +284,13 @@ def simulated_cluster(
     super_pods: Mapping[str, int] | None = None,
     graceful: bool = False,
     grace_over: float = GRACE_OVER_TIME,
+    vnpu_nodes: int = 0,
 ) -> Iterator[SimulatedCluster]:
     """``every_kubelet_random``: no kubelet asks for the preferred allocation (by default
     every second one does not); ``super_pods``: node → its SuperPoD; ``graceful``: pods
     deleted with a grace period stay until forced (containers that ignore SIGTERM);
-    ``grace_over``: the scheduler's grace-over-time."""
+    ``grace_over``: the scheduler's grace-over-time; ``vnpu_nodes``: 310P nodes
+    (``infer-00`` …) serving dynamic vNPUs beside the 910 servers."""
     root = Path(tempfile.mkdtemp(prefix="sim", dir="/tmp"))
     with ExitStack() as stack:
         stack.callback(shutil.rmtree, root, True)
@@ -311,10 +330,17 @@ def simulated_cluster(
             prefers = not every_kubelet_random and i % 2 == 0
             node = cluster.start_node(name, home, use_preferred=prefers, seed=i)
             stack.callback(_stop_node, node)
+        for i in range(vnpu_nodes):
+            name = f"infer-{i:02d}"
+            home = root / name
+            home.mkdir()
+            labels = {"accelerator": f"huawei-{ASCEND310P.name}"}
+            store.put("Node", {"metadata": {"name": name, "labels": labels}, "status": {}})
+            (home / "state.yaml").write_text(vnpu_state_file())
+            node = cluster.start_node(name, home, False, seed=100 + i, dynamic_vnpu=True)
+            stack.callback(_stop_node, node)
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and any(
-            n.kubelet.allocatable(RESOURCE_NAME) == 0 for n in cluster.nodes.values()
-        ):
+        while time.monotonic() < deadline and not all(map(_offers, cluster.nodes.values())):
             time.sleep(0.02)
         cluster.sync_node_status()
         cluster.url = service.start()
@@ -326,6 +352,11 @@ def simulated_cluster(
 def _stop_node(node: SimNode) -> None:
     node.agent.stop()
     node.kubelet.close()
+
+
+def _offers(node: SimNode) -> bool:
+    """Its kubelet has healthy devices of some resource."""
+    return any(node.kubelet.allocatable(r) > 0 for r in node.kubelet.resources())
 
 
 def _writes(node: SimNode) -> int:

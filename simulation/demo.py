@@ -5,13 +5,25 @@ the official kubernetes client), its DeviceInfo publisher and a kubelet simulato
 gRPC sockets; the scheduler service over HTTP, driven the way kube-scheduler drives an
 extender (filter, prioritize, bind). No kubelet asks for the preferred allocation: they
 pick random device IDs, and the handshake has to give containers the scheduler's chips.
+
+Beside the 910 training pods, a 310P node serves inference pods dynamic vNPUs: the scheduler
+cuts a template out of a chip's AI cores, the agent creates the vNPU at Allocate and destroys
+it once its pod is gone.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulation.cluster import SimulatedCluster, simulated_cluster, tor_configmap
+from contract.annotations import REAL_ANNOTATION
+from contract.chip_names import InvalidInput
+from contract.vnpu import (
+    NPU_CORE_ANNOTATION,
+    NPU_CORE_RESOURCE,
+    parse_core_choice,
+    parse_virtual_name,
+)
+from simulation.cluster import SimulatedCluster, simulated_cluster, tor_configmap, wait_for
 from simulation.kube_scheduler import KubeScheduler
 from simulation.memory import pod_object
 
@@ -27,8 +39,13 @@ DEMO_JOBS = [
     ("train-d", [4]),
     ("infer-d", [1]),
 ]
+# Inference pods asking for AI cores of the 310P node: 2 → vir02_1c, 4 → vir04_3c,
+# 1 → vir01, 8 → a whole chip.
+VNPU_PODS = [("serve-a", 2), ("serve-b", 2), ("serve-c", 4), ("serve-d", 1), ("serve-e", 8)]
 ROW = "{:12} {:8} {:18} {:18} {}"
+VNPU_ROW = "{:12} {:9} {:12} {:6} {:8} {}"
 PER_TOR = 2
+CYCLES = 8  # a node creates one vNPU template at a time: a few rounds place them all
 
 
 @dataclass(frozen=True)
@@ -55,17 +72,21 @@ def _submit(cluster: SimulatedCluster) -> list[str]:
                 pod["metadata"]["annotations"]["ascend.npu/gang-size"] = str(len(sizes))
             cluster.store.put("Pod", pod)
             names.append(name)
+    for name, cores in VNPU_PODS:
+        cluster.store.put("Pod", pod_object("demo", name, None, cores, resource=NPU_CORE_RESOURCE))
     return names
 
 
 def run(nodes: int = 5, policy: str = "huawei") -> int:
     faulty = {"node-02": frozenset({3})}
-    with simulated_cluster(nodes, policy, faulty, every_kubelet_random=True) as cluster:
+    with simulated_cluster(
+        nodes, policy, faulty, every_kubelet_random=True, vnpu_nodes=1
+    ) as cluster:
         scheduler = KubeScheduler(cluster)
         cluster.store.put("ConfigMap", tor_configmap(nodes, PER_TOR))
         names = _submit(cluster)
         cluster.service.refresh()
-        for _ in range(5):
+        for _ in range(CYCLES):
             bound = scheduler.cycle()
             cluster.admit()
             cluster.service.refresh()
@@ -83,10 +104,7 @@ def run(nodes: int = 5, policy: str = "huawei") -> int:
             pod = cluster.store.get_pod("demo", name)
             entry = cluster.admitted.get(key)
             if entry is None:
-                reasons = sorted(set(scheduler.reasons.get(key, {}).values()))
-                print(
-                    f"{name:12} not placed: {reasons[0] if reasons else cluster.refused.get(key)}"
-                )
+                print(f"{name:12} not placed: {_reason(cluster, scheduler, key)}")
                 continue
             annotations = pod["metadata"]["annotations"]
             row = Row(
@@ -102,7 +120,21 @@ def run(nodes: int = 5, policy: str = "huawei") -> int:
                 ROW.format(row.pod, row.node, _ids(row.scheduler), _ids(row.kubelet), row.visible)
             )
         _gang_line(cluster)
-        return _summary(admitted)
+        code = _summary(admitted)
+        return _vnpu_table(cluster, scheduler) or code
+
+
+def _reason(cluster: SimulatedCluster, scheduler: KubeScheduler, key: str) -> str:
+    """Why a pod was not placed: the first reason of a node of its kind (910 or 310P)."""
+    inference = key.split("/")[1].startswith("serve-")
+    reasons = sorted(
+        {
+            r
+            for n, r in scheduler.reasons.get(key, {}).items()
+            if n.startswith("infer-") == inference
+        }
+    )
+    return reasons[0] if reasons else cluster.refused.get(key, "")
 
 
 def _gang_line(cluster: SimulatedCluster) -> None:
@@ -142,3 +174,56 @@ def _summary(admitted: list[Row]) -> int:
         f"{doubles} double assignments"
     )
     return 0 if mismatches == 0 and doubles == 0 and admitted else 1
+
+
+def _vnpu_table(cluster: SimulatedCluster, scheduler: KubeScheduler) -> int:
+    """The vNPU pods: the scheduler's choice, what the container got; then the pods end and
+    the agent destroys their vNPUs. Non-zero when a container got another chip than chosen,
+    or a vNPU outlives its pod."""
+    node = cluster.nodes["infer-00"]
+    cores = node.agent.cores
+    assert cores is not None, "infer-00 runs dynamic vNPU"
+    print(
+        f"{node.name}: a 310P node of 4 chips x 8 AI cores (7 AI CPUs), dynamic vNPU; "
+        "one template is created at a time per node"
+    )
+    print(VNPU_ROW.format("pod", "node", "npu-core", "cores", "visible", "AscendReal"))
+    given = wrong = 0
+    for name, _ in VNPU_PODS:
+        key = f"demo/{name}"
+        entry = cluster.admitted.get(key)
+        if entry is None:
+            print(f"{name:12} not placed: {_reason(cluster, scheduler, key)}")
+            wrong += 1
+            continue
+        notes = cluster.store.get_pod("demo", name)["metadata"]["annotations"]
+        choice, real = notes[NPU_CORE_ANNOTATION], notes.get(REAL_ANNOTATION, "")
+        visible = entry.allocation.response.envs.get("ASCEND_VISIBLE_DEVICES", "")
+        wrong += not _got_the_choice(choice, real, visible)
+        given += parse_core_choice(choice).template is not None
+        print(
+            VNPU_ROW.format(
+                name, entry.node, choice, len(entry.allocation.device_ids), visible, real
+            )
+        )
+    for name, _ in VNPU_PODS:
+        cluster.finish(f"demo/{name}", delete=True)
+    gone = wait_for(lambda: cores.destroyed >= cores.created > 0, timeout=20)
+    print(
+        f"vNPUs: {cores.created} created, {given} given to containers, {cores.destroyed} "
+        f"destroyed once their pods were gone; {wrong} pods without the scheduler's choice"
+    )
+    return 0 if gone and wrong == 0 and given == cores.created else 1
+
+
+def _got_the_choice(choice: str, real: str, visible: str) -> bool:
+    """The container runs on the chip the scheduler chose: its vNPU (visible by vdev id)
+    is on that chip, or it has exactly the whole chips chosen."""
+    try:
+        chosen = parse_core_choice(choice)
+        if chosen.template is None:
+            return visible == ",".join(str(c) for c in chosen.chips)
+        vnpu = parse_virtual_name(real)
+    except InvalidInput:
+        return False
+    return vnpu.phy == chosen.chips[0] and visible == str(vnpu.vdev)

@@ -424,9 +424,7 @@ def pod_object(
         },
         "spec": {
             **({"nodeName": node} if node else {}),
-            "containers": [
-                {"name": "main", "resources": {"limits": {resource: str(npu)}}}
-            ],
+            "containers": [{"name": "main", "resources": {"limits": {resource: str(npu)}}}],
         },
         "status": {"phase": phase},
     }

@@ -26,7 +26,7 @@ from contract.annotations import PREDICATE_TIME
 from contract.chip_names import KIND_OF_RESOURCE, format_chip_list
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
-from contract.vnpu import NPU_CORE_ANNOTATION, CoreChoice
+from contract.vnpu import NPU_CORE_ANNOTATION, NPU_CORE_RESOURCE, CoreChoice
 from infra.kube.port import KubeError, NotFound
 from scheduler_core.engine import tor
 from scheduler_core.engine.model import Placement
@@ -145,7 +145,7 @@ class Extender(ExtenderState):
         for name in names:
             status = statuses.get(name)
             if status is None:
-                failed[name] = self._left_out.get(name, f"{name} is not an Ascend NPU node")
+                failed[name] = self._not_offered(name, request)
             elif not status.ok:
                 failed[name] = status.reason
             elif name in held:
@@ -153,6 +153,12 @@ class Extender(ExtenderState):
             else:
                 passing.append(name)
         return passing, failed
+
+    def _not_offered(self, name: str, request: PodRequest) -> str:
+        """Why a node the session does not offer is no place for a pod of chips."""
+        if name in self._vnpu:
+            return f"{name} offers {NPU_CORE_RESOURCE} (dynamic vNPU), not {request.resource}"
+        return self._left_out.get(name, f"{name} is not an Ascend NPU node")
 
     def _filter_gang(
         self, request: PodRequest, names: list[str]

@@ -6,17 +6,26 @@ import re
 
 import pytest
 
-from simulation.demo import Row, _summary, run
+from simulation.demo import Row, _got_the_choice, _summary, run
 
 
 def test_the_demo_admits_every_pod_with_the_scheduler_chips(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert run() == 0
-    summary = capsys.readouterr().out.splitlines()[-1]
+    lines = capsys.readouterr().out.splitlines()
+    (summary,) = [line for line in lines if line.startswith("summary:")]
     corrected = re.search(r"(\d+) with kubelet IDs that differ", summary)
     assert corrected is not None and int(corrected.group(1)) > 0, summary
     assert summary.endswith("0 mismatches, 0 double assignments")
+    vnpus = re.fullmatch(
+        r"vNPUs: (\d+) created, (\d+) given to containers, (\d+) destroyed once their pods "
+        r"were gone; 0 pods without the scheduler's choice",
+        lines[-1],
+    )
+    assert vnpus is not None, lines[-1]
+    created, given, destroyed = map(int, vnpus.groups())
+    assert created == given == destroyed > 0
 
 
 def test_binpack_keeps_room_for_the_gang_in_the_demo(capsys: pytest.CaptureFixture[str]) -> None:
@@ -38,3 +47,12 @@ def test_the_summary_fails_on_a_mismatch_or_a_chip_given_twice(
     assert _summary([row("a", "0", "Ascend910-0"), row("b", "0", "Ascend910-0")]) == 1
     assert _summary([]) == 1
     assert "1 double assignments" in capsys.readouterr().out
+
+
+def test_a_vnpu_pod_counts_as_served_only_on_the_chip_the_scheduler_chose() -> None:
+    assert _got_the_choice("1-vir02_1c", "Ascend310P-2c.1cpu-100-1_0", "100")
+    assert not _got_the_choice("1-vir02_1c", "Ascend310P-2c.1cpu-100-0_0", "100")
+    assert not _got_the_choice("1-vir02_1c", "Ascend310P-2c.1cpu-100-1_0", "101")
+    assert _got_the_choice("0,2", "Ascend310P-0,Ascend310P-2", "0,2")
+    assert not _got_the_choice("0,2", "Ascend310P-0,Ascend310P-1", "0,1")
+    assert not _got_the_choice("1-vir02_1c", "", "100")
