@@ -16,6 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from contract.objects import PLACED_RESOURCES
 from infra.kube.port import KubeGateway
 from scheduler_core.service.volcano import VolcanoVerbs
 
@@ -296,8 +297,8 @@ def test_the_kube_scheduler_configuration_wires_every_extender_verb() -> None:
     )
     assert extender["nodeCacheCapable"] is True
     assert extender["managedResources"] == [
-        {"name": "huawei.com/Ascend910", "ignoredByScheduler": False}
-    ]
+        {"name": resource, "ignoredByScheduler": False} for resource in PLACED_RESOURCES
+    ], "every resource the extender chooses chips or AI cores for; the kubelet counts them"
 
 
 def test_the_volcano_configuration_names_only_verbs_the_service_serves() -> None:
@@ -309,6 +310,7 @@ def test_the_volcano_configuration_names_only_verbs_the_service_serves() -> None
     assert sorted(verbs) == sorted(VolcanoVerbs.VERBS)
     for verb in verbs:
         assert verb in VolcanoVerbs.VERBS, verb
+    assert plugin["arguments"]["extender.managedResources"] == list(PLACED_RESOURCES)
 
 
 def test_the_dockerfile_passes_hadolint() -> None:
@@ -371,3 +373,57 @@ def test_the_agent_finds_the_hosts_npu_smi_and_driver_libraries() -> None:
         assert directory.startswith(mounts["driver"] + "/"), directory
     tolerated = {t["key"] for t in spec["tolerations"]}
     assert {"huawei.com/Ascend910", "device-plugin", "CriticalAddonsOnly"} <= tolerated
+
+
+def _selects(spec: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a pod spec's nodeSelector and required node affinity admit a node."""
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (spec.get("affinity") or {}).get("nodeAffinity", {})
+    terms = required.get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    checks = {
+        "In": lambda value, values: value in values,
+        "NotIn": lambda value, values: value not in values,
+    }
+    return not terms or any(
+        all(
+            checks[e["operator"]](labels.get(e["key"]), e["values"])
+            for e in term["matchExpressions"]
+        )
+        for term in terms["nodeSelectorTerms"]
+    )
+
+
+def test_every_ascend_node_runs_exactly_one_agent_in_the_mode_it_is_labelled_for() -> None:
+    (base,) = documents("agent-daemonset.yaml")
+    (vnpu,) = documents("agent-daemonset-vnpu.yaml")
+    specs = {"base": base["spec"]["template"]["spec"], "vnpu": vnpu["spec"]["template"]["spec"]}
+    nodes = {
+        "base": [
+            {"accelerator": "huawei-Ascend910"},
+            {"accelerator": "huawei-Ascend310"},
+            {"accelerator": "huawei-Ascend310P"},
+        ],
+        "vnpu": [{"accelerator": "huawei-Ascend310P", "ascend.npu/vnpu": "dynamic"}],
+        None: [{}, {"accelerator": "nvidia"}],
+    }
+    for expected, labelled in nodes.items():
+        for labels in labelled:
+            running = [name for name, spec in specs.items() if _selects(spec, labels)]
+            assert running == ([expected] if expected else []), labels
+    (container,) = specs["vnpu"]["containers"]
+    assert "--preset-virtual-device=false" in container["args"]
+
+
+def test_the_vnpu_agent_differs_from_the_base_only_in_its_nodes_name_and_mode() -> None:
+    (base,) = documents("agent-daemonset.yaml")
+    (vnpu,) = documents("agent-daemonset-vnpu.yaml")
+    for daemonset in (base, vnpu):
+        spec = daemonset["spec"]["template"]["spec"]
+        spec.pop("affinity", None)
+        spec.pop("nodeSelector", None)
+        spec["containers"][0]["args"] = [
+            a for a in spec["containers"][0]["args"] if a != "--preset-virtual-device=false"
+        ]
+    text = yaml.safe_dump(vnpu).replace("ascend-npu-agent-vnpu", "ascend-npu-agent")
+    assert yaml.safe_load(text) == base
