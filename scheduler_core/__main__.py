@@ -50,7 +50,8 @@ def _place(policy_name: str) -> int:
         print(f"error: {bad}", file=sys.stderr)
         return EXIT_BAD_INPUT
     decision = session.place(request.job, explain=True)
-    print(json.dumps(decision_to_json(decision)))
+    kind = product_by_name(request.job.product).kind
+    print(json.dumps(decision_to_json(decision, kind)))
     return 0
 
 

@@ -11,7 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from contract.chip_names import InvalidInput, parse_chip_name, quoted
+from contract.chip_names import (
+    ASCEND910,
+    ChipKind,
+    InvalidInput,
+    chip_name,
+    parse_chip_name,
+    quoted,
+)
 from scheduler_core.engine.model import Decision, Job, NodeState, Task
 from scheduler_core.engine.products import product_by_name, product_for_selector
 from scheduler_core.engine.session import check_node_chips
@@ -41,12 +48,12 @@ def _object(value: Any, path: str) -> Mapping[str, Any]:
     return value
 
 
-def _chips(obj: Mapping[str, Any], key: str, path: str) -> tuple[int, ...]:
+def _chips(obj: Mapping[str, Any], key: str, path: str, kind: ChipKind) -> tuple[int, ...]:
     names = _field(obj, key, path, list, required=key == "free") or []
     chips: list[int] = []
     for i, name in enumerate(names):
         try:
-            chips.append(parse_chip_name(name))
+            chips.append(parse_chip_name(name, kind=kind))
         except InvalidInput as bad:
             raise InvalidInput(f"{path}.{key}[{i}]: {bad}") from None
     if len(set(chips)) != len(chips):
@@ -70,12 +77,12 @@ def _node(raw: Any, path: str) -> NodeState:
         product = product_by_name(product_name)
     except InvalidInput as bad:
         raise InvalidInput(f"{path}.product: {bad}") from None
-    unhealthy = _chips(obj, "unhealthy", path)
+    unhealthy = _chips(obj, "unhealthy", path, product.kind)
     allocatable = _field(obj, "allocatable", path, int, required=False)
     if allocatable is None:
         allocatable = product.capacity - len(unhealthy)
-    free = _chips(obj, "free", path)
-    network_unhealthy = _chips(obj, "network_unhealthy", path)
+    free = _chips(obj, "free", path, product.kind)
+    network_unhealthy = _chips(obj, "network_unhealthy", path, product.kind)
     try:
         node = NodeState(
             name=name,
@@ -143,7 +150,8 @@ def parse_request(text: str) -> PlacementRequest:
     return PlacementRequest(parsed, _job(obj["job"]))
 
 
-def decision_to_json(decision: Decision) -> dict[str, Any]:
+def decision_to_json(decision: Decision, kind: ChipKind = ASCEND910) -> dict[str, Any]:
+    """The answer, chips named as on the wire for the job's chip kind."""
     if not decision.feasible:
         answer: dict[str, Any] = {"feasible": False, "reason": decision.reason}
         if decision.rejected:
@@ -152,7 +160,7 @@ def decision_to_json(decision: Decision) -> dict[str, Any]:
     return {
         "feasible": True,
         "placements": [
-            {"task": p.task, "node": p.node, "chips": list(p.chip_names)}
+            {"task": p.task, "node": p.node, "chips": [chip_name(c, kind) for c in p.chips]}
             for p in decision.placements
         ],
         "scores": dict(sorted(decision.scores.items())),
