@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.extender
 	$(BIN)/python -m benchmarks.network_locality
 	$(BIN)/python -m benchmarks.place_command
+	$(BIN)/python -m benchmarks.vnpu
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

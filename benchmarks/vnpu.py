@@ -112,7 +112,11 @@ def vnpu_cluster(nodes: int, seed: int) -> MemoryCluster:
         store.put(
             "ConfigMap",
             {
-                "metadata": {"namespace": "kube-system", "name": f"mindx-dl-deviceinfo-{name}"},
+                "metadata": {
+                    "namespace": "kube-system",
+                    "name": f"mindx-dl-deviceinfo-{name}",
+                    "labels": {"mx-consumer-cim": "true"},
+                },
                 "data": encode(info),
             },
         )
@@ -166,9 +170,13 @@ def main() -> None:
     args = parser.parse_args()
     print(f"vNPU Allocate on one 310P node ({args.pods} pods, vir02_1c, HTTP API server):")
     times = allocate_latency(args.pods)
+    # The first Allocate of each round also destroys the last round's 16 vNPUs.
+    cleaning = [t for i, t in enumerate(times) if i and i % PER_ROUND == 0]
+    plain = [t for i, t in enumerate(times) if not (i and i % PER_ROUND == 0)]
     print(
-        f"  Allocate incl. vNPU create: p50 {percentile(times, 50):.2f} ms, "
-        f"p99 {percentile(times, 99):.2f} ms, max {max(times):.2f} ms"
+        f"  Allocate incl. vNPU create: p50 {percentile(plain, 50):.2f} ms, "
+        f"p99 {percentile(plain, 99):.2f} ms; those that first destroy {PER_ROUND} unused "
+        f"vNPUs: p50 {percentile(cleaning, 50):.2f} ms, max {max(cleaning):.2f} ms"
     )
     print(f"vNPU decisions over {args.nodes} 310P nodes ({args.decisions} pods):")
     times, bound, first = decisions(args.nodes, args.decisions)

@@ -162,7 +162,8 @@ class VnpuNodes:
         given = self._given.get(key)
         if given is None:
             return
-        shown = key in getattr(self._nodes.get(given.node), "pods", ())
+        node = self._nodes.get(given.node)
+        shown = node is not None and key in node.pods
         if pod is None or pod.uid != given.uid or shown:
             self.drop(key)
 
