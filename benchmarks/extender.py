@@ -19,7 +19,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from contract.deviceinfo import DeviceInfo, encode
+from agent.deviceinfo_publisher import configmap
+from contract.deviceinfo import DeviceInfo
 from simulation.cluster import simulated_cluster
 from simulation.kube_scheduler import KubeScheduler
 from simulation.memory import MemoryCluster, pod_object
@@ -62,17 +63,7 @@ def cluster(nodes: int, seed: int) -> MemoryCluster:
         info = DeviceInfo(
             frozenset(range(8)) - set(used), frozenset(), frozenset(), update_time=now
         )
-        store.put(
-            "ConfigMap",
-            {
-                "metadata": {
-                    "namespace": "kube-system",
-                    "name": f"mindx-dl-deviceinfo-{name}",
-                    "labels": {"mx-consumer-cim": "true"},
-                },
-                "data": encode(info),
-            },
-        )
+        store.put("ConfigMap", configmap(name, info))
         if used:
             chips = ",".join(f"Ascend910-{c}" for c in used)
             store.put(

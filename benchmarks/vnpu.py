@@ -23,9 +23,10 @@ import time
 from pathlib import Path
 
 from agent.builder import AgentConfig, KubeSettings, start_node_agent
+from agent.deviceinfo_publisher import configmap
 from agent.driver import FakeDriver
 from contract.chip_names import ASCEND310P
-from contract.deviceinfo import DeviceInfo, encode
+from contract.deviceinfo import DeviceInfo
 from contract.vnpu import CORE_SPECS, TEMPLATES_310P
 from infra.kube.client import KubernetesGateway
 from scheduler_core.service.extender import Extender
@@ -109,17 +110,7 @@ def vnpu_cluster(nodes: int, seed: int) -> MemoryCluster:
         info = DeviceInfo(
             frozenset(range(CHIPS)), frozenset(), frozenset(), update_time=now, kind=ASCEND310P
         )
-        store.put(
-            "ConfigMap",
-            {
-                "metadata": {
-                    "namespace": "kube-system",
-                    "name": f"mindx-dl-deviceinfo-{name}",
-                    "labels": {"mx-consumer-cim": "true"},
-                },
-                "data": encode(info),
-            },
-        )
+        store.put("ConfigMap", configmap(name, info))
         for k in range(rng.choice((0, 1, 2, 3))):
             template = rng.choice(templates)
             chip = rng.randrange(CHIPS)

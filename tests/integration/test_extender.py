@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from contract.deviceinfo import DeviceInfo, encode
+from agent.deviceinfo_publisher import configmap
+from contract.deviceinfo import DeviceInfo
 from contract.pods import pod_view
 from infra.kube.port import KubeError
 from scheduler_core.service import cluster_view
@@ -53,17 +54,7 @@ def add_node(
         update_time=1_700_000_000,
         super_pod_id=super_pod,
     )
-    api.put(
-        "ConfigMap",
-        {
-            "metadata": {
-                "namespace": "kube-system",
-                "name": f"mindx-dl-deviceinfo-{name}",
-                "labels": {"mx-consumer-cim": "true"},
-            },
-            "data": encode(info),
-        },
-    )
+    api.put("ConfigMap", configmap(name, info))
 
 
 def pending(

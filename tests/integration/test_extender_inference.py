@@ -9,8 +9,9 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from agent.deviceinfo_publisher import configmap
 from contract.chip_names import ASCEND310, ASCEND310P, ASCEND910, ChipKind
-from contract.deviceinfo import DeviceInfo, encode
+from contract.deviceinfo import DeviceInfo
 from contract.vnpu import TEMPLATES_310P, parse_core_choice
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
@@ -54,17 +55,7 @@ def add_node(
         update_time=1_700_000_000,
         kind=kind,
     )
-    api.put(
-        "ConfigMap",
-        {
-            "metadata": {
-                "namespace": "kube-system",
-                "name": f"mindx-dl-deviceinfo-{name}",
-                "labels": {"mx-consumer-cim": "true"},
-            },
-            "data": encode(info),
-        },
-    )
+    api.put("ConfigMap", configmap(name, info))
 
 
 class Cluster:
@@ -358,3 +349,29 @@ def test_a_node_whose_deviceinfo_or_labels_do_not_match_its_resource_is_left_out
         "unlabelled: huawei.com/npu-core node without a readable label: "
         "servertype '' is not <chip kind>-<AI cores per chip>"
     )
+
+
+def test_hostile_labels_capacities_and_annotations_leave_a_node_out_or_count_nothing() -> None:
+    api = MemoryCluster()
+    add_node(api, "v0", ASCEND310P, 4, cores=8)
+    for name, label in (("zero", "Ascend310P-0"), ("huge", "Ascend310P-" + "9" * 50)):
+        add_node(api, name, ASCEND310P, 4, cores=8)
+        node = api.get_node(name)
+        node["metadata"]["labels"]["servertype"] = label
+        api.put("Node", node)
+    add_node(api, "nonsense", ASCEND310P, 4, cores=8)
+    node = api.get_node("nonsense")
+    node["status"]["capacity"] = {NPU_CORE: "1e9"}
+    api.put("Node", node)
+    for i, text in enumerate(["0-vir99", "999-vir01", "0-" + "x" * 10_000, "1,1", ""]):
+        notes = {NPU_CORE: text, "huawei.com/AscendReal": "Ascend310P-1c-1-0_" + "9" * 30}
+        bad = pod_object("ns", f"bad{i}", "v0", 1, annotations=notes, resource=NPU_CORE)
+        bad["status"]["phase"] = "Running"
+        api.put("Pod", bad)
+    c = Cluster(api)
+    answer = c.filter(c.pod("p", NPU_CORE, 2))
+    assert answer["NodeNames"] == ["v0"], "the unreadable annotations count nothing"
+    assert "no AI CPU count known for Ascend310P with 0 AI cores" in answer["FailedNodes"]["zero"]
+    assert "is not <chip kind>-<AI cores per chip>" in answer["FailedNodes"]["huge"]
+    assert answer["FailedNodes"]["nonsense"] == "nonsense is not a dynamic vNPU node"
+    assert c.schedule(c.pod("q", NPU_CORE, 2)) == "v0"

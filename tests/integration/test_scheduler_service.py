@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from agent.deviceinfo_publisher import configmap
 from contract.deviceinfo import DeviceInfo, encode
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
@@ -113,17 +114,7 @@ def test_concurrent_binds_over_http_never_share_a_chip() -> None:
         info = DeviceInfo(
             frozenset(range(8)), frozenset(), frozenset(), update_time=int(time.time())
         )
-        store.put(
-            "ConfigMap",
-            {
-                "metadata": {
-                    "namespace": "kube-system",
-                    "name": f"mindx-dl-deviceinfo-{name}",
-                    "labels": {"mx-consumer-cim": "true"},
-                },
-                "data": encode(info),
-            },
-        )
+        store.put("ConfigMap", configmap(name, info))
     for i in range(16):
         store.put("Pod", pod_object("ns", f"p{i}", None, 1))
     service = SchedulerService(store, Extender(store), refresh_period=60)
