@@ -5,7 +5,7 @@ from __future__ import annotations
 import string
 from collections.abc import Collection, Iterable, Mapping
 
-from scheduler_core.engine.products import Product, product_by_name
+from scheduler_core.engine.products import Family, Product, product_by_name
 
 FREE, HELD, UNHEALTHY = ".", "#", "x"
 LEGEND = "'.' free, 'x' unhealthy, a letter per pod holding chips"
@@ -26,7 +26,10 @@ def ring_diagram(
         if pod not in letters:
             letters[pod] = string.ascii_letters[len(letters) % len(string.ascii_letters)]
     rings = []
+    known = {*free, *unhealthy, *(holders or {})}
     for group in product.groups:
+        if product.family is Family.INFERENCE and group[0] > max(known, default=-1):
+            break  # an inference product names up to 64 chips: draw the node's cards only
         cells = []
         for chip in group:
             if chip in unhealthy:

@@ -9,9 +9,14 @@ import sys
 import time
 from pathlib import Path
 
+from agent.deviceinfo_publisher import configmap
+from contract.chip_names import ASCEND310, ASCEND310P
 from contract.deviceinfo import DeviceInfo, encode
+from contract.pods import pod_view
 from scheduler_core.engine.diagram import ring_diagram
 from scheduler_core.engine.products import MODULE_910X8
+from scheduler_core.service import cluster_view
+from scheduler_core.service.status import cluster_json, cluster_lines
 from simulation.cluster import state_file
 from simulation.loopback import LoopbackApiServer, kubeconfig
 from simulation.memory import MemoryCluster, pod_object
@@ -148,3 +153,62 @@ def test_both_status_commands_speak_json_and_read_kubeconfig_as_kubectl(tmp_path
         "unhealthy": [7],
         "holders": {"6": "ns/train"},
     }
+
+
+def test_status_draws_an_inference_nodes_cards_and_a_vnpu_nodes_ai_cores() -> None:
+    now = 1_700_000_000
+    nodes = [
+        {
+            "metadata": {"name": "i310", "labels": {}},
+            "status": {
+                "capacity": {"huawei.com/Ascend310": "8"},
+                "allocatable": {"huawei.com/Ascend310": "8"},
+            },
+        },
+        {
+            "metadata": {"name": "v0", "labels": {"servertype": "Ascend310P-8"}},
+            "status": {"capacity": {"huawei.com/npu-core": "16"}},
+        },
+    ]
+    infos = {
+        "i310": DeviceInfo(
+            frozenset(range(1, 8)), frozenset(), frozenset(), update_time=now, kind=ASCEND310
+        ),
+        "v0": DeviceInfo(
+            frozenset({0, 1}), frozenset(), frozenset(), update_time=now, kind=ASCEND310P
+        ),
+    }
+    configmaps = [configmap(name, info) for name, info in infos.items()]
+    pods = [
+        pod_view(
+            pod_object(
+                "ns",
+                "serve",
+                "i310",
+                1,
+                phase="Running",
+                annotations={"huawei.com/AscendReal": "Ascend310-0"},
+                resource="huawei.com/Ascend310",
+            )
+        ),
+        pod_view(
+            pod_object(
+                "ns",
+                "cut",
+                "v0",
+                2,
+                phase="Running",
+                annotations={"huawei.com/npu-core": "1-vir02_1c"},
+                resource="huawei.com/npu-core",
+            )
+        ),
+    ]
+    snapshot = cluster_view.build(nodes, configmaps, pods, now)
+    lines = cluster_lines(snapshot, pods)
+    i310 = next(line for line in lines if line.startswith("i310 "))
+    assert "[a...|....]" in i310 and "a = ns/serve" in i310, "two cards of 4, not 16"
+    v0 = next(line for line in lines if line.startswith("v0 "))
+    assert "0: 8/8 cores 7/7 cpus, 1: 6/8 cores 6/7 cpus creating; 14 AI cores idle" in v0
+    vnodes = cluster_json(snapshot, pods)["vnpu_nodes"]
+    assert isinstance(vnodes, list)
+    assert vnodes[0]["pods"] == ["ns/cut"] and vnodes[0]["chips"][1]["creating"] is True
