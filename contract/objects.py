@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from contract.chip_names import KIND_OF_RESOURCE, RESOURCE_DOMAIN, RESOURCE_NAME
-from contract.vnpu import NPU_CORE_RESOURCE, is_virtual_type
+from contract.vnpu import (
+    ADMISSION_ERROR,
+    NO_NPU_RESOURCE,
+    NPU_CORE_RESOURCE,
+    NPU_SEGMENT_FAILED,
+    is_virtual_type,
+)
 
 Obj = dict[str, Any]
 MAX_LIMIT_DIGITS = 4  # no container asks for 10,000 chips
@@ -54,6 +60,19 @@ def npu_request(pod: Obj) -> tuple[str, int]:
 def npu_limit(pod: Obj) -> int:
     """The pod's NPU count (``npu_request``)."""
     return npu_request(pod)[1]
+
+
+def vnpu_creation_failed(pod: Obj) -> bool:
+    """Whether the kubelet failed an npu-core pod because the agent could not make its vNPU
+    (upstream's ``NoNPUResource`` / ``NPUSegmentFailed`` in the admission error)."""
+    status = pod.get("status") or {}
+    message = str(status.get("message") or "")[:4096]
+    return (
+        status.get("phase") == "Failed"
+        and status.get("reason") == ADMISSION_ERROR
+        and npu_request(pod)[0] == NPU_CORE_RESOURCE
+        and (NO_NPU_RESOURCE in message or NPU_SEGMENT_FAILED in message)
+    )
 
 
 def node_address(node: Obj) -> str:

@@ -21,6 +21,11 @@ NPU_CORE_ANNOTATION = NPU_CORE_RESOURCE  # the scheduler's choice: 1-vir02_1c or
 MAX_PHY_ID = 100  # upstream refuses a larger chip id in the annotation
 MAX_VDEV_ID = 0xFFFF_FFFF
 DVPP_YES, DVPP_NO, DVPP_NULL = "yes", "no", "null"
+# Allocate's errors when a pod's vNPU cannot be made (upstream's texts). The kubelet fails the
+# pod (reason UnexpectedAdmissionError, the error in its message); the scheduler deletes it.
+NO_NPU_RESOURCE = "NoNPUResource"
+NPU_SEGMENT_FAILED = "NPUSegmentFailed"
+ADMISSION_ERROR = "UnexpectedAdmissionError"
 
 # Template → core spec (``pkg/common/device.go GetTemplateName2DeviceTypeMap``).
 CORE_SPECS = {

@@ -196,9 +196,10 @@ class SimulatedCluster:
                 allocation = self.nodes[node].kubelet.allocate(key, "main", *npu_request(pod))
             except KubeletError as failed:
                 self.refused[key] = str(failed)
-                pod["status"]["phase"], pod["status"]["reason"] = (
-                    "Failed",
-                    "UnexpectedAdmissionError",
+                pod["status"].update(  # as the kubelet fails a pod whose Allocate failed
+                    phase="Failed",
+                    reason="UnexpectedAdmissionError",
+                    message=f"Allocate failed due to {failed}, which is unexpected",
                 )
                 self.store.put("Pod", self._fresh(pod))
                 continue

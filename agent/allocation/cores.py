@@ -24,13 +24,17 @@ from agent.resources import VIRTUAL
 from contract.annotations import CONSUMED, KUBELET_ANNOTATION, PREDICATE_TIME, REAL_ANNOTATION
 from contract.chip_names import InvalidInput, format_chip_list
 from contract.pods import PodView
-from contract.vnpu import NPU_CORE_RESOURCE, CoreChoice, parse_core_choice, parse_virtual_name
+from contract.vnpu import (
+    NO_NPU_RESOURCE,
+    NPU_CORE_RESOURCE,
+    NPU_SEGMENT_FAILED,
+    CoreChoice,
+    parse_core_choice,
+    parse_virtual_name,
+)
 from infra.kube.port import Conflict, KubeError, KubeGateway
 
 log = logging.getLogger(__name__)
-
-NO_RESOURCE = "NoNPUResource"  # upstream's error texts, read by the scheduler's recovery
-SEGMENT_FAILED = "NPUSegmentFailed"
 
 
 def choice_of(pod: PodView) -> CoreChoice | None:
@@ -111,7 +115,7 @@ class CoreHandshake:
                 vnpu = self._driver.create_vnpu(choice.chips[0], choice.template)
             except DriverError as failed:
                 raise AllocationFailed(
-                    FailureReason.CHIPS_REFUSED, f"{SEGMENT_FAILED}: {failed}"
+                    FailureReason.CHIPS_REFUSED, f"{NPU_SEGMENT_FAILED}: {failed}"
                 ) from None
             self.created += 1
             real = vnpu.name(node.kind).real
@@ -132,7 +136,7 @@ class CoreHandshake:
         if lacking:
             raise AllocationFailed(
                 FailureReason.CHIPS_REFUSED,
-                f"{NO_RESOURCE}: {pod.key} chip {lacking[0]} is missing, unhealthy or cut",
+                f"{NO_NPU_RESOURCE}: {pod.key} chip {lacking[0]} is missing, unhealthy or cut",
             )
         self._consume(pod, format_chip_list(choice.chips, node.kind), kubelet_ids)
         return {ENV_VISIBLE: ",".join(str(c) for c in choice.chips), ENV_RUNTIME_OPTIONS: ""}

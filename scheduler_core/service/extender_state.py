@@ -72,6 +72,7 @@ class ExtenderState:
         # One-pod jobs labelled fault-scheduling: pod key → (mode, the bound pod)
         self._one_pod: dict[str, tuple[str, list[JobPod]]] = {}
         self._failed_pods: dict[str, PodView] = {}  # failed pods of fault-retry-times jobs
+        self._failed_vnpus: dict[str, PodView] = {}  # pods whose vNPU could not be made
         self._tors = TorState(network)
         self.binds = 0
 
@@ -167,6 +168,20 @@ class ExtenderState:
                 else:
                     self._failed_pods[key] = pod
                     self._faults_stale = True
+
+    def vnpus_failed(self, pods: Mapping[str, PodView | None]) -> None:
+        """Pods the kubelet failed because their vNPU could not be made (None: gone)."""
+        with self._lock:
+            for key, pod in pods.items():
+                if pod is None:
+                    self._failed_vnpus.pop(key, None)
+                else:
+                    self._failed_vnpus[key] = pod
+
+    def failed_creations(self) -> list[PodView]:
+        """The pods to delete, upstream's ``chipDyCutErr`` recovery."""
+        with self._lock:
+            return list(self._failed_vnpus.values())
 
     def set_topology(self, topology: Topology | None) -> None:
         with self._lock:

@@ -1,6 +1,6 @@
 """What the scheduler service reads of the cluster: listed once, then watched.
 
-Six reflectors (``infra.kube.reflector``), each keeping only the fields read:
+Seven reflectors (``infra.kube.reflector``), each keeping only the fields read:
 
 - nodes: name, the NPU capacity and allocatable, the labels read, the InternalIP;
 - the DeviceInfo ConfigMaps of ``kube-system``, by their label ``mx-consumer-cim=true``
@@ -9,11 +9,13 @@ Six reflectors (``infra.kube.reflector``), each keeping only the fields read:
   (``volcano-system/vcjob-fault-npu-cm``), each by name;
 - pods that are not finished (a field selector on the phase), kept only when they request
   NPUs or belong to a gang;
-- failed pods labelled ``fault-retry-times`` (their job may restart).
+- failed pods labelled ``fault-retry-times`` (their job may restart);
+- failed pods, kept only when the kubelet failed them because their vNPU could not be made
+  (they are deleted, so that their controller makes them again).
 
 Each change updates the live view, which computes again only the nodes it touches; the
 extender gets those nodes, the pods and the gangs that changed. One lock orders the changes
-of all six, so the extender sees them in the order they were applied.
+of all seven, so the extender sees them in the order they were applied.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from contract.annotations import (
     TOPOLOGY_KEY,
 )
 from contract.chip_names import InvalidInput
-from contract.objects import Obj
+from contract.objects import Obj, vnpu_creation_failed
 from contract.pods import PodView, cached_pod_view
 from infra.kube.port import KubeGateway, Selection
 from infra.kube.reflector import Change, Reflector
@@ -54,6 +56,10 @@ def _named(where: tuple[str, str]) -> Selection:
 def _data(configmap: Obj) -> Data:
     data = configmap.get("data") or {}
     return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _creation_failed(obj: Obj) -> PodView | None:
+    return cached_pod_view(obj) if vnpu_creation_failed(obj) else None
 
 
 def _kept_pod(obj: Obj) -> PodView | None:
@@ -115,6 +121,12 @@ class ClusterInformers:
             cached_pod_view,
             lambda changes: extender.pods_failed({c.key: c.new for c in changes}),
         )
+        self.failed_vnpu_pods = reflector(
+            Selection("Pod", fields="status.phase=Failed"),
+            "failed-vnpu-pods",
+            _creation_failed,
+            lambda changes: extender.vnpus_failed({c.key: c.new for c in changes}),
+        )
         self.all: tuple[Reflector[Any], ...] = (
             self.nodes,
             self.deviceinfo,
@@ -122,6 +134,7 @@ class ClusterInformers:
             self.fault_record,
             self.pods,
             self.failed_pods,
+            self.failed_vnpu_pods,
         )
         self.watching = False
 

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 VERBS = ("filter", "prioritize", "bind")
 KNOWN_VERBS = frozenset(VERBS) | {f"volcano/{v}" for v in VolcanoVerbs.VERBS}
 MALFORMED_REASON, FAULT_RESTART = "NPUAnnotationMalformed", "NPUFaultRestart"
+CHIP_CUT_ERROR = "chipDyCutErr"  # upstream's reason for deleting a pod whose vNPU failed
 STALE_PERIODS = 3  # not ready once the last good read is this many periods old
 
 
@@ -138,6 +139,7 @@ class SchedulerService:
         self._thread: threading.Thread | None = None
         self._written: dict[tuple[str, str], dict[str, str]] = {}
         self._write_errors: dict[tuple[str, str], str] = {}
+        self._delete_errors: dict[str, str] = {}  # pod → the last error deleting it
         self._topology_error = ""
         self._restored = False
         self._last_read: float | None = None
@@ -157,6 +159,7 @@ class SchedulerService:
         self.informers.tick()
         self.extender.expire()
         self._reschedule()
+        self._delete_failed_creations()
         shared = self.extender.tor_share_data()
         if shared is not None:
             self._write_configmap(*TOR_SHARE_CONFIGMAP, shared)
@@ -218,6 +221,25 @@ class SchedulerService:
             self._write_configmap(*FAULT_RECORD, record)
         for (namespace, name), data in configs.items():
             self._write_configmap(namespace, name, data)
+
+    def _delete_failed_creations(self) -> None:
+        """A pod the kubelet failed because its vNPU could not be made is deleted at once,
+        so that its controller makes it again (upstream's ``chipDyCutErr`` recovery)."""
+        for pod in self.extender.failed_creations():
+            try:
+                self.gateway.delete_pod(pod.namespace, pod.name, pod.uid, 0)
+            except NotFound:
+                self._delete_errors.pop(pod.key, None)
+                continue  # already gone (or replaced: the UID precondition keeps the new one)
+            except KubeError as failed:
+                if self._delete_errors.get(pod.key) != str(failed):
+                    log.warning("pod %s (vNPU not made) not deleted: %s", pod.key, failed)
+                self._delete_errors[pod.key] = str(failed)
+                continue
+            self._delete_errors.pop(pod.key, None)
+            log.warning("deleted %s: its vNPU could not be made", pod.key, extra={"pod": pod.key})
+            message = f"deleted: the kubelet failed it ({pod.reason}), its vNPU could not be made"
+            self.extender.events.warn(pod, CHIP_CUT_ERROR, message)
 
     def _write_configmap(self, namespace: str, name: str, data: dict[str, str]) -> None:
         """Create or replace a ConfigMap the scheduler owns, when its content changed."""

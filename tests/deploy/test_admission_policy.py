@@ -106,6 +106,16 @@ def pod(
     }
 
 
+def failed_pod(resource: str, phase: str = "Failed") -> Any:
+    """A pod asking for ``resource``, failed by the kubelet at admission (``phase``)."""
+    limits = {"limits": {resource: "2"}}
+    return {
+        **pod(),
+        "spec": {"nodeName": "node-a", "containers": [{"name": "c", "resources": limits}]},
+        "status": {"phase": phase, "reason": "UnexpectedAdmissionError"},
+    }
+
+
 def request(
     operation: str,
     resource: str,
@@ -346,6 +356,23 @@ def test_the_agent_writes_only_on_its_own_node(
         (
             "a pod whose label asks for nothing",
             request("DELETE", "pods", SCHEDULER, None, pod(labels={"fault-scheduling": "off"})),
+            False,
+        ),
+        (
+            "an npu-core pod failed at admission",
+            request("DELETE", "pods", SCHEDULER, None, failed_pod("huawei.com/npu-core")),
+            True,
+        ),
+        (
+            "an npu-core pod running",
+            request(
+                "DELETE", "pods", SCHEDULER, None, failed_pod("huawei.com/npu-core", "Running")
+            ),
+            False,
+        ),
+        (
+            "a 910 pod failed at admission",
+            request("DELETE", "pods", SCHEDULER, None, failed_pod("huawei.com/Ascend910")),
             False,
         ),
     ],

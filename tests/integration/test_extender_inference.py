@@ -375,3 +375,27 @@ def test_hostile_labels_capacities_and_annotations_leave_a_node_out_or_count_not
     assert "is not <chip kind>-<AI cores per chip>" in answer["FailedNodes"]["huge"]
     assert answer["FailedNodes"]["nonsense"] == "nonsense is not a dynamic vNPU node"
     assert c.schedule(c.pod("q", NPU_CORE, 2)) == "v0"
+
+
+def failed(api: MemoryCluster, name: str, resource: str, message: str) -> None:
+    pod = pod_object("ns", name, "v0", 2, resource=resource, phase="Failed")
+    pod["status"].update(reason="UnexpectedAdmissionError", message=message)
+    api.put("Pod", pod)
+
+
+def test_a_pod_whose_vnpu_could_not_be_made_is_deleted_for_its_controller_to_remake() -> None:
+    api = MemoryCluster()
+    add_node(api, "v0", ASCEND310P, 4, cores=8)
+    cut = "Allocate failed due to rpc error: NPUSegmentFailed: 2 of 8 AI cores free, which is"
+    failed(api, "cut", NPU_CORE, cut)
+    failed(api, "missing", NPU_CORE, "Allocate failed due to NoNPUResource: chip 3 is missing")
+    failed(api, "other", NPU_CORE, "Allocate failed due to no pod found, which is unexpected")
+    failed(api, "a910", "huawei.com/Ascend910", "Allocate failed due to NPUSegmentFailed")
+    c = Cluster(api)  # its first read deletes them
+    left = {p["metadata"]["name"] for p in api.list_pods(None)[0]}
+    assert left == {"other", "a910"}
+    c.extender.events.flush()
+    deleted = {e["involvedObject"]["name"] for e in api.events if e["reason"] == "chipDyCutErr"}
+    assert deleted == {"cut", "missing"}
+    c.service.maintain()
+    assert len([e for e in api.events if e["reason"] == "chipDyCutErr"]) == 2, "once each"
