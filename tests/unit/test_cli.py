@@ -203,21 +203,19 @@ def test_an_inference_job_is_placed_with_its_chip_kinds_names(
 ) -> None:
     """The reference's worked case 2: one chip of card310x4; no card has exactly one free
     chip, so the card with three (4, 5, 6) goes before the card with two."""
+    inference: dict[str, Any] = {
+        "name": "i1",
+        "product": "chip310x4",
+        "free": [f"Ascend310-{i}" for i in (0, 1, 4, 5, 6)],
+    }
     request = {
-        "nodes": [
-            {
-                "name": "i1",
-                "product": "chip310x4",
-                "free": [f"Ascend310-{i}" for i in (0, 1, 4, 5, 6)],
-            },
-            {"name": "n1", "product": "module910x8", "free": ["Ascend910-0"]},
-        ],
+        "nodes": [inference, {"name": "n1", "product": "module910x8", "free": ["Ascend910-0"]}],
         "job": {"name": "j", "product": "card310x4", "tasks": [{"name": "t0", "npu": 1}]},
     }
     code, answer, _ = run(request, monkeypatch, capsys)
     assert code == 0
     assert answer["placements"] == [{"task": "t0", "node": "i1", "chips": ["Ascend310-4"]}]
     assert answer["rejected"]["n1"].startswith("node n1 has huawei.com/Ascend910 chips")
-    request["nodes"][0]["free"] = ["Ascend910-0"]
+    inference["free"] = ["Ascend910-0"]
     code, _, err = run(request, monkeypatch, capsys)
     assert code == 2 and "nodes[0].free[0]" in err
