@@ -26,7 +26,7 @@ from contract.annotations import PREDICATE_TIME
 from contract.chip_names import KIND_OF_RESOURCE, format_chip_list
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
-from contract.vnpu import NPU_CORE_ANNOTATION, NPU_CORE_RESOURCE, CoreChoice
+from contract.vnpu import NPU_CORE_ANNOTATION, NPU_CORE_RESOURCE
 from infra.kube.port import KubeError, NotFound
 from scheduler_core.engine import tor
 from scheduler_core.engine.model import Placement
@@ -68,9 +68,7 @@ class PodTaken:
 
 @dataclass(frozen=True, slots=True)
 class VnpuTaken:
-    """A dynamic vNPU (or whole chips) counted as given on its node."""
-
-    choice: CoreChoice
+    """A dynamic vNPU (or whole chips) counted as given on its node (``VnpuNodes``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,7 +352,7 @@ class Extender(ExtenderState):
             )
             if isinstance(choice, str):
                 return choice
-            return Chosen(request, node, {NPU_CORE_ANNOTATION: str(choice)}, VnpuTaken(choice), {})
+            return Chosen(request, node, {NPU_CORE_ANNOTATION: str(choice)}, VnpuTaken(), {})
         if request.static:
             try:
                 validate_static(request.name, request.resource, request.npu)
