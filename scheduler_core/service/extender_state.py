@@ -162,21 +162,12 @@ class ExtenderState:
     def pods_failed(self, pods: Mapping[str, PodView | None]) -> None:
         """Pods of ``fault-retry-times`` jobs that failed (None: such a pod is gone)."""
         with self._lock:
-            for key, pod in pods.items():
-                if pod is None:
-                    self._failed_pods.pop(key, None)
-                else:
-                    self._failed_pods[key] = pod
-                    self._faults_stale = True
+            self._faults_stale |= _record(self._failed_pods, pods)
 
     def vnpus_failed(self, pods: Mapping[str, PodView | None]) -> None:
         """Pods the kubelet failed because their vNPU could not be made (None: gone)."""
         with self._lock:
-            for key, pod in pods.items():
-                if pod is None:
-                    self._failed_vnpus.pop(key, None)
-                else:
-                    self._failed_vnpus[key] = pod
+            _record(self._failed_vnpus, pods)
 
     def failed_creations(self) -> list[PodView]:
         """The pods to delete, upstream's ``chipDyCutErr`` recovery."""
@@ -280,3 +271,15 @@ class ExtenderState:
         with self._lock:
             self._network()
             return self._tors.tor_share_data()
+
+
+def _record(kept: dict[str, PodView], pods: Mapping[str, PodView | None]) -> bool:
+    """Keep the pods that came, forget those gone (None); whether any came."""
+    came = False
+    for key, pod in pods.items():
+        if pod is None:
+            kept.pop(key, None)
+        else:
+            kept[key] = pod
+            came = True
+    return came
