@@ -210,9 +210,9 @@ class ExtenderState:
         return self._tors.network
 
     def node_count(self) -> int:
-        """NPU nodes offered now."""
+        """NPU nodes offered now (chips, or AI cores for dynamic vNPUs)."""
         with self._lock:
-            return len(self._session.nodes)
+            return len(self._session.nodes) + len(self._vnpu)
 
     def free(self, resource: str) -> int:
         """What nodes offer now of a chip kind (free chips) or of npu-core (free AI cores)."""

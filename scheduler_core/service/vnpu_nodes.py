@@ -129,6 +129,9 @@ class VnpuNodes:
     def __contains__(self, name: str) -> bool:
         return name in self._nodes
 
+    def __len__(self) -> int:
+        return len(self._nodes)
+
     def node(self, name: str) -> VNode | None:
         """The node with what was given there and is not in its view yet."""
         return self._effective(name) if name in self._nodes else None

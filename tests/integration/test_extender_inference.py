@@ -308,6 +308,7 @@ def test_volcano_enqueues_a_vnpu_job_while_the_nodes_have_its_ai_cores() -> None
         job = {"TotalRequest": {"ScalarResources": {resource: count * 1000}}}
         return int(c.volcano.handle("jobEnqueueable", {"job": job})["status"])
 
+    assert c.extender.node_count() == 1, "the NPU nodes metric counts vNPU nodes"
     assert enqueue(NPU_CORE, 32) == 1
     assert enqueue(NPU_CORE, 33) == -1
     assert enqueue("huawei.com/Ascend910", 1) == -1, "no 910 node here"
