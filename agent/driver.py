@@ -31,6 +31,7 @@ from agent.npu_smi import Runner, read_chips, run_npu_smi
 from agent.npu_smi_vnpu import NpuSmiVnpus
 from contract.chip_names import KINDS, InvalidInput
 from contract.vnpu import CORE_SPECS, template_cores
+from infra.periodic import Periodic
 from scheduler_core.engine.products import product_by_name
 
 log = logging.getLogger(__name__)
@@ -349,8 +350,7 @@ class NpuSmiDriver:
         self._run = run
         self._period = period
         self._product = product
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._poll: Periodic | None = None
         self._last: NodeChips | None = None
         self.vnpu = NpuSmiVnpus(run)
 
@@ -380,23 +380,18 @@ class NpuSmiDriver:
 
     def watch(self, on_change: OnChange) -> None:
         def poll() -> None:
-            while not self._stop.wait(self._period):
-                before = self._last
-                try:
-                    state = self.read()
-                except DriverError as bad:
-                    log.warning("npu-smi poll failed, keeping the last state: %s", bad)
-                    continue
-                except Exception:
-                    log.exception("npu-smi poll failed, keeping the last state")
-                    continue
-                if state != before:
-                    on_change(state)
+            before = self._last
+            try:
+                state = self.read()
+            except DriverError as bad:
+                log.warning("npu-smi poll failed, keeping the last state: %s", bad)
+                return
+            if state != before:
+                on_change(state)
 
-        self._thread = threading.Thread(target=poll, name="npu-smi-poll", daemon=True)
-        self._thread.start()
+        self._poll = Periodic("npu-smi-poll", self._period, poll, join_timeout=self._period + 1)
+        self._poll.start()
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self._period + 1)
+        if self._poll is not None:
+            self._poll.stop()

@@ -10,7 +10,6 @@ PodResources API says which device IDs each pod holds.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from contract.rank_table import rank_table
 from deviceplugin_api.podresources.v1 import api_pb2 as pr
 from deviceplugin_api.podresources.v1 import api_pb2_grpc as pr_grpc
 from infra.kube.port import Conflict, KubeError, KubeGateway
+from infra.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -117,10 +117,13 @@ class RepairLoop:
         self._node = node
         self._server_id = server_id
         self._socket = socket
-        self._period = period
-        self._on_loop_error = on_loop_error  # an unexpected failure, survived and counted
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic(
+            "repair",
+            period,
+            self.run_once,
+            lambda: on_loop_error("repair"),  # an unexpected failure, survived and counted
+            join_timeout=TIMEOUT + 1,
+        )
 
     def run_once(self) -> int:
         if not self._cache.synced:
@@ -149,18 +152,7 @@ class RepairLoop:
         return done
 
     def start(self) -> None:
-        def loop() -> None:
-            while not self._stop.wait(self._period):
-                try:
-                    self.run_once()
-                except Exception:
-                    self._on_loop_error("repair")
-                    log.exception("repair round failed")
-
-        self._thread = threading.Thread(target=loop, name="repair", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=TIMEOUT + 1)
+        self._loop.stop()

@@ -7,7 +7,6 @@ unhealthy 310 / 310P chip that no pod uses is reset through the driver (``chipHo
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable
 
 import grpc
@@ -19,6 +18,7 @@ from agent.driver import NpuDriver
 from agent.pod_cache import PodCache
 from contract.chip_names import ASCEND910, InvalidInput, parse_chip_name
 from contract.pods import PodView
+from infra.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +56,9 @@ class Upkeep:
         self._cores = cores
         self._hot_reset = hot_reset
         self._kubelet_devices = kubelet_devices
-        self._period = period
-        self._on_loop_error = on_loop_error
         self._reset: set[int] = set()  # reset in this unhealthy spell
         self.resets = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic("upkeep", period, self.run_once, lambda: on_loop_error("upkeep"))
 
     def run_once(self) -> None:
         if self._cores is not None:
@@ -86,18 +83,7 @@ class Upkeep:
             self.resets += 1
 
     def start(self) -> None:
-        def loop() -> None:
-            while not self._stop.wait(self._period):
-                try:
-                    self.run_once()
-                except Exception:
-                    self._on_loop_error("upkeep")
-                    log.exception("upkeep round failed")
-
-        self._thread = threading.Thread(target=loop, name="upkeep", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self._period + 5)
+        self._loop.stop()
