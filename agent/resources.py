@@ -18,12 +18,10 @@ from typing import Protocol
 
 from agent.allocation.base import Allocator, InvalidRequest
 from agent.allocation.kubelet_requests import (
-    ENV_RUNTIME_OPTIONS,
-    ENV_VISIBLE,
-    add_manager_devices,
     check_allocate_request,
     check_device_ids,
     container_response,
+    device_response,
 )
 from agent.chips import Chip, NodeChips, VirtualDevice
 from contract.vnpu import NPU_CORE
@@ -107,19 +105,7 @@ def virtual_response(
 ) -> dp.ContainerAllocateResponse:
     """A vNPU's answer: its vdev id and the VIRTUAL runtime option; without the runtime, the
     host's ``/dev/vdavinci<v>`` as the container's ``/dev/davinci<v>``."""
-    response = dp.ContainerAllocateResponse()
-    if ascend_runtime:
-        response.envs[ENV_VISIBLE] = ",".join(str(v) for v in vdevs)
-        response.envs[ENV_RUNTIME_OPTIONS] = VIRTUAL
-        return response
-    add_manager_devices(response, dev_root)
-    for vdev in vdevs:
-        response.devices.add(
-            container_path=f"/dev/davinci{vdev}",
-            host_path=str(dev_root / f"vdavinci{vdev}"),
-            permissions="rw",
-        )
-    return response
+    return device_response(vdevs, VIRTUAL, "vdavinci", ascend_runtime, dev_root)
 
 
 class StaticVnpus:

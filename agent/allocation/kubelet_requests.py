@@ -71,16 +71,29 @@ def container_response(
     """With the Ascend container runtime: environment only (the runtime mounts the devices).
     Without it: device nodes, the manager devices first (those present on the host; the
     davinci_manager is always needed)."""
+    return device_response([c.id for c in chips], "", "davinci", ascend_runtime, dev_root)
+
+
+def device_response(
+    ids: Sequence[int],
+    runtime_options: str,
+    host_device: str,
+    ascend_runtime: bool,
+    dev_root: Path = Path("/dev"),
+) -> dp.ContainerAllocateResponse:
+    """The answer for devices ``ids``: ``ASCEND_VISIBLE_DEVICES`` and
+    ``ASCEND_RUNTIME_OPTIONS`` with the runtime; else the manager devices and each host
+    ``<host_device><id>`` as the container's ``/dev/davinci<id>``."""
     response = dp.ContainerAllocateResponse()
     if ascend_runtime:
-        response.envs[ENV_VISIBLE] = ",".join(str(c.id) for c in chips)
-        response.envs[ENV_RUNTIME_OPTIONS] = ""
+        response.envs[ENV_VISIBLE] = ",".join(str(i) for i in ids)
+        response.envs[ENV_RUNTIME_OPTIONS] = runtime_options
         return response
     add_manager_devices(response, dev_root)
-    for chip in chips:
+    for i in ids:
         response.devices.add(
-            container_path=f"/dev/davinci{chip.id}",
-            host_path=str(dev_root / f"davinci{chip.id}"),
+            container_path=f"/dev/davinci{i}",
+            host_path=str(dev_root / f"{host_device}{i}"),
             permissions="rw",
         )
     return response
