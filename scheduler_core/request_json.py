@@ -19,8 +19,9 @@ from contract.chip_names import (
     parse_chip_name,
     quoted,
 )
+from scheduler_core.engine.handlers import product_for_selector
 from scheduler_core.engine.model import Decision, Job, NodeState, Task
-from scheduler_core.engine.products import product_by_name, product_for_selector
+from scheduler_core.engine.products import product_by_name
 from scheduler_core.engine.session import check_node_chips
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from contract.chip_names import InvalidInput, chip_name
+from scheduler_core.engine.handlers import serves
 from scheduler_core.engine.ledger import Holding, SessionLedger
 from scheduler_core.engine.model import Decision, Job, NodeState, Placement, Status, Task
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
@@ -24,7 +25,6 @@ from scheduler_core.engine.products import (
     fits,
     mask_of,
     product_by_name,
-    serves,
 )
 from scheduler_core.engine.validation import JobInvalid, validate_job
 

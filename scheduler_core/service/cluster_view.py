@@ -46,8 +46,9 @@ from contract.deviceinfo import MAX_AGE
 from contract.objects import PLACED_RESOURCES, Obj, node_address
 from contract.pods import PodView
 from contract.vnpu import NPU_CORE_RESOURCE
+from scheduler_core.engine.handlers import product_of_node
 from scheduler_core.engine.model import NodeState
-from scheduler_core.engine.products import Family, product_of_node
+from scheduler_core.engine.products import Family
 from scheduler_core.engine.vnpu import VNode, VPod
 from scheduler_core.service.vnpu_nodes import vnode_of, vpod_of
 

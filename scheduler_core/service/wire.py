@@ -22,8 +22,8 @@ from contract.chip_names import ASCEND910, KIND_OF_RESOURCE, RESOURCE_NAME, Inva
 from contract.objects import Obj
 from contract.pods import pod_view
 from contract.vnpu import NPU_CORE_RESOURCE
+from scheduler_core.engine.handlers import product_for_job
 from scheduler_core.engine.model import Job, Task
-from scheduler_core.engine.products import product_for_job
 from scheduler_core.service.vnpu_nodes import VnpuTask
 
 MAX_SCORE = 10

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from contract.chip_names import InvalidInput
-from scheduler_core.engine.products import product_for_selector
+from scheduler_core.engine.handlers import product_for_selector
 from scheduler_core.engine.validation import JobInvalid, validate_job
 from tests.unit.helpers import job
 
