@@ -182,44 +182,38 @@ class VnpuNodes:
     def verdicts(self, task: VnpuTask, names: Iterable[str]) -> dict[str, vnpu.Verdict]:
         """The predicate on each vNPU node named (others are left out); VnpuInvalid when the
         task itself is refused."""
-        return {name: verdict for name, (_, verdict) in self._checked(task, names).items()}
-
-    def _checked(
-        self, task: VnpuTask, names: Iterable[str]
-    ) -> dict[str, tuple[VNode, vnpu.Verdict]]:
-        """Each vNPU node named, as it is now, with the predicate's verdict on it."""
         vnpu.validate_cores(task.name, task.cores, task.labels)
-        found: dict[str, tuple[VNode, vnpu.Verdict]] = {}
+        found: dict[str, vnpu.Verdict] = {}
         for name in names:
             node = self.node(name)
             if node is not None:
                 want = vnpu.task_resource(
                     task.cores, task.labels, node.cores_per_chip, node.cpus_per_chip
                 )
-                found[name] = (node, vnpu.check(node, task.name, want))
+                found[name] = vnpu.check(node, task.name, want)
         return found
 
     def scores(self, task: VnpuTask, names: Iterable[str]) -> dict[str, float]:
         """``ScoreBestNPUNodes`` over the nodes that pass: 8 for the fewest idle AI cores
         (16 past the nodes where the task is downgraded)."""
         try:
-            checked = self._checked(task, names)
+            verdicts = self.verdicts(task, names)
         except VnpuInvalid:
             return {}
-        passing = {n: (node, v) for n, (node, v) in checked.items() if v.resource is not None}
-        idle = {n: node.idle for n, (node, _) in passing.items()}
-        return vnpu.scores(idle, (n for n, (_, v) in passing.items() if v.downgraded))
+        passing = {n: v for n, v in verdicts.items() if v.resource is not None}
+        idle = {n: self._effective(n).idle for n in passing}
+        return vnpu.scores(idle, (n for n, v in passing.items() if v.downgraded))
 
     def take(self, task: VnpuTask, key: str, uid: str, name: str, now: float) -> CoreChoice | str:
         """Choose the pod's vNPU (or whole chips) on node ``name`` and count it as given;
         or why there is none."""
         try:
-            checked = self._checked(task, [name]).get(name)
+            verdict = self.verdicts(task, [name]).get(name)
         except VnpuInvalid as invalid:
             return str(invalid)
-        if checked is None:
+        node = self.node(name)
+        if verdict is None or node is None:
             return f"{name} is not a dynamic vNPU ({NPU_CORE_RESOURCE}) node"
-        node, verdict = checked
         if verdict.resource is None:
             return verdict.reason
         choice = vnpu.choose(node, verdict.resource)
