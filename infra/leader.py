@@ -4,6 +4,14 @@ The election itself is the official client's (``kubernetes.leaderelection``); on
 is ours, so the same election runs over the official client and over the in-memory store of
 the tests. Defaults are kube-scheduler's: a lease of 15 s, renewed every 2 s, given up when
 not renewed for 10 s (a leader that cannot renew stops deciding before another may start).
+
+The client's loop learns it lost the lease only when it next tries to renew, and a paused
+process (SIGSTOP, a long GC, a frozen VM) wakes up still believing it leads. So whether this
+replica may decide is not the loop's flag alone: ``may_decide`` also asks that the last
+renewal this replica wrote be younger than the renew deadline on the monotonic clock, and that
+the election thread be alive. Another candidate takes over only once a whole lease has passed
+since it saw that renewal, so a replica that obeys ``may_decide`` never decides beside it
+(client-go's ``LeaderElector.IsLeader`` plus the renew deadline, ``leaderelection.go``).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import json
 import logging
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,27 +68,42 @@ class _Missing:
         self.reason = reason
 
 
-def _micro(text: str) -> str:
+def to_micro_time(text: str) -> str:
     """The election's ``str(datetime)`` (local, naive) as a Lease MicroTime (UTC)."""
     return datetime.fromisoformat(text).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _local(micro: str) -> str:
-    """A Lease MicroTime back as the election's ``str(datetime)``."""
-    moment = datetime.strptime(micro, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+def from_micro_time(micro: str) -> str:
+    """A Lease MicroTime back as the election's ``str(datetime)``. The API's MicroTime is
+    RFC 3339 with microseconds, but writers differ in the zone (``Z``, ``+00:00``, another
+    offset) and in the fraction (none, milli, micro): accept them all; no zone means UTC."""
+    moment = datetime.fromisoformat(micro)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
     return str(moment.astimezone().replace(tzinfo=None))
 
 
 class GatewayLeaseLock:
     """The lock interface ``kubernetes.leaderelection`` expects, on a Lease of the port."""
 
-    def __init__(self, gateway: KubeGateway, namespace: str, name: str, holder: str) -> None:
+    def __init__(
+        self,
+        gateway: KubeGateway,
+        namespace: str,
+        name: str,
+        holder: str,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._gateway = gateway
         self.namespace = namespace
         self.name = name
         self.identity = holder
         self.stopped = False
         self._current: Obj | None = None
+        self._monotonic = monotonic
+        # When the last write naming this replica the holder was *sent* (not answered: the
+        # write may have landed at any moment after), on the monotonic clock.
+        self.renewed_at: float | None = None
 
     def get(self, name: str, namespace: str) -> tuple[bool, Any]:
         if self.stopped:
@@ -97,8 +121,8 @@ class GatewayLeaseLock:
         return True, LeaderElectionRecord(
             spec["holderIdentity"],
             str(spec.get("leaseDurationSeconds", "")),
-            _local(spec["acquireTime"]) if spec.get("acquireTime") else None,
-            _local(spec["renewTime"]) if spec.get("renewTime") else None,
+            from_micro_time(spec["acquireTime"]) if spec.get("acquireTime") else None,
+            from_micro_time(spec["renewTime"]) if spec.get("renewTime") else None,
         )
 
     def create(self, name: str, namespace: str, election_record: Any) -> bool:
@@ -110,11 +134,13 @@ class GatewayLeaseLock:
             "metadata": {"name": name, "namespace": namespace},
             "spec": _spec(election_record),
         }
+        sent = self._monotonic()
         try:
             self._current = self._gateway.create_lease(body)
         except KubeError as failed:
             log.info("lease %s/%s not created: %s", namespace, name, failed)
             return False
+        self._wrote(election_record, sent)
         return True
 
     def update(self, name: str, namespace: str, updated_record: Any) -> bool:
@@ -123,12 +149,17 @@ class GatewayLeaseLock:
         if self._current is None:
             return False
         body = {**self._current, "spec": _spec(updated_record)}
+        sent = self._monotonic()
         try:
             self._current = self._gateway.update_lease(body)
         except KubeError as failed:  # a Conflict: someone else wrote it first
             log.info("lease %s/%s not updated: %s", namespace, name, failed)
             return False
+        self._wrote(updated_record, sent)
         return True
+
+    def _wrote(self, record: Any, sent: float) -> None:
+        self.renewed_at = sent if record.holder_identity == self.identity else None
 
     def release(self) -> None:
         """Give the lease up (an empty holder), so another candidate need not wait for it to
@@ -138,6 +169,7 @@ class GatewayLeaseLock:
         ):
             return
         spec = {**self._current["spec"], "holderIdentity": "", "leaseDurationSeconds": 1}
+        self.renewed_at = None
         try:
             self._gateway.update_lease({**self._current, "spec": spec})
         except KubeError as failed:
@@ -148,14 +180,15 @@ def _spec(record: Any) -> Obj:
     return {
         "holderIdentity": record.holder_identity,
         "leaseDurationSeconds": int(float(record.lease_duration)),
-        "acquireTime": _micro(record.acquire_time),
-        "renewTime": _micro(record.renew_time),
+        "acquireTime": to_micro_time(record.acquire_time),
+        "renewTime": to_micro_time(record.renew_time),
     }
 
 
 class LeaderElector:
     """Runs the election on a thread of its own, for ever: leading, losing, following, and
-    trying again. ``leading`` is set while this candidate holds the lease."""
+    trying again. ``leading`` is set while the client's loop believes this candidate holds
+    the lease; ``may_decide`` says whether it may act on that belief now."""
 
     def __init__(
         self,
@@ -166,13 +199,29 @@ class LeaderElector:
         on_started: Callable[[], None] = lambda: None,
         timing: Timing = Timing(),
         holder: str | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.identity = holder or identity()
         self.leading = threading.Event()
-        self._lock = GatewayLeaseLock(gateway, namespace, name, self.identity)
+        self._lock = GatewayLeaseLock(gateway, namespace, name, self.identity, monotonic)
         self._on_started = on_started
         self._timing = timing
+        self._monotonic = monotonic
         self._thread: threading.Thread | None = None
+        self._ended = threading.Event()
+
+    def may_decide(self) -> bool:
+        """Whether this replica may decide now: it leads, its election is alive, and its last
+        renewal is younger than the renew deadline. Checked at every verb and again right
+        before a decision is written (a decision made while leading may not land after)."""
+        renewed = self._lock.renewed_at
+        return (
+            self.leading.is_set()
+            and self._thread is not None
+            and self._thread.is_alive()
+            and renewed is not None
+            and self._monotonic() - renewed < self._timing.renew_deadline
+        )
 
     def _started(self) -> None:
         self._on_started()  # e.g. a fresh view of the cluster before the first decision
@@ -194,11 +243,19 @@ class LeaderElector:
         )
 
         def run() -> None:
-            try:
-                while True:
+            while not self._lock.stopped:
+                try:
                     leaderelection.LeaderElection(config).run()
-            except _Stopped:
-                return
+                except _Stopped:
+                    return
+                except Exception:
+                    # Whatever broke the client's loop, this replica no longer knows whether
+                    # it leads: it stops deciding, and runs the election again a period later.
+                    self.leading.clear()
+                    self._lock.renewed_at = None
+                    log.exception("%s: the leader election failed; following", self.identity)
+                    if self._ended.wait(self._timing.retry):
+                        return
 
         self._thread = threading.Thread(target=run, name="leader-election", daemon=True)
         self._thread.start()
@@ -208,6 +265,7 @@ class LeaderElector:
         leading = self.leading.is_set()
         self.leading.clear()
         self._lock.stopped = True
+        self._ended.set()
         if leading:
             self._lock.release()
         if self._thread is not None:

@@ -295,6 +295,10 @@ class Extender(ExtenderState):
             self.events.warn(_view(request), BIND_REFUSED, f"{what}: {chosen}")
             return f"{what}: {chosen}"
         annotations = chosen.annotations(int(self._clock() * 1_000_000_000))
+        if not self.fence():
+            with self._lock:
+                self._give_back(chosen)
+            return f"{what}: this replica no longer leads; nothing was written"
         try:
             write(annotations)
         except KubeError as failed:

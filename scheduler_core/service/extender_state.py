@@ -75,6 +75,9 @@ class ExtenderState:
         self._failed_vnpus: dict[str, PodView] = {}  # pods whose vNPU could not be made
         self._tors = TorState(network)
         self.binds = 0
+        # Whether a decision may still be written: with an election, this replica still
+        # leads (a choice made while leading must not land after the lease is lost).
+        self.fence: Callable[[], bool] = lambda: True
 
     # ---- state: the cluster's changes, as the watches report them ---------------------
 

@@ -36,7 +36,7 @@ from contract.chip_names import InvalidInput
 from contract.objects import Obj, vnpu_creation_failed
 from contract.pods import PodView, cached_pod_view
 from infra.kube.port import KubeGateway, Selection
-from infra.kube.reflector import Change, Reflector
+from infra.kube.reflector import Change, Reflector, stop_all
 from scheduler_core.engine import tor
 from scheduler_core.service.cluster_view import trim_node
 from scheduler_core.service.extender import Extender
@@ -210,5 +210,4 @@ class ClusterInformers:
         self.watching = True
 
     def stop(self) -> None:
-        for reflector in self.all:
-            reflector.stop()
+        stop_all(self.all)

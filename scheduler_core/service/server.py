@@ -118,6 +118,8 @@ class SchedulerService:
                 holder=election.holder,
             )
         )
+        if self.leader is not None:
+            extender.fence = self.leader.may_decide  # re-checked before a decision is written
         self.metrics = Metrics(lambda: self.extender.binds, extender.node_count)
         self.volcano = VolcanoVerbs(extender, self._fresh_view)
         self.informers = ClusterInformers(
@@ -158,11 +160,12 @@ class SchedulerService:
             self._restore_faults()
         self.informers.tick()
         self.extender.expire()
-        self._reschedule()
-        self._delete_failed_creations()
-        shared = self.extender.tor_share_data()
-        if shared is not None:
-            self._write_configmap(*TOR_SHARE_CONFIGMAP, shared)
+        if self.deciding():  # a standby deletes and writes nothing: the leader does
+            self._reschedule()
+            self._delete_failed_creations()
+            shared = self.extender.tor_share_data()
+            if shared is not None:
+                self._write_configmap(*TOR_SHARE_CONFIGMAP, shared)
         if self.informers.healthy():
             self._last_read = self._clock()
 
@@ -275,7 +278,7 @@ class SchedulerService:
         is no such verb, BadRequest when the body has the wrong shape."""
         if verb not in KNOWN_VERBS:
             raise KeyError(verb)  # before any metric: a label value per path would grow forever
-        if self.leader is not None and not self.leader.leading.is_set():
+        if not self.deciding():
             raise NotLeader(verb)
         start = time.perf_counter()
         failed = True
@@ -388,7 +391,12 @@ class SchedulerService:
         leads (so the Service routes the verbs to the leader only)."""
         last = self._last_read
         fresh = last is not None and self._clock() - last <= STALE_PERIODS * self._period
-        return fresh and (self.leader is None or self.leader.leading.is_set())
+        return fresh and self.deciding()
+
+    def deciding(self) -> bool:
+        """Whether this replica decides now: there is no election, or it leads and has
+        renewed its lease within the renew deadline."""
+        return self.leader is None or self.leader.may_decide()
 
     def stop(self) -> None:
         self._stop.set()

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from contract.objects import Obj
 from infra.kube.port import KubeError, WatchEvent
-from infra.leader import Timing
+from infra.leader import Timing, from_micro_time
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import Election, SchedulerService
 from simulation.cluster import wait_for
@@ -26,11 +28,17 @@ FAST = Timing(lease=3, renew_deadline=2, retry=1)
 
 
 class Replica:
-    """One replica's own view of the API server: cut it and the replica is gone for it."""
+    """One replica's own view of the API server: cut it and the replica is gone for it;
+    pause its Lease calls and its election stands still (as in a process paused past its
+    lease, but harsher: its HTTP server keeps answering); break them and its election raises
+    what no Kubernetes error type covers."""
 
     def __init__(self, store: MemoryCluster) -> None:
         self._store = store
         self.cut = False
+        self.broken = False
+        self.running = threading.Event()
+        self.running.set()
 
     def __getattr__(self, call: str) -> Any:
         method = getattr(self._store, call)
@@ -38,6 +46,10 @@ class Replica:
         def through(*args: Any, **kwargs: Any) -> Any:
             if self.cut:
                 raise KubeError(f"{call}: this replica lost the API server")
+            if call.endswith("_lease"):
+                self.running.wait()
+                if self.broken:
+                    raise RuntimeError(f"{call}: an election bug")
             return method(*args, **kwargs)
 
         return through
@@ -65,24 +77,27 @@ def ready(url: str) -> bool:
         return False
 
 
+def start_replica(store: MemoryCluster, name: str) -> tuple[Replica, SchedulerService, str]:
+    gateway = Replica(store)
+    service = SchedulerService(
+        gateway,
+        Extender(gateway),
+        refresh_period=0.2,
+        clock=lambda: 1_700_000_000.0,
+        election=Election(timing=FAST, holder=f"replica-{name}"),
+    )
+    return gateway, service, service.start()
+
+
 @pytest.fixture
 def replicas() -> Iterator[tuple[MemoryCluster, list[tuple[Replica, SchedulerService, str]]]]:
     store = MemoryCluster()
     for i in range(4):
         add_node(store, f"n{i}")
-    started = []
-    for name in ("a", "b"):
-        gateway = Replica(store)
-        service = SchedulerService(
-            gateway,
-            Extender(gateway),
-            refresh_period=0.2,
-            clock=lambda: 1_700_000_000.0,
-            election=Election(timing=FAST, holder=f"replica-{name}"),
-        )
-        started.append((gateway, service, service.start()))
+    started = [start_replica(store, name) for name in ("a", "b")]
     yield store, started
-    for _, service, _ in started:
+    for gateway, service, _ in started:
+        gateway.running.set()
         service.stop()
 
 
@@ -148,3 +163,109 @@ def test_a_replica_that_stops_gives_the_lease_up_and_ends_its_election(
 
 def holder(store: MemoryCluster) -> str:
     return str(store.get_lease("kube-system", "ascend-npu-scheduler")["spec"]["holderIdentity"])
+
+
+@pytest.mark.parametrize(
+    "micro",
+    [
+        "2026-11-24T05:54:32.123456Z",
+        "2026-11-24T05:54:32.123456+00:00",  # as the official client's models serialize
+        "2026-11-24T05:54:32Z",
+        "2026-11-24T07:54:32.123+02:00",
+    ],
+)
+def test_a_lease_time_is_read_in_every_form_the_api_microtime_allows(micro: str) -> None:
+    local = datetime.fromisoformat(from_micro_time(micro)).astimezone(UTC)
+    assert local.replace(microsecond=0) == datetime(2026, 11, 24, 5, 54, 32, tzinfo=UTC)
+
+
+def test_a_lease_written_with_an_offset_is_respected_then_taken_over_once_it_expires() -> None:
+    store = MemoryCluster()
+    add_node(store, "n0")
+    now = datetime.now(UTC).isoformat()  # "+00:00", as the official client writes it
+    store.put(
+        "Lease",
+        {
+            "metadata": {"namespace": "kube-system", "name": "ascend-npu-scheduler"},
+            "spec": {
+                "holderIdentity": "gone",
+                "leaseDurationSeconds": 3,
+                "acquireTime": now,
+                "renewTime": now,
+            },
+        },
+    )
+    _, service, url = start_replica(store, "a")
+    try:
+        status, _ = post(url, "filter", {"Pod": {"metadata": {}}, "NodeNames": []})
+        assert status == 503, "the other holder's lease has not expired"
+        assert wait_for(lambda: ready(url)), "taken over once the lease expired"
+        assert holder(store) == "replica-a"
+        assert any(t.name == "leader-election" for t in threading.enumerate())
+    finally:
+        service.stop()
+
+
+def test_a_replica_whose_election_fails_stops_deciding_until_it_leads_again(
+    replicas: tuple[MemoryCluster, list[tuple[Replica, SchedulerService, str]]],
+) -> None:
+    _, started = replicas
+    urls = [url for _, _, url in started]
+    assert wait_for(lambda: sum(ready(u) for u in urls) == 1)
+    for gateway, _, _ in started:
+        gateway.broken = True
+    assert wait_for(lambda: not any(ready(u) for u in urls)), "no election, no leader"
+    statuses = [post(url, "filter", {"Pod": {"metadata": {}}, "NodeNames": []})[0] for url in urls]
+    assert statuses == [503, 503]
+    for gateway, _, _ in started:
+        gateway.broken = False
+    assert wait_for(lambda: sum(ready(u) for u in urls) == 1), "the election runs again"
+
+
+def test_a_leader_paused_past_its_lease_never_decides_beside_the_new_leader(
+    replicas: tuple[MemoryCluster, list[tuple[Replica, SchedulerService, str]]],
+) -> None:
+    store, started = replicas
+    urls = [url for _, _, url in started]
+    assert wait_for(lambda: sum(ready(u) for u in urls) == 1)
+    old = next(i for i, url in enumerate(urls) if ready(url))
+    new = 1 - old
+    store.put("Pod", pod_object("ns", "probe", None, 1))
+    probe = {"Pod": store.get_pod("ns", "probe"), "NodeNames": ["n0"]}
+    answered: dict[int, list[float]] = {old: [], new: []}
+
+    def polled(condition: Callable[[], bool]) -> Callable[[], bool]:
+        def check() -> bool:
+            for i in (old, new):
+                if post(urls[i], "filter", probe)[0] == 200:
+                    answered[i].append(time.monotonic())
+            return condition()
+
+        return check
+
+    assert polled(lambda: bool(answered[old]))(), "the leader decides"
+    started[old][0].running.clear()  # its election stands still; its verbs still answer
+    assert wait_for(polled(lambda: bool(answered[new]))), "the standby takes over"
+    started[old][0].running.set()  # it wakes, still believing it leads
+    elector = started[old][1].leader
+    assert elector is not None
+    assert wait_for(polled(lambda: not elector.leading.is_set())), "it learns it lost"
+    for _ in range(20):
+        polled(lambda: True)()
+    assert max(answered[old]) < min(answered[new]), "never both at once"
+    assert holder(store) == f"replica-{'ab'[new]}"
+
+
+def test_a_choice_made_before_the_lease_was_lost_is_not_written_and_its_chips_come_back() -> None:
+    store = MemoryCluster()
+    add_node(store, "n0")
+    extender = Extender(store)
+    service = SchedulerService(store, extender, clock=lambda: 1_700_000_000.0)
+    service.refresh()
+    extender.fence = lambda: False
+    store.put("Pod", pod_object("ns", "p", None, 8))
+    binding = {"PodName": "p", "PodNamespace": "ns", "PodUID": "uid-ns-p", "Node": "n0"}
+    assert "no longer leads" in extender.bind(binding)["Error"]
+    assert store.get_pod("ns", "p")["spec"].get("nodeName") is None
+    extender.fence = lambda: True
+    assert extender.bind(binding)["Error"] == "", "all 8 chips came back"
