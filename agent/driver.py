@@ -184,9 +184,11 @@ def _vnpu(raw: Any, path: str, chips: set[int], ai_cores: int) -> VirtualDevice:
 
 
 def _index(raw: dict[str, Any], key: str) -> int | None:
+    """A SuperPoD id or server index: a number ≥ 0, or the driver's -1 (0xffffffff) and -2
+    (not reported, or the query failed), which the DeviceInfo carries as they are."""
     value = raw.get(key)
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        raise DriverError(f"state.{key}: expected a number ≥ 0, got {value!r}")
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < -2):
+        raise DriverError(f"state.{key}: expected a number ≥ 0, -1 or -2, got {value!r}")
     return value
 
 

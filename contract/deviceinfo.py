@@ -112,6 +112,17 @@ class DeviceInfo:
     kind: ChipKind = ASCEND910  # whose keys the DeviceList has
 
     @property
+    def super_pod(self) -> int | None:
+        """The node's SuperPoD, or None when it has none: the field is missing, or negative
+        (-1: the driver answered 0xffffffff; -2: the device cannot report SuperPoD
+        information or the query failed; Huawei's DeviceInfoCfg table in mind-cluster
+        ``docs/.../api/ascend_device_plugin.md``). Upstream's SuperPoD predicate refuses a
+        node whose id is below 0 (``ascend910a3/superpod/frame.go`` CheckNodeNPUByTask)."""
+        if self.super_pod_id is None or self.super_pod_id < 0:
+            return None
+        return self.super_pod_id
+
+    @property
     def sub_healthy(self) -> bool:
         return self.switch_sub_healthy or any(f.level == SUB_HEALTH_LEVEL for f in self.faults)
 

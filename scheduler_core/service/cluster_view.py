@@ -244,8 +244,8 @@ def node_view(
             name, None, "", False, failed, where, None, info.sub_healthy, since, until, state
         )
     label = (node.get("metadata", {}).get("labels") or {}).get(SUPER_POD_ID_LABEL, "")
-    super_pod = info.super_pod_id
-    if super_pod is None and label.isdigit():
+    super_pod = info.super_pod
+    if info.super_pod_id is None and label.isdigit():  # the label stands in for a missing field
         super_pod = int(label)
     return NodeView(
         name,

@@ -439,3 +439,26 @@ def test_tor_2_0_a_job_with_ranks_still_bound_reuses_its_own_tors() -> None:
     c.service.refresh()
     placed = {r: c.schedule(pods[r]) for r in (1, 2, 3, 5)}
     assert placed == {1: "t0-s1", 2: "t0-s2", 3: "t0-s3", 5: "t1-s1"}
+
+
+def test_nodes_reporting_no_super_pod_are_not_grouped_into_one_and_refuse_super_pod_jobs() -> None:
+    # -1 and -2 are the DeviceInfo's "no SuperPoD" (driver 0xffffffff; not reported or the
+    # query failed); a recorded A3 node publishes -2 (tests/data/deviceinfo/).
+    api = MemoryCluster()
+    clock = Clock()
+    names = ["x0", "x1", "y0", "y1"]
+    for name in names:
+        add_node(api, name, super_pod=-2 if name.startswith("x") else -1)
+    extender = Extender(api, clock=clock)
+    service = SchedulerService(api, extender, clock=clock)
+    for r in range(2):
+        pod = pod_object("ns", f"sp-{r}", None, 8)
+        pod["metadata"]["labels"] = {"ascend.npu/gang": "sp"}
+        pod["metadata"]["annotations"] = {"ascend.npu/gang-size": "2", "sp-block": "16"}
+        api.put("Pod", pod)
+    api.put("Pod", pod_object("ns", "plain", None, 8))
+    service.refresh()
+    answer = extender.filter({"Pod": api.get_pod("ns", "sp-0"), "NodeNames": names})
+    assert answer["NodeNames"] == []
+    assert "node x0 is not super-pod node or superPodID is not set" in answer["FailedNodes"]["x0"]
+    assert schedule(extender, api.get_pod("ns", "plain"), names) is not None, "placed as usual"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -194,3 +195,28 @@ def test_superpod_fields_sit_beside_device_info_outside_the_check_code() -> None
     broken = text.replace('"SuperPodID":3', '"SuperPodID":"3"')
     with pytest.raises(InvalidInput, match="SuperPodID '3' is not an integer"):
         decode({"DeviceInfoCfg": broken})
+
+
+RECORDED = Path(__file__).parents[1] / "data" / "deviceinfo"
+
+
+def test_a_recorded_a3_node_reporting_super_pod_minus_2_decodes_with_no_super_pod() -> None:
+    # Published by Huawei's device plugin on an A3 node (see tests/data/deviceinfo/README.md):
+    # its CheckCode is the real plugin's, and -2 means "cannot report a SuperPoD".
+    text = (RECORDED / "a3-superpod-unknown.json").read_text().strip()
+    info = decode({"DeviceInfoCfg": text})
+    assert (info.super_pod_id, info.server_index, info.super_pod) == (-2, -2, None)
+    assert (info.free, info.unhealthy, info.network_unhealthy) == (
+        frozenset({0, 1, 2, 3, 5, 6, 7}),
+        frozenset({4}),
+        frozenset({0}),
+    )
+    assert '"SuperPodID":-2,"ServerIndex":-2,"CheckCode"' in encode(info)["DeviceInfoCfg"]
+
+
+@pytest.mark.parametrize(("raw", "super_pod"), [(None, None), (-1, None), (-2, None), (0, 0)])
+def test_only_a_super_pod_id_of_zero_or_more_names_a_super_pod(
+    raw: int | None, super_pod: int | None
+) -> None:
+    info = DeviceInfo(frozenset(), frozenset(), frozenset(), super_pod_id=raw, server_index=raw)
+    assert info.super_pod == super_pod
