@@ -31,6 +31,7 @@ class NodeState:
     allocatable: int
     unhealthy: frozenset[int] = frozenset()
     network_unhealthy: frozenset[int] = frozenset()
+    card_type: str = ""  # the node's infer-card-type label, which upstream's refusals name
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -96,13 +97,23 @@ class Status:
 
     ok: bool
     reason: str = ""
+    # The reason names the node ({node}, {card_type}): verdicts are cached per node
+    # signature, which many nodes share, and each node's own words are filled in last.
+    per_node: bool = False
 
     @staticmethod
     def success() -> Status:
         return _SUCCESS
 
     @staticmethod
-    def unschedulable(reason: str) -> Status:
+    def unschedulable(reason: str, *, per_node: bool = False) -> Status:
+        return Status(False, reason, per_node)
+
+    def named(self, node: NodeState) -> Status:
+        """This verdict in the words of ``node``."""
+        if not self.per_node:
+            return self
+        reason = self.reason.replace("{node}", node.name).replace("{card_type}", node.card_type)
         return Status(False, reason)
 
 

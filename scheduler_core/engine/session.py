@@ -29,13 +29,19 @@ from scheduler_core.engine.products import (
 from scheduler_core.engine.validation import JobInvalid, validate_job
 
 TOPOLOGY_REASON = "npu topology not meet job require,network unhealthy card is [ {} ]"
-LABEL_REASON = "check Node {} label [accelerator-type] Failed, value is {}"
-KIND_REASON = "node {} has {} chips, the task asks for {}"
-DUO_LABEL_REASON = "judgeNodeLabel node card label not right, is not card-300i-duo"
+# {node} and {card_type} are filled in per node (Status.named).
+LABEL_REASON = "check Node {node} label [accelerator-type] Failed, value is {value}"
+KIND_REASON = "node {node} has {have} chips, the task asks for {want}"
+KEEP = {"node": "{node}", "card_type": "{card_type}"}  # formatted, these stay for Status.named
+# Upstream's framework wraps an inference handler's refusal in its node's name, two spaces
+# included (ascend-for-volcano ``plugin/node.go`` NodePredicate).
+FRAMEWORK_PREFIX = "checkNodeNPUByTask  {node} : "
+DUO_LABEL_REASON = "judgeNodeLabel node card label not right, is {card_type}"
 INFERENCE_REASONS: dict[Rule | None, str] = {  # upstream's predicate messages, by handler rule
-    Rule.CARD: "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology "
-    ": req npu({req}) illegal not meet node top<{top}>",
-    None: "judgeNodeAndTaskNPU node don't have enough resource, req<{req}>, idle<{idle}>",
+    Rule.CARD: FRAMEWORK_PREFIX + "checkNodeNPUByTask the npus on this node don't satisfy the "
+    "schedulable topology : req npu({req}) illegal not meet node top<{top}>",
+    None: FRAMEWORK_PREFIX
+    + "judgeNodeAndTaskNPU node don't have enough resource, req<{req}>, idle<{idle}>",
 }
 
 
@@ -79,19 +85,22 @@ def filter_node(
     node_product = product_by_name(node.product)
     if not serves(node_product, job_product):
         if node_product.kind is not job_product.kind:
+            have, want = node_product.kind.resource, job_product.kind.resource
             return Status.unschedulable(
-                KIND_REASON.format(node.name, node_product.kind.resource, job_product.kind.resource)
+                KIND_REASON.format(have=have, want=want, **KEEP), per_node=True
             )
         if job_product.family is Family.INFERENCE:
-            return Status.unschedulable(DUO_LABEL_REASON)
-        return Status.unschedulable(LABEL_REASON.format(node.name, node_product.accelerator_type))
+            return Status.unschedulable(FRAMEWORK_PREFIX + DUO_LABEL_REASON, per_node=True)
+        label = LABEL_REASON.format(value=node_product.accelerator_type, **KEEP)
+        return Status.unschedulable(label, per_node=True)
     signature = _signature(node, usable)
     if job_product.family is Family.INFERENCE:
         if fits(job_product, signature.mask(distributed), req, distributed):
             return Status.success()
         reason = INFERENCE_REASONS.get(job_product.rule, INFERENCE_REASONS[None])
         top = "[" + " ".join(str(c) for c in usable) + "]"  # Go's %v of a slice
-        return Status.unschedulable(reason.format(req=req, top=top, idle=len(usable)))
+        refusal = reason.format(req=req, top=top, idle=len(usable), **KEEP)
+        return Status.unschedulable(refusal, per_node=True)
     if not fits(job_product, signature.mask(distributed), req, distributed):
         listed = ",".join(chip_name(c) for c in sorted(node.network_unhealthy))
         return Status.unschedulable(TOPOLOGY_REASON.format(listed))
@@ -179,7 +188,7 @@ class Session:
                     status = filter_node(node, self._usable[name], product, req, distributed)
                     self._statuses[key] = status
                 seen[signature] = status
-            statuses[name] = status
+            statuses[name] = status.named(self._nodes[name]) if status.per_node else status
         return statuses
 
     def score(self, job: Job, req: int, names: Iterable[str] | None = None) -> dict[str, float]:
@@ -257,7 +266,8 @@ class Session:
         """Why a task may not go on a node chosen for it (None: it may)."""
         if node not in self._nodes:
             return f"{node} is not a known NPU node"
-        status = filter_node(self._nodes[node], self._usable[node], product, req, distributed)
+        state = self._nodes[node]
+        status = filter_node(state, self._usable[node], product, req, distributed).named(state)
         return None if status.ok else f"{node}: {status.reason}"
 
     def warm(self) -> None:

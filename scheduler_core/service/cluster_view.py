@@ -354,6 +354,7 @@ def _node_state(
         allocatable=min(allocatable, product.capacity),
         unhealthy=frozenset(c for c in info.unhealthy if c < product.capacity),
         network_unhealthy=frozenset(c for c in info.network_unhealthy if c < product.capacity),
+        card_type=str(labels.get(INFER_CARD_TYPE_LABEL, "")),
     )
 
 

@@ -60,7 +60,10 @@ def test_a_superpod_server_publishes_its_superpod_id_and_index() -> None:
         ("chips:\n  - {id: 1, fault_codes: [zz]}\n", "chips[0].fault_codes[0]"),
         ("chips:\n  - {id: '1'}\n", "chips[0].id: expected int"),
         ("product: gpu\nchips: []\n", "state.product: unknown product"),
-        ("chips: []\nsuper_pod_id: -3\n", "state.super_pod_id: expected a number ≥ 0, -1 or -2, got -3"),
+        (
+            "chips: []\nsuper_pod_id: -3\n",
+            "state.super_pod_id: expected a number ≥ 0, -1 or -2, got -3",
+        ),
     ],
 )
 def test_a_bad_state_file_names_what_is_wrong(text: str, error: str) -> None:

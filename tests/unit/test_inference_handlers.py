@@ -51,9 +51,9 @@ def test_card310x4_never_splits_a_task_across_cards() -> None:
     decision = session.place(job("card310x4", 3))
     assert not decision.feasible
     status = session.filter(job("card310x4", 3), 3)["n"]
-    assert status.reason == (
-        "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology : "
-        "req npu(3) illegal not meet node top<[0 1 4 5]>"
+    assert status.reason == (  # the framework's prefix names the node, two spaces included
+        "checkNodeNPUByTask  n : checkNodeNPUByTask the npus on this node don't satisfy the "
+        "schedulable topology : req npu(3) illegal not meet node top<[0 1 4 5]>"
     )
 
 
@@ -67,7 +67,10 @@ def test_chip310x4_takes_fragments_first() -> None:
 
 def test_chip310x4_refuses_a_node_with_too_few_chips_with_upstreams_reason() -> None:
     status = Session([node("n", [0, 1])]).filter(job("chip310x4", 3), 3)["n"]
-    assert status.reason == "judgeNodeAndTaskNPU node don't have enough resource, req<3>, idle<2>"
+    assert status.reason == (
+        "checkNodeNPUByTask  n : "
+        "judgeNodeAndTaskNPU node don't have enough resource, req<3>, idle<2>"
+    )
 
 
 def test_request_sizes_are_validated_per_handler() -> None:
@@ -102,7 +105,9 @@ def test_duo_chip_handler_takes_half_used_cards_first_and_only_on_duo_nodes() ->
     plain = node("plain", [0, 1, 3], "ascend310p")
     session = Session([duo, plain])
     statuses = session.filter(job("chip310px2", 2), 2)
-    assert statuses["plain"].reason.startswith("judgeNodeLabel node card label not right")
+    assert statuses["plain"].reason.startswith(
+        "checkNodeNPUByTask  plain : judgeNodeLabel node card label not right, is "
+    )
     assert session.place(job("chip310px2", 2)).placements[0].chips == (3, 0)
 
 
@@ -152,3 +157,17 @@ def test_no_chip_is_given_twice_and_every_card_task_stays_on_one_card(
             given[placement.node] |= taken
             if handler.rule.value == "card":
                 assert len({c // handler.group_size for c in taken}) == 1
+
+
+def test_each_refused_node_is_named_with_its_own_label_though_their_verdict_is_shared() -> None:
+    # Two 310P nodes alike in chips share one cached verdict; upstream's words name each node
+    # and print its infer-card-type label as it is (empty when it has none).
+    pro = NodeState("pro", "ascend310p", (0, 1), 2, card_type="card-300i-pro")
+    bare = NodeState("bare", "ascend310p", (0, 1), 2)
+    statuses = Session([pro, bare]).filter(job("chip310px2", 1), 1)
+    assert statuses["pro"].reason == (
+        "checkNodeNPUByTask  pro : judgeNodeLabel node card label not right, is card-300i-pro"
+    )
+    assert statuses["bare"].reason == (
+        "checkNodeNPUByTask  bare : judgeNodeLabel node card label not right, is "
+    )
