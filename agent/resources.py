@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -23,7 +23,7 @@ from agent.allocation.kubelet_requests import (
     container_response,
     device_response,
 )
-from agent.chips import Chip, NodeChips, VirtualDevice
+from agent.chips import HEALTHY, UNHEALTHY, Chip, NodeChips, VirtualDevice
 from contract.vnpu import NPU_CORE
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 
@@ -52,6 +52,8 @@ class CoreAllocator(Protocol):
     made real (a vNPU created, or whole chips); the container's environment."""
 
     def allocate(self, kubelet_ids: list[str], node: NodeChips) -> dict[str, str]: ...
+
+    def held_cores(self, node: NodeChips) -> dict[str, int]: ...
 
 
 def first_available(available: Sequence[str], must_include: Sequence[str], size: int) -> list[str]:
@@ -162,6 +164,21 @@ def core_ids(node: NodeChips) -> list[tuple[str, Chip]]:
     ]
 
 
+def unhealthy_core_ids(
+    ids: Sequence[str], unhealthy_chips: set[int], cores_per_chip: int, held: Mapping[str, int]
+) -> set[str]:
+    """Which of the kubelet's AI-core IDs to report unhealthy: as many as the unhealthy chips
+    have cores, first the IDs pods hold on those chips, then free IDs in string order, so
+    the kubelet's free healthy count is the healthy chips' real free cores (upstream's
+    ``getUnhealthyAICore``, ``pkg/server/plugin.go``; upstream takes the free ones in the same
+    order, from ``sets.String.List()``)."""
+    known = set(ids)
+    marked = {i for i, chip in held.items() if chip in unhealthy_chips and i in known}
+    left = len(unhealthy_chips) * cores_per_chip - len(marked)
+    free = sorted(known - held.keys())
+    return marked | set(free[: max(left, 0)])
+
+
 class NpuCores:
     """Dynamic vNPU: AI cores the kubelet counts; the scheduler's annotation says what the
     container really gets."""
@@ -174,9 +191,12 @@ class NpuCores:
         return NPU_CORE
 
     def listed(self, node: NodeChips) -> list[dp.Device]:
-        # An unhealthy chip's AI cores are unhealthy (upstream reports as many cores
-        # unhealthy, mapped through its kubelet-ID table; here they are the chip's own).
-        return [dp.Device(ID=i, health=c.health) for i, c in core_ids(node)]
+        # As many IDs unhealthy as the unhealthy chips have cores, the ones pods hold there
+        # first: the kubelet's IDs are not the chips' own (allocation.cores).
+        ids = [i for i, _ in core_ids(node)]
+        sick = {c.id for c in node.chips if not c.healthy}
+        marked = unhealthy_core_ids(ids, sick, node.ai_cores, self._cores.held_cores(node))
+        return [dp.Device(ID=i, health=UNHEALTHY if i in marked else HEALTHY) for i in ids]
 
     def allocate(self, request: dp.AllocateRequest, node: NodeChips) -> dp.AllocateResponse:
         known = dict(core_ids(node))

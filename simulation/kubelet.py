@@ -184,6 +184,14 @@ class KubeletSimulator:
     def allocatable(self, resource: str) -> int:
         return sum(1 for h in self.devices(resource).values() if h == HEALTHY)
 
+    def free(self, resource: str) -> int:
+        """Healthy devices no admitted container holds: what the kubelet can still give."""
+        with self._changed:
+            held = {d for a in self.allocations if a.resource == resource for d in a.device_ids}
+            endpoint = self._endpoints.get(resource)
+            devices = endpoint.devices if endpoint is not None else {}
+            return sum(1 for d, h in devices.items() if h == HEALTHY and d not in held)
+
     def wait_for(self, check: Callable[[], bool], timeout: float = 20.0) -> bool:
         """Block until ``check()`` holds (re-evaluated on every kubelet-side change, so the
         condition must be the kubelet's own state); the deadline leaves room for a loaded

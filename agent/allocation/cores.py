@@ -22,7 +22,7 @@ from agent.driver import NpuDriver
 from agent.pod_cache import PodCache
 from agent.resources import VIRTUAL
 from contract.annotations import CONSUMED, KUBELET_ANNOTATION, PREDICATE_TIME, REAL_ANNOTATION
-from contract.chip_names import InvalidInput, format_chip_list
+from contract.chip_names import ASCEND310P, InvalidInput, format_chip_list, parse_chip_list
 from contract.pods import PodView
 from contract.vnpu import (
     NO_NPU_RESOURCE,
@@ -70,6 +70,30 @@ def recorded_vnpus(pods: Iterable[PodView]) -> set[int]:
     return used
 
 
+def cores_by_chip(pods: Iterable[PodView], cores_per_chip: int) -> dict[str, int]:
+    """The kubelet's AI-core IDs live pods hold (their ``kltDev``), each with the chip its
+    cores sit on (from ``AscendReal``): a vNPU's all on its chip; whole chips' in the kubelet's
+    order, ``cores_per_chip`` per chip, as upstream maps them (``updateDynamicAllocMap``)."""
+    held: dict[str, int] = {}
+    for pod in pods:
+        if not pod.live:
+            continue
+        ids = [i for i in pod.annotations.get(KUBELET_ANNOTATION, "").split(",") if i]
+        real = pod.annotations.get(REAL_ANNOTATION, "")
+        if not ids or not real:
+            continue
+        try:
+            chips = [parse_virtual_name(real.split(",")[0]).phy] * len(ids)
+        except InvalidInput:
+            try:
+                whole = parse_chip_list(real, kind=ASCEND310P)
+            except InvalidInput:
+                continue
+            chips = [whole[min(k // cores_per_chip, len(whole) - 1)] for k in range(len(ids))]
+        held.update(zip(ids, chips, strict=True))
+    return held
+
+
 def unused(vnpus: Iterable[VirtualDevice], pods: Iterable[PodView]) -> list[VirtualDevice]:
     """vNPUs no live pod records: upstream's ``DestroyNotUsedVNPU``."""
     used = recorded_vnpus(pods)
@@ -100,6 +124,10 @@ class CoreHandshake:
                 gone += 1
             self.destroyed += gone
             return gone
+
+    def held_cores(self, node: NodeChips) -> dict[str, int]:
+        """The kubelet's AI-core IDs that live pods hold, each with its chip."""
+        return cores_by_chip(self._cache.pods(), node.ai_cores)
 
     def allocate(self, kubelet_ids: list[str], node: NodeChips) -> dict[str, str]:
         pod = pick(self._cache.pods(), len(kubelet_ids), node.ai_cores)

@@ -233,3 +233,29 @@ def test_hot_reset_resets_an_unhealthy_chip_no_pod_uses(short_dir: Path) -> None
         upkeep = running.upkeep
         assert upkeep is not None
         assert wait_for(lambda: upkeep.resets == 1)  # counted once the driver answered
+
+
+def test_a_failed_chip_costs_the_kubelet_exactly_its_own_ai_cores(short_dir: Path) -> None:
+    # The kubelet's AI-core IDs are not the chips' own: a vNPU on chip 1 may hold
+    # npu-core-0,1. When chip 1 fails, those IDs are the ones reported unhealthy first (and
+    # free ones after), so the kubelet still offers all 8 cores of the healthy chip 0.
+    with agent(short_dir, state("Ascend310P", 2), preset_virtual=False) as (_, kubelet, api, path):
+        assert kubelet.wait_for(lambda: kubelet.allocatable("huawei.com/npu-core") == 16)
+        api.put(
+            "Pod",
+            pod(
+                "v",
+                "huawei.com/npu-core",
+                2,
+                {"huawei.com/npu-core": "1-vir02", "predicate-time": "5"},
+            ),
+        )
+        given = kubelet.allocate("ns/v", "main", "huawei.com/npu-core", 2).device_ids
+        assert set(given) == {"npu-core-0", "npu-core-1"}, "the kubelet's first free IDs"
+        raw = yaml.safe_load(path.read_text())
+        raw["chips"][1]["health"] = "Unhealthy"
+        path.write_text(yaml.safe_dump(raw))
+        assert kubelet.wait_for(lambda: kubelet.allocatable("huawei.com/npu-core") == 8)
+        devices = kubelet.devices("huawei.com/npu-core")
+        assert {devices[i] for i in given} == {"Unhealthy"}, "the pod's IDs carry the mark"
+        assert kubelet.free("huawei.com/npu-core") == 8, "chip 0's eight cores, all offered"
