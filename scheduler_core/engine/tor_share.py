@@ -74,6 +74,19 @@ class SharedSelection:
     entries: tuple[Entry, ...]
     marks: Mapping[int, tuple[int, bool]] = field(default_factory=dict)  # ToR → state after
     how: str = ""
+    # ToRs the job's running pods already use (a restart): part of the job's server list, as
+    # upstream's setServerListForPartialPods keeps them, though they give no server now.
+    kept: frozenset[int] = frozenset()
+
+    @property
+    def tors(self) -> frozenset[int]:
+        """Every ToR the job runs under once placed."""
+        return frozenset(e.tor for e in self.entries) | self.kept
+
+    @property
+    def cross(self) -> bool:
+        """The job spans more than one ToR (upstream: its server list has several)."""
+        return len(self.tors) > 1
 
     @property
     def servers(self) -> tuple[Server, ...]:
@@ -258,7 +271,9 @@ def reschedule(
     server IP → that pod's annotations), or TorShareFailed with upstream's message."""
     tor_of = {s.ip: s.tor for servers in topology.tors for s in servers}
     used = {tor_of[ip] for ip in live if ip in tor_of}
-    single = any(notes.get(TOR_SHARED_ANNOTATION, "0") == "0" for notes in live.values())
+    # Only an explicit "0" says the job ran on one ToR (upstream compares the annotation to
+    # freeTorAnno): a pod bound without the annotation says nothing.
+    single = any(notes.get(TOR_SHARED_ANNOTATION) == "0" for notes in live.values())
     add = shared_tor_num - sum(1 for t in used if states.get(t, TorState()).kind == SHARED)
     lists = _Lists(topology, candidates, states)
     mine = [t for t in lists.tors if t.id in used]
@@ -281,7 +296,7 @@ def reschedule(
             own(tor)
             left -= given
     if left == 0:
-        return SharedSelection(tuple(entries), marks, "own-tors")
+        return SharedSelection(tuple(entries), marks, "own-tors", frozenset(used))
     if job_size < topology.tor_count:
         raise TorShareFailed("not enough tor for fill job restart")
     unused = [t for t in lists.tors if t.id not in used] if not single else []
@@ -309,21 +324,22 @@ def reschedule(
     elif left and partial is not None:
         entries.append(Entry(partial.id, tuple(partial.servers[:left]), add > 0))
         marks[partial.id] = (SHARED, True) if add > 0 else (EXCLUSIVE, True)
-    return SharedSelection(tuple(entries), marks, "restart")
+    return SharedSelection(tuple(entries), marks, "restart", frozenset(used))
 
 
 def apply(
     states: Mapping[int, TorState], selection: SharedSelection, job: str, schema: str
 ) -> dict[int, TorState]:
-    """The ToR states once ``job`` runs where ``selection`` put it."""
+    """The ToR states once ``job`` runs where ``selection`` put it: every ToR it uses,
+    those its running pods keep included (upstream's ``setUsedTorAttr``)."""
     result = dict(states)
-    cross = len(selection.entries) > 1
-    for entry in selection.entries:
-        old = result.get(entry.tor, TorState())
-        kind, healthy = selection.marks.get(entry.tor, (old.kind, old.healthy))
+    cross = selection.cross
+    for tor in selection.tors:
+        old = result.get(tor, TorState())
+        kind, healthy = selection.marks.get(tor, (old.kind, old.healthy))
         jobs = old.jobs | {job} if cross else old.jobs
         large = old.large_model or (cross and schema == LARGE_MODEL)
-        result[entry.tor] = TorState(kind, healthy, jobs, large)
+        result[tor] = TorState(kind, healthy, jobs, large)
     return result
 
 
@@ -360,9 +376,10 @@ def pod_annotations(
     topology: Topology, selection: SharedSelection, ip: str, states: Mapping[int, TorState]
 ) -> dict[str, str]:
     """What the pod on server ``ip`` records (``states``: after the job is placed): "0"
-    and "0" for a job on one ToR, else its ToR's state, and the ToR's IP when shared."""
+    and "0" for a job on one ToR, else its ToR's state, and the ToR's IP when shared. A
+    restarting job spans the ToRs its running pods keep too."""
     server = topology.server(ip)
-    if server is None or len(selection.entries) < 2:
+    if server is None or not selection.cross:
         return {TOR_SHARED_ANNOTATION: "0", TOR_HEALTHY_ANNOTATION: "0"}
     state = states.get(server.tor, TorState())
     notes = {

@@ -192,6 +192,29 @@ def test_a_rescheduled_job_short_on_its_own_tors_takes_free_tors_ascending() -> 
     assert chosen.marks[2] == (EXCLUSIVE, True)
 
 
+def test_a_pod_bound_without_is_shared_tor_does_not_pin_its_job_to_one_tor() -> None:
+    # Traced from upstream (nslbv2.go): only an explicit "0" (freeTorAnno) makes a job
+    # single-ToR; a pod another scheduler bound carries no annotation.
+    live = {server_ip(0, 0): {}}
+    chosen = reschedule(FOUR, servers(t1=4), 4, live=live, states={}, shared_tor_num=2, job_size=5)
+    assert tors_of(chosen) == [(1, 4)]
+
+
+def test_a_restarted_pod_records_its_tors_state_when_its_job_spans_two_tors() -> None:
+    # The job's server list keeps the ToRs its running pods use (setServerListForPartialPods),
+    # so the one missing pod, placed back on t0, records t0's state, not "0"/"0".
+    live = {server_ip(0, 0): {"isSharedTor": "2"}, server_ip(1, 0): {"isSharedTor": "1"}}
+    states = {0: TorState(EXCLUSIVE), 1: TorState(SHARED)}
+    chosen = reschedule(
+        FOUR, servers(t0=4), 1, live=live, states=states, shared_tor_num=2, job_size=6
+    )
+    assert tors_of(chosen) == [(0, 1)] and chosen.tors == {0, 1}
+    after = apply(states, chosen, "ns/job", LARGE_MODEL)
+    notes = pod_annotations(FOUR, chosen, chosen.servers[0].ip, after)
+    assert notes == {"isSharedTor": "2", "isHealthy": "0"}
+    assert all("ns/job" in after[t].jobs for t in (0, 1)), "every ToR it uses records it"
+
+
 def test_rescheduling_fails_with_upstreams_messages() -> None:
     live = {server_ip(0, 0): {"isSharedTor": "0"}}
     with pytest.raises(TorShareFailed, match="not enough tor for fill job restart"):
