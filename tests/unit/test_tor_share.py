@@ -195,7 +195,7 @@ def test_a_rescheduled_job_short_on_its_own_tors_takes_free_tors_ascending() -> 
 def test_a_pod_bound_without_is_shared_tor_does_not_pin_its_job_to_one_tor() -> None:
     # Traced from upstream (nslbv2.go): only an explicit "0" (freeTorAnno) makes a job
     # single-ToR; a pod another scheduler bound carries no annotation.
-    live = {server_ip(0, 0): {}}
+    live: dict[str, dict[str, str]] = {server_ip(0, 0): {}}
     chosen = reschedule(FOUR, servers(t1=4), 4, live=live, states={}, shared_tor_num=2, job_size=5)
     assert tors_of(chosen) == [(1, 4)]
 
