@@ -4,6 +4,7 @@ FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY agent ./agent
+COPY chip_topology ./chip_topology
 COPY contract ./contract
 COPY deviceplugin_api ./deviceplugin_api
 COPY infra ./infra

@@ -27,6 +27,7 @@ from agent.deviceinfo_publisher import configmap, device_info
 from agent.driver import FakeDriver, NpuDriver, NpuSmiDriver
 from agent.npu_smi import replay_runner, run_npu_smi
 from agent.repair import POD_RESOURCES_SOCKET
+from chip_topology.diagram import LEGEND, node_lines
 from contract.deviceinfo import MAX_AGE
 from contract.pods import holders_by_node, pod_view
 from infra import config
@@ -35,7 +36,6 @@ from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError, KubeGateway, Selection, list_all
 from infra.logs import configure as configure_logs
 from infra.logs import log_level
-from scheduler_core.engine.diagram import LEGEND, node_lines
 
 log = logging.getLogger("agent")
 
@@ -104,7 +104,7 @@ def _driver_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--product",
-        help="scheduler_core topology (module910x8, module910bx8, …) when npu-smi cannot tell",
+        help="chip_topology product (module910x8, module910bx8, …) when npu-smi cannot tell",
     )
 
 

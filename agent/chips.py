@@ -59,7 +59,7 @@ class VirtualDevice:
 @dataclass(frozen=True, slots=True)
 class NodeChips:
     """A snapshot of a node's chips. ``resource`` is the device type (``Ascend910``),
-    ``product`` the scheduler_core topology (``module910x8``) or None when no ring rule is
+    ``product`` the chip_topology product (``module910x8``) or None when no ring rule is
     known for the hardware."""
 
     resource: str

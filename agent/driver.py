@@ -29,10 +29,10 @@ from agent.chips import (
 )
 from agent.npu_smi import Runner, read_chips, run_npu_smi
 from agent.npu_smi_vnpu import NpuSmiVnpus
+from chip_topology.products import product_by_name
 from contract.chip_names import KINDS, InvalidInput
 from contract.vnpu import CORE_SPECS, template_cores
 from infra.periodic import Periodic
-from scheduler_core.engine.products import product_by_name
 
 log = logging.getLogger(__name__)
 

@@ -150,7 +150,7 @@ def resource_of(model: str, table: Table) -> str:
 
 
 def product_of(resource: str, model: str, table: Table, count: int) -> str | None:
-    """The scheduler_core topology, when one is known for this hardware."""
+    """The chip_topology product, when one is known for this hardware."""
     if resource != "Ascend910" or table.second_column == "Phy-ID":
         return None  # inference cards have no HCCS rings; A3 has no handler here
     if "910B" in model.upper():

@@ -12,8 +12,8 @@ import csv
 import time
 from pathlib import Path
 
+from benchmarks.replay import QueueMode, ReplayResult, TraceJob, replay
 from scheduler_core.engine.policies import POLICIES
-from scheduler_core.engine.replay import QueueMode, ReplayResult, TraceJob, replay
 
 DATA = Path(__file__).parent / "data" / "itp"
 DEFAULT_RUNS = (("npu_jobs_cluster04.csv", 80), ("npu_jobs_cluster07.csv", 40))

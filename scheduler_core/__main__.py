@@ -16,6 +16,8 @@ import threading
 import time
 from pathlib import Path
 
+from chip_topology.diagram import ring_diagram
+from chip_topology.products import product_by_name
 from contract import deviceinfo
 from contract.chip_names import InvalidInput
 from contract.pods import pod_view
@@ -28,10 +30,8 @@ from infra.kube.port import KubeError, Selection, list_all
 from infra.leader import Timing
 from infra.logs import configure, log_level
 from scheduler_core.engine import locality, rescheduling
-from scheduler_core.engine.diagram import ring_diagram
 from scheduler_core.engine.model import Job, NodeState, Task
 from scheduler_core.engine.policies import DEFAULT_POLICY, POLICIES, policy_by_name
-from scheduler_core.engine.products import product_by_name
 from scheduler_core.engine.session import Session
 from scheduler_core.request_json import decision_to_json, parse_request
 from scheduler_core.service import cluster_view

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from chip_topology.products import product_by_name
 from contract.chip_names import (
     ASCEND910,
     ChipKind,
@@ -21,7 +22,6 @@ from contract.chip_names import (
 )
 from scheduler_core.engine.handlers import product_for_selector
 from scheduler_core.engine.model import Decision, Job, NodeState, Task
-from scheduler_core.engine.products import product_by_name
 from scheduler_core.engine.session import check_node_chips
 
 

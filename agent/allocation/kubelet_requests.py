@@ -7,8 +7,8 @@ from pathlib import Path
 
 from agent.allocation.base import InvalidRequest
 from agent.chips import Chip, NodeChips
+from chip_topology.products import product_by_name, select_huawei
 from deviceplugin_api.v1beta1 import api_pb2 as dp
-from scheduler_core.engine.products import product_by_name, select_huawei
 
 # Limits of Huawei's device plugin (``pkg/server/plugin.go checkAllocateRequest``).
 MAX_CONTAINER_REQUESTS = 300_000

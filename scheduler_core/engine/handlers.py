@@ -5,16 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from contract.annotations import (
-    ACCELERATOR_TYPE_LABEL,
-    DISTRIBUTED_LABEL,
-    DUO_CARD_TYPE,
-    DUO_LABEL,
-    INFER_CARD_TYPE_LABEL,
-    STRATEGY_310_LABEL,
-)
-from contract.chip_names import ASCEND310, ASCEND910, ChipKind, InvalidInput
-from scheduler_core.engine.products import (
+from chip_topology.products import (
     ASCEND_310P,
     CARD_310PX2,
     CARD_310X4,
@@ -25,6 +16,15 @@ from scheduler_core.engine.products import (
     Family,
     Product,
 )
+from contract.annotations import (
+    ACCELERATOR_TYPE_LABEL,
+    DISTRIBUTED_LABEL,
+    DUO_CARD_TYPE,
+    DUO_LABEL,
+    INFER_CARD_TYPE_LABEL,
+    STRATEGY_310_LABEL,
+)
+from contract.chip_names import ASCEND310, ASCEND910, ChipKind, InvalidInput
 
 _BY_ACCELERATOR_TYPE: Mapping[str, Product] = {
     p.accelerator_type: p for p in PRODUCTS.values() if p.family is not Family.INFERENCE

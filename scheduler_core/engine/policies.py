@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from contract.chip_names import InvalidInput
-from scheduler_core.engine.products import (
+from chip_topology.products import (
     Product,
     group_free,
     huawei_score,
     select_huawei,
     select_tightest,
 )
+from contract.chip_names import InvalidInput
 
 ScoreFn = Callable[[Product, int, int, int, bool], float]
 SelectFn = Callable[[Product, Sequence[int], int, bool], tuple[int, ...]]

@@ -13,12 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-from contract.chip_names import InvalidInput, chip_name
-from scheduler_core.engine.handlers import serves
-from scheduler_core.engine.ledger import Holding, SessionLedger
-from scheduler_core.engine.model import Decision, Job, NodeState, Placement, Status, Task
-from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
-from scheduler_core.engine.products import (
+from chip_topology.products import (
     Family,
     Product,
     Rule,
@@ -26,6 +21,11 @@ from scheduler_core.engine.products import (
     mask_of,
     product_by_name,
 )
+from contract.chip_names import InvalidInput, chip_name
+from scheduler_core.engine.handlers import serves
+from scheduler_core.engine.ledger import Holding, SessionLedger
+from scheduler_core.engine.model import Decision, Job, NodeState, Placement, Status, Task
+from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
 from scheduler_core.engine.validation import JobInvalid, validate_job
 
 TOPOLOGY_REASON = "npu topology not meet job require,network unhealthy card is [ {} ]"

@@ -13,9 +13,9 @@ rejected; unlike Volcano we do not *require* them, since they carry no placement
 
 from __future__ import annotations
 
+from chip_topology.products import Family, Product, Rule, product_by_name
 from contract.annotations import HOST_ARCH_LABEL, RING_CONTROLLER_LABEL
 from scheduler_core.engine.model import Job
-from scheduler_core.engine.products import Family, Product, Rule, product_by_name
 
 RING_CONTROLLER_910B = "ascend-910b"
 

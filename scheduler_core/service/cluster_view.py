@@ -23,6 +23,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from chip_topology.products import Family
 from contract import deviceinfo
 from contract.annotations import (
     ACCELERATOR_TYPE_LABEL,
@@ -48,7 +49,6 @@ from contract.pods import PodView
 from contract.vnpu import NPU_CORE_RESOURCE
 from scheduler_core.engine.handlers import product_of_node
 from scheduler_core.engine.model import NodeState
-from scheduler_core.engine.products import Family
 from scheduler_core.engine.vnpu import VNode, VPod
 from scheduler_core.service.vnpu_nodes import vnode_of, vpod_of
 

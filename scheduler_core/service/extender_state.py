@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from chip_topology.products import product_by_name
 from contract.annotations import FAULT_SCHEDULING_LABEL
 from contract.chip_names import KIND_OF_RESOURCE, InvalidInput
 from contract.pods import PodView
@@ -18,7 +19,6 @@ from infra.events import EventRecorder
 from infra.kube.port import KubeGateway
 from scheduler_core.engine import locality, rescheduling
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
-from scheduler_core.engine.products import product_by_name
 from scheduler_core.engine.rescheduling import Deletion, FaultJob, JobPod
 from scheduler_core.engine.session import Session
 from scheduler_core.engine.tor import Topology

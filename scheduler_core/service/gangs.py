@@ -12,6 +12,7 @@ import logging
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from chip_topology.products import product_by_name
 from contract.annotations import (
     FAULT_SCHEDULING_LABEL,
     RANK_INDEX_ANNOTATION,
@@ -20,7 +21,6 @@ from contract.annotations import (
 from contract.pods import PodView
 from scheduler_core.engine import locality, tor
 from scheduler_core.engine.model import Job, Placement, Task
-from scheduler_core.engine.products import product_by_name
 from scheduler_core.engine.rescheduling import FaultJob, JobPod
 from scheduler_core.engine.session import Session
 from scheduler_core.engine.superpod import SuperPodInvalid

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from chip_topology.diagram import LEGEND, node_lines
 from contract.pods import PodView, holders_by_node
-from scheduler_core.engine.diagram import LEGEND, node_lines
 from scheduler_core.engine.vnpu import VChip, VNode
 from scheduler_core.service.cluster_view import Snapshot
 

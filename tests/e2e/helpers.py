@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from chip_topology.products import MODULE_910X8
 from infra.kube.port import KubeError
-from scheduler_core.engine.products import MODULE_910X8
 from simulation.cluster import SimulatedCluster
 from simulation.kube_scheduler import KubeScheduler
 from simulation.memory import pod_object

@@ -12,9 +12,9 @@ import pytest
 
 from agent.device_plugin import DevicePlugin
 from agent.driver import FakeDriver
+from chip_topology.products import MODULE_910X8
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from deviceplugin_api.v1beta1 import api_pb2_grpc as dp_grpc
-from scheduler_core.engine.products import MODULE_910X8
 from simulation.cluster import state_file, wait_for
 from simulation.kubelet import KubeletSimulator
 from tests.integration.conftest import RESOURCE, Node

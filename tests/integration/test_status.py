@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 from agent.deviceinfo_publisher import configmap
+from chip_topology.diagram import ring_diagram
+from chip_topology.products import MODULE_910X8
 from contract.chip_names import ASCEND310, ASCEND310P
 from contract.deviceinfo import DeviceInfo, encode
 from contract.pods import pod_view
-from scheduler_core.engine.diagram import ring_diagram
-from scheduler_core.engine.products import MODULE_910X8
 from scheduler_core.service import cluster_view
 from scheduler_core.service.status import cluster_json, cluster_lines
 from simulation.cluster import state_file

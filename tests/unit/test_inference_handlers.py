@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chip_topology.products import PRODUCTS
 from scheduler_core.engine.model import Job, NodeState, Task
 from scheduler_core.engine.policies import POLICIES
-from scheduler_core.engine.products import PRODUCTS
 from scheduler_core.engine.session import Session
 
 

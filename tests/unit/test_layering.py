@@ -8,15 +8,25 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[2]
-OURS = ("agent", "contract", "deviceplugin_api", "infra", "scheduler_core", "simulation")
+OURS = (
+    "agent",
+    "chip_topology",
+    "contract",
+    "deviceplugin_api",
+    "infra",
+    "scheduler_core",
+    "simulation",
+)
 # Package (or sub-package) → the packages of ours it may import, besides itself.
 ALLOWED = {
     "contract": set(),
+    "chip_topology": {"contract"},
     "deviceplugin_api": set(),
     "infra": {"contract"},
-    "scheduler_core.engine": {"contract"},
-    "scheduler_core": {"contract", "infra", "scheduler_core.engine"},
-    "agent": {"contract", "infra", "deviceplugin_api", "scheduler_core.engine"},
+    "scheduler_core.engine": {"contract", "chip_topology"},
+    "scheduler_core": {"contract", "chip_topology", "infra", "scheduler_core.engine"},
+    # The agent imports nothing of the scheduler: the chip rules it needs are shared.
+    "agent": {"contract", "chip_topology", "infra", "deviceplugin_api"},
 }
 # Third-party packages the pure engine must not touch.
 IMPURE = ("kubernetes", "grpc", "watchdog", "yaml", "socket", "threading", "time", "http")
@@ -56,8 +66,9 @@ def test_a_package_imports_only_what_the_layering_allows(package: str) -> None:
             assert target == package or target in ALLOWED[package], f"{dotted} imports {name}"
 
 
-def test_the_engine_is_pure() -> None:
-    for module in modules("scheduler_core.engine"):
+@pytest.mark.parametrize("package", ["scheduler_core.engine", "chip_topology"])
+def test_the_decisions_are_pure(package: str) -> None:
+    for module in modules(package):
         for name in imports(module):
             assert name.split(".")[0] not in IMPURE, f"{module.name} imports {name}"
 
@@ -66,5 +77,12 @@ def test_the_simulation_harness_is_not_shipped() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text()
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "simulation" not in pyproject and "simulation" not in dockerfile
-    for package in ("agent", "contract", "deviceplugin_api", "infra", "scheduler_core"):
+    for package in (
+        "agent",
+        "chip_topology",
+        "contract",
+        "deviceplugin_api",
+        "infra",
+        "scheduler_core",
+    ):
         assert f'"{package}*"' in pyproject and f"COPY {package} " in dockerfile

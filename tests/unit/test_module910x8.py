@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_core.engine.products import MODULE_910X8, huawei_score, mask_of
+from chip_topology.products import MODULE_910X8, huawei_score, mask_of
 from scheduler_core.engine.session import Session, filter_node
 from tests.unit.helpers import chips_of, job, node, place
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_core.engine.products import (
+from chip_topology.products import (
     CARD_910X2,
     HALF_910X4,
     MODULE_910BX8,

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chip_topology.products import PRODUCTS, Product
 from scheduler_core.engine.model import Decision, Job, NodeState, Task
 from scheduler_core.engine.policies import POLICIES
-from scheduler_core.engine.products import PRODUCTS, Product
 from scheduler_core.engine.session import Session
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.replay import QueueMode, TraceJob, replay
 from benchmarks.trace_replay import load
 from scheduler_core.engine.policies import BINPACK, HUAWEI, POLICIES, Policy
-from scheduler_core.engine.replay import QueueMode, TraceJob, replay
 
 DATA = Path(__file__).parents[2] / "benchmarks" / "data" / "itp"
 

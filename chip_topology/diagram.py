@@ -5,7 +5,7 @@ from __future__ import annotations
 import string
 from collections.abc import Collection, Iterable, Mapping
 
-from scheduler_core.engine.products import Family, Product, product_by_name
+from chip_topology.products import Family, Product, product_by_name
 
 FREE, HELD, UNHEALTHY = ".", "#", "x"
 LEGEND = "'.' free, 'x' unhealthy, a letter per pod holding chips"

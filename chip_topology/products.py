@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from chip_topology import inference
 from contract.chip_names import ASCEND310, ASCEND310P, ASCEND910, ChipKind, InvalidInput
-from scheduler_core.engine import inference
 
 
 class Family(Enum):

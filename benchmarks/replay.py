@@ -14,9 +14,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from chip_topology.products import MODULE_910X8, Product
 from scheduler_core.engine.model import Decision, Job, NodeState, Task
 from scheduler_core.engine.policies import Policy
-from scheduler_core.engine.products import MODULE_910X8, Product
 from scheduler_core.engine.session import Session
 
 
