@@ -32,6 +32,7 @@ from contract.deviceinfo import MAX_AGE
 from contract.pods import holders_by_node, pod_view
 from infra import config
 from infra.cli import add_version, wait_until
+from infra.config import CommandParser, parse_bool
 from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError, KubeGateway, Selection, list_all
 from infra.logs import configure as configure_logs
@@ -44,15 +45,6 @@ EXIT_BAD_INPUT = 2
 COMMANDS = ("serve", "devices", "deviceinfo", "status")
 
 
-def _bool_type(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("true", "1", "yes", "on"):
-        return True
-    if lowered in ("false", "0", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
 def _hot_reset(text: str) -> int:
     value = int(text)
     if value not in (-1, 0, 1, 2):
@@ -63,11 +55,11 @@ def _hot_reset(text: str) -> int:
 # Huawei's device-plugin flags accepted for their DaemonSets' sake, with no effect here:
 # (flag, Huawei's spelling, type, default, why setting it changes nothing).
 NO_EFFECT: tuple[tuple[str, str, Callable[[str], object], object, str], ...] = (
-    ("--auto-stowing", "-autoStowing", _bool_type, True, "recovered chips are always free again"),
+    ("--auto-stowing", "-autoStowing", parse_bool, True, "recovered chips are always free again"),
     ("--share-dev-count", "-shareDevCount", int, 1, "a chip goes to one container"),
-    ("--use-310p-mixed-insert", "-use310PMixedInsert", _bool_type, False, "310P is not served"),
+    ("--use-310p-mixed-insert", "-use310PMixedInsert", parse_bool, False, "310P is not served"),
     ("--linkdown-timeout", "-linkdownTimeout", int, 30, "link state is reported as read"),
-    ("--fd-flag", "-fdFlag", _bool_type, False, "the FusionDirector edge mode is not built"),
+    ("--fd-flag", "-fdFlag", parse_bool, False, "the FusionDirector edge mode is not built"),
     ("--log-max-age", "-maxAge", int, 7, "log files rotate by size only"),
     ("--edge-log-file", "-edgeLogFile", str, "", "the edge mode is not built"),
 )
@@ -108,11 +100,10 @@ def _driver_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m agent", description=__doc__)
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog="python -m agent", description=__doc__)
     add_version(parser, "-version")
-    commands = parser.add_subparsers(dest="command")
-    serve = commands.add_parser("serve", help="run the device plugin (the default)")
+    serve = parser.add_command("serve", help="run the device plugin (the default)")
     serve.add_argument(
         "--config",
         type=Path,
@@ -131,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--ascend-runtime",
         "-useAscendDocker",
-        type=_bool_type,
+        type=parse_bool,
         default=None,
         help="answer with ASCEND_VISIBLE_DEVICES for the Ascend container runtime "
         "(default: env ASCEND_DOCKER_RUNTIME == True, as Huawei's plugin decides)",
@@ -139,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--volcano-type",
         "-volcanoType",
-        type=_bool_type,
+        type=parse_bool,
         default=False,
         help="give containers the scheduler's chips from pod annotations (needs --kube)",
     )
@@ -169,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--preset-virtual-device",
         "-presetVirtualDevice",
-        type=_bool_type,
+        type=parse_bool,
         default=True,
         help="true: serve pre-created vNPUs as their own resources (huawei.com/Ascend310P-2c); "
         "false: dynamic vNPU on 310P, served as huawei.com/npu-core (needs -volcanoType)",
@@ -214,9 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         help="HOST:PORT for /metrics, /healthz and /readyz (off when empty)",
     )
-    devices = commands.add_parser("devices", help="print the chips the driver discovers, as JSON")
+    devices = parser.add_command("devices", help="print the chips the driver discovers, as JSON")
     _driver_flags(devices)
-    status = commands.add_parser("status", help="show this node's chips as a ring diagram")
+    status = parser.add_command("status", help="show this node's chips as a ring diagram")
     _driver_flags(status)
     status.add_argument(
         "--kube",
@@ -227,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--kubeconfig", type=Path)
     status.add_argument("-o", "--output", choices=["text", "json"], default="text")
     status.add_argument("--node-name", default=os.environ.get("NODE_NAME", "this-node"))
-    info = commands.add_parser(
+    info = parser.add_command(
         "deviceinfo", help="print the DeviceInfo ConfigMap this node publishes"
     )
     _driver_flags(info)
@@ -431,9 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             arguments = [
                 "serve",
-                *config.arguments(
-                    config.subcommand(parser, "serve"), arguments[1:], "ASCEND_AGENT_"
-                ),
+                *config.arguments(parser.commands["serve"], arguments[1:], "ASCEND_AGENT_"),
             ]
         except config.ConfigError as bad:
             print(f"error: {bad}", file=sys.stderr)

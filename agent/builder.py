@@ -17,7 +17,7 @@ from pathlib import Path
 
 from agent.allocation.base import Allocator
 from agent.allocation.cores import CoreHandshake
-from agent.allocation.handshake import COMPONENT, WAIT_FOR_POD, HandshakeAllocator
+from agent.allocation.handshake import COMPONENT, WAIT_FOR_POD, ChipHandshake
 from agent.chips import DriverError, NodeChips
 from agent.device_plugin import DevicePlugin
 from agent.deviceinfo_publisher import HEARTBEAT, DeviceInfoPublisher
@@ -110,18 +110,17 @@ def start_node_agent(
     )
     cache.start()
     server_id = node_server_id(gateway, kube.node_name)
+    events = EventRecorder(gateway, COMPONENT, kube.node_name)
     allocator: Allocator | None = (
-        HandshakeAllocator(
-            gateway,
-            cache,
-            server_id,
-            kube.wait_for_pod,
-            EventRecorder(gateway, COMPONENT, kube.node_name),
-        )
+        ChipHandshake(gateway, cache, server_id, kube.wait_for_pod, events)
         if kube.volcano_type
         else None
     )
-    cores = None if config.preset_virtual else CoreHandshake(gateway, cache, driver)
+    cores = (
+        None
+        if config.preset_virtual
+        else CoreHandshake(gateway, cache, driver, kube.wait_for_pod, events)
+    )
     plugin = DevicePlugin(
         driver,
         config.plugin_dir,

@@ -19,11 +19,12 @@ from typing import Any
 
 import grpc
 
-from agent.allocation.handshake_rules import ChipsRefused, held_chips, parse_chips, reserved_chips
+from agent.allocation.handshake_rules import held_chips, reserved_chips
 from agent.chips import Network, NodeChips
 from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
 from contract import deviceinfo
+from contract.chip_names import InvalidInput, parse_chip_list
 from contract.deviceinfo import ChipFault, DeviceInfo
 from contract.objects import Obj
 from infra.kube.port import Conflict, KubeError, KubeGateway, NotFound
@@ -140,8 +141,8 @@ class DeviceInfoPublisher:
     def _separated(self, current: dict[str, str]) -> set[int]:
         text = current.get(deviceinfo.SEPARATED_KEY, "")
         try:
-            return set(parse_chips(text, deviceinfo.SEPARATED_KEY, self._state.node.kind))
-        except ChipsRefused as bad:
+            return set(parse_chip_list(text, kind=self._state.node.kind))
+        except InvalidInput as bad:
             log.warning("ignoring a malformed %s: %s", deviceinfo.SEPARATED_KEY, bad)
             return set()
 

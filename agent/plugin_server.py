@@ -142,7 +142,7 @@ class DevicePluginService(dp_grpc.DevicePluginServicer):
         start = time.perf_counter()
         try:
             with self._allocate_lock:  # one decision at a time per resource on this node
-                answer = self._devices.allocate(request, node)
+                answer = self._devices.answer(request, node)
         except (InvalidRequest, AllocationFailed) as failed:
             log.warning("Allocate failed: %s", failed, extra={"reason": failed.reason.value})
             self._metrics.failed(failed.reason, time.perf_counter() - start)

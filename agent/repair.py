@@ -16,7 +16,6 @@ from pathlib import Path
 
 import grpc
 
-from agent.allocation.handshake_rules import ChipsRefused, parse_chips
 from agent.chips import NodeChips
 from agent.pod_cache import PodCache
 from contract.annotations import (
@@ -78,11 +77,11 @@ def repairs(
         if kind.resource in pod.annotations:
             if not pod.consumed:
                 continue  # still waiting for its Allocate: not ours to record yet
-            try:
-                real = parse_chips(pod.annotations[kind.resource], pod.key, kind)
-            except ChipsRefused as bad:
-                log.warning("cannot repair %s: %s", pod.key, bad)
+            bad = pod.malformed.get(kind.resource)
+            if bad is not None:
+                log.warning("cannot repair %s: %s: %s", pod.key, kind.resource, bad)
                 continue
+            real = pod.given
         else:
             real = tuple(by_device[d].id for d in kubelet_ids if d in by_device)
         chips = [c for c in node.chips if c.id in set(real)]

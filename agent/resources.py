@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agent.allocation.base import Allocator, InvalidRequest
+from agent.allocation.cores import CoreGrant
 from agent.allocation.kubelet_requests import (
     check_allocate_request,
     check_device_ids,
@@ -40,7 +41,9 @@ class Devices(Protocol):
 
     def listed(self, node: NodeChips) -> list[dp.Device]: ...
 
-    def allocate(self, request: dp.AllocateRequest, node: NodeChips) -> dp.AllocateResponse: ...
+    def answer(self, request: dp.AllocateRequest, node: NodeChips) -> dp.AllocateResponse:
+        """The kubelet's Allocate answered: each container's devices."""
+        ...
 
     def preferred(
         self, node: NodeChips, available: Sequence[str], must_include: Sequence[str], size: int
@@ -48,10 +51,10 @@ class Devices(Protocol):
 
 
 class CoreAllocator(Protocol):
-    """Dynamic vNPU's Allocate: the scheduler's choice for a pod asking ``count`` AI cores,
-    made real (a vNPU created, or whole chips); the container's environment."""
+    """Dynamic vNPU's Allocate: the scheduler's choice for a pod asking AI cores, made real
+    (a vNPU created, or whole chips)."""
 
-    def allocate(self, kubelet_ids: list[str], node: NodeChips) -> dict[str, str]: ...
+    def give_cores(self, kubelet_ids: list[str], node: NodeChips) -> CoreGrant: ...
 
     def held_cores(self, node: NodeChips) -> dict[str, int]: ...
 
@@ -83,10 +86,10 @@ class ChipDevices:
             dp.Device(ID=node.device_id(c), health=c.health) for c in node.chips if c.id not in cut
         ]
 
-    def allocate(self, request: dp.AllocateRequest, node: NodeChips) -> dp.AllocateResponse:
+    def answer(self, request: dp.AllocateRequest, node: NodeChips) -> dp.AllocateResponse:
         answer = dp.AllocateResponse()
         for requested in check_allocate_request(request, node):
-            chips = self._allocator.allocate(requested, node)
+            chips = self._allocator.give_chips(requested, node)
             answer.container_responses.append(container_response(chips, self._ascend_runtime))
             log.info(
                 "allocated %s (kubelet asked %s)",
@@ -133,7 +136,7 @@ class StaticVnpus:
     def listed(self, node: NodeChips) -> list[dp.Device]:
         return [dp.Device(ID=i, health=c.health) for i, (_, c) in self._mine(node).items()]
 
-    def allocate(self, request: dp.AllocateRequest, node: NodeChips) -> dp.AllocateResponse:
+    def answer(self, request: dp.AllocateRequest, node: NodeChips) -> dp.AllocateResponse:
         mine = self._mine(node)
         answer = dp.AllocateResponse()
         if not request.container_requests:
@@ -181,10 +184,12 @@ def unhealthy_core_ids(
 
 class NpuCores:
     """Dynamic vNPU: AI cores the kubelet counts; the scheduler's annotation says what the
-    container really gets."""
+    container really gets, answered as every device is (with the Ascend runtime, its
+    environment; without, the device nodes: ``/dev/vdavinci<vdev>`` for a vNPU)."""
 
-    def __init__(self, cores: CoreAllocator) -> None:
+    def __init__(self, cores: CoreAllocator, ascend_runtime: bool) -> None:
         self._cores = cores
+        self._ascend_runtime = ascend_runtime
 
     @property
     def resource(self) -> str:
@@ -198,7 +203,7 @@ class NpuCores:
         marked = unhealthy_core_ids(ids, sick, node.ai_cores, self._cores.held_cores(node))
         return [dp.Device(ID=i, health=UNHEALTHY if i in marked else HEALTHY) for i in ids]
 
-    def allocate(self, request: dp.AllocateRequest, node: NodeChips) -> dp.AllocateResponse:
+    def answer(self, request: dp.AllocateRequest, node: NodeChips) -> dp.AllocateResponse:
         known = dict(core_ids(node))
         answer = dp.AllocateResponse()
         if not request.container_requests:
@@ -206,7 +211,12 @@ class NpuCores:
         for i, c in enumerate(request.container_requests):
             ids = list(c.devices_ids)
             check_device_ids(ids, known, f"container request {i}")
-            answer.container_responses.add(envs=self._cores.allocate(ids, node))
+            grant = self._cores.give_cores(ids, node)
+            if grant.vnpu is not None:
+                response = virtual_response([grant.vnpu], self._ascend_runtime)
+            else:
+                response = device_response(grant.chips, "", "davinci", self._ascend_runtime)
+            answer.container_responses.append(response)
         return answer
 
     def preferred(
@@ -225,7 +235,7 @@ def plan(
     """The resources to serve: ``npu-core`` alone in dynamic mode (``cores`` given); else
     the physical chips and one resource per pre-created vNPU type."""
     if cores is not None:
-        return [NpuCores(cores)]
+        return [NpuCores(cores, ascend_runtime)]
     served: list[Devices] = [ChipDevices(chips, ascend_runtime, node.resource)]
     types = sorted({v.name(node.kind).device_type for v in node.vnpus})
     served += [StaticVnpus(t, ascend_runtime) for t in types]

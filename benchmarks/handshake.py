@@ -17,7 +17,7 @@ from pathlib import Path
 
 import grpc
 
-from agent.allocation.handshake import HandshakeAllocator
+from agent.allocation.handshake import ChipHandshake
 from agent.device_plugin import DevicePlugin
 from agent.driver import FakeDriver
 from agent.pod_cache import PodCache
@@ -54,7 +54,7 @@ def main() -> None:
         FakeDriver(root / "state.yaml"),
         root / "plugins",
         True,
-        HandshakeAllocator(gateway, cache, "192.168.0.1"),
+        ChipHandshake(gateway, cache, "192.168.0.1"),
     )
     agent.start()
     allocate, visible = [], []

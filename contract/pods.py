@@ -20,16 +20,20 @@ part of a chip, which the scheduler's vNPU model counts (``scheduler_core.engine
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import InitVar, dataclass, field
+from types import MappingProxyType
+from typing import TypeVar
 
 from contract.annotations import (
     CONSUMED,
     KEPT_ANNOTATIONS,
+    KUBELET_ANNOTATION,
+    MAX_UINT64,
     PREDICATE_TIME,
     RANK_INDEX_ANNOTATION,
     REAL_ANNOTATION,
+    parse_predicate_time,
     parse_rank,
 )
 from contract.chip_names import (
@@ -41,13 +45,28 @@ from contract.chip_names import (
     parse_chip_list,
 )
 from contract.objects import Obj, npu_request
-from contract.vnpu import NPU_CORE_RESOURCE, parse_core_choice
+from contract.vnpu import (
+    NPU_CORE_RESOURCE,
+    CoreChoice,
+    VirtualName,
+    parse_core_choice,
+    parse_virtual_name,
+)
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+T = TypeVar("T")
+
+
+NO_ERRORS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
 class PodView:
+    """A pod as both sides read it. Its annotations are parsed once, when the view is made
+    (``__post_init__``), into the fields after ``labels``: no reader parses again, and a
+    malformed value is decided here, in one way: it holds nothing, and ``malformed`` says
+    what was wrong with it."""
+
     namespace: str
     name: str
     uid: str = ""
@@ -60,6 +79,61 @@ class PodView:
     resource: str = RESOURCE_NAME  # the NPU resource it asks for
     annotations: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
+    # The pod's whole annotations when ``annotations`` keeps only some (a cache's view):
+    # parsed, not kept.
+    source: InitVar[Mapping[str, str] | None] = None
+    recorded: tuple[int, ...] = field(init=False)  # the chips of its AscendReal record
+    given: tuple[int, ...] = field(init=False)  # the whole chips the scheduler gave it
+    core_choice: CoreChoice | None = field(init=False)  # npu-core: the scheduler's choice
+    vnpu: VirtualName | None = field(init=False)  # npu-core: the vNPU its AscendReal names
+    kubelet_cores: tuple[str, ...] = field(init=False)  # npu-core: the kubelet's IDs (kltDev)
+    rank: int | None = field(init=False)  # hccl/rankIndex (None: none, or unreadable)
+    predicate_time: int = field(init=False)  # when its devices were chosen (unreadable: last)
+    malformed: Mapping[str, str] = field(init=False)  # annotation → what is wrong with it
+
+    def __post_init__(self, source: Mapping[str, str] | None) -> None:
+        notes = self.annotations if source is None else source
+        errors: dict[str, str] = {}
+        claims = self.live and self.npu_limit > 0
+        kind = self.kind
+        recorded: tuple[int, ...] = ()
+        given: tuple[int, ...] = ()
+        choice = vnpu = None
+        cores: tuple[str, ...] = ()
+        if self.resource == NPU_CORE_RESOURCE:
+            if NPU_CORE_RESOURCE in notes:  # none until the scheduler has chosen
+                choice = _parsed(notes, NPU_CORE_RESOURCE, parse_core_choice, errors)
+            real = notes.get(REAL_ANNOTATION, "")
+            if "-" in real.split(",")[0].removeprefix(f"{ASCEND310P.name}-"):  # a vNPU's name
+                vnpu = _parsed(notes, REAL_ANNOTATION, parse_virtual_name, errors)
+            elif claims:
+                recorded = _parsed(notes, REAL_ANNOTATION, _chips_of(ASCEND310P), errors) or ()
+            if claims and choice is not None and choice.template is None:
+                given = choice.chips
+            cores = tuple(i for i in notes.get(KUBELET_ANNOTATION, "").split(",") if i)
+        elif kind is not None:
+            read = _chips_of(kind)
+            real_chips = _parsed(notes, REAL_ANNOTATION, read, errors) or ()
+            given_chips = _parsed(notes, self.resource, read, errors) or ()
+            if claims:
+                recorded, given = real_chips, given_chips
+        rank_text = notes.get(RANK_INDEX_ANNOTATION)
+        rank = None if rank_text is None else _parsed(notes, RANK_INDEX_ANNOTATION, parse_rank, {})
+        try:
+            when = parse_predicate_time(notes.get(PREDICATE_TIME, ""))
+        except InvalidInput:
+            when = MAX_UINT64
+        for name, value in (
+            ("recorded", recorded),
+            ("given", given),
+            ("core_choice", choice),
+            ("vnpu", vnpu),
+            ("kubelet_cores", cores),
+            ("rank", rank),
+            ("predicate_time", when),
+            ("malformed", MappingProxyType(errors) if errors else NO_ERRORS),
+        ):
+            object.__setattr__(self, name, value)
 
     @property
     def key(self) -> str:
@@ -82,48 +156,14 @@ class PodView:
         return self.annotations.get(PREDICATE_TIME) == CONSUMED
 
     @property
-    def rank(self) -> int | None:
-        """Its ``hccl/rankIndex`` (None when it has none, or an unreadable one)."""
-        text = self.annotations.get(RANK_INDEX_ANNOTATION)
-        if text is None:
-            return None
-        try:
-            return parse_rank(text)
-        except InvalidInput:
-            return None
-
-    @property
-    def recorded(self) -> tuple[int, ...]:
-        """The chips of its ``huawei.com/AscendReal`` record."""
-        if not self.live or self.npu_limit <= 0 or self.kind is None:
-            return ()
-        return _chips(self.annotations.get(REAL_ANNOTATION, ""), self.kind)
-
-    @property
     def holding(self) -> tuple[int, ...]:
-        if not self.live or self.npu_limit <= 0:
-            return ()
-        real = self.recorded
-        if real:
-            return real
-        return self._given() if self.consumed else ()
+        if self.recorded:
+            return self.recorded
+        return self.given if self.consumed else ()
 
     @property
     def assigned(self) -> tuple[int, ...]:
-        if not self.live or self.npu_limit <= 0 or self.consumed:
-            return ()
-        return self._given()
-
-    def _given(self) -> tuple[int, ...]:
-        """The whole chips the scheduler gave it."""
-        if self.resource == NPU_CORE_RESOURCE:
-            try:
-                choice = parse_core_choice(self.annotations.get(NPU_CORE_RESOURCE, ""))
-            except InvalidInput:
-                return ()
-            return choice.chips if choice.template is None else ()
-        kind = self.kind
-        return () if kind is None else _chips(self.annotations.get(self.resource, ""), kind)
+        return () if self.consumed else self.given
 
     @property
     def chips(self) -> tuple[int, ...]:
@@ -131,23 +171,23 @@ class PodView:
 
     def errors(self) -> list[str]:
         """What is malformed in the pod's chip annotations (nothing, usually)."""
-        found: list[str] = []
-        kind = self.kind
-        if kind is None or self.resource == NPU_CORE_RESOURCE:
-            return found
-        for key in (REAL_ANNOTATION, self.resource):
-            try:
-                parse_chip_list(self.annotations.get(key, ""), kind=kind)
-            except InvalidInput as bad:
-                found.append(f"{self.key} {key}: {bad}")
-        return found
+        return [f"{self.key} {key}: {why}" for key, why in self.malformed.items()]
 
 
-def _chips(text: str, kind: ChipKind) -> tuple[int, ...]:
+def _chips_of(kind: ChipKind) -> Callable[[str], tuple[int, ...]]:
+    return lambda text: parse_chip_list(text, kind=kind)
+
+
+def _parsed(
+    notes: Mapping[str, str], key: str, parse: Callable[[str], T], errors: dict[str, str]
+) -> T | None:
+    """``parse`` of the annotation ``key`` (absent: parsed as empty); None, with the reason
+    in ``errors``, when it is malformed."""
     try:
-        return parse_chip_list(text, kind=kind)
-    except InvalidInput:
-        return ()
+        return parse(notes.get(key, ""))
+    except InvalidInput as bad:
+        errors[key] = str(bad)
+        return None
 
 
 def _strings(value: object) -> dict[str, str]:
@@ -157,10 +197,14 @@ def _strings(value: object) -> dict[str, str]:
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def pod_view(pod: Obj) -> PodView:
+def pod_view(pod: Obj, keep: Collection[str] | None = None) -> PodView:
+    """The pod's view, its annotations parsed; ``keep``: the annotations the view keeps (all
+    when None)."""
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
     resource, count = npu_request(pod)
+    notes = _strings(meta.get("annotations"))
+    kept = notes if keep is None else {k: v for k, v in notes.items() if k in keep}
     return PodView(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name") or ""),
@@ -172,17 +216,17 @@ def pod_view(pod: Obj) -> PodView:
         npu_limit=count,
         resource_version=str(meta.get("resourceVersion") or ""),
         resource=resource,
-        annotations=_strings(meta.get("annotations")),
+        annotations=kept,
         labels=_strings(meta.get("labels")),
+        source=notes,
     )
 
 
 def cached_pod_view(pod: Obj) -> PodView:
-    """The pod's view as a cache keeps it: only the annotations read back (a pod carries
-    kilobytes of others: last-applied configuration, rank tables, a user's own)."""
-    view = pod_view(pod)
-    kept = {k: v for k, v in view.annotations.items() if k in KEPT_ANNOTATIONS}
-    return dataclasses.replace(view, annotations=kept)
+    """The pod's view as a cache keeps it: parsed from all its annotations, keeping only
+    those read back (a pod carries kilobytes of others: last-applied configuration, rank
+    tables, a user's own)."""
+    return pod_view(pod, KEPT_ANNOTATIONS)
 
 
 def holders_by_node(pods: Iterable[PodView]) -> dict[str, dict[int, str]]:

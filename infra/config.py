@@ -22,23 +22,46 @@ class ConfigError(ValueError):
     """A configuration value that cannot be used; the message names its source and key."""
 
 
-def subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
-    """The parser of one subcommand (``serve``)."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            found: argparse.ArgumentParser = action.choices[name]
-            return found
-    raise KeyError(name)
+TRUE_WORDS = ("true", "1", "yes", "on")
+FALSE_WORDS = ("false", "0", "no", "off")
 
 
-def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    """Long option name without dashes → its action (``--config`` and ``--help`` excluded)."""
-    options = {}
-    for action in parser._actions:
+def parse_bool(text: str) -> bool:
+    """A switch's value, as both commands take it (flags, files and the environment)."""
+    lowered = text.lower()
+    if lowered in TRUE_WORDS:
+        return True
+    if lowered in FALSE_WORDS:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An ArgumentParser that keeps the options and subcommands it is given, so the
+    configuration layer reads them without argparse's private attributes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.options: dict[str, argparse.Action] = {}  # long name without dashes → action
+        self.commands: dict[str, CommandParser] = {}
+        self._subparsers: Any = None  # argparse's subparsers action, made at the first command
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
         longs = [o for o in action.option_strings if o.startswith("--")]
         if longs and action.dest not in ("help", "config"):
-            options[longs[0][2:]] = action
-    return options
+            self.options[longs[0][2:]] = action
+        return action
+
+    def add_command(self, name: str, *, required: bool = False, **kwargs: Any) -> CommandParser:
+        """A subcommand (``serve``); ``args.command`` names the one given."""
+        if self._subparsers is None:
+            self._subparsers = self.add_subparsers(
+                dest="command", required=required, parser_class=CommandParser
+            )
+        command: CommandParser = self._subparsers.add_parser(name, **kwargs)
+        self.commands[name] = command
+        return command
 
 
 def _tokens(action: argparse.Action, key: str, value: Any, source: str) -> list[str]:
@@ -70,13 +93,13 @@ def read_file(path: Path) -> Mapping[str, Any]:
 
 
 def arguments(
-    parser: argparse.ArgumentParser,
+    parser: CommandParser,
     argv: Sequence[str],
     env_prefix: str,
     environ: Mapping[str, str] = os.environ,
 ) -> list[str]:
     """``argv`` with the file's and the environment's settings in front (so flags win)."""
-    options = _options(parser)
+    options = parser.options
     config_parser = argparse.ArgumentParser(add_help=False)
     config_parser.add_argument("--config", type=Path)
     known, _ = config_parser.parse_known_args(argv)

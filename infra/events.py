@@ -1,4 +1,4 @@
-"""Events on pods, where a user looks first (``kubectl describe pod``).
+"""Events on objects (pods, mostly: where a user looks first, ``kubectl describe pod``).
 
 Each Event carries its first and last time, a count and the reporting controller and
 instance. Repeats of one (pod, reason, message) are aggregated: within ``window`` seconds
@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from contract.objects import Obj
-from contract.pods import PodView
 from infra.kube.port import KubeError, KubeGateway
 
 log = logging.getLogger(__name__)
@@ -28,6 +27,20 @@ WINDOW = 600.0  # seconds during which repeats are counted, not written
 MAX_MESSAGE = 1024  # characters: the API server refuses longer Event messages
 QUEUE = 1000
 MAX_SERIES = 10_000  # (pod, reason, message) remembered at most
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """The object an Event is about (its ``involvedObject``)."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+
+
+def pod_ref(namespace: str, name: str, uid: str = "") -> ObjectRef:
+    return ObjectRef("Pod", namespace, name, uid)
 
 
 @dataclass
@@ -61,16 +74,16 @@ class EventRecorder:
         self._writer: threading.Thread | None = None
         self.dropped = 0
 
-    def warn(self, pod: PodView, reason: str, message: str) -> None:
-        self.record(pod, "Warning", reason, message)
+    def warn(self, about: ObjectRef, reason: str, message: str) -> None:
+        self.record(about, "Warning", reason, message)
 
-    def normal(self, pod: PodView, reason: str, message: str) -> None:
-        self.record(pod, "Normal", reason, message)
+    def normal(self, about: ObjectRef, reason: str, message: str) -> None:
+        self.record(about, "Normal", reason, message)
 
-    def record(self, pod: PodView, kind: str, reason: str, message: str) -> None:
+    def record(self, about: ObjectRef, kind: str, reason: str, message: str) -> None:
         now = self._clock()
         message = message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
-        key = (pod.uid or pod.key, reason, message)
+        key = (about.uid or f"{about.kind}/{about.namespace}/{about.name}", reason, message)
         with self._lock:
             series = self._series.get(key)
             if series is not None and now - series.written < self._window:
@@ -82,7 +95,7 @@ class EventRecorder:
                 series = self._series[key] = _Series(now, now, 0)
             series.count += 1
             series.written = now
-            body = self._body(pod, series, now, kind=kind, reason=reason, message=message)
+            body = self._body(about, series, now, kind=kind, reason=reason, message=message)
             if self._writer is None:
                 self._writer = threading.Thread(target=self._write, name="events", daemon=True)
                 self._writer.start()
@@ -101,15 +114,15 @@ class EventRecorder:
             del self._series[key]
 
     def _body(
-        self, pod: PodView, series: _Series, now: float, *, kind: str, reason: str, message: str
+        self, about: ObjectRef, series: _Series, now: float, *, kind: str, reason: str, message: str
     ) -> Obj:
         return {
-            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            "metadata": {"generateName": f"{about.name}.", "namespace": about.namespace},
             "involvedObject": {
-                "kind": "Pod",
-                "namespace": pod.namespace,
-                "name": pod.name,
-                "uid": pod.uid,
+                "kind": about.kind,
+                "namespace": about.namespace,
+                "name": about.name,
+                "uid": about.uid,
             },
             "reason": reason,
             "message": message,

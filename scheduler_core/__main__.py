@@ -23,6 +23,7 @@ from contract.chip_names import InvalidInput
 from contract.pods import pod_view
 from infra import config
 from infra.cli import add_version, wait_until
+from infra.config import CommandParser, parse_bool
 from infra.http import tls_context
 from infra.kube.client import KubernetesGateway
 from infra.kube.location import MODES, kubeconfig_for
@@ -34,7 +35,7 @@ from scheduler_core.engine.model import Job, NodeState, Task
 from scheduler_core.engine.policies import DEFAULT_POLICY, POLICIES, policy_by_name
 from scheduler_core.engine.session import Session
 from scheduler_core.request_json import decision_to_json, parse_request
-from scheduler_core.service import cluster_view
+from scheduler_core.service import live_view
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import OPEN, Access, Election, SchedulerService
 from scheduler_core.service.status import cluster_json, cluster_lines
@@ -172,7 +173,7 @@ def _status(args: argparse.Namespace) -> int:
     except (KubeError, ValueError) as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    snapshot = cluster_view.build(nodes, configmaps, pods, time.time(), args.self_maintain)
+    snapshot = live_view.build(nodes, configmaps, pods, time.time(), args.self_maintain)
     if args.output == "json":
         print(json.dumps(cluster_json(snapshot, pods)))
     else:
@@ -205,27 +206,18 @@ def _shared_tor_num(text: str) -> int:
     return int(text)
 
 
-def _flag(text: str) -> bool:
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m scheduler_core", description=__doc__)
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog="python -m scheduler_core", description=__doc__)
     add_version(parser)
-    commands = parser.add_subparsers(dest="command", required=True)
     for name, text in (
         ("place", "place the job of a JSON request read on stdin"),
         ("demo", "place an example workload and draw the rings"),
         ("serve", "run the kube-scheduler extender service"),
         ("status", "show every NPU node's chips as the scheduler sees them"),
     ):
-        command = commands.add_parser(name, help=text)
+        command = parser.add_command(name, required=True, help=text)
         command.add_argument("--policy", choices=sorted(POLICIES), default=DEFAULT_POLICY.name)
-    serve, status = commands.choices["serve"], commands.choices["status"]
+    serve, status = parser.commands["serve"], parser.commands["status"]
     serve.add_argument(
         "--config",
         type=Path,
@@ -261,14 +253,14 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument(
             "--self-maintain-available-card",
             dest="self_maintain",
-            type=_flag,
+            type=parse_bool,
             default=True,
             help="compute free chips from pods (default) or trust the agents' published lists",
         )
     serve.add_argument("--refresh-period", type=float, default=1.0, help="seconds between reads")
     serve.add_argument(
         "--leader-elect",
-        type=_flag,
+        type=parse_bool,
         default=False,
         help="elect one leader among the replicas on a Lease; only it answers the verbs",
     )
@@ -332,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["serve"]:
         try:
-            serve = config.subcommand(parser, "serve")
+            serve = parser.commands["serve"]
             arguments = ["serve", *config.arguments(serve, arguments[1:], "ASCEND_SCHEDULER_")]
         except config.ConfigError as bad:
             print(f"error: {bad}", file=sys.stderr)

@@ -41,7 +41,9 @@ class AllocationFailed(RuntimeError):
 class Allocator(Protocol):
     """Which chips a container gets, and which chips to suggest to the kubelet."""
 
-    def allocate(self, requested: list[Chip], node: NodeChips) -> list[Chip]: ...
+    def give_chips(self, requested: list[Chip], node: NodeChips) -> list[Chip]:
+        """The chips the container asking ``requested`` (the kubelet's IDs) really gets."""
+        ...
 
     def preferred(
         self, node: NodeChips, available: Sequence[str], must_include: Sequence[str], size: int

@@ -1,35 +1,40 @@
-"""The Allocate handshake (``--volcano-type``): the container gets the scheduler's chips.
+"""The Allocate handshake (``--volcano-type``): the container gets what the scheduler chose.
 
-For an Allocate of N device IDs: take the pending pod of this node with N annotated chips
-and the smallest predicate-time (from the watched cache, waiting a bounded moment for the
-cache to catch up), check its chips, and consume it with a resourceVersion precondition,
-writing AscendReal / kltDev / the rank table in the same patch. A conflict means someone
-changed the pod: re-read it and decide again. Calls are serialized by the plugin server.
+One shell for every claim the scheduler writes on a pod (chips: ``huawei.com/Ascend910``,
+``…310``, ``…310P``; AI cores: ``huawei.com/npu-core``). For an Allocate of N kubelet
+devices: take the pending pod of this node whose claim accounts for N devices, with the
+smallest predicate-time (from the watched cache, waiting a bounded moment for the cache to
+catch up); make the claim real (check the chips, or create the vNPU); consume the pod with a
+resourceVersion precondition, writing its records in the same patch. A conflict means
+someone changed the pod: undo, re-read it and decide again, at most ``MAX_CONFLICTS`` times.
+Calls are serialized by the plugin server. Huawei's device plugin: ``pkg/server/plugin.go``
+``Allocate`` / ``doWithVolcanoSchedule`` / ``getOldestPod``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from agent.allocation.base import AllocationFailed, FailureReason
 from agent.allocation.handshake_rules import (
     NOT_FOUND,
     ChipsRefused,
     check_chips,
+    chip_claim,
     consumed_annotations,
     held_chips,
     misfits,
-    parse_chips,
-    pick_pod,
+    pick_pending,
 )
 from agent.allocation.kubelet_requests import preferred_chips
 from agent.chips import Chip, NodeChips
 from agent.pod_cache import PodCache
 from contract.chip_names import chip_name
 from contract.pods import PodView
-from infra.events import EventRecorder
+from infra.events import EventRecorder, pod_ref
 from infra.kube.port import Conflict, KubeError, KubeGateway, NotFound
 
 log = logging.getLogger(__name__)
@@ -39,8 +44,105 @@ COMPONENT = "ascend-npu-agent"
 WAIT_FOR_POD = 1.0  # bounded wait for the cache to show the pod (Huawei: 3 × 1 s sleeps)
 MAX_CONFLICTS = 5
 
+T = TypeVar("T")
 
-class HandshakeAllocator:
+
+class Undecided(Exception):
+    """The claim could not be made real on what the cache showed, and the API server's copy
+    of the pod (or of a pod in its way) differed: decide again."""
+
+
+class Handshake:
+    """Find the pending pod, consume it under a precondition, re-read and retry on a
+    conflict: the part every claim shares."""
+
+    def __init__(
+        self,
+        gateway: KubeGateway,
+        cache: PodCache,
+        wait_for_pod: float = WAIT_FOR_POD,
+        events: EventRecorder | None = None,
+        instance: str = "",
+    ) -> None:
+        self.gateway = gateway
+        self.cache = cache
+        self._wait_for_pod = wait_for_pod
+        self.events = events or EventRecorder(gateway, COMPONENT, instance)
+
+    def find(
+        self, resource: str, count: int, size: Callable[[PodView], int | None]
+    ) -> PodView | None:
+        """The pending pod of ``resource`` whose claim is ``count`` devices (``size``), waiting
+        a bounded moment for the cache to show it."""
+        deadline = time.monotonic() + self._wait_for_pod
+        while True:
+            pod = pick_pending(self.cache.pods(), resource, count, size)
+            left = deadline - time.monotonic()
+            if pod is not None or left <= 0:
+                return pod
+            self.cache.wait_change(min(left, 0.05))
+
+    def refresh(self, pod: PodView) -> bool:
+        """Re-read a pod into the cache; True when the API server's copy differs from it."""
+        try:
+            fresh = self.gateway.get_pod(pod.namespace, pod.name)
+        except NotFound:
+            gone = {"metadata": {"namespace": pod.namespace, "name": pod.name}}
+            self.cache.apply(gone, deleted=True)
+            return True
+        except KubeError as failed:
+            raise AllocationFailed(FailureReason.API_ERROR, f"API server: {failed}") from None
+        self.cache.apply(fresh)
+        return bool(fresh["metadata"].get("resourceVersion") != pod.resource_version)
+
+    def refuse(self, pod: PodView, message: str) -> AllocationFailed:
+        """An Allocate refused for ``pod``'s claim, told to its owner as an Event."""
+        reason = FailureReason.CHIPS_REFUSED
+        self.events.warn(pod_ref(pod.namespace, pod.name, pod.uid), reason.event_reason, message)
+        return AllocationFailed(reason, message)
+
+    def run(
+        self,
+        resource: str,
+        count: int,
+        size: Callable[[PodView], int | None],
+        realize: Callable[[PodView], tuple[T, dict[str, str], Callable[[], None]]],
+        not_found: Callable[[], AllocationFailed],
+    ) -> tuple[PodView, T]:
+        """The handshake: ``realize`` makes the pod's claim real and says what the container
+        gets, what to write on the pod and how to undo it; it raises ``Undecided`` to decide
+        again, AllocationFailed to refuse. ``not_found``: the failure when no pod waits."""
+        for _ in range(MAX_CONFLICTS):
+            pod = self.find(resource, count, size)
+            if pod is None:
+                raise not_found()
+            try:
+                result, written, undo = realize(pod)
+            except Undecided:
+                continue
+            try:
+                updated = self.gateway.patch_pod_annotations(
+                    pod.namespace, pod.name, written, pod.resource_version
+                )
+            except Conflict:
+                undo()
+                log.info("pod %s changed while allocating; deciding again", pod.key)
+                self.refresh(pod)
+                continue
+            except KubeError as failed:
+                undo()
+                raise AllocationFailed(FailureReason.API_ERROR, f"API server: {failed}") from None
+            self.cache.apply(updated)
+            return pod, result
+        raise AllocationFailed(
+            FailureReason.NO_POD, f"{NOT_FOUND}: pods kept changing ({MAX_CONFLICTS} conflicts)"
+        )
+
+
+class ChipHandshake:
+    """The scheduler's chips (``huawei.com/Ascend910`` and the inference chips): checked to
+    exist, be healthy and be held by no other pod; recorded with the rank table."""
+
     def __init__(
         self,
         gateway: KubeGateway,
@@ -49,82 +151,45 @@ class HandshakeAllocator:
         wait_for_pod: float = WAIT_FOR_POD,
         events: EventRecorder | None = None,
     ) -> None:
-        self._gateway = gateway
-        self._cache = cache
+        self._shake = Handshake(gateway, cache, wait_for_pod, events, server_id)
         self._server_id = server_id
-        self._wait_for_pod = wait_for_pod
-        self._events = events or EventRecorder(gateway, COMPONENT, server_id)
 
-    def _find(self, count: int, node: NodeChips) -> PodView | None:
-        deadline = time.monotonic() + self._wait_for_pod
-        while True:
-            pod = pick_pod(self._cache.pods(), count, node)
-            left = deadline - time.monotonic()
-            if pod is not None or left <= 0:
-                return pod
-            self._cache.wait_change(min(left, 0.05))
-
-    def _refuse(self, pod: PodView, message: str) -> AllocationFailed:
-        reason = FailureReason.CHIPS_REFUSED
-        self._events.warn(pod, reason.event_reason, message)
-        return AllocationFailed(reason, message)
-
-    def _refresh(self, pod: PodView) -> bool:
-        """Re-read a pod into the cache; True when the API server's copy differs from it."""
-        try:
-            fresh = self._gateway.get_pod(pod.namespace, pod.name)
-        except NotFound:
-            gone = {"metadata": {"namespace": pod.namespace, "name": pod.name}}
-            self._cache.apply(gone, deleted=True)
-            return True
-        except KubeError as failed:
-            raise AllocationFailed(FailureReason.API_ERROR, f"API server: {failed}") from None
-        self._cache.apply(fresh)
-        return bool(fresh["metadata"].get("resourceVersion") != pod.resource_version)
-
-    def allocate(self, requested: list[Chip], node: NodeChips) -> list[Chip]:
+    def give_chips(self, requested: list[Chip], node: NodeChips) -> list[Chip]:
         kubelet_ids = [node.device_id(c) for c in requested]
-        for _ in range(MAX_CONFLICTS):
-            pod = self._find(len(requested), node)
-            if pod is None:
-                passed_over = misfits(self._cache.pods(), len(requested), node)
-                if passed_over:  # the pod this Allocate is for, most likely: tell its owner
-                    raise self._refuse(*passed_over[0])
-                raise AllocationFailed(
-                    FailureReason.NO_POD, f"{NOT_FOUND} (kubelet asked {len(requested)} chips)"
-                )
-            try:
-                chips = check_chips(pod, node, held_chips(self._cache.pods(), other_than=pod.key))
-            except ChipsRefused as refused:
-                stale = self._refresh(pod)
-                if refused.holder is not None:
-                    holder = next((p for p in self._cache.pods() if p.key == refused.holder), None)
-                    stale = (holder is not None and self._refresh(holder)) or stale
-                if stale:
-                    continue  # the cache was behind: decide again on what the API server has
-                raise self._refuse(pod, str(refused)) from None
-            written = consumed_annotations(pod, chips, kubelet_ids, self._server_id, node.kind)
-            try:
-                updated = self._gateway.patch_pod_annotations(
-                    pod.namespace, pod.name, written, pod.resource_version
-                )
-            except Conflict:
-                log.info("pod %s changed while allocating; deciding again", pod.key)
-                self._refresh(pod)
-                continue
-            except KubeError as failed:
-                raise AllocationFailed(FailureReason.API_ERROR, f"API server: {failed}") from None
-            self._cache.apply(updated)
-            log.info(
-                "pod %s gets %s (kubelet asked %s)",
-                pod.key,
-                ",".join(chip_name(c.id, node.kind) for c in chips),
-                ",".join(kubelet_ids),
+        cache = self._shake.cache
+
+        def not_found() -> AllocationFailed:
+            passed_over = misfits(cache.pods(), len(requested), node)
+            if passed_over:  # the pod this Allocate is for, most likely: tell its owner
+                return self._shake.refuse(*passed_over[0])
+            return AllocationFailed(
+                FailureReason.NO_POD, f"{NOT_FOUND} (kubelet asked {len(requested)} chips)"
             )
-            return chips
-        raise AllocationFailed(
-            FailureReason.NO_POD, f"{NOT_FOUND}: pods kept changing ({MAX_CONFLICTS} conflicts)"
+
+        def realize(pod: PodView) -> tuple[list[Chip], dict[str, str], Callable[[], None]]:
+            try:
+                chips = check_chips(pod, node, held_chips(cache.pods(), other_than=pod.key))
+            except ChipsRefused as refused:
+                stale = self._shake.refresh(pod)
+                if refused.holder is not None:
+                    holder = next((p for p in cache.pods() if p.key == refused.holder), None)
+                    stale = (holder is not None and self._shake.refresh(holder)) or stale
+                if stale:
+                    raise Undecided from None  # the cache was behind: decide on the API's
+                raise self._shake.refuse(pod, str(refused)) from None
+            written = consumed_annotations(pod, chips, kubelet_ids, self._server_id, node.kind)
+            return chips, written, lambda: None
+
+        pod, chips = self._shake.run(
+            node.kind.resource, len(requested), chip_claim(node), realize, not_found
         )
+        log.info(
+            "pod %s gets %s (kubelet asked %s)",
+            pod.key,
+            ",".join(chip_name(c.id, node.kind) for c in chips),
+            ",".join(kubelet_ids),
+        )
+        return chips
 
     def preferred(
         self, node: NodeChips, available: Sequence[str], must_include: Sequence[str], size: int
@@ -132,13 +197,9 @@ class HandshakeAllocator:
         """The pending pod's own chips when the kubelet may take them all, so the kubelet's
         records name the real chips; otherwise the HCCS-affine choice. The kubelet asks right
         after admitting the pod, so the same bounded wait for the cache applies."""
-        pod = self._find(size, node)
+        pod = self._shake.find(node.kind.resource, size, chip_claim(node))
         if pod is not None:
-            try:
-                text = pod.annotations.get(node.kind.resource, "")
-                wanted = [chip_name(c, node.kind) for c in parse_chips(text, pod.key, node.kind)]
-            except ChipsRefused:
-                wanted = []
+            wanted = [chip_name(c, node.kind) for c in pod.given]
             if wanted and set(wanted) <= set(available) and set(must_include) <= set(wanted):
                 return wanted
         return preferred_chips(node, available, must_include, size)

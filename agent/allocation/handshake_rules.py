@@ -1,5 +1,6 @@
-"""The Allocate handshake's decisions, pure: which pending pod an Allocate belongs to, and
-whether the chips the scheduler annotated may be handed out (Huawei's device plugin,
+"""The Allocate handshake's decisions, pure, on pods whose annotations were parsed on arrival
+(``PodView``): which pending pod an Allocate belongs to, and whether the chips the scheduler
+annotated may be handed out (Huawei's device plugin,
 ``pkg/server/plugin.go Allocate/doWithVolcanoSchedule``).
 
 The kubelet tells the plugin only device IDs. The pod is the one on this node, not
@@ -10,26 +11,17 @@ with the smallest ``predicate-time`` (an unparseable one sorts last).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from agent.chips import Chip, NodeChips
 from contract.annotations import (
     CONSUMED,
     KUBELET_ANNOTATION,
-    MAX_UINT64,
     PREDICATE_TIME,
     RANK_TABLE_ANNOTATION,
     REAL_ANNOTATION,
-    parse_predicate_time,
 )
-from contract.chip_names import (
-    ASCEND910,
-    ChipKind,
-    InvalidInput,
-    chip_name,
-    format_chip_list,
-    parse_chip_list,
-)
+from contract.chip_names import ASCEND910, ChipKind, chip_name, format_chip_list
 from contract.pods import PodView
 from contract.rank_table import rank_table
 
@@ -43,14 +35,6 @@ class ChipsRefused(ValueError):
     def __init__(self, message: str, holder: str | None = None) -> None:
         super().__init__(message)
         self.holder = holder
-
-
-def predicate_time(pod: PodView) -> int:
-    """When the scheduler chose the pod's chips; an unreadable value sorts last."""
-    try:
-        return parse_predicate_time(pod.annotations.get(PREDICATE_TIME, ""))
-    except InvalidInput:
-        return MAX_UINT64
 
 
 def pending(pod: PodView, resource: str) -> bool:
@@ -67,9 +51,14 @@ def pending(pod: PodView, resource: str) -> bool:
     )
 
 
-def waiting(pod: PodView, kind: ChipKind) -> bool:
-    """The pod waits for an Allocate of chips of ``kind``."""
-    return pending(pod, kind.resource)
+def pick_pending(
+    pods: Iterable[PodView], resource: str, count: int, size: Callable[[PodView], int | None]
+) -> PodView | None:
+    """The pending pod of ``resource`` whose claim accounts for ``count`` kubelet devices
+    (``size``: None when its claim is not one this node can serve), with the smallest
+    predicate-time (an unreadable one sorts last); ties keep list order."""
+    found = [p for p in pods if pending(p, resource) and size(p) == count]
+    return min(found, key=lambda p: p.predicate_time) if found else None
 
 
 def misfit(pod: PodView, count: int, node: NodeChips) -> str | None:
@@ -77,47 +66,34 @@ def misfit(pod: PodView, count: int, node: NodeChips) -> str | None:
     can, or they are for an Allocate of another size). A pod whose annotation is malformed
     or names chips this node lacks is nobody's Allocate: it harms only itself."""
     kind = node.kind
-    text = pod.annotations.get(kind.resource, "")
-    try:
-        chips = parse_chip_list(text, kind=kind)
-    except InvalidInput as bad:
+    bad = pod.malformed.get(kind.resource)
+    if bad is not None:
         return f"{pod.key} {kind.resource}: {bad}"
-    if len(chips) != count:
+    if len(pod.given) != count:
         return None
     ids = {c.id for c in node.chips}
-    lacking = [c for c in chips if c not in ids]
+    lacking = [c for c in pod.given if c not in ids]
     if lacking:
         return f"{pod.key}: {chip_name(lacking[0], kind)} does not exist on this node"
     return None
 
 
-def is_candidate(pod: PodView, count: int, node: NodeChips) -> bool:
-    kind = node.kind
-    if not waiting(pod, kind) or misfit(pod, count, node) is not None:
-        return False
-    return len(parse_chip_list(pod.annotations[kind.resource], kind=kind)) == count
+def chip_claim(node: NodeChips) -> Callable[[PodView], int | None]:
+    """How many chips a pod's claim is, when this node can serve it."""
 
+    def size(pod: PodView) -> int | None:
+        return None if misfit(pod, len(pod.given), node) is not None else len(pod.given)
 
-def pick_pod(pods: Sequence[PodView], count: int, node: NodeChips) -> PodView | None:
-    """The pending pod with the smallest predicate-time; ties keep list order."""
-    candidates = [p for p in pods if is_candidate(p, count, node)]
-    return min(candidates, key=predicate_time) if candidates else None
+    return size
 
 
 def misfits(pods: Iterable[PodView], count: int, node: NodeChips) -> list[tuple[PodView, str]]:
     """The waiting pods passed over for an Allocate of ``count`` chips, and why."""
     found = []
     for pod in pods:
-        if waiting(pod, node.kind) and (why := misfit(pod, count, node)) is not None:
+        if pending(pod, node.kind.resource) and (why := misfit(pod, count, node)) is not None:
             found.append((pod, why))
     return found
-
-
-def parse_chips(text: str, what: str, kind: ChipKind) -> tuple[int, ...]:
-    try:
-        return parse_chip_list(text, kind=kind)
-    except InvalidInput as bad:
-        raise ChipsRefused(f"{what}: {bad}") from None
 
 
 def held_chips(pods: Iterable[PodView], other_than: str = "") -> dict[int, str]:
@@ -140,10 +116,12 @@ def check_chips(pod: PodView, node: NodeChips, held: Mapping[int, str]) -> list[
     """The annotated chips, if every one exists here, is healthy and is not held."""
     kind = node.kind
     key = kind.resource
-    wanted = parse_chips(pod.annotations.get(key, ""), f"{pod.key} {key}", kind)
+    bad = pod.malformed.get(key)
+    if bad is not None:
+        raise ChipsRefused(f"{pod.key} {key}: {bad}")
     by_id = {c.id: c for c in node.chips}
     chips = []
-    for chip_id in wanted:
+    for chip_id in pod.given:
         chip = by_id.get(chip_id)
         name = chip_name(chip_id, kind)
         if chip is None:
@@ -158,6 +136,16 @@ def check_chips(pod: PodView, node: NodeChips, held: Mapping[int, str]) -> list[
     return chips
 
 
+def consumed_record(real: str, kubelet_ids: Sequence[str]) -> dict[str, str]:
+    """What every Allocate writes on the pod it serves: consumed, what the container really
+    got (``AscendReal``) and the kubelet's IDs (``kltDev``)."""
+    return {
+        PREDICATE_TIME: CONSUMED,
+        REAL_ANNOTATION: real,
+        KUBELET_ANNOTATION: ",".join(kubelet_ids),
+    }
+
+
 def consumed_annotations(
     pod: PodView,
     chips: Sequence[Chip],
@@ -165,13 +153,9 @@ def consumed_annotations(
     server_id: str,
     kind: ChipKind = ASCEND910,
 ) -> dict[str, str]:
-    """What Allocate writes on the pod: consumed, and the record of the chips (the rank
-    table for 910 chips, the training ones)."""
-    written = {
-        PREDICATE_TIME: CONSUMED,
-        REAL_ANNOTATION: format_chip_list((c.id for c in chips), kind),
-        KUBELET_ANNOTATION: ",".join(kubelet_ids),
-    }
+    """What a chip Allocate writes on the pod: its record, and the rank table for 910 chips
+    (the training ones)."""
+    written = consumed_record(format_chip_list((c.id for c in chips), kind), kubelet_ids)
     if kind is ASCEND910:
         written[RANK_TABLE_ANNOTATION] = rank_table(
             pod.name, server_id, ((c.id, c.ip) for c in chips)

@@ -144,7 +144,7 @@ def preferred_chips(
 class KubeletChoice:
     """No Kubernetes API (``--kube off``): the kubelet's IDs are the chips."""
 
-    def allocate(self, requested: list[Chip], node: NodeChips) -> list[Chip]:
+    def give_chips(self, requested: list[Chip], node: NodeChips) -> list[Chip]:
         return requested
 
     def preferred(

@@ -119,9 +119,6 @@ class Reflector(Generic[T]):
         """Listed at least once."""
         return self._synced.is_set()
 
-    def wait_synced(self, timeout: float) -> bool:
-        return self._synced.wait(timeout)
-
     def values(self) -> list[T]:
         with self._lock:
             return [e.value for e in self._store.values()]

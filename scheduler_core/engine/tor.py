@@ -66,9 +66,6 @@ class Selection:
     servers: tuple[Server, ...]  # in rank order
     how: str  # fill, whole-tors, logical-tors, greedy
 
-    def rank_of(self, ip: str) -> int | None:
-        return next((i for i, s in enumerate(self.servers) if s.ip == ip), None)
-
 
 def parse_topology(tor_info: str) -> Topology:
     """The ``tor_info`` key of ``kube-system/basic-tor-node-cm``."""

@@ -45,12 +45,11 @@ from contract.chip_names import (
 )
 from contract.deviceinfo import MAX_AGE
 from contract.objects import PLACED_RESOURCES, Obj, node_address
-from contract.pods import PodView
 from contract.vnpu import NPU_CORE_RESOURCE
 from scheduler_core.engine.handlers import product_of_node
 from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.vnpu import VNode, VPod
-from scheduler_core.service.vnpu_nodes import vnode_of, vpod_of
+from scheduler_core.service.vnpu_nodes import vnode_of
 
 MAX_SKEW = 60  # seconds a node's clock may run ahead of the scheduler's
 # NodeD: a node is down once three heartbeat intervals passed without a new heartbeat. Its
@@ -261,47 +260,9 @@ def node_view(
     )
 
 
-def build(
-    nodes: Iterable[Obj],
-    configmaps: Iterable[Obj],
-    pods: Iterable[PodView],
-    now: float,
-    self_maintain: bool = True,
-) -> Snapshot:
-    """The view of a whole read of the cluster (a command that reads once)."""
-    infos: dict[str, Mapping[str, str]] = {}
-    for cm in configmaps:
-        meta = cm.get("metadata", {})
-        node_name = deviceinfo.node_of(meta.get("name", ""))
-        if meta.get("namespace") == deviceinfo.NAMESPACE and node_name:
-            infos[node_name] = cm.get("data") or {}
-    held: dict[tuple[str, str], set[int]] = {}  # (node, resource) → chips
-    requested: dict[tuple[str, str], int] = {}
-    vpods: dict[str, list[VPod]] = {}
-    for pod in pods:
-        if pod.node and pod.live:
-            where = (pod.node, pod.resource)
-            held.setdefault(where, set()).update(pod.chips)
-            requested[where] = requested.get(where, 0) + pod.npu_limit
-            if (share := vpod_of(pod)) is not None:
-                vpods.setdefault(pod.node, []).append(share)
-    views = []
-    for node in nodes:
-        name = node.get("metadata", {}).get("name", "")
-        data = infos.get(name)
-        where = (name, npu_resource(node) or "")
-        view = node_view(
-            node,
-            data,
-            published(data),
-            held=held.get(where, set()),
-            requested=requested.get(where, 0),
-            now=now,
-            self_maintain=self_maintain,
-            vpods=vpods.get(name, ()),
-        )
-        if view is not None:
-            views.append(view)
+def snapshot(views: Iterable[NodeView]) -> Snapshot:
+    """The engine's view of the cluster from its nodes' views."""
+    views = list(views)
     return Snapshot(
         tuple(v.state for v in views if v.state is not None),
         {v.name: v.reason for v in views if v.state is None and v.vnode is None},

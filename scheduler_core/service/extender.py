@@ -25,8 +25,9 @@ from typing import Any
 from contract.annotations import PREDICATE_TIME
 from contract.chip_names import KIND_OF_RESOURCE, format_chip_list
 from contract.objects import Obj
-from contract.pods import PodView, pod_view
+from contract.pods import pod_view
 from contract.vnpu import NPU_CORE_ANNOTATION, NPU_CORE_RESOURCE
+from infra.events import ObjectRef, pod_ref
 from infra.kube.port import KubeError, NotFound
 from scheduler_core.engine import tor
 from scheduler_core.engine.model import Placement
@@ -54,9 +55,9 @@ log = logging.getLogger(__name__)
 GANG_WAITING, BIND_REFUSED = "NPUGangWaiting", "NPUBindRefused"
 
 
-def _view(request: PodRequest) -> PodView:
+def _about(request: PodRequest) -> ObjectRef:
     """The pod an Event is about."""
-    return PodView(request.namespace, request.name, request.uid)
+    return pod_ref(request.namespace, request.name, request.uid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +164,7 @@ class Extender(ExtenderState):
     ) -> tuple[list[str], dict[str, str]]:
         reservation = self._gangs.reservations.get(request.gang_key) or self._reserve(request)
         if isinstance(reservation, NotReserved):
-            self.events.normal(_view(request), GANG_WAITING, reservation.reason)
+            self.events.normal(_about(request), GANG_WAITING, reservation.reason)
             return [], dict.fromkeys(names, reservation.reason)
         rank = request.rank
         reserved = reservation.ranks_on  # a few nodes of thousands: look only at those
@@ -292,7 +293,7 @@ class Extender(ExtenderState):
         with self._lock:
             chosen = self._choose(request, node)
         if isinstance(chosen, str):
-            self.events.warn(_view(request), BIND_REFUSED, f"{what}: {chosen}")
+            self.events.warn(_about(request), BIND_REFUSED, f"{what}: {chosen}")
             return f"{what}: {chosen}"
         annotations = chosen.annotations(int(self._clock() * 1_000_000_000))
         if not self.fence():
@@ -310,12 +311,12 @@ class Extender(ExtenderState):
             )
             if landed is None:  # in doubt the chips stay taken, until a view tells
                 message = f"{what}: {failed} (its chips stay held until the pod is seen)"
-                self.events.warn(_view(request), BIND_REFUSED, message)
+                self.events.warn(_about(request), BIND_REFUSED, message)
                 return message
             if not landed:
                 with self._lock:
                     self._give_back(chosen)
-                self.events.warn(_view(request), BIND_REFUSED, f"{what}: {failed}")
+                self.events.warn(_about(request), BIND_REFUSED, f"{what}: {failed}")
                 return f"{what}: {failed}"
             log.warning("%s: the API server answered %s, but the pod has its chips", what, failed)
         with self._lock:

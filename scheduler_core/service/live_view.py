@@ -11,14 +11,21 @@ catches up with one from the future) is noticed by ``due``, without re-reading a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from contract import deviceinfo
 from contract.annotations import GANG_LABEL
 from contract.objects import Obj
 from contract.pods import PodView
 from scheduler_core.engine.vnpu import VPod
-from scheduler_core.service.cluster_view import NodeView, node_view, npu_resource, published
+from scheduler_core.service.cluster_view import (
+    NodeView,
+    Snapshot,
+    node_view,
+    npu_resource,
+    published,
+    snapshot,
+)
 from scheduler_core.service.vnpu_nodes import vpod_of
 
 
@@ -147,3 +154,25 @@ class LiveView:
                 self.views[name] = views[name] = view
         self._dirty.clear()
         return views
+
+
+def build(
+    nodes: Iterable[Obj],
+    configmaps: Iterable[Obj],
+    pods: Iterable[PodView],
+    now: float,
+    self_maintain: bool = True,
+) -> Snapshot:
+    """The view of a whole read of the cluster (a command that reads once): the same
+    aggregation the watches feed, given everything at once."""
+    view = LiveView(self_maintain)
+    for node in nodes:
+        view.set_node(str(node.get("metadata", {}).get("name", "")), node)
+    for configmap in configmaps:
+        meta = configmap.get("metadata", {})
+        if meta.get("namespace") == deviceinfo.NAMESPACE:
+            view.set_deviceinfo(str(meta.get("name", "")), configmap.get("data") or {})
+    for pod in pods:
+        view.set_pod(pod.key, pod)
+    view.changed(now)
+    return snapshot(view.views.values())

@@ -29,6 +29,7 @@ from contract.annotations import FAULT_RECORD, TOR_SHARE_CONFIGMAP
 from contract.chip_names import InvalidInput, quoted
 from contract.objects import Obj
 from contract.pods import PodView
+from infra.events import pod_ref
 from infra.http import PROMETHEUS_TEXT, Caller, HttpServer, Response, error
 from infra.kube.port import KubeError, KubeGateway, NotFound
 from infra.leader import LeaderElector, Timing
@@ -180,7 +181,9 @@ class SchedulerService:
             self.metrics.malformed("pod")
             message = "; ".join(errors)
             log.warning("ignoring chip annotations: %s", message, extra={"pod": pod.key})
-            self.extender.events.warn(pod, MALFORMED_REASON, message)
+            self.extender.events.warn(
+                pod_ref(pod.namespace, pod.name, pod.uid), MALFORMED_REASON, message
+            )
 
     def _restore_faults(self) -> None:
         """Fault jobs restarting when this scheduler (re)started or took the lead: from the
@@ -212,8 +215,8 @@ class SchedulerService:
                     deletion.grace_seconds,
                     extra={"pod": key},
                 )
-                pod = PodView(deletion.namespace, deletion.name, deletion.uid)
-                self.extender.events.warn(pod, FAULT_RESTART, deletion.why)
+                about = pod_ref(deletion.namespace, deletion.name, deletion.uid)
+                self.extender.events.warn(about, FAULT_RESTART, deletion.why)
             except NotFound:
                 pass  # already gone (or replaced: the UID precondition keeps the new one)
             except KubeError as failed:
@@ -242,7 +245,9 @@ class SchedulerService:
             self._delete_errors.pop(pod.key, None)
             log.warning("deleted %s: its vNPU could not be made", pod.key, extra={"pod": pod.key})
             message = f"deleted: the kubelet failed it ({pod.reason}), its vNPU could not be made"
-            self.extender.events.warn(pod, CHIP_CUT_ERROR, message)
+            self.extender.events.warn(
+                pod_ref(pod.namespace, pod.name, pod.uid), CHIP_CUT_ERROR, message
+            )
 
     def _write_configmap(self, namespace: str, name: str, data: dict[str, str]) -> None:
         """Create or replace a ConfigMap the scheduler owns, when its content changed."""

@@ -11,7 +11,7 @@ from agent.deviceinfo_publisher import configmap
 from contract.deviceinfo import DeviceInfo
 from contract.pods import pod_view
 from infra.kube.port import KubeError
-from scheduler_core.service import cluster_view
+from scheduler_core.service import live_view
 from scheduler_core.service.cluster_view import NodeView
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
@@ -298,9 +298,7 @@ def test_a_malformed_gang_size_is_refused_with_the_reason(size: str) -> None:
 
 def test_changes_from_before_a_bind_landed_do_not_offer_that_binds_chips_again() -> None:
     h = Harness(1)
-    stale = cluster_view.build(
-        h.api.list_nodes(), h.api.list_configmaps("kube-system"), [], h.clock()
-    )
+    stale = live_view.build(h.api.list_nodes(), h.api.list_configmaps("kube-system"), [], h.clock())
     first = pending(h.api, "first", 8)
     h.schedule(first)
     # The watches deliver what changed before the Binding: the node all free, the pod pending.

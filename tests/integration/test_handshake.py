@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.allocation.handshake import HandshakeAllocator
+from agent.allocation.handshake import ChipHandshake
 from agent.chips import Chip, NodeChips
 from agent.device_plugin import DevicePlugin
 from agent.driver import FakeDriver
@@ -100,7 +100,7 @@ def build(short_dir: Path, api: MemoryCluster, over_http: bool) -> Cluster:
     kubelet.start()
     cache = PodCache(gateway, NODE)
     cache.start()
-    allocator = HandshakeAllocator(gateway, cache, "192.168.10.11", wait_for_pod=0.5)
+    allocator = ChipHandshake(gateway, cache, "192.168.10.11", wait_for_pod=0.5)
     agent = DevicePlugin(
         FakeDriver(state), short_dir / "plugins", ascend_runtime=True, allocator=allocator
     )
@@ -261,7 +261,7 @@ def test_an_agent_restart_mid_stream_loses_nothing_and_gives_nothing_twice(
     )
     cluster.cache = PodCache(gateway, NODE)
     cluster.cache.start()
-    allocator = HandshakeAllocator(gateway, cluster.cache, "192.168.10.11", wait_for_pod=0.5)
+    allocator = ChipHandshake(gateway, cluster.cache, "192.168.10.11", wait_for_pod=0.5)
     cluster.agent = DevicePlugin(
         FakeDriver(cluster.state), cluster.agent.plugin_dir, True, allocator
     )
@@ -312,7 +312,7 @@ def test_a_stale_holder_in_the_cache_is_reread_before_a_chip_is_refused() -> Non
     api = MemoryCluster()
     node = NodeChips("Ascend910", "module910x8", tuple(Chip(i, i) for i in range(8)))
     cache = PodCache(api, NODE)  # resynced by hand, never watching: stale by construction
-    allocator = HandshakeAllocator(api, cache, "", wait_for_pod=0)
+    allocator = ChipHandshake(api, cache, "", wait_for_pod=0)
     api.put(
         "Pod",
         pod_object(
@@ -324,7 +324,7 @@ def test_a_stale_holder_in_the_cache_is_reread_before_a_chip_is_refused() -> Non
         ),
     )
     cache.resync()
-    assert [c.id for c in allocator.allocate([node.chips[0]], node)] == [2]
+    assert [c.id for c in allocator.give_chips([node.chips[0]], node)] == [2]
     finished = api.get_pod("ns", "first")
     finished["status"]["phase"] = "Succeeded"
     api.put("Pod", finished)  # the cache still shows it running
@@ -339,4 +339,4 @@ def test_a_stale_holder_in_the_cache_is_reread_before_a_chip_is_refused() -> Non
         ),
     )
     cache.apply(api.get_pod("ns", "second"))
-    assert [c.id for c in allocator.allocate([node.chips[5]], node)] == [2]
+    assert [c.id for c in allocator.give_chips([node.chips[5]], node)] == [2]

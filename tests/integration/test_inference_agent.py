@@ -236,26 +236,24 @@ def test_hot_reset_resets_an_unhealthy_chip_no_pod_uses(short_dir: Path) -> None
 
 
 def test_a_failed_chip_costs_the_kubelet_exactly_its_own_ai_cores(short_dir: Path) -> None:
-    # The kubelet's AI-core IDs are not the chips' own: a vNPU on chip 1 may hold
-    # npu-core-0,1. When chip 1 fails, those IDs are the ones reported unhealthy first (and
-    # free ones after), so the kubelet still offers all 8 cores of the healthy chip 0.
+    # The kubelet's AI-core IDs are not the chips' own: a vNPU on chip 0 holds npu-core-0,1,
+    # one on chip 1 npu-core-10,11. When chip 1 fails, its pod's IDs are the ones reported
+    # unhealthy first (then free ones), never the healthy chip's, so the kubelet offers
+    # exactly chip 0's six free cores.
     with agent(short_dir, state("Ascend310P", 2), preset_virtual=False) as (_, kubelet, api, path):
         assert kubelet.wait_for(lambda: kubelet.allocatable("huawei.com/npu-core") == 16)
-        api.put(
-            "Pod",
-            pod(
-                "v",
-                "huawei.com/npu-core",
-                2,
-                {"huawei.com/npu-core": "1-vir02", "predicate-time": "5"},
-            ),
-        )
-        given = kubelet.allocate("ns/v", "main", "huawei.com/npu-core", 2).device_ids
-        assert set(given) == {"npu-core-0", "npu-core-1"}, "the kubelet's first free IDs"
+        given = {}
+        for name, chip, when in (("a", 0, "5"), ("b", 1, "6")):
+            notes = {"huawei.com/npu-core": f"{chip}-vir02", "predicate-time": when}
+            api.put("Pod", pod(name, "huawei.com/npu-core", 2, notes))
+            allocation = kubelet.allocate(f"ns/{name}", "main", "huawei.com/npu-core", 2)
+            given[chip] = set(allocation.device_ids)
+        assert given == {0: {"npu-core-0", "npu-core-1"}, 1: {"npu-core-10", "npu-core-11"}}
         raw = yaml.safe_load(path.read_text())
         raw["chips"][1]["health"] = "Unhealthy"
         path.write_text(yaml.safe_dump(raw))
         assert kubelet.wait_for(lambda: kubelet.allocatable("huawei.com/npu-core") == 8)
         devices = kubelet.devices("huawei.com/npu-core")
-        assert {devices[i] for i in given} == {"Unhealthy"}, "the pod's IDs carry the mark"
-        assert kubelet.free("huawei.com/npu-core") == 8, "chip 0's eight cores, all offered"
+        assert {devices[i] for i in given[1]} == {"Unhealthy"}, "the failed chip's pod's IDs"
+        assert {devices[i] for i in given[0]} == {"Healthy"}, "the healthy chip's pod's IDs"
+        assert kubelet.free("huawei.com/npu-core") == 6, "chip 0's free cores, all offered"

@@ -15,7 +15,7 @@ from chip_topology.products import MODULE_910X8
 from contract.chip_names import ASCEND310, ASCEND310P
 from contract.deviceinfo import DeviceInfo, encode
 from contract.pods import pod_view
-from scheduler_core.service import cluster_view
+from scheduler_core.service import live_view
 from scheduler_core.service.status import cluster_json, cluster_lines
 from simulation.cluster import state_file
 from simulation.loopback import LoopbackApiServer, kubeconfig
@@ -203,7 +203,7 @@ def test_status_draws_an_inference_nodes_cards_and_a_vnpu_nodes_ai_cores() -> No
             )
         ),
     ]
-    snapshot = cluster_view.build(nodes, configmaps, pods, now)
+    snapshot = live_view.build(nodes, configmaps, pods, now)
     lines = cluster_lines(snapshot, pods)
     i310 = next(line for line in lines if line.startswith("i310 "))
     assert "[a...|....]" in i310 and "a = ns/serve" in i310, "two cards of 4, not 16"

@@ -7,7 +7,8 @@ from typing import Any
 from contract.deviceinfo import ChipFault, DeviceInfo, encode
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
-from scheduler_core.service.cluster_view import build, node_view, published, trim_node
+from scheduler_core.service.cluster_view import node_view, published, trim_node
+from scheduler_core.service.live_view import build
 from simulation.memory import pod_object
 
 NOW = 1_700_000_000

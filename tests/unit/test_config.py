@@ -15,7 +15,7 @@ ROOT = Path(__file__).parents[2]
 
 def agent_serve(argv: list[str], environ: dict[str, str]) -> object:
     parser = build_parser()
-    tokens = config.arguments(config.subcommand(parser, "serve"), argv, "ASCEND_AGENT_", environ)
+    tokens = config.arguments(parser.commands["serve"], argv, "ASCEND_AGENT_", environ)
     return parser.parse_args(["serve", *tokens])
 
 
@@ -67,7 +67,7 @@ def test_the_shipped_example_files_load_with_every_key_valid() -> None:
     )
     parser = build_scheduler_parser()
     tokens = config.arguments(
-        config.subcommand(parser, "serve"),
+        parser.commands["serve"],
         ["--config", str(ROOT / "config" / "scheduler.yaml")],
         "ASCEND_SCHEDULER_",
         {},
@@ -89,7 +89,7 @@ def test_a_shared_tor_limit_other_than_1_or_2_is_refused_by_name() -> None:
     parser = build_scheduler_parser()
     with pytest.raises(config.ConfigError, match="shared-tor-num: '3' must be 1 or 2"):
         config.arguments(
-            config.subcommand(parser, "serve"),
+            parser.commands["serve"],
             [],
             "ASCEND_SCHEDULER_",
             {"ASCEND_SCHEDULER_SHARED_TOR_NUM": "3"},

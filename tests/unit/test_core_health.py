@@ -11,13 +11,15 @@ from contract.pods import PodView
 IDS = [f"npu-core-{k}" for k in range(16)]  # two 310P chips of 8 AI cores
 
 
-def running(name: str, klt: str, real: str) -> PodView:
+def running(name: str, klt: str, real: str, phase: str = "Running") -> PodView:
     return PodView(
         "ns",
         name,
         f"uid-{name}",
+        phase=phase,
+        npu_limit=len(klt.split(",")),
+        resource="huawei.com/npu-core",
         annotations={"huawei.com/kltDev": klt, "huawei.com/AscendReal": real},
-        phase="Running",
     )
 
 
@@ -54,13 +56,7 @@ def test_whole_chips_map_the_kubelets_ids_in_order_eight_per_chip() -> None:
 
 
 def test_ended_and_unreadable_pods_hold_nothing() -> None:
-    ended = PodView(
-        "ns",
-        "e",
-        "uid-e",
-        annotations={"huawei.com/kltDev": "npu-core-1", "huawei.com/AscendReal": "Ascend310P-0"},
-        phase="Succeeded",
-    )
+    ended = running("e", "npu-core-1", "Ascend310P-0", phase="Succeeded")
     garbled = running("g", "npu-core-2", "not a device")
     assert cores_by_chip([ended, garbled], 8) == {}
     assert unhealthy_core_ids(IDS, set(), 8, {}) == set()

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from contract.pods import PodView
-from infra.events import MAX_MESSAGE, EventRecorder
+from infra.events import MAX_MESSAGE, EventRecorder, pod_ref
 from simulation.memory import MemoryCluster
 
 
@@ -15,7 +14,7 @@ class Clock:
         return self.now
 
 
-POD = PodView("team", "train-0", "uid-1")
+POD = pod_ref("team", "train-0", "uid-1")
 
 
 def test_repeats_within_the_window_are_counted_and_the_next_event_carries_the_count() -> None:

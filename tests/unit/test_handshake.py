@@ -9,15 +9,21 @@ import pytest
 from agent.allocation.handshake_rules import (
     ChipsRefused,
     check_chips,
+    chip_claim,
     consumed_annotations,
     held_chips,
     misfits,
-    pick_pod,
-    predicate_time,
+    pick_pending,
 )
 from agent.chips import Chip, NodeChips
 from contract.annotations import CONSUMED
 from contract.pods import PodView
+
+
+def pick_pod(pods: list[PodView], count: int, node: NodeChips) -> PodView | None:
+    """The pending pod an Allocate of ``count`` chips on ``node`` is for."""
+    return pick_pending(pods, node.kind.resource, count, chip_claim(node))
+
 
 NODE = NodeChips(
     "Ascend910",
@@ -76,7 +82,7 @@ def test_an_unparseable_predicate_time_sorts_last_and_ties_keep_list_order() -> 
     ]
     chosen = pick_pod(pods, 1, NODE)
     assert chosen is not None and chosen.name == "a"
-    assert predicate_time(pods[0]) == 2**64 - 1
+    assert pods[0].predicate_time == 2**64 - 1
     only_bad = pick_pod([pods[0]], 1, NODE)
     assert only_bad is not None and only_bad.name == "bad"
 

@@ -11,7 +11,7 @@ from contract.deviceinfo import DeviceInfo, configmap_name, encode
 from contract.objects import Obj
 from contract.pods import PodView, cached_pod_view
 from contract.vnpu import CORE_SPECS, template_cores
-from scheduler_core.service import cluster_view
+from scheduler_core.service import live_view
 from scheduler_core.service.live_view import LiveView
 from simulation.memory import pod_object
 
@@ -68,7 +68,7 @@ def whole_read(
         {"metadata": {"namespace": "kube-system", "name": configmap_name(n)}, "data": d}
         for n, d in infos.items()
     ]
-    snapshot = cluster_view.build(nodes.values(), configmaps, pods.values(), now)
+    snapshot = live_view.build(nodes.values(), configmaps, pods.values(), now)
     views: dict[str, object] = {s.name: s for s in snapshot.nodes}
     views.update(snapshot.vnodes)
     return {n: views.get(n) or snapshot.left_out[n] for n in [*views, *snapshot.left_out]}
