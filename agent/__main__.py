@@ -7,6 +7,9 @@ Huawei's device-plugin spellings are accepted where one exists (``-listWatchPeri
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
+import gc
 import json
 import logging
 import os
@@ -24,10 +27,8 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 from agent.builder import AgentConfig, KubeSettings, start_node_agent
 from agent.chips import DriverError, NodeChips
 from agent.deviceinfo_publisher import configmap, device_info
-from agent.driver import FakeDriver, NpuDriver, NpuSmiDriver
-from agent.npu_smi import replay_runner, run_npu_smi
+from agent.driver import FakeDriver, NpuDriver
 from agent.repair import POD_RESOURCES_SOCKET
-from chip_topology.diagram import LEGEND, node_lines
 from contract.deviceinfo import MAX_AGE
 from contract.pods import holders_by_node, pod_view
 from infra import config
@@ -232,6 +233,10 @@ def make_driver(args: argparse.Namespace, period: float = 5.0) -> NpuDriver:
         if args.fake_state is None:
             raise DriverError("--driver fake needs --fake-state FILE")
         return FakeDriver(args.fake_state)
+    # Loaded only for the real driver: an agent on the fake one needs none of npu-smi's parsers.
+    from agent.npu_smi import replay_runner, run_npu_smi  # noqa: PLC0415
+    from agent.npu_smi_driver import NpuSmiDriver  # noqa: PLC0415
+
     run = replay_runner(args.npu_smi_replay) if args.npu_smi_replay else run_npu_smi
     return NpuSmiDriver(run, period=period, product=args.product)
 
@@ -306,9 +311,21 @@ def _status(args: argparse.Namespace) -> int:
             f"unhealthy {sorted(unhealthy)} (no ring topology known; --product names it)"
         )
         return 0
+    from chip_topology.diagram import LEGEND, node_lines  # noqa: PLC0415 (only this command draws)
+
     print(f"{args.node_name} ({LEGEND}):")
     print("\n".join(node_lines(args.node_name, node.product, free, unhealthy, holders)))
     return 0
+
+
+def _settle() -> None:
+    """Once started: what the start-up left behind goes back to the system (the garbage of
+    imports and parsing, and the heap's free top), and the long-lived objects are kept out
+    of the collector's walks."""
+    gc.collect()
+    gc.freeze()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 def _gateway(kubeconfig: Path | None) -> KubeGateway:
@@ -350,6 +367,7 @@ def _serve(args: argparse.Namespace) -> int:
     except DriverError as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    _settle()
     log.info(
         "serving %s from %s (ascend runtime: %s, kube: %s)",
         args.plugin_dir,

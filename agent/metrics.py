@@ -8,12 +8,13 @@ registered with the kubelet.
 from __future__ import annotations
 
 from collections.abc import Callable
-
-from prometheus_client import Counter, Gauge, Histogram
+from typing import TYPE_CHECKING
 
 from agent.allocation.base import FailureReason
-from infra.http import PROMETHEUS_TEXT, HttpServer, Response
-from infra.metrics import LATENCY_BUCKETS, exposition, registry
+from infra.metrics import LATENCY_BUCKETS, Counter, Gauge, Histogram, exposition, registry
+
+if TYPE_CHECKING:
+    from infra.http import Response
 
 
 class AgentMetrics:
@@ -78,11 +79,17 @@ class AgentMetrics:
 
 class MetricsServer:
     def __init__(self, metrics: AgentMetrics, ready: Callable[[], bool]) -> None:
+        # An HTTP server (http.server, email, html: 1 MiB) only for an agent that serves
+        # these endpoints.
+        from infra.http import HttpServer  # noqa: PLC0415
+
         self._metrics = metrics
         self._ready = ready
         self._server = HttpServer("metrics", self._get)
 
     def _get(self, path: str) -> Response:
+        from infra.http import PROMETHEUS_TEXT, Response  # noqa: PLC0415 (loaded by now)
+
         if path == "/metrics":
             return Response.text(200, self._metrics.text(), PROMETHEUS_TEXT)
         if path == "/healthz":

@@ -72,6 +72,28 @@ def allocate_latency(plugins: Path, calls: int, memory_calls: int, pid: int) -> 
     )
 
 
+def served_rss(root: Path) -> None:
+    """RSS after start of an agent that also serves /metrics, /healthz and /readyz, as the
+    DaemonSet runs it (its own kubelet, so the main run is not disturbed)."""
+    plugins, state_file = root / "served-plugins", root / "served-state.yaml"
+    state_file.write_text(state())
+    kubelet = KubeletSimulator(plugins)
+    kubelet.start()
+    command = [sys.executable, "-m", "agent", "--plugin-dir", str(plugins), "--driver", "fake"]
+    command += ["--fake-state", str(state_file), "--ascend-runtime", "true"]
+    command += ["--log-level", "WARNING", "--metrics-listen", "127.0.0.1:0"]
+    process = subprocess.Popen(command)
+    try:
+        if not kubelet.wait_for(lambda: kubelet.allocatable(RESOURCE) == 8, timeout=30):
+            raise SystemExit("the agent serving metrics did not register")
+        rss = psutil.Process(process.pid).memory_info().rss / 2**20
+        print(f"agent RSS with its metrics endpoint (as deployed): {rss:.1f} MiB after start")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=20)
+        kubelet.close()
+
+
 def fault_reaction(kubelet: KubeletSimulator, state_file: Path, repeats: int) -> None:
     faults = []
     for i in range(repeats):
@@ -144,6 +166,7 @@ def main() -> None:
         allocate_latency(plugins, args.calls, args.memory_calls, process.pid)
         fault_reaction(kubelet, state_file, args.repeats)
         restart_reaction(kubelet, args.repeats)
+        served_rss(root)
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=20)

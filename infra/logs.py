@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import logging.handlers
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -44,11 +43,11 @@ def log_level(text: str) -> str:
 
 def configure(level: str, json_lines: bool, file: Path | None = None, backups: int = 30) -> None:
     """Logs to stderr, or to ``file`` rotated at 20 MB keeping ``backups`` old files."""
-    handler: logging.Handler = (
-        logging.handlers.RotatingFileHandler(file, maxBytes=LOG_FILE_BYTES, backupCount=backups)
-        if file is not None
-        else logging.StreamHandler()
-    )
+    handler: logging.Handler = logging.StreamHandler()
+    if file is not None:
+        from logging.handlers import RotatingFileHandler  # noqa: PLC0415 (only with a file)
+
+        handler = RotatingFileHandler(file, maxBytes=LOG_FILE_BYTES, backupCount=backups)
     if json_lines:
         handler.setFormatter(JsonFormatter())
     else:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-from prometheus_client import Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
-
-from infra.metrics import LATENCY_BUCKETS, exposition, registry
+from infra.metrics import LATENCY_BUCKETS, Counter, Histogram, exposition, owned, registry
 
 
 class Metrics:
@@ -16,7 +12,15 @@ class Metrics:
 
     def __init__(self, binds: Callable[[], int], nodes: Callable[[], int]) -> None:
         self.registry = registry()
-        self.registry.register(_Owned(binds, nodes))
+        # Values the extender and the refresh own, read at each scrape.
+        self.registry.register(
+            owned(
+                "ascend_scheduler_binds", "counter", "Pods given chips (bound or annotated).", binds
+            )
+        )
+        self.registry.register(
+            owned("ascend_scheduler_npu_nodes", "gauge", "NPU nodes offered now.", nodes)
+        )
         self._calls = Counter(
             "ascend_scheduler_requests",
             "Extender calls by verb.",
@@ -61,7 +65,7 @@ class Metrics:
 
     @property
     def refresh_errors(self) -> int:
-        return int(self.registry.get_sample_value("ascend_scheduler_refresh_errors_total") or 0)
+        return int(self.registry.value("ascend_scheduler_refresh_errors_total") or 0)
 
     def malformed(self, kind: str) -> None:
         self._malformed.labels(kind).inc()
@@ -83,19 +87,3 @@ class Metrics:
 
     def text(self) -> str:
         return exposition(self.registry)
-
-
-class _Owned(Collector):
-    """Values the extender and the refresh own, read at each scrape."""
-
-    def __init__(self, binds: Callable[[], int], nodes: Callable[[], int]) -> None:
-        self._binds = binds
-        self._nodes = nodes
-
-    def collect(self) -> Iterator[Metric]:
-        yield CounterMetricFamily(
-            "ascend_scheduler_binds", "Pods given chips (bound or annotated).", self._binds()
-        )
-        yield GaugeMetricFamily(
-            "ascend_scheduler_npu_nodes", "NPU nodes offered now.", self._nodes()
-        )
