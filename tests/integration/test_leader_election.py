@@ -101,6 +101,12 @@ def replicas() -> Iterator[tuple[MemoryCluster, list[tuple[Replica, SchedulerSer
         service.stop()
 
 
+def one_leader(urls: list[str]) -> int:
+    """Which replica leads, once exactly one does."""
+    assert wait_for(lambda: sum(ready(u) for u in urls) == 1), "one leader, one standby"
+    return next(i for i, url in enumerate(urls) if ready(url))
+
+
 def schedule(urls: list[str], pod: Obj) -> str:
     """kube-scheduler's calls through the Service: to whichever replica answers (is ready)."""
     names = [f"n{i}" for i in range(4)]
@@ -123,8 +129,7 @@ def test_the_standby_takes_over_within_the_lease_and_no_chip_is_held_twice(
 ) -> None:
     store, started = replicas
     urls = [url for _, _, url in started]
-    assert wait_for(lambda: sum(ready(u) for u in urls) == 1), "one leader, one standby"
-    leader = next(i for i, url in enumerate(urls) if ready(url))
+    leader = one_leader(urls)
     standby = 1 - leader
     status, answer = post(urls[standby], "filter", {"Pod": {"metadata": {}}, "NodeNames": []})
     assert status == 503 and "does not lead" in answer["Error"]
@@ -152,8 +157,7 @@ def test_a_replica_that_stops_gives_the_lease_up_and_ends_its_election(
 ) -> None:
     store, started = replicas
     urls = [url for _, _, url in started]
-    assert wait_for(lambda: sum(ready(u) for u in urls) == 1)
-    leader = next(i for i, url in enumerate(urls) if ready(url))
+    leader = one_leader(urls)
     started[leader][1].stop()
     # Released, not left to expire: the standby takes it at its next try.
     assert wait_for(lambda: holder(store) == f"replica-{'ab'[1 - leader]}")
@@ -227,8 +231,7 @@ def test_a_leader_paused_past_its_lease_never_decides_beside_the_new_leader(
 ) -> None:
     store, started = replicas
     urls = [url for _, _, url in started]
-    assert wait_for(lambda: sum(ready(u) for u in urls) == 1)
-    old = next(i for i, url in enumerate(urls) if ready(url))
+    old = one_leader(urls)
     new = 1 - old
     store.put("Pod", pod_object("ns", "probe", None, 1))
     probe = {"Pod": store.get_pod("ns", "probe"), "NodeNames": ["n0"]}
