@@ -36,6 +36,16 @@ def _count(limit: object) -> int:
     return 0
 
 
+def npu_quantity(value: object) -> int | None:
+    """An NPU count written as a Kubernetes quantity (``"16"``, or a JSON number): None when
+    it is not a whole number of devices."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_LIMIT:
+        return value
+    if isinstance(value, str) and (value == "0" or _count(value)):
+        return _count(value)
+    return None
+
+
 def npu_request(pod: Obj) -> tuple[str, int]:
     """The pod's NPU resource and how many it asks for: the sum of its containers' limits
     (extended resources cannot be overcommitted, so limits equal requests). Upstream's pods

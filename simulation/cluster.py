@@ -192,8 +192,14 @@ class SimulatedCluster:
         for pod in pods:
             meta = pod["metadata"]
             key = f"{meta['namespace']}/{meta['name']}"
+            resource, count = npu_request(pod)
+            if count == 0:  # no device to allocate: the kubelet just starts it
+                running = self.store.get_pod(meta["namespace"], meta["name"])
+                running["status"]["phase"] = "Running"
+                self.store.put("Pod", running)
+                continue
             try:
-                allocation = self.nodes[node].kubelet.allocate(key, "main", *npu_request(pod))
+                allocation = self.nodes[node].kubelet.allocate(key, "main", resource, count)
             except KubeletError as failed:
                 self.refused[key] = str(failed)
                 pod["status"].update(  # as the kubelet fails a pod whose Allocate failed

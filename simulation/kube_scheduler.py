@@ -1,79 +1,333 @@
-"""A stand-in for kube-scheduler: the extender over HTTP, one pod at a time (filter,
-prioritize, the best node, bind), as kube-scheduler drives an extender."""
+"""A stand-in for kube-scheduler driving an HTTP extender, written from kubernetes v1.34:
+
+- ``pkg/scheduler/extender.go`` (HTTPExtender): ``IsInterested`` by ``managedResources``;
+  ``Filter`` sends ``NodeNames`` with ``nodeCacheCapable`` and a ``NodeList`` without, and
+  reads back the same form (a node it did not send is an error); ``Prioritize``; ``Bind``;
+  every call a POST with ``httpTimeout`` (5 s by default), a non-200 answer or an ``Error``
+  an error.
+- ``pkg/scheduler/schedule_one.go``: the scheduling cycle (the in-tree filters, here
+  NodeResourcesFit for the extended resources, then ``findNodesThatPassExtenders``:
+  ``FailedAndUnresolvableNodes`` are UnschedulableAndUnresolvable, ``FailedNodes``
+  Unschedulable, a filter error fails the cycle unless the extender is ``ignorable``;
+  ``prioritizeNodes``: extender score × weight × 10 added to the in-tree scores, a prioritize
+  error ignored; ``selectHost``: the best score, ties at random), the pod assumed on its node,
+  then the binding cycle run asynchronously (the next pod's cycle starts meanwhile); a failed
+  bind forgets the assumed pod. DefaultPreemption considers only Unschedulable nodes: the
+  stand-in records those as the pod's preemption candidates rather than evicting.
+- ``pkg/scheduler/backend/queue``: a failed pod backs off 1 s, doubling to 10 s.
+"""
 
 from __future__ import annotations
 
 import json
+import random
+import threading
+import time
+import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
-from contract.objects import Obj, npu_limit
+from contract.objects import PLACED_RESOURCES, Obj
 from simulation.cluster import SimulatedCluster
 
+MAX_NODE_SCORE, MAX_EXTENDER_PRIORITY = 100, 10
+UNSCHEDULABLE, UNRESOLVABLE = "Unschedulable", "UnschedulableAndUnresolvable"
 
-class KubeScheduler:
-    """kube-scheduler's part, against the extender over HTTP: one pod at a time."""
 
-    def __init__(self, cluster: SimulatedCluster) -> None:
-        self.cluster = cluster
-        self.reasons: dict[str, dict[str, str]] = {}
+@dataclass(frozen=True, slots=True)
+class ExtenderConfig:
+    """One ``extenders[]`` entry of a KubeSchedulerConfiguration (``config/v1/types.go``)."""
 
-    def _post(self, verb: str, body: dict[str, Any]) -> Any:
+    url_prefix: str
+    filter_verb: str = "filter"
+    prioritize_verb: str = "prioritize"
+    bind_verb: str = "bind"
+    weight: int = 1
+    node_cache_capable: bool = True
+    http_timeout: float = 5.0  # DefaultExtenderTimeout
+    ignorable: bool = False
+    managed_resources: tuple[str, ...] = PLACED_RESOURCES
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    initial: float = 1.0  # podInitialBackoffDuration
+    maximum: float = 10.0  # podMaxBackoffDuration
+
+    def after(self, attempts: int) -> float:
+        return float(min(self.maximum, self.initial * 2.0 ** max(attempts - 1, 0)))
+
+
+class ExtenderError(Exception):
+    """A call the extender failed: an error answer, a non-200, a timeout."""
+
+
+def requests_of(pod: Obj) -> dict[str, int]:
+    """The pod's requests of extended and NPU resources (limits stand in for requests, as
+    the API server defaults them for extended resources)."""
+    totals: dict[str, int] = {}
+    spec = pod.get("spec") or {}
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        resources = container.get("resources") or {}
+        for name, value in {
+            **(resources.get("limits") or {}),
+            **(resources.get("requests") or {}),
+        }.items():
+            if str(value).isdigit():
+                totals[name] = max(totals.get(name, 0), int(value))
+    return totals
+
+
+def pending_pods(cluster: SimulatedCluster) -> list[Obj]:
+    """Pods not bound yet (any resource: a scheduler sees them all)."""
+    pods, _ = cluster.store.list_pods(None)
+    return [
+        p
+        for p in pods
+        if not (p.get("spec") or {}).get("nodeName")
+        and p["status"].get("phase") == "Pending"
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+class HttpExtender:
+    def __init__(self, config: ExtenderConfig) -> None:
+        self.config = config
+
+    def interested(self, pod: Obj) -> bool:
+        """``IsInterested``: no managedResources means every pod."""
+        managed = self.config.managed_resources
+        return not managed or any(r in managed for r in requests_of(pod))
+
+    def _send(self, verb: str, body: Any) -> Any:
         request = urllib.request.Request(
-            f"{self.cluster.url}/{verb}",
+            f"{self.config.url_prefix}/{verb}",
             data=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
             method="POST",
         )
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return json.loads(response.read())
+        try:
+            with urllib.request.urlopen(request, timeout=self.config.http_timeout) as answer:
+                return json.loads(answer.read())
+        except urllib.error.HTTPError as failed:
+            raise ExtenderError(f"{verb}: HTTP {failed.code}") from None
+        except (urllib.error.URLError, TimeoutError, OSError, ValueError) as failed:
+            raise ExtenderError(f"{verb}: {failed}") from None
+
+    def _args(self, pod: Obj, nodes: Sequence[Obj]) -> dict[str, Any]:
+        if self.config.node_cache_capable:
+            return {"Pod": pod, "Nodes": None, "NodeNames": [n["metadata"]["name"] for n in nodes]}
+        return {"Pod": pod, "Nodes": {"items": list(nodes)}, "NodeNames": None}
+
+    def filter(
+        self, pod: Obj, nodes: Sequence[Obj]
+    ) -> tuple[list[Obj], dict[str, str], dict[str, str]]:
+        result = self._send(self.config.filter_verb, self._args(pod, nodes))
+        if result.get("Error"):
+            raise ExtenderError(result["Error"])
+        by_name = {n["metadata"]["name"]: n for n in nodes}
+        if self.config.node_cache_capable and result.get("NodeNames") is not None:
+            names = list(result["NodeNames"])
+        elif result.get("Nodes") is not None:
+            names = [n["metadata"]["name"] for n in result["Nodes"].get("items") or []]
+        else:
+            names = []
+        for name in names:
+            if name not in by_name:
+                raise ExtenderError(f"extender claims a filtered node {name!r} not in the input")
+        failed = dict(result.get("FailedNodes") or {})
+        never = dict(result.get("FailedAndUnresolvableNodes") or {})
+        return [by_name[n] for n in names], failed, never
+
+    def prioritize(self, pod: Obj, nodes: Sequence[Obj]) -> dict[str, int]:
+        scores = self._send(self.config.prioritize_verb, self._args(pod, nodes))
+        return {s["Host"]: int(s["Score"]) for s in scores}
+
+    def bind(self, pod: Obj, node: str) -> None:
+        meta = pod["metadata"]
+        args = {
+            "PodName": meta["name"],
+            "PodNamespace": meta["namespace"],
+            "PodUID": meta["uid"],
+            "Node": node,
+        }
+        result = self._send(self.config.bind_verb, args)
+        if result.get("Error"):
+            raise ExtenderError(result["Error"])
+
+
+@dataclass
+class _Queued:
+    attempts: int = 0
+    ready_at: float = 0.0
+
+
+@dataclass
+class Outcome:
+    node: str | None = None
+    statuses: dict[str, tuple[str, str]] = field(default_factory=dict)  # node → (code, why)
+    error: str = ""
+
+
+class KubeScheduler:
+    """kube-scheduler's part, against the extender over HTTP: one scheduling cycle at a time,
+    bindings asynchronous."""
+
+    def __init__(
+        self,
+        cluster: SimulatedCluster,
+        config: ExtenderConfig | None = None,
+        *,
+        backoff: Backoff = Backoff(0.0, 0.0),
+        clock: Callable[[], float] = time.monotonic,
+        seed: int = 0,
+    ) -> None:
+        self.cluster = cluster
+        self.extender = HttpExtender(config or ExtenderConfig(cluster.url))
+        self._backoff = backoff
+        self._clock = clock
+        self._rng = random.Random(seed)
+        self._queue: dict[str, _Queued] = {}
+        self._assumed: dict[str, tuple[str, dict[str, int]]] = {}  # pod → node, requests
+        self._lock = threading.Lock()
+        self._binder = ThreadPoolExecutor(4, thread_name_prefix="binding-cycle")
+        self.reasons: dict[str, dict[str, str]] = {}  # pod → node → why not
+        self.preemption_candidates: dict[str, list[str]] = {}  # pod → Unschedulable nodes
 
     def pending(self) -> list[Obj]:
-        pods, _ = self.cluster.store.list_pods(None)
-        return [
-            p
-            for p in pods
-            if not (p.get("spec") or {}).get("nodeName")
-            and p["status"].get("phase") == "Pending"
-            and npu_limit(p) > 0
-        ]
+        return pending_pods(self.cluster)
 
-    def schedule_one(self, pod: Obj, nodes: list[str]) -> str | None:
+    def _fits(self, pod: Obj, nodes: list[Obj]) -> tuple[list[Obj], dict[str, tuple[str, str]]]:
+        """The in-tree NodeResourcesFit for the extended resources: allocatable less what
+        bound and assumed pods request."""
+        asked = {r: n for r, n in requests_of(pod).items() if "/" in r}
+        used: dict[tuple[str, str], int] = {}
+        pods, _ = self.cluster.store.list_pods(None)
+        for other in pods:
+            node = (other.get("spec") or {}).get("nodeName")
+            if node and other["status"].get("phase") not in ("Succeeded", "Failed"):
+                for resource, count in requests_of(other).items():
+                    used[(node, resource)] = used.get((node, resource), 0) + count
+        with self._lock:
+            for node, requests in self._assumed.values():
+                for resource, count in requests.items():
+                    used[(node, resource)] = used.get((node, resource), 0) + count
+        passing, statuses = [], {}
+        for node in nodes:
+            name = node["metadata"]["name"]
+            allocatable = (node.get("status") or {}).get("allocatable") or {}
+            short = [
+                r
+                for r, n in asked.items()
+                if int(str(allocatable.get(r, "0")) or 0) - used.get((name, r), 0) < n
+            ]
+            if short:
+                statuses[name] = (UNSCHEDULABLE, f"Insufficient {short[0]}")
+            else:
+                passing.append(node)
+        return passing, statuses
+
+    def schedule_one(self, pod: Obj, nodes: list[Obj]) -> Outcome:
+        """The scheduling cycle; the binding cycle is started, not awaited."""
+        outcome = Outcome()
+        feasible, outcome.statuses = self._fits(pod, nodes)
+        interested = self.extender.interested(pod)
+        if feasible and interested:
+            try:
+                passing, failed, never = self.extender.filter(pod, feasible)
+            except ExtenderError as failed_call:
+                if not self.extender.config.ignorable:
+                    outcome.error = str(failed_call)
+                    return outcome
+            else:
+                for name, why in never.items():
+                    outcome.statuses[name] = (UNRESOLVABLE, why)
+                for name, why in failed.items():
+                    if name not in never:
+                        outcome.statuses[name] = (UNSCHEDULABLE, why)
+                feasible = passing
+        if not feasible:
+            return outcome
+        scores = dict.fromkeys((n["metadata"]["name"] for n in feasible), MAX_NODE_SCORE)
+        if interested:
+            try:
+                extra = self.extender.prioritize(pod, feasible)
+            except ExtenderError:
+                extra = {}  # "Prioritize error ignored"
+            factor = self.extender.config.weight * MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY
+            for name, score in extra.items():
+                if name in scores:
+                    scores[name] += score * factor
+        best = max(scores.values())
+        outcome.node = self._rng.choice([n for n, s in scores.items() if s == best])
+        return outcome
+
+    def _bind(self, pod: Obj, node: str, interested: bool) -> str:
+        """The binding cycle: the extender binds (it is the binder), or the default binder."""
         key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-        filtered = self._post("filter", {"Pod": pod, "Nodes": None, "NodeNames": nodes})
-        if not filtered.get("NodeNames"):
-            self.reasons[key] = filtered.get("FailedNodes") or {}
-            return None
-        scores = self._post(
-            "prioritize", {"Pod": pod, "Nodes": None, "NodeNames": filtered["NodeNames"]}
-        )
-        best = max(scores, key=lambda s: (s["Score"], -filtered["NodeNames"].index(s["Host"])))[
-            "Host"
-        ]
-        meta = pod["metadata"]
-        bound = self._post(
-            "bind",
-            {
-                "PodName": meta["name"],
-                "PodNamespace": meta["namespace"],
-                "PodUID": meta["uid"],
-                "Node": best,
-            },
-        )
-        if bound.get("Error"):
-            self.reasons[key] = {best: bound["Error"]}
-            return None
-        self.reasons.pop(key, None)
-        return str(best)
+        try:
+            if interested and self.extender.config.bind_verb:
+                self.extender.bind(pod, node)
+            else:
+                meta = pod["metadata"]
+                self.cluster.store.bind_pod(meta["namespace"], meta["name"], meta["uid"], node, {})
+        except Exception as failed:
+            with self._lock:
+                self._assumed.pop(key, None)
+            return str(failed)
+        return ""
 
     def cycle(self, settle: Callable[[], None] | None = None) -> int:
-        """One pass over the pending pods; returns how many were bound."""
-        nodes = sorted(self.cluster.nodes)
-        bound = 0
+        """One pass over the pending pods whose backoff is over; bindings run while the next
+        pods are scheduled, and all of this pass's are awaited at its end. How many bound."""
+        nodes = sorted(self.cluster.store.list_nodes(), key=lambda n: n["metadata"]["name"])
+        now = self._clock()
+        started: list[tuple[str, Future[str], str]] = []
         for pod in self.pending():
-            if self.schedule_one(pod, nodes) is not None:
+            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            queued = self._queue.setdefault(key, _Queued())
+            if queued.ready_at > now or key in self._assumed:
+                continue
+            outcome = self.schedule_one(pod, nodes)
+            if outcome.node is None:
+                self._failed(key, outcome)
+                continue
+            with self._lock:
+                self._assumed[key] = (outcome.node, requests_of(pod))
+            interested = self.extender.interested(pod)
+            started.append(
+                (key, self._binder.submit(self._bind, pod, outcome.node, interested), outcome.node)
+            )
+        bound = 0
+        for key, done, node in started:
+            error = done.result()
+            if error:
+                self._failed(key, Outcome(statuses={node: (UNSCHEDULABLE, error)}))
+            else:
                 bound += 1
+                self._queue.pop(key, None)
+                self.reasons.pop(key, None)
+                self.preemption_candidates.pop(key, None)
+            with self._lock:
+                self._assumed.pop(key, None)
         if settle is not None:
             settle()
         return bound
+
+    def _failed(self, key: str, outcome: Outcome) -> None:
+        queued = self._queue.setdefault(key, _Queued())
+        queued.attempts += 1
+        queued.ready_at = self._clock() + self._backoff.after(queued.attempts)
+        reasons = {n: why for n, (_, why) in outcome.statuses.items()}
+        if outcome.error:
+            reasons = {"": outcome.error}
+        self.reasons[key] = reasons
+        self.preemption_candidates[key] = sorted(
+            n for n, (code, _) in outcome.statuses.items() if code == UNSCHEDULABLE
+        )
+
+    def close(self) -> None:
+        self._binder.shutdown(wait=True)

@@ -339,7 +339,11 @@ class MemoryCluster:
             return self._write(kind, updated, "MODIFIED")
 
     def patch_pod_annotations(
-        self, namespace: str, name: str, annotations: Mapping[str, str], resource_version: str
+        self,
+        namespace: str,
+        name: str,
+        annotations: Mapping[str, str | None],
+        resource_version: str,
     ) -> Obj:
         return self.patch_metadata(
             "Pod", namespace, name, {"annotations": annotations}, resource_version

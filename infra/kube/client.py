@@ -190,7 +190,11 @@ class KubernetesGateway:
         )
 
     def patch_pod_annotations(
-        self, namespace: str, name: str, annotations: Mapping[str, str], resource_version: str
+        self,
+        namespace: str,
+        name: str,
+        annotations: Mapping[str, str | None],
+        resource_version: str,
     ) -> Obj:
         # A resourceVersion inside a patch is a precondition: 409 if the pod has changed.
         body = {"metadata": {"annotations": dict(annotations), "resourceVersion": resource_version}}

@@ -90,9 +90,14 @@ class KubeGateway(Protocol):
         ...
 
     def patch_pod_annotations(
-        self, namespace: str, name: str, annotations: Mapping[str, str], resource_version: str
+        self,
+        namespace: str,
+        name: str,
+        annotations: Mapping[str, str | None],
+        resource_version: str,
     ) -> Obj:
-        """Merge-patch annotations, only if the pod still has ``resource_version`` (Conflict)."""
+        """Merge-patch annotations (None removes one), only if the pod still has
+        ``resource_version`` when one is given (Conflict)."""
         ...
 
     def get_configmap(self, namespace: str, name: str) -> Obj: ...

@@ -100,21 +100,24 @@ class Status:
     # The reason names the node ({node}, {card_type}): verdicts are cached per node
     # signature, which many nodes share, and each node's own words are filled in last.
     per_node: bool = False
+    # The node can never host the task, whatever is evicted from it (another chip kind or
+    # accelerator type): kube-scheduler's FailedAndUnresolvableNodes, Volcano's code 3.
+    unresolvable: bool = False
 
     @staticmethod
     def success() -> Status:
         return _SUCCESS
 
     @staticmethod
-    def unschedulable(reason: str, *, per_node: bool = False) -> Status:
-        return Status(False, reason, per_node)
+    def unschedulable(reason: str, *, per_node: bool = False, unresolvable: bool = False) -> Status:
+        return Status(False, reason, per_node, unresolvable)
 
     def named(self, node: NodeState) -> Status:
         """This verdict in the words of ``node``."""
         if not self.per_node:
             return self
         reason = self.reason.replace("{node}", node.name).replace("{card_type}", node.card_type)
-        return Status(False, reason)
+        return Status(False, reason, unresolvable=self.unresolvable)
 
 
 _SUCCESS = Status(True)

@@ -86,13 +86,13 @@ def filter_node(
     if not serves(node_product, job_product):
         if node_product.kind is not job_product.kind:
             have, want = node_product.kind.resource, job_product.kind.resource
-            return Status.unschedulable(
-                KIND_REASON.format(have=have, want=want, **KEEP), per_node=True
-            )
+            kinds = KIND_REASON.format(have=have, want=want, **KEEP)
+            return Status.unschedulable(kinds, per_node=True, unresolvable=True)
         if job_product.family is Family.INFERENCE:
-            return Status.unschedulable(FRAMEWORK_PREFIX + DUO_LABEL_REASON, per_node=True)
+            duo = FRAMEWORK_PREFIX + DUO_LABEL_REASON
+            return Status.unschedulable(duo, per_node=True, unresolvable=True)
         label = LABEL_REASON.format(value=node_product.accelerator_type, **KEEP)
-        return Status.unschedulable(label, per_node=True)
+        return Status.unschedulable(label, per_node=True, unresolvable=True)
     signature = _signature(node, usable)
     if job_product.family is Family.INFERENCE:
         if fits(job_product, signature.mask(distributed), req, distributed):

@@ -17,6 +17,7 @@ and hold-back), ``fault_restarts``, ``tor_state``, ``vnpu_nodes`` (dynamic vNPU)
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from scheduler_core.service.gangs import (
 from scheduler_core.service.wire import (
     MAX_SCORE,
     BadPod,
+    Candidates,
     PodRequest,
     binding_args,
     extender_args,
@@ -51,6 +53,9 @@ from scheduler_core.service.wire import (
 )
 
 log = logging.getLogger(__name__)
+
+# A filter's verdicts: the passing nodes, those that fail now, those that never can.
+Verdicts = tuple[list[str], dict[str, str], dict[str, str]]
 
 GANG_WAITING, BIND_REFUSED = "NPUGangWaiting", "NPUBindRefused"
 
@@ -93,65 +98,78 @@ class Extender(ExtenderState):
     # ---- kube-scheduler verbs ----------------------------------------------------------
 
     def filter(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        pod, names = extender_args(args)
+        """kube-scheduler's filter: the passing nodes, and why each other one fails:
+        ``FailedAndUnresolvableNodes`` for a node that can never host the pod (another chip
+        kind or accelerator type, not an NPU node, a request no node can serve), so that
+        preemption evicts nothing there; ``FailedNodes`` for one that may once it frees
+        chips. A pod asking no NPU passes everywhere (without ``managedResources``,
+        kube-scheduler and Volcano send every pod)."""
+        pod, candidates = extender_args(args)
+        names = candidates.names
         try:
             request = pod_request(pod)
         except BadPod as bad:
-            return {"NodeNames": [], "FailedNodes": dict.fromkeys(names, str(bad)), "Error": ""}
+            return _answer(candidates, [], {}, dict.fromkeys(names, str(bad)))
+        if request.npu == 0:
+            return _answer(candidates, list(names), {}, {})
         with self._lock:
             if request.dynamic:
-                passing, failed = self._filter_vnpu(request, names)
+                verdicts = self._filter_vnpu(request, names)
             elif request.static:
-                passing, failed = _filter_static(request, names)
+                verdicts = _filter_static(request, names)
             elif request.gang:
-                passing, failed = self._filter_gang(request, names)
+                verdicts = self._filter_gang(request, names)
             else:
-                passing, failed = self._filter_one(request, names)
-        return {"NodeNames": passing, "FailedNodes": failed, "Error": ""}
+                verdicts = self._filter_one(request, names)
+        return _answer(candidates, *verdicts)
 
-    def _filter_vnpu(
-        self, request: PodRequest, names: list[str]
-    ) -> tuple[list[str], dict[str, str]]:
+    def _filter_vnpu(self, request: PodRequest, names: list[str]) -> Verdicts:
         try:
             verdicts = self._vnpu.verdicts(request.vnpu_task(), names)
         except VnpuInvalid as invalid:
-            return [], dict.fromkeys(names, str(invalid))
-        passing, failed = [], {}
+            return [], {}, dict.fromkeys(names, str(invalid))
+        passing, failed, never = [], {}, {}
         for name in names:
             verdict = verdicts.get(name)
             if verdict is None:
-                failed[name] = self._left_out.get(name, f"{name} is not a dynamic vNPU node")
+                left_out = self._left_out.get(name)
+                if left_out is None:
+                    never[name] = f"{name} is not a dynamic vNPU node"
+                else:  # left out for now (its DeviceInfo or labels): it may come back
+                    failed[name] = left_out
             elif verdict.resource is None:
                 failed[name] = verdict.reason
             else:
                 passing.append(name)
-        return passing, failed
+        return passing, failed, never
 
-    def _filter_one(
-        self, request: PodRequest, names: list[str]
-    ) -> tuple[list[str], dict[str, str]]:
+    def _filter_one(self, request: PodRequest, names: list[str]) -> Verdicts:
         job = request.job()
         try:
             validate_job(job)
         except JobInvalid as invalid:
-            return [], dict.fromkeys(names, str(invalid))
+            return [], {}, dict.fromkeys(names, str(invalid))
         now = self._clock()
         held = self._gangs.held_nodes(
             self._session, self._pods.pending, self._faults.holds(now), now
         )
-        passing, failed = [], {}
+        passing, failed, never = [], {}, {}
         statuses = self._session.filter(job, request.npu, names)
         for name in names:
             status = statuses.get(name)
             if status is None:
-                failed[name] = self._not_offered(name, request)
+                left_out = self._left_out.get(name)
+                if left_out is None or name in self._vnpu:  # not one of this pod's nodes
+                    never[name] = self._not_offered(name, request)
+                else:  # an NPU node left out for now (stale, not stable): it may come back
+                    failed[name] = left_out
             elif not status.ok:
-                failed[name] = status.reason
+                (never if status.unresolvable else failed)[name] = status.reason
             elif name in held:
                 failed[name] = held[name]
             else:
                 passing.append(name)
-        return passing, failed
+        return passing, failed, never
 
     def _not_offered(self, name: str, request: PodRequest) -> str:
         """Why a node the session does not offer is no place for a pod of chips."""
@@ -159,13 +177,11 @@ class Extender(ExtenderState):
             return f"{name} offers {NPU_CORE_RESOURCE} (dynamic vNPU), not {request.resource}"
         return self._left_out.get(name, f"{name} is not an Ascend NPU node")
 
-    def _filter_gang(
-        self, request: PodRequest, names: list[str]
-    ) -> tuple[list[str], dict[str, str]]:
+    def _filter_gang(self, request: PodRequest, names: list[str]) -> Verdicts:
         reservation = self._gangs.reservations.get(request.gang_key) or self._reserve(request)
         if isinstance(reservation, NotReserved):
             self.events.normal(_about(request), GANG_WAITING, reservation.reason)
-            return [], dict.fromkeys(names, reservation.reason)
+            return [], dict.fromkeys(names, reservation.reason), {}
         rank = request.rank
         reserved = reservation.ranks_on  # a few nodes of thousands: look only at those
         passing = [n for n in names if n in reserved and reservation.free_on(n, rank) is not None]
@@ -174,7 +190,7 @@ class Extender(ExtenderState):
         failed = dict.fromkeys(
             (n for n in names if n not in chosen), f"not reserved for {which} {request.gang_key}"
         )
-        return passing, failed
+        return passing, failed, {}
 
     def _reserve(self, request: PodRequest) -> Reservation | NotReserved:
         now = self._clock()
@@ -196,10 +212,13 @@ class Extender(ExtenderState):
         return reservation
 
     def prioritize(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
-        pod, names = extender_args(args)
+        pod, candidates = extender_args(args)
+        names = candidates.names
         try:
             request = pod_request(pod)
         except BadPod:
+            return [{"Host": n, "Score": 0} for n in names]
+        if request.npu == 0:
             return [{"Host": n, "Score": 0} for n in names]
         with self._lock:
             if request.gang:
@@ -238,6 +257,8 @@ class Extender(ExtenderState):
     def scores(self, pod: Obj, names: list[str]) -> dict[str, float]:
         """The policy's raw scores of the nodes that can host the pod (Volcano sums them)."""
         request = pod_request(pod)
+        if request.npu == 0:
+            return {}
         with self._lock:
             if request.gang:
                 return self._shared_tor_scores(request, names)
@@ -253,6 +274,14 @@ class Extender(ExtenderState):
         def write(annotations: dict[str, str]) -> None:
             self._gateway.bind_pod(namespace, name, uid, node, annotations)
 
+        if request.npu == 0:  # a pod kube-scheduler sent us that asks no NPU: just bound
+            if not self.fence():
+                return {"Error": f"bind {request.key}: this replica no longer leads"}
+            try:
+                write({})
+            except KubeError as failed:
+                return {"Error": f"bind {request.key} to {node}: {failed}"}
+            return {"Error": ""}
         return {"Error": self._give(request, node, write, ("bind", "bound", "to"))}
 
     def annotate(self, pod: Obj, node: str) -> str:
@@ -274,8 +303,10 @@ class Extender(ExtenderState):
         def write(annotations: dict[str, str]) -> None:
             if annotations:  # a pre-created vNPU's pod gets none
                 self._gateway.patch_pod_annotations(
-                    request.namespace, request.name, annotations, ""
+                    request.namespace, request.name, dict(annotations), ""
                 )
+                with self._lock:
+                    self._annotated[request.key] = (request.uid, tuple(annotations))
 
         return self._give(request, node, write, ("allocate", "allocated", "on"))
 
@@ -396,29 +427,49 @@ class Extender(ExtenderState):
         else:
             self._session.release_job(chosen.request.job().key)
 
-    def release(self, pod: Obj) -> bool:
+    def unannotate(self, namespace: str, name: str, keys: tuple[str, ...]) -> None:
+        """Take annotations ``annotate`` wrote off a pod that was not bound (KubeError)."""
+        with contextlib.suppress(NotFound):  # gone: nothing to take off
+            self._gateway.patch_pod_annotations(namespace, name, dict.fromkeys(keys), "")
+
+    def release(self, pod: Obj) -> tuple[str, ...] | None:
         """Volcano's deallocateFunc: the task leaves the session; the chips this service gave
-        that very pod (same UID) come back. False when it gave that pod nothing."""
+        that very pod (same UID) come back. The annotations ``annotate`` wrote on it, which
+        the caller must take off the pod again; None when it gave that pod nothing."""
         request = pod_request(pod)
         with self._lock:
+            uid, written = self._annotated.pop(request.key, (request.uid, ()))
+            written = written if uid == request.uid else ()
             vnpu = self._vnpu.given(request.key)
             if vnpu is not None and vnpu.uid == request.uid:
                 self._vnpu.drop(request.key)
-                return True
+                return written
             given = self._assumed.given(request.key)
             if given is None or given.uid != request.uid:
-                return False
+                return None
             self._assumed.drop(request.key)
             if not self._gangs.unbind(request.key):  # a live reservation keeps its rank
                 self._session.release_task(given.job, given.task)
-            return True
+            return written
 
 
-def _filter_static(request: PodRequest, names: list[str]) -> tuple[list[str], dict[str, str]]:
+def _filter_static(request: PodRequest, names: list[str]) -> Verdicts:
     """A pre-created vNPU: one per pod; kube-scheduler and Volcano count the nodes' vNPUs of
     its type themselves, the kubelet picks which."""
     try:
         validate_static(request.name, request.resource, request.npu)
     except VnpuInvalid as invalid:
-        return [], dict.fromkeys(names, str(invalid))
-    return list(names), {}
+        return [], {}, dict.fromkeys(names, str(invalid))
+    return list(names), {}, {}
+
+
+def _answer(
+    candidates: Candidates, passing: list[str], failed: dict[str, str], never: dict[str, str]
+) -> dict[str, Any]:
+    """``ExtenderFilterResult``: the passing nodes as they came (names or Node objects)."""
+    return {
+        **candidates.answer(passing),
+        "FailedNodes": failed,
+        "FailedAndUnresolvableNodes": never,
+        "Error": "",
+    }

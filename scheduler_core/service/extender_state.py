@@ -78,6 +78,9 @@ class ExtenderState:
         # Whether a decision may still be written: with an election, this replica still
         # leads (a choice made while leading must not land after the lease is lost).
         self.fence: Callable[[], bool] = lambda: True
+        # Volcano's allocateFunc: pod key → (UID, the annotation keys written on it), until
+        # the pod is bound or gone (a discard takes them off again).
+        self._annotated: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     # ---- state: the cluster's changes, as the watches report them ---------------------
 
@@ -94,6 +97,8 @@ class ExtenderState:
             for name, view in views.items():
                 self._set_node(name, view)
             for key, pod in pods.items():
+                if pod is None or pod.node:
+                    self._annotated.pop(key, None)
                 bind = self._assumed.settled(key, pod)
                 if bind is not None:
                     self._session.release_task(bind.job, bind.task)

@@ -30,7 +30,7 @@ from contract.chip_names import InvalidInput, quoted
 from contract.objects import Obj
 from contract.pods import PodView
 from infra.events import pod_ref
-from infra.http import PROMETHEUS_TEXT, Caller, HttpServer, Response, error
+from infra.http import PROMETHEUS_TEXT, Caller, HttpServer, Limits, Response, error
 from infra.kube.port import KubeError, KubeGateway, NotFound
 from infra.leader import LeaderElector, Timing
 from scheduler_core.engine import rescheduling
@@ -323,7 +323,14 @@ class SchedulerService:
         gc.freeze()
         self.informers.start()
         self._server = HttpServer(
-            "extender", self._get, self._post, tls=access.tls, guard=access.check
+            "extender",
+            self._get,
+            self._post,
+            # Volcano posts its whole session at onSessionOpen (jobs, nodes, queues: tens of
+            # MiB at a few thousand nodes); the service reads none of it.
+            limits=Limits(drained=frozenset({"/volcano/onSessionOpen"})),
+            tls=access.tls,
+            guard=access.check,
         )
         url = self._server.start(host, port)
         if metrics_at is not None:

@@ -13,13 +13,17 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from contract.objects import PLACED_RESOURCES, npu_limit
+from contract.objects import PLACED_RESOURCES, npu_limit, npu_quantity
+from infra.kube.port import KubeError
 from scheduler_core.service.extender import Extender
-from scheduler_core.service.wire import BadPod, BadRequest, field_of
+from scheduler_core.service.wire import BadPod, BadRequest, check_pod, field_of
 
 log = logging.getLogger(__name__)
 
-SUCCESS, UNSCHEDULABLE = 0, 2
+# Volcano's statuses (pkg/scheduler/api: Success, Error, Unschedulable,
+# UnschedulableAndUnresolvable): preempt and reclaim skip a node answered 3.
+SUCCESS, UNSCHEDULABLE, UNRESOLVABLE = 0, 2, 3
+PIPELINED = 1 << 2  # TaskStatus: Pending 1, Allocated 2, Pipelined 4 (pkg/scheduler/api)
 PERMIT, ABSTAIN, REJECT = 1, 0, -1
 
 
@@ -61,6 +65,9 @@ class VolcanoVerbs:
         answer = self._extender.filter({"Pod": pod, "NodeNames": [node]})
         if node in answer["NodeNames"]:
             return {"status": "", "code": SUCCESS}
+        never = answer["FailedAndUnresolvableNodes"].get(node)
+        if never is not None:
+            return {"status": never, "code": UNRESOLVABLE}
         return {"status": answer["FailedNodes"].get(node, "not schedulable"), "code": UNSCHEDULABLE}
 
     def _prioritize(self, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,6 +86,10 @@ class VolcanoVerbs:
         pod = _task_pod(body)
         if npu_limit(pod) == 0:
             return {"errorMessage": ""}
+        if field_of(task, "Status", int, "task.") == PIPELINED:
+            # Placed on resources still being released: bound in a later session, once they
+            # are free, when allocateFunc comes again for it; its chips are chosen then.
+            return {"errorMessage": ""}
         node = field_of(task, "NodeName", str, "task.")
         try:
             return {"errorMessage": self._extender.annotate(pod, node)}
@@ -86,29 +97,37 @@ class VolcanoVerbs:
             return {"errorMessage": str(bad)}
 
     def _deallocate(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The task leaves the session (a discarded statement, an unpipeline): its chips come
+        back, and the annotations allocateFunc wrote come off the pod, or the next session's
+        snapshot would carry them and Volcano's binder would send them in the Binding
+        (``cache.go`` binds with the snapshot's annotations) over a fresh choice."""
         pod = _task_pod(body)
-        if npu_limit(pod) > 0:
+        if npu_limit(pod) == 0:
+            return {"errorMessage": ""}
+        try:
+            written = self._extender.release(pod)
+        except BadPod as bad:
+            return {"errorMessage": str(bad)}
+        if written is None:
+            log.info("deallocateFunc for a pod this service gave nothing: ignored")
+        elif written:
+            meta = pod["metadata"]
             try:
-                if not self._extender.release(pod):
-                    log.info("deallocateFunc for a pod this service gave nothing: ignored")
-            except BadPod as bad:
-                return {"errorMessage": str(bad)}
+                self._extender.unannotate(
+                    str(meta.get("namespace") or "default"), meta["name"], written
+                )
+            except KubeError as failed:
+                return {"errorMessage": f"deallocate {meta['name']}: {failed}"}
         return {"errorMessage": ""}
 
     def _job_enqueueable(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Permit a job while the nodes offer what it asks of each NPU resource the
         extender places (chips of a kind, or AI cores); abstain for any other job."""
         job = field_of(body, "job", dict, "jobEnqueueable.")
-        request = field_of(job, "TotalRequest", dict, "job.")
-        scalars = field_of(request, "ScalarResources", dict, "job.TotalRequest.")
-        asked = False
-        for resource in PLACED_RESOURCES:
-            milli = scalars.get(resource) or 0
-            if not isinstance(milli, (int, float)) or isinstance(milli, bool):
-                raise BadRequest(f"job.TotalRequest.ScalarResources[{resource}] is not a number")
-            if milli and self._extender.free(resource) * 1000 < milli:
+        asked = _npu_asked(job)
+        for resource, count in asked.items():
+            if self._extender.free(resource) < count:
                 return {"status": REJECT}
-            asked |= bool(milli)
         return {"status": PERMIT if asked else ABSTAIN}
 
 
@@ -116,4 +135,35 @@ def _task_pod(body: Mapping[str, Any]) -> dict[str, Any]:
     pod: dict[str, Any] = field_of(field_of(body, "task", dict), "Pod", dict, "task.")
     if not pod:
         raise BadRequest("task.Pod is missing")
-    return pod
+    return check_pod(pod, "task.Pod")
+
+
+def _npu_asked(job: Mapping[str, Any]) -> dict[str, float]:
+    """What a job asks of each NPU resource the extender places: its tasks' total
+    (``TotalRequest``, in milli-units), or, before its pods exist (a Volcano Job is enqueued
+    before its controller makes them), its PodGroup's ``spec.minResources``."""
+    request = field_of(job, "TotalRequest", dict, "job.")
+    scalars = field_of(request, "ScalarResources", dict, "job.TotalRequest.")
+    asked: dict[str, float] = {}
+    for resource in PLACED_RESOURCES:
+        milli = scalars.get(resource) or 0
+        if not isinstance(milli, (int, float)) or isinstance(milli, bool):
+            raise BadRequest(f"job.TotalRequest.ScalarResources[{resource}] is not a number")
+        if milli:
+            asked[resource] = milli / 1000
+    if asked:
+        return asked
+    group = field_of(job, "PodGroup", dict, "job.")
+    minimum = field_of(field_of(group, "spec", dict, "job.PodGroup."), "minResources", dict)
+    for resource in PLACED_RESOURCES:
+        value = minimum.get(resource)
+        if value is None:
+            continue
+        count = npu_quantity(value)
+        if count is None:
+            raise BadRequest(
+                f"job.PodGroup.spec.minResources[{resource}] is not a count: {value!r}"
+            )
+        if count:
+            asked[resource] = count
+    return asked

@@ -97,14 +97,41 @@ class PodRequest:
         return Job(self.name, self.product, (Task(self.name, self.npu),), self.namespace)
 
 
-def pod_request(pod: Obj) -> PodRequest:
-    """The pod's NPU request; BadPod names what cannot be read."""
+def check_pod(pod: Any, where: str = "Pod") -> Obj:
+    """The pod, if it has a v1.Pod's shape where the extender reads it (what Go's decoder
+    would refuse is a BadRequest: 400), with a name."""
     if not isinstance(pod, dict):
-        raise BadPod(f"the pod is a JSON {type(pod).__name__}, not an object")
+        raise BadRequest(f"{where} is a JSON {_json_type(pod)}, not an object")
+    meta = field_of(pod, "metadata", dict, f"{where}.")
+    spec = field_of(pod, "spec", dict, f"{where}.")
+    field_of(pod, "status", dict, f"{where}.")
+    for key in ("labels", "annotations"):
+        _strings_only(field_of(meta, key, dict, f"{where}.metadata."), f"{where}.metadata.{key}")
+    _strings_only(
+        field_of(spec, "nodeSelector", dict, f"{where}.spec."), f"{where}.spec.nodeSelector"
+    )
+    for i, container in enumerate(field_of(spec, "containers", list, f"{where}.spec.")):
+        if not isinstance(container, dict):
+            raise BadRequest(f"{where}.spec.containers[{i}] is not an object")
+        resources = field_of(container, "resources", dict, f"{where}.spec.containers[{i}].")
+        for key in ("limits", "requests"):
+            field_of(resources, key, dict, f"{where}.spec.containers[{i}].resources.")
+    if not field_of(meta, "name", str, f"{where}.metadata."):
+        raise BadRequest(f"{where}.metadata.name is missing")
+    return pod
+
+
+def _strings_only(values: Mapping[str, Any], where: str) -> None:
+    for key, value in values.items():
+        if not isinstance(value, str):
+            raise BadRequest(f"{where}[{key!r}] is a JSON {_json_type(value)}, not a string")
+
+
+def pod_request(pod: Obj) -> PodRequest:
+    """The pod's NPU request (of a pod ``check_pod`` passed); BadPod names what cannot be
+    read."""
     view = pod_view(pod)
     selector = (pod.get("spec") or {}).get("nodeSelector") or {}
-    if not isinstance(selector, dict):
-        raise BadPod("spec.nodeSelector is not a map")
     kind = KIND_OF_RESOURCE.get(view.resource)
     ring = view.labels.get(RING_CONTROLLER_LABEL)
     try:
@@ -140,16 +167,43 @@ def pod_request(pod: Obj) -> PodRequest:
     )
 
 
-def extender_args(args: Mapping[str, Any]) -> tuple[Obj, list[str]]:
-    """The pod and the candidate node names of an ``ExtenderArgs`` (BadRequest when either
-    is missing or of the wrong shape)."""
-    pod = field_of(args, "Pod", dict)
-    if not pod:
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """The nodes of an ``ExtenderArgs``: their names, and the Node objects themselves when
+    kube-scheduler sent a NodeList (``nodeCacheCapable: false``, its default), in which case
+    it reads the passing nodes back as a NodeList too (``pkg/scheduler/extender.go``)."""
+
+    names: list[str]
+    objects: dict[str, Obj] | None = None
+
+    def answer(self, passing: list[str]) -> dict[str, Any]:
+        if self.objects is None:
+            return {"NodeNames": passing}
+        items = [self.objects[n] for n in passing]
+        return {"Nodes": {"apiVersion": "v1", "kind": "NodeList", "items": items}}
+
+
+def extender_args(args: Mapping[str, Any]) -> tuple[Obj, Candidates]:
+    """The pod and the candidate nodes of an ``ExtenderArgs`` (BadRequest when either is
+    missing or of the wrong shape): ``NodeNames`` with the node cache, else ``Nodes``."""
+    if args.get("Pod") is None:
         raise BadRequest("Pod is missing")
-    names = field_of(args, "NodeNames", list)
-    if not all(isinstance(n, str) for n in names):
-        raise BadRequest("NodeNames holds something that is not a string")
-    return pod, names
+    pod = check_pod(args["Pod"])
+    if args.get("NodeNames") is not None or args.get("Nodes") is None:
+        names = field_of(args, "NodeNames", list)
+        if not all(isinstance(n, str) for n in names):
+            raise BadRequest("NodeNames holds something that is not a string")
+        return pod, Candidates(names)
+    items = field_of(field_of(args, "Nodes", dict), "items", list, "Nodes.")
+    objects: dict[str, Obj] = {}
+    for i, node in enumerate(items):
+        if not isinstance(node, dict):
+            raise BadRequest(f"Nodes.items[{i}] is not an object")
+        name = field_of(field_of(node, "metadata", dict, f"Nodes.items[{i}]."), "name", str)
+        if not name:
+            raise BadRequest(f"Nodes.items[{i}].metadata.name is missing")
+        objects[name] = node
+    return pod, Candidates(list(objects), objects)
 
 
 def binding_args(args: Mapping[str, Any]) -> tuple[str, str, str, str]:

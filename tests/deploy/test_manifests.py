@@ -427,3 +427,19 @@ def test_the_vnpu_agent_differs_from_the_base_only_in_its_nodes_name_and_mode() 
         ]
     text = yaml.safe_dump(vnpu).replace("ascend-npu-agent-vnpu", "ascend-npu-agent")
     assert yaml.safe_load(text) == base
+
+
+def readme_yaml_blocks() -> list[Any]:
+    text = (ROOT / "README.md").read_text()
+    return [yaml.safe_load(block.split("```")[0]) for block in text.split("```yaml\n")[1:]]
+
+
+def test_the_readmes_scheduler_snippets_are_the_tested_configurations() -> None:
+    blocks = readme_yaml_blocks()
+    extenders = kube_scheduler_configuration()["extenders"]
+    assert {"extenders": extenders} in blocks, "the kube-scheduler snippet"
+    path = MANIFESTS / "overlays" / "volcano" / "volcano-scheduler-config.yaml"
+    (config_map,) = yaml.safe_load_all(path.read_text())
+    config = yaml.safe_load(config_map["data"]["volcano-scheduler.conf"])
+    plugin = next(p for tier in config["tiers"] for p in tier["plugins"] if p["name"] == "extender")
+    assert [plugin] in blocks, "the Volcano snippet"

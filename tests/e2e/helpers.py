@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from typing import Protocol
 
 from chip_topology.products import MODULE_910X8
+from contract.objects import Obj
 from infra.kube.port import KubeError
 from simulation.cluster import SimulatedCluster
 from simulation.kube_scheduler import KubeScheduler
@@ -40,7 +42,15 @@ def run(cluster: SimulatedCluster, scheduler: KubeScheduler, rounds: int = 20) -
             return
 
 
-def check_invariants(cluster: SimulatedCluster, scheduler: KubeScheduler) -> None:
+class Caller(Protocol):
+    """A stand-in scheduler: what it left pending, and why."""
+
+    reasons: dict[str, dict[str, str]]
+
+    def pending(self) -> list[Obj]: ...
+
+
+def check_invariants(cluster: SimulatedCluster, scheduler: Caller) -> None:
     held: dict[tuple[str, str], str] = {}
     for key, admitted in cluster.admitted.items():
         namespace, name = key.split("/")

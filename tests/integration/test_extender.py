@@ -130,20 +130,26 @@ def test_two_pods_never_get_the_same_chips_before_the_state_catches_up() -> None
     assert "npu topology not meet job require" in answer["FailedNodes"]["n0"]
 
 
-def test_filter_explains_every_rejected_node() -> None:
+def test_filter_explains_every_rejected_node_and_which_can_never_host_the_pod() -> None:
+    # kube-scheduler preempts only on FailedNodes: a node in FailedAndUnresolvableNodes is
+    # never emptied for a pod it can never host (pkg/scheduler/extender.go).
     h = Harness(2)
     h.api.put("Node", {"metadata": {"name": "cpu-node"}, "status": {}})
     h.names.append("cpu-node")
     h.names.append("ghost")
     answer = h.filter(pending(h.api, "p", 3))
-    assert answer["NodeNames"] == []
-    assert "req npu not in [1,2,4,8]" in answer["FailedNodes"]["n0"]
+    assert answer["NodeNames"] == [] and answer["FailedNodes"] == {}
+    assert "req npu not in [1,2,4,8]" in answer["FailedAndUnresolvableNodes"]["n0"]
     answer = h.filter(pending(h.api, "q", 2))
     assert answer["NodeNames"] == ["n0", "n1"]
-    assert answer["FailedNodes"] == {
+    assert answer["FailedAndUnresolvableNodes"] == {
         "cpu-node": "cpu-node is not an Ascend NPU node",
         "ghost": "ghost is not an Ascend NPU node",
     }
+    for i in range(4):
+        h.schedule(pending(h.api, f"full{i}", 8 if i < 2 else 1))
+    answer = h.filter(pending(h.api, "r", 8))
+    assert set(answer["FailedNodes"]) >= {"n0", "n1"}, "full now: evicting could free them"
 
 
 def test_prioritize_maps_the_policy_scores_onto_zero_to_ten() -> None:
@@ -293,7 +299,7 @@ def test_a_malformed_gang_size_is_refused_with_the_reason(size: str) -> None:
     pod["metadata"]["annotations"]["ascend.npu/gang-size"] = size
     answer = h.filter(pod)
     assert answer["NodeNames"] == []
-    assert "ascend.npu/gang-size" in answer["FailedNodes"]["n0"]
+    assert "ascend.npu/gang-size" in answer["FailedAndUnresolvableNodes"]["n0"]
 
 
 def test_changes_from_before_a_bind_landed_do_not_offer_that_binds_chips_again() -> None:

@@ -116,7 +116,7 @@ def test_a_310p_pod_gets_310p_chips_named_as_upstream_writes_them() -> None:
     pod = c.pod("p", "huawei.com/Ascend310P", 2)
     answer = c.filter(pod)
     assert answer["NodeNames"] == ["c310p", "d-duo"]
-    assert answer["FailedNodes"]["a910"] == (
+    assert answer["FailedAndUnresolvableNodes"]["a910"] == (
         "node a910 has huawei.com/Ascend910 chips, the task asks for huawei.com/Ascend310P"
     )
     assert c.schedule(pod) in {"c310p", "d-duo"}
@@ -153,7 +153,9 @@ def test_a_310_job_of_an_unknown_strategy_is_refused_with_upstreams_message() ->
     c = mixed()
     answer = c.filter(c.pod("p", "huawei.com/Ascend310", 1, {"npu-310-strategy": "ring"}))
     assert answer["NodeNames"] == []
-    assert set(answer["FailedNodes"].values()) == {"not support huawei.com/Ascend310ring"}
+    assert set(answer["FailedAndUnresolvableNodes"].values()) == {
+        "not support huawei.com/Ascend310ring"
+    }
 
 
 def test_a_duo_chip_job_runs_only_on_a_node_labelled_as_a_300i_duo() -> None:
@@ -162,7 +164,7 @@ def test_a_duo_chip_job_runs_only_on_a_node_labelled_as_a_300i_duo() -> None:
     answer = c.filter(pod)
     assert answer["NodeNames"] == ["d-duo"]
     # upstream names the label's value (empty when missing), inside the framework's prefix
-    assert answer["FailedNodes"]["c310p"] == (
+    assert answer["FailedAndUnresolvableNodes"]["c310p"] == (
         "checkNodeNPUByTask  c310p : judgeNodeLabel node card label not right, is "
     )
 
@@ -172,7 +174,7 @@ def test_gangs_are_of_910_pods_only() -> None:
     pod = c.pod("p", "huawei.com/Ascend310P", 1, {"ascend.npu/gang": "g"})
     answer = c.filter(pod)
     assert answer["NodeNames"] == []
-    assert "gangs are of huawei.com/Ascend910 pods" in answer["FailedNodes"]["c310p"]
+    assert "gangs are of huawei.com/Ascend910 pods" in answer["FailedAndUnresolvableNodes"]["c310p"]
 
 
 def test_no_pod_ever_lands_on_a_node_of_another_chip_kind() -> None:
@@ -281,11 +283,15 @@ def test_a_high_level_task_is_downgraded_where_the_ai_cpus_run_short() -> None:
 
 def test_a_vnpu_request_upstream_refuses_fails_every_node_with_its_message() -> None:
     c = vnpu_nodes(4)
-    assert set(c.filter(c.pod("p", NPU_CORE, 3))["FailedNodes"].values()) == {"p req err 3"}
+    assert set(c.filter(c.pod("p", NPU_CORE, 3))["FailedAndUnresolvableNodes"].values()) == {
+        "p req err 3"
+    }
     dvpp = c.pod("q", NPU_CORE, 1, {"vnpu-dvpp": "yes"})
-    assert set(c.filter(dvpp)["FailedNodes"].values()) == {"q req 1 ai-core, but dvpp label is:yes"}
+    assert set(c.filter(dvpp)["FailedAndUnresolvableNodes"].values()) == {
+        "q req 1 ai-core, but dvpp label is:yes"
+    }
     other = c.pod("r", NPU_CORE, 2, {"ring-controller.atlas": "ascend-910"})
-    assert "dynamic vNPU is for Ascend310P" in c.filter(other)["FailedNodes"]["v0"]
+    assert "dynamic vNPU is for Ascend310P" in c.filter(other)["FailedAndUnresolvableNodes"]["v0"]
 
 
 def test_volcano_allocates_a_vnpu_and_deallocate_gives_it_back() -> None:
@@ -324,7 +330,7 @@ def test_a_pre_created_vnpu_pod_asks_for_one_and_is_bound_without_annotations() 
     two = c.pod("two", "huawei.com/Ascend310P-2c", 2)
     answer = c.filter(two)
     assert answer["NodeNames"] == []
-    assert answer["FailedNodes"]["v0"].startswith("two req 2 not 1")
+    assert answer["FailedAndUnresolvableNodes"]["v0"].startswith("two req 2 not 1")
     one = c.pod("one", "huawei.com/Ascend310P-2c", 1)
     assert c.schedule(one) == "v0"
     bound = c.api.get_pod("ns", "one")
@@ -376,7 +382,9 @@ def test_hostile_labels_capacities_and_annotations_leave_a_node_out_or_count_not
     assert answer["NodeNames"] == ["v0"], "the unreadable annotations count nothing"
     assert "no AI CPU count known for Ascend310P with 0 AI cores" in answer["FailedNodes"]["zero"]
     assert "is not <chip kind>-<AI cores per chip>" in answer["FailedNodes"]["huge"]
-    assert answer["FailedNodes"]["nonsense"] == "nonsense is not a dynamic vNPU node"
+    assert answer["FailedAndUnresolvableNodes"]["nonsense"] == (
+        "nonsense is not a dynamic vNPU node"
+    )
     assert c.schedule(c.pod("q", NPU_CORE, 2)) == "v0"
 
 

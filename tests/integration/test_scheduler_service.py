@@ -70,7 +70,7 @@ def test_the_service_filters_binds_and_reports_health_and_metrics(tmp_path: Path
         pod = store.get_pod("ns", "p")
         filtered = post(f"{url}/filter", {"Pod": pod, "Nodes": None, "NodeNames": ["n1", "n2"]})
         assert filtered["NodeNames"] == ["n1"]
-        assert filtered["FailedNodes"] == {"n2": "n2 is not an Ascend NPU node"}
+        assert filtered["FailedAndUnresolvableNodes"] == {"n2": "n2 is not an Ascend NPU node"}
         assert post(f"{url}/prioritize", {"Pod": pod, "NodeNames": ["n1"]}) == [
             {"Host": "n1", "Score": 10}
         ]

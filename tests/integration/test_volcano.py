@@ -27,8 +27,14 @@ def test_predicate_says_fit_or_why_not() -> None:
         "status": "",
         "code": 0,
     }
+    # A request no node can serve: UnschedulableAndUnresolvable, so preempt evicts nothing.
     answer = call(h, "predicate", {"task": task(pending(h.api, "q", 3)), "node": {"Name": "n0"}})
-    assert answer["code"] == 2 and "req npu not in [1,2,4,8]" in answer["status"]
+    assert answer["code"] == 3 and "req npu not in [1,2,4,8]" in answer["status"]
+    assert call(h, "allocateFunc", {"task": task(pending(h.api, "big", 8), "n0")}) == {
+        "errorMessage": ""
+    }
+    answer = call(h, "predicate", {"task": task(pending(h.api, "r", 1)), "node": {"Name": "n0"}})
+    assert answer["code"] == 2, "full now: evicting could make room"
 
 
 def test_prioritize_returns_the_policys_own_scores() -> None:

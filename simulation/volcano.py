@@ -1,0 +1,310 @@
+"""A stand-in for Volcano's scheduler with its extender plugin, written from volcano v1.13:
+
+- ``pkg/scheduler/scheduler.go`` runOnce: open a session, run the actions (enqueue,
+  allocate), close it.
+- ``pkg/scheduler/plugins/extender/extender.go``: ``onSessionOpen`` posts the whole session
+  (Jobs, Nodes, Queues, ...); when it fails and the plugin is not ``ignorable`` the other
+  callbacks are not registered for that session (the session places pods without the
+  extender). ``managedResources`` (a list) decides which tasks are sent. ``predicate``
+  answers a code (0 fits; any other fails the node; 3 is unresolvable: preempt and reclaim
+  skip it); ``prioritize`` a score per node; ``allocateFunc`` / ``deallocateFunc`` fire with
+  the TaskInfo as the statement allocates, pipelines and discards; ``jobEnqueueable``.
+- ``pkg/scheduler/actions/enqueue``: a Pending job becomes Inqueue when no plugin rejects it.
+- ``pkg/scheduler/actions/allocate`` and ``framework/statement.go``: per job, each pending task
+  onto the best node that passes the predicates: ``Allocate`` when the node's idle resources
+  hold it, ``Pipeline`` when only its future idle (idle plus what terminating pods release)
+  does; a ready job (allocated ≥ minAvailable) is committed, any other discarded, the
+  allocations undone in reverse (each task Pending again, deallocateFunc fired).
+- ``pkg/scheduler/cache/cache.go`` DefaultBinder: a Binding whose annotations are the pod's
+  as the session's snapshot had them.
+
+Jobs come from the pods: Volcano's PodGroup annotation ``scheduling.k8s.io/group-name``, else
+the gang label, else one job per pod; minAvailable from the gang size.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from contract.annotations import GANG_LABEL, GANG_SIZE_ANNOTATION
+from contract.objects import PLACED_RESOURCES, Obj
+from simulation.cluster import SimulatedCluster
+from simulation.kube_scheduler import pending_pods, requests_of
+
+PENDING, ALLOCATED, PIPELINED = 1, 2, 4  # TaskStatus
+SUCCESS, UNRESOLVABLE = 0, 3
+PERMIT, REJECT = 1, -1
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+
+
+@dataclass(frozen=True, slots=True)
+class VolcanoConfig:
+    """The extender plugin's arguments (``extender.*``)."""
+
+    url_prefix: str
+    http_timeout: float = 1.0
+    ignorable: bool = False
+    managed_resources: tuple[str, ...] = PLACED_RESOURCES
+
+
+class CallFailed(Exception):
+    pass
+
+
+@dataclass
+class Job:
+    key: str
+    min_available: int
+    tasks: list[Obj] = field(default_factory=list)  # pending pods, as the snapshot has them
+    running: int = 0
+    inqueue: bool = False
+
+
+@dataclass
+class SessionReport:
+    bound: int = 0
+    extender_used: bool = True
+    discarded: list[str] = field(default_factory=list)  # jobs whose statement was discarded
+
+
+class VolcanoScheduler:
+    def __init__(self, cluster: SimulatedCluster, config: VolcanoConfig | None = None) -> None:
+        self.cluster = cluster
+        self.config = config or VolcanoConfig(f"{cluster.url}/volcano")
+        self.reasons: dict[str, dict[str, str]] = {}  # task → node → why not
+        self.unresolvable: dict[str, set[str]] = {}  # task → nodes preempt would skip
+        self._inqueue: set[str] = set()
+
+    def pending(self) -> list[Obj]:
+        return pending_pods(self.cluster)
+
+    def _post(self, verb: str, body: Any) -> Any:
+        request = urllib.request.Request(
+            f"{self.config.url_prefix}/{verb}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.config.http_timeout) as answer:
+                return json.loads(answer.read())
+        except urllib.error.HTTPError as failed:
+            raise CallFailed(f"{verb}: HTTP {failed.code}") from None
+        except (urllib.error.URLError, TimeoutError, OSError, ValueError) as failed:
+            raise CallFailed(f"{verb}: {failed}") from None
+
+    def _interested(self, pod: Obj) -> bool:
+        managed = self.config.managed_resources
+        return not managed or any(r in managed for r in requests_of(pod))
+
+    # ---- the snapshot -------------------------------------------------------------------
+
+    def _snapshot(self) -> tuple[list[Obj], list[Obj], dict[str, Job]]:
+        nodes = sorted(self.cluster.store.list_nodes(), key=lambda n: n["metadata"]["name"])
+        pods, _ = self.cluster.store.list_pods(None)
+        pods = copy.deepcopy(pods)  # the session works on its own copy
+        jobs: dict[str, Job] = {}
+        for pod in pods:
+            if pod["status"].get("phase") in ("Succeeded", "Failed"):
+                continue
+            meta = pod["metadata"]
+            notes, labels = meta.get("annotations") or {}, meta.get("labels") or {}
+            group = notes.get(GROUP_ANNOTATION) or labels.get(GANG_LABEL) or meta["name"]
+            key = f"{meta['namespace']}/{group}"
+            size = int(notes.get(GANG_SIZE_ANNOTATION, "1")) if labels.get(GANG_LABEL) else 1
+            job = jobs.setdefault(key, Job(key, size))
+            if (pod.get("spec") or {}).get("nodeName"):
+                job.running += 1
+            else:
+                job.tasks.append(pod)
+        return nodes, pods, jobs
+
+    @staticmethod
+    def _task(pod: Obj, job: str, node: str = "", status: int = PENDING) -> dict[str, Any]:
+        meta = pod["metadata"]
+        scalars = {r: n * 1000 for r, n in requests_of(pod).items() if "/" in r}
+        return {
+            "UID": meta["uid"],
+            "Job": job,
+            "Name": meta["name"],
+            "Namespace": meta["namespace"],
+            "Resreq": {"MilliCPU": 0, "Memory": 0, "ScalarResources": scalars},
+            "NodeName": node,
+            "Status": status,
+            "Pod": pod,
+        }
+
+    def _session_body(self, nodes: list[Obj], jobs: dict[str, Job]) -> dict[str, Any]:
+        body_jobs = {}
+        for job in jobs.values():
+            total: dict[str, float] = {}
+            for pod in job.tasks:
+                for resource, count in requests_of(pod).items():
+                    if "/" in resource:
+                        total[resource] = total.get(resource, 0) + count * 1000
+            body_jobs[job.key] = {
+                "UID": job.key,
+                "MinAvailable": job.min_available,
+                "Tasks": {t["metadata"]["uid"]: self._task(t, job.key) for t in job.tasks},
+                "TotalRequest": {"MilliCPU": 0, "Memory": 0, "ScalarResources": total},
+                "PodGroup": {"spec": {"minMember": job.min_available}},
+            }
+        body_nodes = {
+            n["metadata"]["name"]: {"Name": n["metadata"]["name"], "Node": n} for n in nodes
+        }
+        return {"Jobs": body_jobs, "Nodes": body_nodes, "Queues": {}, "NamespaceInfo": {}}
+
+    # ---- resources ------------------------------------------------------------------------
+
+    def _idle(
+        self, nodes: list[Obj], pods: list[Obj]
+    ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+        """Each node's idle and releasing extended resources."""
+        idle: dict[str, dict[str, int]] = {}
+        releasing: dict[str, dict[str, int]] = {}
+        for node in nodes:
+            allocatable = (node.get("status") or {}).get("allocatable") or {}
+            idle[node["metadata"]["name"]] = {
+                r: int(v) for r, v in allocatable.items() if "/" in r and str(v).isdigit()
+            }
+        for pod in pods:
+            where = (pod.get("spec") or {}).get("nodeName")
+            if (
+                not where
+                or where not in idle
+                or pod["status"].get("phase") in ("Succeeded", "Failed")
+            ):
+                continue
+            for resource, count in requests_of(pod).items():
+                idle[where][resource] = idle[where].get(resource, 0) - count
+                if pod["metadata"].get("deletionTimestamp"):
+                    releasing.setdefault(where, {})[resource] = (
+                        releasing.setdefault(where, {}).get(resource, 0) + count
+                    )
+        return idle, releasing
+
+    # ---- one session ----------------------------------------------------------------------
+
+    def session(self) -> SessionReport:
+        """OpenSession, enqueue, allocate, CloseSession."""
+        report = SessionReport()
+        nodes, pods, jobs = self._snapshot()
+        try:
+            self._post("onSessionOpen", self._session_body(nodes, jobs))
+        except CallFailed:
+            report.extender_used = self.config.ignorable  # not ignorable: no callbacks
+        self._enqueue(jobs, report)
+        idle, releasing = self._idle(nodes, pods)
+        for job in jobs.values():
+            if job.key in self._inqueue and job.tasks:
+                self._allocate(job, nodes, idle, releasing, report)
+        if report.extender_used:
+            self._post("onSessionClose", {})
+        return report
+
+    def _enqueue(self, jobs: dict[str, Job], report: SessionReport) -> None:
+        for job in jobs.values():
+            if job.key in self._inqueue or not job.tasks:
+                continue
+            if report.extender_used and any(self._interested(t) for t in job.tasks):
+                body = self._session_body([], {job.key: job})["Jobs"][job.key]
+                if self._post("jobEnqueueable", {"job": body})["status"] == REJECT:
+                    continue
+            self._inqueue.add(job.key)
+
+    def _allocate(
+        self,
+        job: Job,
+        nodes: list[Obj],
+        idle: dict[str, dict[str, int]],
+        releasing: dict[str, dict[str, int]],
+        report: SessionReport,
+    ) -> None:
+        statement: list[tuple[Obj, str, int]] = []  # task, node, Allocated or Pipelined
+        for pod in job.tasks:
+            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            asked = {r: n for r, n in requests_of(pod).items() if "/" in r}
+            use = report.extender_used and self._interested(pod)
+            fits, why, never = [], {}, set()
+            for node in nodes:
+                name = node["metadata"]["name"]
+                future = {
+                    r: idle[name].get(r, 0) + releasing.get(name, {}).get(r, 0) for r in asked
+                }
+                if any(future[r] < n for r, n in asked.items()):
+                    why[name] = f"Insufficient {next(iter(asked))}"
+                    continue
+                if use:
+                    answer = self._post(
+                        "predicate",
+                        {"task": self._task(pod, job.key), "node": {"Name": name, "Node": node}},
+                    )
+                    if answer["code"] != SUCCESS or answer["status"]:
+                        why[name] = answer["status"]
+                        if answer["code"] == UNRESOLVABLE:
+                            never.add(name)
+                        continue
+                fits.append(name)
+            if not fits:
+                self.reasons[key], self.unresolvable[key] = why, never
+                continue
+            scores = dict.fromkeys(fits, 0.0)
+            if use:
+                tasks = self._task(pod, job.key)
+                answer = self._post(
+                    "prioritize", {"task": tasks, "nodes": [{"Name": n} for n in fits]}
+                )
+                for name, score in (answer.get("nodeScore") or {}).items():
+                    if name in scores:
+                        scores[name] += float(score)
+            best = max(fits, key=lambda n: scores[n])  # ties: the first in node order
+            allocated = all(idle[best].get(r, 0) >= n for r, n in asked.items())
+            status = ALLOCATED if allocated else PIPELINED
+            for resource, count in asked.items():
+                idle[best][resource] = idle[best].get(resource, 0) - count
+            if use:
+                answer = self._post(
+                    "allocateFunc", {"task": self._task(pod, job.key, best, status)}
+                )
+                if answer.get("errorMessage"):
+                    self.reasons[key] = {best: answer["errorMessage"]}
+            statement.append((pod, best, status))
+        ready = job.running + sum(1 for _, _, s in statement if s == ALLOCATED) >= job.min_available
+        if ready:
+            for pod, where, status in statement:
+                if status == ALLOCATED and self._bind(pod, where):
+                    report.bound += 1
+            return
+        report.discarded.append(job.key)
+        for pod, where, _ in reversed(statement):  # Discard: each task Pending again
+            for resource, count in requests_of(pod).items():
+                if "/" in resource:
+                    idle[where][resource] = idle[where].get(resource, 0) + count
+            if report.extender_used and self._interested(pod):
+                self._post("deallocateFunc", {"task": self._task(pod, job.key, where, PENDING)})
+            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            self.reasons.setdefault(key, {where: f"job {job.key} not ready: statement discarded"})
+
+    def _bind(self, pod: Obj, node: str) -> bool:
+        """The DefaultBinder: a Binding with the snapshot's annotations."""
+        meta = pod["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        try:
+            self.cluster.store.bind_pod(
+                meta["namespace"],
+                meta["name"],
+                meta["uid"],
+                node,
+                dict(meta.get("annotations") or {}),
+            )
+        except Exception as failed:
+            self.reasons[key] = {node: str(failed)}
+            return False
+        self.reasons.pop(key, None)
+        self.unresolvable.pop(key, None)
+        return True
