@@ -158,6 +158,15 @@ class SimulatedCluster:
             return -1
         return len(decode(data).free)
 
+    def settled(self) -> bool:
+        """Every 910 node's agent publishes as free exactly what its kubelet can still give:
+        the DeviceInfo the scheduler reads next is current."""
+        return all(
+            self.published_free(name) == node.kubelet.free(RESOURCE_NAME)
+            for name, node in self.nodes.items()
+            if RESOURCE_NAME in node.kubelet.resources()
+        )
+
     def wait_published(self, timeout: float = 15) -> bool:
         if not wait_for(lambda: all(_writes(n) > 0 for n in self.nodes.values()), timeout):
             return False

@@ -2,9 +2,10 @@
 
 The loopback API server; per node the fake driver, the agent (annotation handshake through
 the official kubernetes client), its DeviceInfo publisher and a kubelet simulator over real
-gRPC sockets; the scheduler service over HTTP, driven the way kube-scheduler drives an
-extender (filter, prioritize, bind). No kubelet asks for the preferred allocation: they
-pick random device IDs, and the handshake has to give containers the scheduler's chips.
+gRPC sockets; the scheduler service over HTTP, driven by a stand-in of kube-scheduler
+(filter, prioritize, bind, without its node cache), then by a stand-in of Volcano's
+sessions. No kubelet asks for the preferred allocation: they pick random device IDs, and the
+handshake has to give containers the scheduler's chips.
 
 Beside the 910 training pods, a 310P node serves inference pods dynamic vNPUs: the scheduler
 cuts a template out of a chip's AI cores, the agent creates the vNPU at Allocate and destroys
@@ -24,8 +25,9 @@ from contract.vnpu import (
     parse_virtual_name,
 )
 from simulation.cluster import SimulatedCluster, simulated_cluster, tor_configmap, wait_for
-from simulation.kube_scheduler import KubeScheduler
+from simulation.kube_scheduler import ExtenderConfig, KubeScheduler
 from simulation.memory import pod_object
+from simulation.volcano import VolcanoScheduler
 
 DEMO_JOBS = [
     ("train-a", [2]),
@@ -82,7 +84,8 @@ def run(nodes: int = 5, policy: str = "huawei") -> int:
     with simulated_cluster(
         nodes, policy, faulty, every_kubelet_random=True, vnpu_nodes=1
     ) as cluster:
-        scheduler = KubeScheduler(cluster)
+        # kube-scheduler's default: no node cache, a NodeList each way.
+        scheduler = KubeScheduler(cluster, ExtenderConfig(cluster.url, node_cache_capable=False))
         cluster.store.put("ConfigMap", tor_configmap(nodes, PER_TOR))
         names = _submit(cluster)
         cluster.service.refresh()
@@ -121,7 +124,50 @@ def run(nodes: int = 5, policy: str = "huawei") -> int:
             )
         _gang_line(cluster)
         code = _summary(admitted)
+        code = _volcano_part(cluster) or code
         return _vnpu_table(cluster, scheduler) or code
+
+
+def _volcano_part(cluster: SimulatedCluster) -> int:
+    """The same service behind Volcano's extender plugin: ``big-0`` ends, and two 4-chip
+    jobs of Volcano's (``schedulerName: volcano``) go through its sessions (enqueue,
+    predicate, prioritize, allocateFunc, the binder). Non-zero when a container does not get
+    the chips allocateFunc chose."""
+    cluster.finish("demo/big-0", delete=True)
+    cluster.service.refresh()
+    volcano = VolcanoScheduler(cluster)
+    jobs = ("vc-a", "vc-b")
+    for name in jobs:
+        pod = pod_object("demo", name, None, 4)
+        pod["spec"]["schedulerName"] = "volcano"
+        cluster.store.put("Pod", pod)
+    cluster.service.refresh()
+    sessions = 0
+    while sessions < 3 and not all(f"demo/{n}" in cluster.admitted for n in jobs):
+        sessions += 1
+        bound = volcano.session().bound
+        cluster.admit()
+        cluster.service.refresh()
+        if bound == 0:
+            break
+    wrong = 0
+    for name in jobs:
+        entry = cluster.admitted.get(f"demo/{name}")
+        if entry is None:
+            print(f"volcano: {name} not placed: {volcano.reasons.get(f'demo/{name}', {})}")
+            wrong += 1
+            continue
+        chips = cluster.store.get_pod("demo", name)["metadata"]["annotations"][
+            "huawei.com/Ascend910"
+        ]
+        visible = entry.allocation.response.envs.get("ASCEND_VISIBLE_DEVICES", "")
+        wrong += visible != _ids(tuple(chips.split(",")))
+        print(
+            f"volcano: {name} on {entry.node}: allocateFunc chose {chips}, "
+            f"the container sees {visible}"
+        )
+    print(f"volcano: {len(jobs) - wrong} of {len(jobs)} jobs placed in {sessions} session(s)")
+    return 1 if wrong else 0
 
 
 def _reason(cluster: SimulatedCluster, scheduler: KubeScheduler, key: str) -> str:

@@ -81,13 +81,18 @@ def requests_of(pod: Obj) -> dict[str, int]:
     return totals
 
 
-def pending_pods(cluster: SimulatedCluster) -> list[Obj]:
-    """Pods not bound yet (any resource: a scheduler sees them all)."""
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+def pending_pods(cluster: SimulatedCluster, scheduler_name: str = DEFAULT_SCHEDULER) -> list[Obj]:
+    """Pods of ``scheduler_name`` (their ``spec.schedulerName``, defaulted by the API server)
+    not bound yet, whatever they ask for."""
     pods, _ = cluster.store.list_pods(None)
     return [
         p
         for p in pods
         if not (p.get("spec") or {}).get("nodeName")
+        and ((p.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER) == scheduler_name
         and p["status"].get("phase") == "Pending"
         and not p["metadata"].get("deletionTimestamp")
     ]

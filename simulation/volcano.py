@@ -18,7 +18,8 @@
 - ``pkg/scheduler/cache/cache.go`` DefaultBinder: a Binding whose annotations are the pod's
   as the session's snapshot had them.
 
-Jobs come from the pods: Volcano's PodGroup annotation ``scheduling.k8s.io/group-name``, else
+It schedules the pods whose ``spec.schedulerName`` is ``volcano``. Jobs come from the pods:
+Volcano's PodGroup annotation ``scheduling.k8s.io/group-name``, else
 the gang label, else one job per pod; minAvailable from the gang size.
 """
 
@@ -40,6 +41,7 @@ PENDING, ALLOCATED, PIPELINED = 1, 2, 4  # TaskStatus
 SUCCESS, UNRESOLVABLE = 0, 3
 PERMIT, REJECT = 1, -1
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+SCHEDULER_NAME = "volcano"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +83,7 @@ class VolcanoScheduler:
         self._inqueue: set[str] = set()
 
     def pending(self) -> list[Obj]:
-        return pending_pods(self.cluster)
+        return pending_pods(self.cluster, SCHEDULER_NAME)
 
     def _post(self, verb: str, body: Any) -> Any:
         request = urllib.request.Request(
@@ -112,6 +114,8 @@ class VolcanoScheduler:
         for pod in pods:
             if pod["status"].get("phase") in ("Succeeded", "Failed"):
                 continue
+            if (pod.get("spec") or {}).get("schedulerName") != SCHEDULER_NAME:
+                continue  # another scheduler's
             meta = pod["metadata"]
             notes, labels = meta.get("annotations") or {}, meta.get("labels") or {}
             group = notes.get(GROUP_ANNOTATION) or labels.get(GANG_LABEL) or meta["name"]

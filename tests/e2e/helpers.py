@@ -8,7 +8,7 @@ from typing import Protocol
 from chip_topology.products import MODULE_910X8
 from contract.objects import Obj
 from infra.kube.port import KubeError
-from simulation.cluster import SimulatedCluster
+from simulation.cluster import SimulatedCluster, wait_for
 from simulation.kube_scheduler import KubeScheduler
 from simulation.memory import pod_object
 
@@ -22,8 +22,11 @@ def submit(
     *,
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
+    scheduler: str | None = None,
 ) -> None:
     pod = pod_object("ns", name, None, npu)
+    if scheduler is not None:
+        pod["spec"]["schedulerName"] = scheduler
     pod["metadata"]["labels"] = dict(labels or {})
     pod["metadata"]["annotations"].update(annotations or {})
     if gang:
@@ -37,6 +40,7 @@ def run(cluster: SimulatedCluster, scheduler: KubeScheduler, rounds: int = 20) -
     for _ in range(rounds):
         bound = scheduler.cycle()
         cluster.admit()
+        wait_for(cluster.settled, timeout=10)  # the agents publish what they just gave
         cluster.service.refresh()
         if bound == 0:
             return

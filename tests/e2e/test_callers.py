@@ -83,9 +83,9 @@ def test_volcano_sessions_place_a_mixed_load_and_a_gang() -> None:
     with simulated_cluster(4) as cluster:
         volcano = VolcanoScheduler(cluster)
         for i, npu in enumerate(SIZES[:6]):
-            submit(cluster, f"p{i:02d}", npu)
-        submit(cluster, "g-0", 8, gang="g", size=2)
-        submit(cluster, "g-1", 8, gang="g", size=2)
+            submit(cluster, f"p{i:02d}", npu, scheduler="volcano")
+        submit(cluster, "g-0", 8, gang="g", size=2, scheduler="volcano")
+        submit(cluster, "g-1", 8, gang="g", size=2, scheduler="volcano")
         cluster.service.refresh()
         volcano_run(cluster, volcano)
         check_invariants(cluster, volcano)
@@ -98,11 +98,11 @@ def test_a_gang_discarded_in_one_session_is_bound_later_with_the_chips_it_was_gi
     # a discard that left its annotations on the pod would override the fresh choice.
     with simulated_cluster(2) as cluster:
         volcano = VolcanoScheduler(cluster)
-        submit(cluster, "blocker", 8)
+        submit(cluster, "blocker", 8, scheduler="volcano")
         cluster.service.refresh()
         volcano_run(cluster, volcano)
-        submit(cluster, "g-0", 8, gang="g", size=2)
-        submit(cluster, "g-1", 8, gang="g", size=2)
+        submit(cluster, "g-0", 8, gang="g", size=2, scheduler="volcano")
+        submit(cluster, "g-1", 8, gang="g", size=2, scheduler="volcano")
         cluster.service.refresh()
         report = volcano.session()
         assert report.bound == 0
