@@ -9,8 +9,9 @@ signature and request, and one pod costs O(distinct signatures) instead of O(nod
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from chip_topology.products import (
@@ -154,6 +155,16 @@ class Session:
         if self._nodes.pop(name, None) is not None:
             self._unindex(name)
 
+    def whole_nodes(self) -> Iterator[str]:
+        """The nodes every chip of which is usable, by name: from the signature buckets
+        (a hundred or so), lazily, never by walking every node."""
+        whole = []
+        for signature, bucket in self._buckets.items():
+            capacity = product_by_name(signature.product).capacity
+            if signature.allocatable == capacity and signature.usable == (1 << capacity) - 1:
+                whole.append(bucket)
+        return heapq.merge(*whole)
+
     def usable(self, name: str) -> tuple[int, ...]:
         """Chips of a node that may be offered now, in DeviceInfo order."""
         return self._usable[name]
@@ -169,15 +180,29 @@ class Session:
     def filter(self, job: Job, req: int, names: Iterable[str] | None = None) -> dict[str, Status]:
         """The predicate for every node (or the given ones that exist). A status depends on the
         node's signature alone, so it is computed once per signature and request."""
+        passing, refused, _ = self.split(job, req, self._nodes if names is None else names)
+        statuses = dict.fromkeys(passing, Status.success())
+        statuses.update(refused)
+        return statuses
+
+    def split(
+        self, job: Job, req: int, names: Iterable[str]
+    ) -> tuple[list[str], dict[str, Status], list[str]]:
+        """The predicate over ``names`` in one pass: the nodes that pass (in order), the
+        refused ones with their verdicts, and the names of no node of this session."""
         product = product_by_name(job.product)
         distributed = job.distributed
-        statuses: dict[str, Status] = {}
+        passing: list[str] = []
+        refused: dict[str, Status] = {}
+        unknown: list[str] = []
         # Per call by signature alone: no key tuple built per node (the extender sends every
         # node's name with every pod).
         seen: dict[Signature, Status] = {}
-        for name in self._nodes if names is None else names:
-            signature = self._signature.get(name)
+        signatures = self._signature
+        for name in names:
+            signature = signatures.get(name)
             if signature is None:
+                unknown.append(name)
                 continue
             status = seen.get(signature)
             if status is None:
@@ -188,8 +213,11 @@ class Session:
                     status = filter_node(node, self._usable[name], product, req, distributed)
                     self._statuses[key] = status
                 seen[signature] = status
-            statuses[name] = status.named(self._nodes[name]) if status.per_node else status
-        return statuses
+            if status.ok:
+                passing.append(name)
+            else:
+                refused[name] = status.named(self._nodes[name]) if status.per_node else status
+        return passing, refused, unknown
 
     def score(self, job: Job, req: int, names: Iterable[str] | None = None) -> dict[str, float]:
         """The policy's score of every node (or the given ones) that passes the filter for a

@@ -45,6 +45,7 @@ from scheduler_core.service.wire import (
     MAX_SCORE,
     BadPod,
     Candidates,
+    ExtenderArgs,
     PodRequest,
     binding_args,
     extender_args,
@@ -97,7 +98,7 @@ class Chosen:
 class Extender(ExtenderState):
     # ---- kube-scheduler verbs ----------------------------------------------------------
 
-    def filter(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def filter(self, args: Mapping[str, Any] | ExtenderArgs) -> dict[str, Any]:
         """kube-scheduler's filter: the passing nodes, and why each other one fails:
         ``FailedAndUnresolvableNodes`` for a node that can never host the pod (another chip
         kind or accelerator type, not an NPU node, a request no node can serve), so that
@@ -153,22 +154,20 @@ class Extender(ExtenderState):
         held = self._gangs.held_nodes(
             self._session, self._pods.pending, self._faults.holds(now), now
         )
-        passing, failed, never = [], {}, {}
-        statuses = self._session.filter(job, request.npu, names)
-        for name in names:
-            status = statuses.get(name)
-            if status is None:
-                left_out = self._left_out.get(name)
-                if left_out is None or name in self._vnpu:  # not one of this pod's nodes
-                    never[name] = self._not_offered(name, request)
-                else:  # an NPU node left out for now (stale, not stable): it may come back
-                    failed[name] = left_out
-            elif not status.ok:
-                (never if status.unresolvable else failed)[name] = status.reason
-            elif name in held:
-                failed[name] = held[name]
-            else:
-                passing.append(name)
+        passing, refused, unknown = self._session.split(job, request.npu, names)
+        failed: dict[str, str] = {}
+        never: dict[str, str] = {}
+        for name, status in refused.items():
+            (never if status.unresolvable else failed)[name] = status.reason
+        for name in unknown:
+            left_out = self._left_out.get(name)
+            if left_out is None or name in self._vnpu:  # not one of this pod's nodes
+                never[name] = self._not_offered(name, request)
+            else:  # an NPU node left out for now (stale, not stable): it may come back
+                failed[name] = left_out
+        if held:  # a few nodes kept for a waiting gang or a fault job
+            failed.update((n, held[n]) for n in passing if n in held)
+            passing = [n for n in passing if n not in held]
         return passing, failed, never
 
     def _not_offered(self, name: str, request: PodRequest) -> str:
@@ -211,7 +210,7 @@ class Extender(ExtenderState):
             self._tors.reserved(request.gang_key, reservation)
         return reservation
 
-    def prioritize(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def prioritize(self, args: Mapping[str, Any] | ExtenderArgs) -> list[dict[str, Any]]:
         pod, candidates = extender_args(args)
         names = candidates.names
         try:
@@ -225,7 +224,7 @@ class Extender(ExtenderState):
                 scores = self._gang_scores(request, names)
                 return [{"Host": n, "Score": MAX_SCORE if n in scores else 0} for n in names]
             scores = self._one_pod_scores(request, names)
-        return normalize({n: scores.get(n) for n in names})
+        return normalize(scores, names)
 
     def _one_pod_scores(self, request: PodRequest, names: list[str]) -> dict[str, float]:
         if request.dynamic:

@@ -8,6 +8,7 @@ up to N whole free nodes are held back from one-pod jobs, oldest gang first, for
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -176,17 +177,12 @@ class Gangs:
         held = {node: f"held for fault job {job} to come back" for node, job in fault_holds.items()}
         if not self._waiting:
             return held
-        whole = sorted(
-            n
-            for n, node in session.nodes.items()
-            if len(session.usable(n)) == node.allocatable == capacity(node.product)
-        )
+        whole = session.whole_nodes()  # by name, lazily: a gang takes only its first few
         for gang, since in sorted(self._waiting.items(), key=lambda item: item[1]):
             if now - since > self._hold_limit:
                 continue
             size = len(pending.get(gang, [])) or 1
-            free = [n for n in whole if n not in held]
-            for name in free[:size]:
+            for name in list(itertools.islice((n for n in whole if n not in held), size)):
                 held[name] = f"held for gang {gang}, waiting since {int(now - since)} s"
         return held
 

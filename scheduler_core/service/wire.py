@@ -7,9 +7,11 @@ Go field names as keys; prioritize answers ``HostPriorityList`` scores in 0..10.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from contract.annotations import (
     ACCELERATOR_TYPE_LABEL,
@@ -183,9 +185,38 @@ class Candidates:
         return {"Nodes": {"apiVersion": "v1", "kind": "NodeList", "items": items}}
 
 
-def extender_args(args: Mapping[str, Any]) -> tuple[Obj, Candidates]:
+class NodeListArg(msgspec.Struct):
+    items: list[Any] = msgspec.field(default_factory=list)
+
+
+class ExtenderArgs(msgspec.Struct):
+    """kube-scheduler's ``ExtenderArgs`` (``extender/v1/types.go``), decoded in one pass by
+    msgspec: the node names' types are checked in C, not by a Python loop over thousands."""
+
+    Pod: Any = None
+    Nodes: NodeListArg | None = None
+    NodeNames: list[str] | None = None
+
+
+def decode_extender_args(raw: bytes) -> ExtenderArgs:
+    """BadRequest naming the field when the body is not an ``ExtenderArgs``."""
+    try:
+        return msgspec.json.decode(raw or b"{}", type=ExtenderArgs)
+    except RecursionError:
+        raise BadRequest("the body nests too deep") from None
+    except msgspec.DecodeError as bad:
+        raise BadRequest(f"not an ExtenderArgs: {bad}") from None
+
+
+def extender_args(args: Mapping[str, Any] | ExtenderArgs) -> tuple[Obj, Candidates]:
     """The pod and the candidate nodes of an ``ExtenderArgs`` (BadRequest when either is
     missing or of the wrong shape): ``NodeNames`` with the node cache, else ``Nodes``."""
+    if isinstance(args, ExtenderArgs):
+        if args.Pod is None:
+            raise BadRequest("Pod is missing")
+        if args.NodeNames is not None or args.Nodes is None:
+            return check_pod(args.Pod), Candidates(args.NodeNames or [])
+        return check_pod(args.Pod), _listed(args.Nodes.items)
     if args.get("Pod") is None:
         raise BadRequest("Pod is missing")
     pod = check_pod(args["Pod"])
@@ -194,7 +225,11 @@ def extender_args(args: Mapping[str, Any]) -> tuple[Obj, Candidates]:
         if not all(isinstance(n, str) for n in names):
             raise BadRequest("NodeNames holds something that is not a string")
         return pod, Candidates(names)
-    items = field_of(field_of(args, "Nodes", dict), "items", list, "Nodes.")
+    return pod, _listed(field_of(field_of(args, "Nodes", dict), "items", list, "Nodes."))
+
+
+def _listed(items: list[Any]) -> Candidates:
+    """The candidates of a NodeList's items."""
     objects: dict[str, Obj] = {}
     for i, node in enumerate(items):
         if not isinstance(node, dict):
@@ -203,7 +238,7 @@ def extender_args(args: Mapping[str, Any]) -> tuple[Obj, Candidates]:
         if not name:
             raise BadRequest(f"Nodes.items[{i}].metadata.name is missing")
         objects[name] = node
-    return pod, Candidates(list(objects), objects)
+    return Candidates(list(objects), objects)
 
 
 def binding_args(args: Mapping[str, Any]) -> tuple[str, str, str, str]:
@@ -214,17 +249,19 @@ def binding_args(args: Mapping[str, Any]) -> tuple[str, str, str, str]:
     return values[0], values[1], values[2], values[3]
 
 
-def normalize(scores: Mapping[str, float | None]) -> list[dict[str, Any]]:
-    """Map policy scores onto the extender range 0..10 (nodes that cannot host the pod: 0)."""
-    known = [s for s in scores.values() if s is not None]
-    low, high = (min(known), max(known)) if known else (0.0, 0.0)
-    result = []
-    for name, score in scores.items():
-        if score is None:
-            value = 0
-        elif high == low:
-            value = MAX_SCORE
-        else:
-            value = round(MAX_SCORE * (score - low) / (high - low))
-        result.append({"Host": name, "Score": value})
-    return result
+def normalize(
+    scores: Mapping[str, float | None], names: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
+    """Map policy scores onto the extender range 0..10, for ``names`` (default: the scored
+    nodes; a node without a score, or with None, cannot host the pod: 0). Each distinct score
+    is mapped once: thousands of nodes share a few (the engine scores per node signature)."""
+    distinct = {s for s in scores.values() if s is not None}
+    low, high = (min(distinct), max(distinct)) if distinct else (0.0, 0.0)
+    value_of: dict[float | None, int] = {
+        s: MAX_SCORE if high == low else round(MAX_SCORE * (s - low) / (high - low))
+        for s in distinct
+    }
+    get = scores.get
+    return [
+        {"Host": n, "Score": value_of.get(get(n), 0)} for n in (scores if names is None else names)
+    ]
