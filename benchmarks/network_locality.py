@@ -106,9 +106,9 @@ def loaded(
     for pod in seen:
         if (key := gang_of(pod)) is not None:
             gangs.setdefault(key, []).append(pod)
-    extender.update(views=views, pods={p.key: p for p in seen}, gangs=gangs)
-    extender.set_topology(topology)
-    extender.warm()  # as the service does after its first read
+    extender.state.update(views=views, pods={p.key: p for p in seen}, gangs=gangs)
+    extender.state.set_topology(topology)
+    extender.state.warm()  # as the service does after its first read
     return extender
 
 

@@ -65,6 +65,29 @@ class ExtenderError(Exception):
     """A call the extender failed: an error answer, a non-200, a timeout."""
 
 
+def post_json(url: str, body: Any, timeout: float) -> Any:
+    """A caller's POST: the answer's JSON; ExtenderError on a non-200, a timeout, no JSON."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return json.loads(answer.read())
+    except urllib.error.HTTPError as failed:
+        raise ExtenderError(f"{url.rsplit('/', 1)[-1]}: HTTP {failed.code}") from None
+    except (urllib.error.URLError, TimeoutError, OSError, ValueError) as failed:
+        raise ExtenderError(f"{url.rsplit('/', 1)[-1]}: {failed}") from None
+
+
+def interested(pod: Obj, managed: Sequence[str]) -> bool:
+    """Whether a caller sends the pod to the extender: no managed resources means every
+    pod, else one it requests (``IsInterested``; Volcano's ``managedResources`` alike)."""
+    return not managed or any(r in managed for r in requests_of(pod))
+
+
 def requests_of(pod: Obj) -> dict[str, int]:
     """The pod's requests of extended and NPU resources (limits stand in for requests, as
     the API server defaults them for extended resources)."""
@@ -103,24 +126,10 @@ class HttpExtender:
         self.config = config
 
     def interested(self, pod: Obj) -> bool:
-        """``IsInterested``: no managedResources means every pod."""
-        managed = self.config.managed_resources
-        return not managed or any(r in managed for r in requests_of(pod))
+        return interested(pod, self.config.managed_resources)
 
     def _send(self, verb: str, body: Any) -> Any:
-        request = urllib.request.Request(
-            f"{self.config.url_prefix}/{verb}",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.config.http_timeout) as answer:
-                return json.loads(answer.read())
-        except urllib.error.HTTPError as failed:
-            raise ExtenderError(f"{verb}: HTTP {failed.code}") from None
-        except (urllib.error.URLError, TimeoutError, OSError, ValueError) as failed:
-            raise ExtenderError(f"{verb}: {failed}") from None
+        return post_json(f"{self.config.url_prefix}/{verb}", body, self.config.http_timeout)
 
     def _args(self, pod: Obj, nodes: Sequence[Obj]) -> dict[str, Any]:
         if self.config.node_cache_capable:

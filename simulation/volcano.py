@@ -26,16 +26,19 @@ the gang label, else one job per pod; minAvailable from the gang size.
 from __future__ import annotations
 
 import copy
-import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
 from contract.annotations import GANG_LABEL, GANG_SIZE_ANNOTATION
 from contract.objects import PLACED_RESOURCES, Obj
 from simulation.cluster import SimulatedCluster
-from simulation.kube_scheduler import pending_pods, requests_of
+from simulation.kube_scheduler import (
+    ExtenderError,
+    interested,
+    pending_pods,
+    post_json,
+    requests_of,
+)
 
 PENDING, ALLOCATED, PIPELINED = 1, 2, 4  # TaskStatus
 SUCCESS, UNRESOLVABLE = 0, 3
@@ -52,10 +55,6 @@ class VolcanoConfig:
     http_timeout: float = 1.0
     ignorable: bool = False
     managed_resources: tuple[str, ...] = PLACED_RESOURCES
-
-
-class CallFailed(Exception):
-    pass
 
 
 @dataclass
@@ -86,23 +85,10 @@ class VolcanoScheduler:
         return pending_pods(self.cluster, SCHEDULER_NAME)
 
     def _post(self, verb: str, body: Any) -> Any:
-        request = urllib.request.Request(
-            f"{self.config.url_prefix}/{verb}",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.config.http_timeout) as answer:
-                return json.loads(answer.read())
-        except urllib.error.HTTPError as failed:
-            raise CallFailed(f"{verb}: HTTP {failed.code}") from None
-        except (urllib.error.URLError, TimeoutError, OSError, ValueError) as failed:
-            raise CallFailed(f"{verb}: {failed}") from None
+        return post_json(f"{self.config.url_prefix}/{verb}", body, self.config.http_timeout)
 
     def _interested(self, pod: Obj) -> bool:
-        managed = self.config.managed_resources
-        return not managed or any(r in managed for r in requests_of(pod))
+        return interested(pod, self.config.managed_resources)
 
     # ---- the snapshot -------------------------------------------------------------------
 
@@ -200,7 +186,7 @@ class VolcanoScheduler:
         nodes, pods, jobs = self._snapshot()
         try:
             self._post("onSessionOpen", self._session_body(nodes, jobs))
-        except CallFailed:
+        except ExtenderError:
             report.extender_used = self.config.ignorable  # not ignorable: no callbacks
         self._enqueue(jobs, report)
         idle, releasing = self._idle(nodes, pods)

@@ -48,39 +48,39 @@ class ExtenderState:
         grace_over: float = rescheduling.GRACE_OVER_TIME,
         events: EventRecorder | None = None,
     ) -> None:
-        self._gateway = gateway
+        self.gateway = gateway
         # One recorder for the service: Events on pods, aggregated, written off the lock.
         self.events = events or EventRecorder(gateway, COMPONENT, socket.gethostname(), clock)
         self._policy = policy
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._session = Session((), policy)
-        self._left_out: dict[str, str] = {}
-        self._pods = GangPods()
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.session = Session((), policy)
+        self.left_out: dict[str, str] = {}
+        self.pods = GangPods()
         self._down: set[str] = set()
         self._failed: dict[str, frozenset[int]] = {}
-        self._addresses: dict[str, str] = {}
+        self.addresses: dict[str, str] = {}
         self._super_pods: dict[str, int] = {}
         self._sub_healthy: set[str] = set()
         self._topology: Topology | None = None
-        self._network_stale = True  # the ToR state is built again before it is next read
+        self.network_stale = True  # the ToR state is built again before it is next read
         self._faults_stale = True  # fault jobs are looked for again at the next check
-        self._assumed = AssumedBinds(gang_ttl)
-        self._vnpu = VnpuNodes(gang_ttl)  # dynamic-vNPU nodes and the vNPUs given on them
-        self._gangs = Gangs(gang_ttl, hold_limit)
-        self._faults = FaultRestarts(hold_limit, grace_over)
+        self.assumed = AssumedBinds(gang_ttl)
+        self.vnpu = VnpuNodes(gang_ttl)  # dynamic-vNPU nodes and the vNPUs given on them
+        self.gangs = Gangs(gang_ttl, hold_limit)
+        self.faults = FaultRestarts(hold_limit, grace_over)
         # One-pod jobs labelled fault-scheduling: pod key → (mode, the bound pod)
         self._one_pod: dict[str, tuple[str, list[JobPod]]] = {}
         self._failed_pods: dict[str, PodView] = {}  # failed pods of fault-retry-times jobs
         self._failed_vnpus: dict[str, PodView] = {}  # pods whose vNPU could not be made
-        self._tors = TorState(network)
+        self.tors = TorState(network)
         self.binds = 0
         # Whether a decision may still be written: with an election, this replica still
         # leads (a choice made while leading must not land after the lease is lost).
         self.fence: Callable[[], bool] = lambda: True
         # Volcano's allocateFunc: pod key → (UID, the annotation keys written on it), until
         # the pod is bound or gone (a discard takes them off again).
-        self._annotated: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self.annotated: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     # ---- state: the cluster's changes, as the watches report them ---------------------
 
@@ -93,36 +93,36 @@ class ExtenderState:
         """Nodes whose view changed (None: no longer an NPU node), pods that changed (None:
         gone) and the gangs they are in, with their live pods now. A bind the view now shows
         is no longer assumed: the pod holds its chips."""
-        with self._lock:
+        with self.lock:
             for name, view in views.items():
                 self._set_node(name, view)
             for key, pod in pods.items():
                 if pod is None or pod.node:
-                    self._annotated.pop(key, None)
-                bind = self._assumed.settled(key, pod)
+                    self.annotated.pop(key, None)
+                bind = self.assumed.settled(key, pod)
                 if bind is not None:
-                    self._session.release_task(bind.job, bind.task)
-                self._vnpu.settle(key, pod)
+                    self.session.release_task(bind.job, bind.task)
+                self.vnpu.settle(key, pod)
                 self._set_one_pod_job(key, pod)
             for gang, members in gangs.items():
-                self._pods.set_gang(gang, members)
+                self.pods.set_gang(gang, members)
             if gangs:
-                self._network_stale = self._faults_stale = True
+                self.network_stale = self._faults_stale = True
 
     def _set_node(self, name: str, view: NodeView | None) -> None:
-        before = (self._failed.get(name), name in self._down, name in self._left_out)
+        before = (self._failed.get(name), name in self._down, name in self.left_out)
         where = (
-            self._addresses.pop(name, None),
+            self.addresses.pop(name, None),
             self._super_pods.pop(name, None),
             name in self._sub_healthy,
         )
         self._sub_healthy.discard(name)
-        self._left_out.pop(name, None)
+        self.left_out.pop(name, None)
         self._failed.pop(name, None)
         self._down.discard(name)
-        self._vnpu.set_node(name, None if view is None else view.vnode)
+        self.vnpu.set_node(name, None if view is None else view.vnode)
         if view is None:
-            self._session.remove_node(name)
+            self.session.remove_node(name)
         else:
             if view.failed is not None:
                 self._failed[name] = view.failed
@@ -130,25 +130,25 @@ class ExtenderState:
                 self._down.add(name)
             try:
                 if view.vnode is not None:  # kept by the vNPU nodes, not the session
-                    self._session.remove_node(name)
+                    self.session.remove_node(name)
                 elif view.state is None:
                     raise InvalidInput(view.reason)
                 else:
-                    self._session.upsert_node(view.state)
+                    self.session.upsert_node(view.state)
             except InvalidInput as left_out:
-                self._session.remove_node(name)
-                self._left_out[name] = str(left_out)
+                self.session.remove_node(name)
+                self.left_out[name] = str(left_out)
             else:
                 if view.address:
-                    self._addresses[name] = view.address
+                    self.addresses[name] = view.address
                 if view.super_pod is not None:
                     self._super_pods[name] = view.super_pod
                 if view.sub_healthy:
                     self._sub_healthy.add(name)
-        after = (self._failed.get(name), name in self._down, name in self._left_out)
+        after = (self._failed.get(name), name in self._down, name in self.left_out)
         self._faults_stale |= before != after
-        self._network_stale |= where != (
-            self._addresses.get(name),
+        self.network_stale |= where != (
+            self.addresses.get(name),
             self._super_pods.get(name),
             name in self._sub_healthy,
         )
@@ -169,68 +169,68 @@ class ExtenderState:
 
     def pods_failed(self, pods: Mapping[str, PodView | None]) -> None:
         """Pods of ``fault-retry-times`` jobs that failed (None: such a pod is gone)."""
-        with self._lock:
+        with self.lock:
             self._faults_stale |= _record(self._failed_pods, pods)
 
     def vnpus_failed(self, pods: Mapping[str, PodView | None]) -> None:
         """Pods the kubelet failed because their vNPU could not be made (None: gone)."""
-        with self._lock:
+        with self.lock:
             _record(self._failed_vnpus, pods)
 
     def failed_creations(self) -> list[PodView]:
         """The pods to delete, upstream's ``chipDyCutErr`` recovery."""
-        with self._lock:
+        with self.lock:
             return list(self._failed_vnpus.values())
 
     def set_topology(self, topology: Topology | None) -> None:
-        with self._lock:
+        with self.lock:
             self._topology = topology
-            self._network_stale = True
+            self.network_stale = True
 
     def warm(self) -> None:
         """Fill the per-signature caches (after the first read, off the request path)."""
-        with self._lock:
-            self._session.warm()
+        with self.lock:
+            self.session.warm()
 
     def expire(self) -> None:
         """Time passed: binds assumed too long and expired reservations give their chips
         back."""
-        with self._lock:
-            now = self._clock()
-            for bind in self._assumed.expired(now):
-                self._session.release_task(bind.job, bind.task)
-            self._vnpu.expire(now)
-            reserved = len(self._gangs.reservations)
-            self._gangs.expire(self._session, self._pods.pending, now)
-            self._network_stale |= reserved != len(self._gangs.reservations)
+        with self.lock:
+            now = self.clock()
+            for bind in self.assumed.expired(now):
+                self.session.release_task(bind.job, bind.task)
+            self.vnpu.expire(now)
+            reserved = len(self.gangs.reservations)
+            self.gangs.expire(self.session, self.pods.pending, now)
+            self.network_stale |= reserved != len(self.gangs.reservations)
 
-    def _network(self) -> locality.Network:
-        if self._network_stale:
-            self._tors.rebuild(
-                self._addresses,
+    def network_view(self) -> locality.Network:
+        if self.network_stale:
+            self.tors.rebuild(
+                self.addresses,
                 self._super_pods,
                 self._topology,
-                self._pods,
-                self._gangs.reservations,
+                self.pods,
+                self.gangs.reservations,
                 sub_healthy=frozenset(self._sub_healthy),
             )
-            self._network_stale = False
-        return self._tors.network
+            self.network_stale = False
+        return self.tors.network
 
     def node_count(self) -> int:
         """NPU nodes offered now (chips, or AI cores for dynamic vNPUs)."""
-        with self._lock:
-            return len(self._session.nodes) + len(self._vnpu)
+        with self.lock:
+            return len(self.session.nodes) + len(self.vnpu)
 
     def free(self, resource: str) -> int:
         """What nodes offer now of a chip kind (free chips) or of npu-core (free AI cores)."""
-        with self._lock:
+        with self.lock:
             if resource == NPU_CORE_RESOURCE:
-                return self._vnpu.free_cores()
+                return self.vnpu.free_cores()
             kind = KIND_OF_RESOURCE.get(resource)
             return sum(
-                len(self._session.usable(name))
-                for name, node in self._session.nodes.items()
+                len(self.session.usable(name))
+                for name, node in self.session.nodes.items()
                 if product_by_name(node.product).kind is kind
             )
 
@@ -239,25 +239,25 @@ class ExtenderState:
     def fault_deletions(self) -> list[Deletion]:
         """Find fault jobs in the last view and say which pods to delete so they restart.
         A fault job's healthy nodes stay held for it until it is placed again."""
-        with self._lock:
-            if not self._faults_stale and not self._faults.active:
+        with self.lock:
+            if not self._faults_stale and not self.faults.active:
                 return []  # nothing changed that could make or end a fault: no scan
             self._faults_stale = False
-            running = self._pods.running | self._one_pod
+            running = self.pods.running | self._one_pod
             on_nodes = {p.node for _, members in running.values() for p in members}
             down = self._down | {
-                n for n in on_nodes if n not in self._failed and n not in self._left_out
+                n for n in on_nodes if n not in self._failed and n not in self.left_out
             }
-            deletions = self._faults.update(
+            deletions = self.faults.update(
                 running,
-                self._pods.pending,
+                self.pods.pending,
                 self._failed,
                 down,
-                self._clock(),
+                self.clock(),
                 one_pod=self._one_pod.keys(),
             )
-            return deletions + self._faults.retry(
-                self._failed_pods, lambda job: self._pods.members.get(job, []), self._clock()
+            return deletions + self.faults.retry(
+                self._failed_pods, lambda job: self.pods.members.get(job, []), self.clock()
             )
 
     def restore_faults(
@@ -265,20 +265,20 @@ class ExtenderState:
     ) -> None:
         """Fault jobs and restarts left recorded before this scheduler restarted
         (``vcjob-fault-npu-cm``)."""
-        with self._lock:
-            self._faults.restore(faults)
-            self._faults.restore_retries(retries)
+        with self.lock:
+            self.faults.restore(faults)
+            self.faults.restore_retries(retries)
 
     def fault_records(self) -> tuple[dict[str, str], dict[tuple[str, str], dict[str, str]]]:
         """``vcjob-fault-npu-cm`` data and each fault job's ``fault-config-<job>``."""
-        with self._lock:
-            return self._faults.records()
+        with self.lock:
+            return self.faults.records()
 
     def tor_share_data(self) -> dict[str, str] | None:
         """``tor-share-cm`` content under switch affinity 2.0 (None otherwise)."""
-        with self._lock:
-            self._network()
-            return self._tors.tor_share_data()
+        with self.lock:
+            self.network_view()
+            return self.tors.tor_share_data()
 
 
 def _record(kept: dict[str, PodView], pods: Mapping[str, PodView | None]) -> bool:

@@ -119,13 +119,13 @@ class ClusterInformers:
             Selection("Pod", labels=FAULT_RETRY_LABEL, fields="status.phase=Failed"),
             "failed-pods",
             cached_pod_view,
-            lambda changes: extender.pods_failed({c.key: c.new for c in changes}),
+            lambda changes: extender.state.pods_failed({c.key: c.new for c in changes}),
         )
         self.failed_vnpu_pods = reflector(
             Selection("Pod", fields="status.phase=Failed"),
             "failed-vnpu-pods",
             _creation_failed,
-            lambda changes: extender.vnpus_failed({c.key: c.new for c in changes}),
+            lambda changes: extender.state.vnpus_failed({c.key: c.new for c in changes}),
         )
         self.all: tuple[Reflector[Any], ...] = (
             self.nodes,
@@ -144,13 +144,13 @@ class ClusterInformers:
         with self._lock:
             for change in changes:
                 self._view.set_node(change.key, change.new)
-            self._extender.update(views=self._view.changed(self._clock()))
+            self._extender.state.update(views=self._view.changed(self._clock()))
 
     def _deviceinfos(self, changes: list[Change[Data]]) -> None:
         with self._lock:
             for change in changes:
                 self._view.set_deviceinfo(change.key.split("/", 1)[-1], change.new)
-            self._extender.update(views=self._view.changed(self._clock()))
+            self._extender.state.update(views=self._view.changed(self._clock()))
 
     def _pods(self, changes: list[Change[PodView]]) -> None:
         pods = {c.key: c.new for c in changes}
@@ -159,14 +159,14 @@ class ClusterInformers:
             gangs: set[str] = set()
             for key, pod in pods.items():
                 gangs |= self._view.set_pod(key, pod)
-            self._extender.update(
+            self._extender.state.update(
                 views=self._view.changed(self._clock()),
                 pods=pods,
                 gangs={g: self._view.gang(g) for g in gangs},
             )
 
     def _topologies(self, changes: list[Change[Data]]) -> None:
-        self._extender.set_topology(self._parse_topology(changes[-1].new))
+        self._extender.state.set_topology(self._parse_topology(changes[-1].new))
 
     def _parse_topology(self, data: Data | None) -> tor.Topology | None:
         """The ToR topology, if imported; a malformed one is reported once and ignored."""
@@ -187,7 +187,7 @@ class ClusterInformers:
         with self._lock:
             now = self._clock()
             self._view.due(now)
-            self._extender.update(views=self._view.changed(now))
+            self._extender.state.update(views=self._view.changed(now))
 
     # ---- reading and following ---------------------------------------------------------
 

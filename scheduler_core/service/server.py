@@ -139,8 +139,8 @@ class SchedulerService:
             )
         )
         if self.leader is not None:
-            extender.fence = self.leader.may_decide  # re-checked before a decision is written
-        self.metrics = Metrics(lambda: self.extender.binds, extender.node_count)
+            extender.state.fence = self.leader.may_decide  # re-checked before a decision is written
+        self.metrics = Metrics(lambda: self.extender.state.binds, extender.state.node_count)
         self.volcano = VolcanoVerbs(extender, self._fresh_view)
         self.informers = ClusterInformers(
             gateway,
@@ -179,11 +179,11 @@ class SchedulerService:
         if not self._restored:
             self._restore_faults()
         self.informers.tick()
-        self.extender.expire()
+        self.extender.state.expire()
         if self.deciding():  # a standby deletes and writes nothing: the leader does
             self._reschedule()
             self._delete_failed_creations()
-            shared = self.extender.tor_share_data()
+            shared = self.extender.state.tor_share_data()
             if shared is not None:
                 self._write_configmap(*TOR_SHARE_CONFIGMAP, shared)
         if self.informers.healthy():
@@ -200,7 +200,7 @@ class SchedulerService:
             self.metrics.malformed("pod")
             message = "; ".join(errors)
             log.warning("ignoring chip annotations: %s", message, extra={"pod": pod.key})
-            self.extender.events.warn(
+            self.extender.state.events.warn(
                 pod_ref(pod.namespace, pod.name, pod.uid), MALFORMED_REASON, message
             )
 
@@ -217,12 +217,12 @@ class SchedulerService:
         except InvalidInput as bad:
             log.error("fault record not restored: %s", bad)
         else:
-            self.extender.restore_faults(faults, retries)
+            self.extender.state.restore_faults(faults, retries)
             self._written[FAULT_RECORD] = dict(data)
         self._restored = True
 
     def _reschedule(self) -> None:
-        for deletion in self.extender.fault_deletions():
+        for deletion in self.extender.state.fault_deletions():
             key = f"{deletion.namespace}/{deletion.name}"
             try:
                 self.gateway.delete_pod(
@@ -235,12 +235,12 @@ class SchedulerService:
                     extra={"pod": key},
                 )
                 about = pod_ref(deletion.namespace, deletion.name, deletion.uid)
-                self.extender.events.warn(about, FAULT_RESTART, deletion.why)
+                self.extender.state.events.warn(about, FAULT_RESTART, deletion.why)
             except NotFound:
                 pass  # already gone (or replaced: the UID precondition keeps the new one)
             except KubeError as failed:
                 log.warning("fault job pod %s not deleted: %s", key, failed)
-        record, configs = self.extender.fault_records()
+        record, configs = self.extender.state.fault_records()
         # No record before a first fault or restart.
         if configs or rescheduling.RETRIES_KEY in record or FAULT_RECORD in self._written:
             self._write_configmap(*FAULT_RECORD, record)
@@ -250,7 +250,7 @@ class SchedulerService:
     def _delete_failed_creations(self) -> None:
         """A pod the kubelet failed because its vNPU could not be made is deleted at once,
         so that its controller makes it again (upstream's ``chipDyCutErr`` recovery)."""
-        for pod in self.extender.failed_creations():
+        for pod in self.extender.state.failed_creations():
             try:
                 self.gateway.delete_pod(pod.namespace, pod.name, pod.uid, 0)
             except NotFound:
@@ -264,7 +264,7 @@ class SchedulerService:
             self._delete_errors.pop(pod.key, None)
             log.warning("deleted %s: its vNPU could not be made", pod.key, extra={"pod": pod.key})
             message = f"deleted: the kubelet failed it ({pod.reason}), its vNPU could not be made"
-            self.extender.events.warn(
+            self.extender.state.events.warn(
                 pod_ref(pod.namespace, pod.name, pod.uid), CHIP_CUT_ERROR, message
             )
 
@@ -336,7 +336,7 @@ class SchedulerService:
         metrics alone on ``metrics_at`` too when given (a port a NetworkPolicy can open to
         monitoring while the verbs' port admits only the schedulers)."""
         self.refresh_once_safely()
-        self.extender.warm()
+        self.extender.state.warm()
         # The view lives as long as the service; keep the cyclic collector from walking it
         # on every pause (at 5,000 nodes those walks were the tail of each request).
         gc.freeze()

@@ -126,7 +126,7 @@ class VolcanoVerbs:
         job = field_of(body, "job", dict, "jobEnqueueable.")
         asked = _npu_asked(job)
         for resource, count in asked.items():
-            if self._extender.free(resource) < count:
+            if self._extender.state.free(resource) < count:
                 return {"status": REJECT}
         return {"status": PERMIT if asked else ABSTAIN}
 

@@ -171,7 +171,7 @@ def test_a_gang_is_reserved_whole_only_when_all_its_pods_exist_then_binds_into_i
     answer = h.filter(first)
     assert answer["NodeNames"] == []
     assert "1 of 2 pods exist" in answer["FailedNodes"]["n0"]
-    h.extender.events.flush()
+    h.extender.state.events.flush()
     (waiting,) = h.api.events
     assert (waiting["reason"], waiting["involvedObject"]["name"]) == ("NPUGangWaiting", "g-0")
     assert waiting["message"] == answer["FailedNodes"]["n0"]
@@ -238,7 +238,7 @@ def test_a_binding_the_api_server_refuses_gives_its_chips_back(
     monkeypatch.setattr(h.api, "bind_pod", refuse)
     assert "unreachable" in h.extender.bind(bind_args(pod, "n0"))["Error"]
     assert h.filter(pending(h.api, "q", 8))["NodeNames"] == ["n0"]
-    h.extender.events.flush()
+    h.extender.state.events.flush()
     (refused,) = h.api.events
     assert (refused["type"], refused["reason"]) == ("Warning", "NPUBindRefused")
     assert "the API server is unreachable" in refused["message"]
@@ -308,7 +308,7 @@ def test_changes_from_before_a_bind_landed_do_not_offer_that_binds_chips_again()
     first = pending(h.api, "first", 8)
     h.schedule(first)
     # The watches deliver what changed before the Binding: the node all free, the pod pending.
-    h.extender.update(
+    h.extender.state.update(
         views={"n0": NodeView("n0", stale.nodes[0])}, pods={"ns/first": pod_view(first)}
     )
     assert h.filter(pending(h.api, "second", 1))["NodeNames"] == []

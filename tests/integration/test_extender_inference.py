@@ -316,7 +316,7 @@ def test_volcano_enqueues_a_vnpu_job_while_the_nodes_have_its_ai_cores() -> None
         job = {"TotalRequest": {"ScalarResources": {resource: count * 1000}}}
         return int(c.volcano.handle("jobEnqueueable", {"job": job})["status"])
 
-    assert c.extender.node_count() == 1, "the NPU nodes metric counts vNPU nodes"
+    assert c.extender.state.node_count() == 1, "the NPU nodes metric counts vNPU nodes"
     assert enqueue(NPU_CORE, 32) == 1
     assert enqueue(NPU_CORE, 33) == -1
     assert enqueue("huawei.com/Ascend910", 1) == -1, "no 910 node here"
@@ -405,7 +405,7 @@ def test_a_pod_whose_vnpu_could_not_be_made_is_deleted_for_its_controller_to_rem
     c = Cluster(api)  # its first read deletes them
     left = {p["metadata"]["name"] for p in api.list_pods(None)[0]}
     assert left == {"other", "a910"}
-    c.extender.events.flush()
+    c.extender.state.events.flush()
     deleted = {e["involvedObject"]["name"] for e in api.events if e["reason"] == "chipDyCutErr"}
     assert deleted == {"cut", "missing"}
     c.service.maintain()

@@ -15,24 +15,12 @@ import pytest
 from scheduler_core.service.wire import BadRequest
 from simulation.memory import pod_object
 from tests.integration.test_extender import Harness, pending
-
-ALLOCATED, PIPELINED = 2, 4  # Volcano's TaskStatus
+from tests.integration.test_volcano import ALLOCATED, PIPELINED, task
 
 
 def node_objects(h: Harness) -> dict[str, Any]:
     """The NodeList kube-scheduler sends without the node cache (nodeCacheCapable: false)."""
     return {"apiVersion": "v1", "kind": "NodeList", "items": [h.api.get_node(n) for n in h.names]}
-
-
-def task(pod: dict[str, Any], node: str = "", status: int = ALLOCATED) -> dict[str, Any]:
-    meta = pod["metadata"]
-    return {
-        "UID": meta["uid"],
-        "Name": meta["name"],
-        "NodeName": node,
-        "Status": status,
-        "Pod": pod,
-    }
 
 
 def volcano(h: Harness, verb: str, body: dict[str, Any]) -> Any:

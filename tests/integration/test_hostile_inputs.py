@@ -134,7 +134,7 @@ def test_a_malformed_pod_is_reported_once_with_a_warning_event_and_a_counter() -
     running(h, "garbled", "n0", 2, **{"huawei.com/AscendReal": "Ascend910-1,Ascend910-1"})
     for _ in range(3):
         h.service.refresh()
-    h.extender.events.flush()
+    h.extender.state.events.flush()
     (event,) = h.api.events
     assert (event["type"], event["reason"]) == ("Warning", "NPUAnnotationMalformed")
     assert event["involvedObject"]["name"] == "garbled"

@@ -189,7 +189,7 @@ def test_tor_2_0_the_remainder_goes_to_a_shared_tor_and_tor_share_cm_says_so() -
     # A scheduler restarted on the same cluster rebuilds the states from the pods.
     again = Extender(c.api, clock=c.clock, network=locality.Settings("2.0", shared_tor_num=1))
     SchedulerService(c.api, again, clock=c.clock).refresh()
-    assert again.tor_share_data() == c.extender.tor_share_data()
+    assert again.state.tor_share_data() == c.extender.state.tor_share_data()
 
 
 def test_super_pod_blocks_follow_the_selection_order_and_annotate_the_pods() -> None:
@@ -249,7 +249,7 @@ def test_a_fault_job_restarts_keeps_its_healthy_rank_and_moves_the_faulty_one() 
     add_node(c.api, "t0-s3", frozenset({3}), address="10.0.0.3")
     c.service.refresh()
     assert {p["metadata"]["name"] for p in c.api.list_pods(None)[0]} == {"other-0", "other-1"}
-    c.extender.events.flush()
+    c.extender.state.events.flush()
     restarted = [e for e in c.api.events if e["reason"] == "NPUFaultRestart"]
     assert sorted(e["involvedObject"]["name"] for e in restarted) == ["job-0", "job-1"]
     assert "fault job ns/job (force): failed chips on t0-s3" in restarted[0]["message"]

@@ -7,12 +7,17 @@ from typing import Any
 from tests.integration.test_extender import Harness, pending
 from tests.integration.test_network_locality import Cluster
 
+ALLOCATED, PIPELINED = 2, 4  # Volcano's TaskStatus
 
-def task(pod: dict[str, Any], node: str = "") -> dict[str, Any]:
+
+def task(pod: dict[str, Any], node: str = "", status: int = ALLOCATED) -> dict[str, Any]:
+    """A TaskInfo as Volcano's extender plugin sends it (Go field names)."""
+    meta = pod["metadata"]
     return {
-        "UID": pod["metadata"]["uid"],
-        "Name": pod["metadata"]["name"],
+        "UID": meta["uid"],
+        "Name": meta["name"],
         "NodeName": node,
+        "Status": status,
         "Pod": pod,
     }
 
