@@ -13,10 +13,12 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import msgspec
+
 from contract.objects import PLACED_RESOURCES, npu_limit, npu_quantity
 from infra.kube.port import KubeError
 from scheduler_core.service.extender import Extender
-from scheduler_core.service.wire import BadPod, BadRequest, check_pod, field_of
+from scheduler_core.service.wire import BadPod, BadRequest, ExtenderArgs, check_pod
 
 log = logging.getLogger(__name__)
 
@@ -41,28 +43,29 @@ class VolcanoVerbs:
     def __init__(self, extender: Extender, open_session: Callable[[], None]) -> None:
         self._extender = extender
         self._open_session = open_session
-        self._handlers: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
-            "onSessionOpen": self._session_open,
-            "onSessionClose": lambda body: {},
-            "predicate": self._predicate,
-            "prioritize": self._prioritize,
-            "allocateFunc": self._allocate,
-            "deallocateFunc": self._deallocate,
-            "jobEnqueueable": self._job_enqueueable,
-        }
 
     def handle(self, verb: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """One verb (KeyError when unknown, BadRequest when the body has the wrong shape)."""
-        return self._handlers[verb](body)
+        """One verb (KeyError when unknown, BadRequest when the body has the wrong shape):
+        its body typed once (``ARGS``), then answered."""
+        if verb == "onSessionOpen":
+            self._open_session()  # a fresh view (at most one per refresh period)
+            return {}
+        if verb == "onSessionClose":
+            return {}
+        args = _typed(verb, body)
+        if isinstance(args, PredicateArgs):
+            return self._predicate(args)
+        if isinstance(args, PrioritizeArgs):
+            return self._prioritize(args)
+        if isinstance(args, JobArgs):
+            return self._job_enqueueable(args.job)
+        if verb == "allocateFunc":
+            return self._allocate(args.task)
+        return self._deallocate(args.task)
 
-    def _session_open(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        self._open_session()  # a fresh view (at most one per refresh period)
-        return {}
-
-    def _predicate(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        pod = _task_pod(body)
-        node = field_of(field_of(body, "node", dict, "predicate."), "Name", str, "node.")
-        answer = self._extender.filter({"Pod": pod, "NodeNames": [node]})
+    def _predicate(self, args: PredicateArgs) -> dict[str, Any]:
+        pod, node = _task_pod(args.task), args.node.Name
+        answer = self._extender.filter(ExtenderArgs(Pod=pod, NodeNames=[node]))
         if node in answer["NodeNames"]:
             return {"status": "", "code": SUCCESS}
         never = answer["FailedAndUnresolvableNodes"].get(node)
@@ -70,38 +73,33 @@ class VolcanoVerbs:
             return {"status": never, "code": UNRESOLVABLE}
         return {"status": answer["FailedNodes"].get(node, "not schedulable"), "code": UNSCHEDULABLE}
 
-    def _prioritize(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        pod = _task_pod(body)
-        nodes = field_of(body, "nodes", list, "prioritize.")
-        if not all(isinstance(n, dict) for n in nodes):
-            raise BadRequest("prioritize.nodes holds something that is not an object")
-        names = [field_of(n, "Name", str, "nodes[].") for n in nodes]
+    def _prioritize(self, args: PrioritizeArgs) -> dict[str, Any]:
+        pod = _task_pod(args.task)
+        names = [n.Name for n in args.nodes]
         try:
             return {"nodeScore": self._extender.scores(pod, names), "errorMessage": ""}
         except BadPod as bad:
             return {"nodeScore": {}, "errorMessage": str(bad)}
 
-    def _allocate(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        task = field_of(body, "task", dict, "allocateFunc.")
-        pod = _task_pod(body)
+    def _allocate(self, task: TaskInfo) -> dict[str, Any]:
+        pod = _task_pod(task)
         if npu_limit(pod) == 0:
             return {"errorMessage": ""}
-        if field_of(task, "Status", int, "task.") == PIPELINED:
+        if task.Status == PIPELINED:
             # Placed on resources still being released: bound in a later session, once they
             # are free, when allocateFunc comes again for it; its chips are chosen then.
             return {"errorMessage": ""}
-        node = field_of(task, "NodeName", str, "task.")
         try:
-            return {"errorMessage": self._extender.annotate(pod, node)}
+            return {"errorMessage": self._extender.annotate(pod, task.NodeName)}
         except BadPod as bad:
             return {"errorMessage": str(bad)}
 
-    def _deallocate(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    def _deallocate(self, task: TaskInfo) -> dict[str, Any]:
         """The task leaves the session (a discarded statement, an unpipeline): its chips come
         back, and the annotations allocateFunc wrote come off the pod, or the next session's
         snapshot would carry them and Volcano's binder would send them in the Binding
         (``cache.go`` binds with the snapshot's annotations) over a fresh choice."""
-        pod = _task_pod(body)
+        pod = _task_pod(task)
         if npu_limit(pod) == 0:
             return {"errorMessage": ""}
         try:
@@ -112,18 +110,16 @@ class VolcanoVerbs:
             log.info("deallocateFunc for a pod this service gave nothing: ignored")
         elif written:
             meta = pod["metadata"]
+            namespace = str(meta.get("namespace") or "default")
             try:
-                self._extender.unannotate(
-                    str(meta.get("namespace") or "default"), meta["name"], written
-                )
+                self._extender.unannotate(namespace, meta["name"], written)
             except KubeError as failed:
                 return {"errorMessage": f"deallocate {meta['name']}: {failed}"}
         return {"errorMessage": ""}
 
-    def _job_enqueueable(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    def _job_enqueueable(self, job: JobInfo) -> dict[str, Any]:
         """Permit a job while the nodes offer what it asks of each NPU resource the
         extender places (chips of a kind, or AI cores); abstain for any other job."""
-        job = field_of(body, "job", dict, "jobEnqueueable.")
         asked = _npu_asked(job)
         for resource, count in asked.items():
             if self._extender.state.free(resource) < count:
@@ -131,30 +127,87 @@ class VolcanoVerbs:
         return {"status": PERMIT if asked else ABSTAIN}
 
 
-def _task_pod(body: Mapping[str, Any]) -> dict[str, Any]:
-    pod: dict[str, Any] = field_of(field_of(body, "task", dict), "Pod", dict, "task.")
-    if not pod:
+# Volcano's bodies, typed as they are read: its internal structs have no json tags, so the
+# keys are Go's field names (pkg/scheduler/api: TaskInfo, NodeInfo, JobInfo, Resource);
+# only the fields read are declared, the rest are ignored.
+class TaskInfo(msgspec.Struct):
+    Pod: dict[str, Any] | None = None
+    NodeName: str = ""
+    Status: int = 0  # TaskStatus: Pending 1, Allocated 2, Pipelined 4, ...
+
+
+class NodeInfo(msgspec.Struct):
+    Name: str = ""
+
+
+class Resource(msgspec.Struct):
+    ScalarResources: dict[str, float] | None = None  # milli-units
+
+
+class PodGroupSpec(msgspec.Struct):
+    min_resources: dict[str, str | int] | None = msgspec.field(default=None, name="minResources")
+
+
+class PodGroup(msgspec.Struct):
+    spec: PodGroupSpec | None = None
+
+
+class JobInfo(msgspec.Struct):
+    TotalRequest: Resource | None = None
+    PodGroup: PodGroup | None = None
+
+
+class PredicateArgs(msgspec.Struct):
+    task: TaskInfo
+    node: NodeInfo
+
+
+class PrioritizeArgs(msgspec.Struct):
+    task: TaskInfo
+    nodes: list[NodeInfo] = msgspec.field(default_factory=list)
+
+
+class TaskArgs(msgspec.Struct):
+    task: TaskInfo
+
+
+class JobArgs(msgspec.Struct):
+    job: JobInfo
+
+
+ARGS: dict[str, type[PredicateArgs | PrioritizeArgs | TaskArgs | JobArgs]] = {
+    "predicate": PredicateArgs,
+    "prioritize": PrioritizeArgs,
+    "allocateFunc": TaskArgs,
+    "deallocateFunc": TaskArgs,
+    "jobEnqueueable": JobArgs,
+}
+
+
+def _typed(verb: str, body: Mapping[str, Any]) -> Any:
+    kind = ARGS[verb]  # KeyError: no such verb
+    try:
+        return msgspec.convert(body, type=kind)
+    except msgspec.ValidationError as bad:
+        raise BadRequest(f"{verb}: {bad}") from None
+
+
+def _task_pod(task: TaskInfo) -> dict[str, Any]:
+    if not task.Pod:
         raise BadRequest("task.Pod is missing")
-    return check_pod(pod, "task.Pod")
+    return check_pod(task.Pod, "task.Pod")
 
 
-def _npu_asked(job: Mapping[str, Any]) -> dict[str, float]:
+def _npu_asked(job: JobInfo) -> dict[str, float]:
     """What a job asks of each NPU resource the extender places: its tasks' total
     (``TotalRequest``, in milli-units), or, before its pods exist (a Volcano Job is enqueued
     before its controller makes them), its PodGroup's ``spec.minResources``."""
-    request = field_of(job, "TotalRequest", dict, "job.")
-    scalars = field_of(request, "ScalarResources", dict, "job.TotalRequest.")
-    asked: dict[str, float] = {}
-    for resource in PLACED_RESOURCES:
-        milli = scalars.get(resource) or 0
-        if not isinstance(milli, (int, float)) or isinstance(milli, bool):
-            raise BadRequest(f"job.TotalRequest.ScalarResources[{resource}] is not a number")
-        if milli:
-            asked[resource] = milli / 1000
+    scalars = (job.TotalRequest.ScalarResources if job.TotalRequest else None) or {}
+    asked = {r: scalars[r] / 1000 for r in PLACED_RESOURCES if scalars.get(r)}
     if asked:
         return asked
-    group = field_of(job, "PodGroup", dict, "job.")
-    minimum = field_of(field_of(group, "spec", dict, "job.PodGroup."), "minResources", dict)
+    spec = job.PodGroup.spec if job.PodGroup else None
+    minimum = (spec.min_resources if spec else None) or {}
     for resource in PLACED_RESOURCES:
         value = minimum.get(resource)
         if value is None:
