@@ -208,6 +208,7 @@ class KubeScheduler:
         self._assumed: dict[str, tuple[str, dict[str, int]]] = {}  # pod → node, requests
         self._lock = threading.Lock()
         self._binder = ThreadPoolExecutor(4, thread_name_prefix="binding-cycle")
+        self._snapshot: dict[tuple[str, str], int] | None = None
         self.reasons: dict[str, dict[str, str]] = {}  # pod → node → why not
         self.preemption_candidates: dict[str, list[str]] = {}  # pod → Unschedulable nodes
 
@@ -218,17 +219,11 @@ class KubeScheduler:
         """The in-tree NodeResourcesFit for the extended resources: allocatable less what
         bound and assumed pods request."""
         asked = {r: n for r, n in requests_of(pod).items() if "/" in r}
-        used: dict[tuple[str, str], int] = {}
-        pods, _ = self.cluster.store.list_pods(None)
-        for other in pods:
-            node = (other.get("spec") or {}).get("nodeName")
-            if node and other["status"].get("phase") not in ("Succeeded", "Failed"):
-                for resource, count in requests_of(other).items():
-                    used[(node, resource)] = used.get((node, resource), 0) + count
+        used = dict(self._snapshot if self._snapshot is not None else self._usage())
         with self._lock:
-            for node, requests in self._assumed.values():
+            for where, requests in self._assumed.values():
                 for resource, count in requests.items():
-                    used[(node, resource)] = used.get((node, resource), 0) + count
+                    used[(where, resource)] = used.get((where, resource), 0) + count
         passing, statuses = [], {}
         for node in nodes:
             name = node["metadata"]["name"]
@@ -243,6 +238,18 @@ class KubeScheduler:
             else:
                 passing.append(node)
         return passing, statuses
+
+    def _usage(self) -> dict[tuple[str, str], int]:
+        """(node, resource) → what the pods bound there request: the scheduler's cache as a
+        cycle's snapshot sees it."""
+        used: dict[tuple[str, str], int] = {}
+        pods, _ = self.cluster.store.list_pods(None)
+        for other in pods:
+            node = (other.get("spec") or {}).get("nodeName")
+            if node and other["status"].get("phase") not in ("Succeeded", "Failed"):
+                for resource, count in requests_of(other).items():
+                    used[(node, resource)] = used.get((node, resource), 0) + count
+        return used
 
     def schedule_one(self, pod: Obj, nodes: list[Obj]) -> Outcome:
         """The scheduling cycle; the binding cycle is started, not awaited."""
@@ -299,6 +306,9 @@ class KubeScheduler:
         pods are scheduled, and all of this pass's are awaited at its end. How many bound."""
         nodes = sorted(self.cluster.store.list_nodes(), key=lambda n: n["metadata"]["name"])
         now = self._clock()
+        # Taken once per pass (the pods this pass binds count as assumed until it ends), not
+        # once per pod: reading every pod per pod made the stand-in the bottleneck.
+        self._snapshot = self._usage()
         started: list[tuple[str, Future[str], str]] = []
         for pod in self.pending():
             key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
@@ -327,6 +337,7 @@ class KubeScheduler:
                 self.preemption_candidates.pop(key, None)
             with self._lock:
                 self._assumed.pop(key, None)
+        self._snapshot = None
         if settle is not None:
             settle()
         return bound
