@@ -122,7 +122,13 @@ class Extender:
             return kind.scores(request, names)
 
     def bind(self, args: Mapping[str, Any]) -> dict[str, str]:
-        namespace, name, uid, node = binding_args(args)
+        binding = binding_args(args)
+        namespace, name, uid, node = (
+            binding.PodNamespace,
+            binding.PodName,
+            binding.PodUID,
+            binding.Node,
+        )
         try:
             request = pod_request(self.state.gateway.get_pod(namespace, name))
         except (KubeError, BadPod) as failed:

@@ -241,12 +241,25 @@ def _listed(items: list[Any]) -> Candidates:
     return Candidates(list(objects), objects)
 
 
-def binding_args(args: Mapping[str, Any]) -> tuple[str, str, str, str]:
-    """Namespace, name, UID and node of an ``ExtenderBindingArgs``."""
-    values = tuple(field_of(args, k, str) for k in ("PodNamespace", "PodName", "PodUID", "Node"))
-    if not all(values[i] for i in (0, 1, 3)):
+class ExtenderBindingArgs(msgspec.Struct):
+    """kube-scheduler's ``ExtenderBindingArgs``."""
+
+    PodName: str = ""
+    PodNamespace: str = ""
+    PodUID: str = ""
+    Node: str = ""
+
+
+def binding_args(args: Mapping[str, Any]) -> ExtenderBindingArgs:
+    """An ``ExtenderBindingArgs`` typed (BadRequest naming the field of the wrong type, or a
+    required one missing)."""
+    try:
+        typed = msgspec.convert(args, type=ExtenderBindingArgs)
+    except msgspec.ValidationError as bad:
+        raise BadRequest(f"not an ExtenderBindingArgs: {bad}") from None
+    if not (typed.PodNamespace and typed.PodName and typed.Node):
         raise BadRequest("PodNamespace, PodName and Node are required")
-    return values[0], values[1], values[2], values[3]
+    return typed
 
 
 def normalize(
