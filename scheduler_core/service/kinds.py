@@ -1,8 +1,8 @@
 """The extender's handlers, one per kind of request, chosen once per call
 (``Extender._kind``): a pod asking no NPU, one pod of chips (910 or inference), a gang
 member, a dynamic vNPU, a pre-created vNPU. Each is given the shared state (``ExtenderState``)
-and keeps none of its own; a new kind is one more class here. Every method but ``filter``'s
-callers' is called under the state's lock."""
+and keeps none of its own; a new kind is one more class here. The Extender calls every
+method under the state's lock."""
 
 from __future__ import annotations
 
