@@ -23,6 +23,7 @@ from typing import Any
 
 from agent.builder import AgentConfig, KubeSettings, NodeAgent, start_node_agent
 from agent.driver import FakeDriver
+from agent.pod_cache import PodCache
 from contract.chip_names import ASCEND310P, RESOURCE_NAME
 from contract.deviceinfo import configmap_name, decode
 from contract.objects import Obj, npu_request
@@ -191,6 +192,8 @@ class SimulatedCluster:
                 by_node.setdefault(node, []).append(pod)
         if not by_node:
             return []
+        for pods_there in by_node.values():  # a kubelet admits pods as their bindings arrive
+            pods_there.sort(key=lambda p: int(p["metadata"].get("resourceVersion") or 0))
         with ThreadPoolExecutor(max_workers=len(by_node)) as pool:
             done = pool.map(self._admit_on, by_node.items())
         return [admitted for batch in done for admitted in batch]
@@ -198,6 +201,13 @@ class SimulatedCluster:
     def _admit_on(self, work: tuple[str, list[Obj]]) -> list[Admitted]:
         node, pods = work
         done = []
+        # A kubelet admits a pod once its own watch has delivered the binding; the agent's
+        # watch of the same pods is as quick on a real node. Here the kubelet reads the store
+        # directly, so it waits for the agent's cache to have seen the bindings first.
+        cache = self.nodes[node].agent.cache
+        if cache is not None:
+            keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods]
+            wait_for(lambda: all(_bound_in(cache, key, node) for key in keys), timeout=5)
         for pod in pods:
             meta = pod["metadata"]
             key = f"{meta['namespace']}/{meta['name']}"
@@ -257,6 +267,11 @@ class SimulatedCluster:
         admitted = self.admitted.pop(key, None)
         if admitted is not None:
             self.nodes[admitted.node].kubelet.release(key)
+
+
+def _bound_in(cache: PodCache, key: str, node: str) -> bool:
+    seen = cache.reflector.get(key)
+    return seen is not None and seen.node == node
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 15, step: float = 0.02) -> bool:

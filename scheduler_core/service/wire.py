@@ -209,23 +209,20 @@ def decode_extender_args(raw: bytes) -> ExtenderArgs:
 
 
 def extender_args(args: Mapping[str, Any] | ExtenderArgs) -> tuple[Obj, Candidates]:
-    """The pod and the candidate nodes of an ``ExtenderArgs`` (BadRequest when either is
-    missing or of the wrong shape): ``NodeNames`` with the node cache, else ``Nodes``."""
-    if isinstance(args, ExtenderArgs):
-        if args.Pod is None:
-            raise BadRequest("Pod is missing")
-        if args.NodeNames is not None or args.Nodes is None:
-            return check_pod(args.Pod), Candidates(args.NodeNames or [])
-        return check_pod(args.Pod), _listed(args.Nodes.items)
-    if args.get("Pod") is None:
+    """The pod and the candidate nodes of an ``ExtenderArgs`` (a mapping is typed first;
+    BadRequest when either is missing or of the wrong shape): ``NodeNames`` with the node
+    cache, else ``Nodes``."""
+    if not isinstance(args, ExtenderArgs):
+        try:
+            args = msgspec.convert(args, type=ExtenderArgs)
+        except msgspec.ValidationError as bad:
+            raise BadRequest(f"not an ExtenderArgs: {bad}") from None
+    if args.Pod is None:
         raise BadRequest("Pod is missing")
-    pod = check_pod(args["Pod"])
-    if args.get("NodeNames") is not None or args.get("Nodes") is None:
-        names = field_of(args, "NodeNames", list)
-        if not all(isinstance(n, str) for n in names):
-            raise BadRequest("NodeNames holds something that is not a string")
-        return pod, Candidates(names)
-    return pod, _listed(field_of(field_of(args, "Nodes", dict), "items", list, "Nodes."))
+    pod = check_pod(args.Pod)
+    if args.NodeNames is not None or args.Nodes is None:
+        return pod, Candidates(args.NodeNames or [])
+    return pod, _listed(args.Nodes.items)
 
 
 def _listed(items: list[Any]) -> Candidates:
