@@ -127,9 +127,9 @@ def decide(
         start = time.perf_counter()
         answer = extender.filter({"Pod": pods[0], "NodeNames": names})
         timings.append(time.perf_counter() - start)
-        chosen = len(answer["NodeNames"])
+        chosen = len(answer.passing)
         if not chosen:
-            raise SystemExit(f"not placed: {set(answer['FailedNodes'].values())}")
+            raise SystemExit(f"not placed: {set(answer.FailedNodes.values())}")
     return statistics.median(timings) * 1e3, max(timings) * 1e3, chosen
 
 

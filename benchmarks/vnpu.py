@@ -141,14 +141,14 @@ def decisions(nodes: int, pods: int) -> tuple[list[float], int, float]:
         store.put("Pod", pod_object("ns", f"p{i}", None, cores, resource=NPU_CORE, labels=labels))
         pod = store.get_pod("ns", f"p{i}")
         start = time.perf_counter()
-        passing = extender.filter({"Pod": pod, "NodeNames": names})["NodeNames"]
+        passing = extender.filter({"Pod": pod, "NodeNames": names}).NodeNames
         if passing:
             scores = extender.prioritize({"Pod": pod, "NodeNames": passing})
-            best = max(scores, key=lambda s: s["Score"])["Host"]
+            best = max(scores, key=lambda s: s.Score).Host
             meta = pod["metadata"]
             binding = {"PodName": meta["name"], "PodNamespace": "ns", "PodUID": meta["uid"]}
             answer = extender.bind({**binding, "Node": best})
-            bound += not answer["Error"]
+            bound += not answer.Error
         times.append((time.perf_counter() - start) * 1e3)
     return times, bound, first_read
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from contract.annotations import PREDICATE_TIME
 from contract.chip_names import KIND_OF_RESOURCE, format_chip_list
@@ -21,7 +21,7 @@ from scheduler_core.engine.vnpu import VnpuInvalid, validate_static
 from scheduler_core.service.assumed import Assumed
 from scheduler_core.service.extender_state import ExtenderState
 from scheduler_core.service.gangs import NotReserved, RankTaken, Reservation
-from scheduler_core.service.wire import MAX_SCORE, PodRequest, normalize
+from scheduler_core.service.wire import MAX_SCORE, HostPriority, PodRequest, normalize
 
 GANG_WAITING = "NPUGangWaiting"
 
@@ -70,7 +70,7 @@ class Kind(Protocol):
         """The policy's raw scores of the nodes that can host the pod (Volcano sums them)."""
         ...
 
-    def prioritize(self, request: PodRequest, names: list[str]) -> list[dict[str, Any]]:
+    def prioritize(self, request: PodRequest, names: list[str]) -> list[HostPriority]:
         """kube-scheduler's ``HostPriorityList``, 0..10."""
         ...
 
@@ -86,8 +86,8 @@ class Kind(Protocol):
         ...
 
 
-def _zeros(names: list[str]) -> list[dict[str, Any]]:
-    return [{"Host": n, "Score": 0} for n in names]
+def _zeros(names: list[str]) -> list[HostPriority]:
+    return [HostPriority(n, 0) for n in names]
 
 
 class NoNpu:
@@ -100,7 +100,7 @@ class NoNpu:
     def scores(self, request: PodRequest, names: list[str]) -> dict[str, float]:
         return {}
 
-    def prioritize(self, request: PodRequest, names: list[str]) -> list[dict[str, Any]]:
+    def prioritize(self, request: PodRequest, names: list[str]) -> list[HostPriority]:
         return _zeros(names)
 
     def choose(self, request: PodRequest, node: str) -> Chosen | str:
@@ -203,7 +203,7 @@ class Chips(_Assuming):
     def scores(self, request: PodRequest, names: list[str]) -> dict[str, float]:
         return self.state.session.score(request.job(), request.npu, names)
 
-    def prioritize(self, request: PodRequest, names: list[str]) -> list[dict[str, Any]]:
+    def prioritize(self, request: PodRequest, names: list[str]) -> list[HostPriority]:
         return normalize(self.scores(request, names), names)
 
     def choose(self, request: PodRequest, node: str) -> Chosen | str:
@@ -278,9 +278,9 @@ class GangMember(_Assuming):
         addresses = self.state.addresses
         return {n: by_ip[a] for n in names if (a := addresses.get(n, "")) in by_ip}
 
-    def prioritize(self, request: PodRequest, names: list[str]) -> list[dict[str, Any]]:
+    def prioritize(self, request: PodRequest, names: list[str]) -> list[HostPriority]:
         scores = self._reserved_scores(request, names)
-        return [{"Host": n, "Score": MAX_SCORE if n in scores else 0} for n in names]
+        return [HostPriority(n, MAX_SCORE if n in scores else 0) for n in names]
 
     def choose(self, request: PodRequest, node: str) -> Chosen | str:
         rank = self.state.gangs.take_rank(request, node)
@@ -325,7 +325,7 @@ class DynamicVnpu:
     def scores(self, request: PodRequest, names: list[str]) -> dict[str, float]:
         return self.state.vnpu.scores(request.vnpu_task(), names)
 
-    def prioritize(self, request: PodRequest, names: list[str]) -> list[dict[str, Any]]:
+    def prioritize(self, request: PodRequest, names: list[str]) -> list[HostPriority]:
         return normalize(self.scores(request, names), names)
 
     def choose(self, request: PodRequest, node: str) -> Chosen | str:

@@ -310,17 +310,17 @@ class SchedulerService:
         try:
             if verb.startswith("volcano/"):
                 answer = self.volcano.handle(verb.removeprefix("volcano/"), body)
-                failed = bool(answer.get("errorMessage"))
+                failed = bool(getattr(answer, "error_message", ""))
                 return answer
             if verb == "filter":
                 answer = self.extender.filter(body)
-                failed = bool(answer.get("Error"))
+                failed = bool(answer.Error)
             elif verb == "prioritize":
                 answer = self.extender.prioritize(body)
                 failed = False
             else:
                 answer = self.extender.bind(body)
-                failed = bool(answer.get("Error"))
+                failed = bool(answer.Error)
             return answer
         finally:
             self.metrics.record(verb, time.perf_counter() - start, failed)

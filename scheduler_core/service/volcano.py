@@ -44,14 +44,14 @@ class VolcanoVerbs:
         self._extender = extender
         self._open_session = open_session
 
-    def handle(self, verb: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def handle(self, verb: str, body: Mapping[str, Any]) -> Answer:
         """One verb (KeyError when unknown, BadRequest when the body has the wrong shape):
         its body typed once (``ARGS``), then answered."""
         if verb == "onSessionOpen":
             self._open_session()  # a fresh view (at most one per refresh period)
-            return {}
+            return SessionResponse()
         if verb == "onSessionClose":
-            return {}
+            return SessionResponse()
         args = _typed(verb, body)
         if isinstance(args, PredicateArgs):
             return self._predicate(args)
@@ -63,49 +63,49 @@ class VolcanoVerbs:
             return self._allocate(args.task)
         return self._deallocate(args.task)
 
-    def _predicate(self, args: PredicateArgs) -> dict[str, Any]:
+    def _predicate(self, args: PredicateArgs) -> PredicateResponse:
         pod, node = _task_pod(args.task), args.node.Name
         answer = self._extender.filter(ExtenderArgs(Pod=pod, NodeNames=[node]))
-        if node in answer["NodeNames"]:
-            return {"status": "", "code": SUCCESS}
-        never = answer["FailedAndUnresolvableNodes"].get(node)
+        if node in answer.passing:
+            return PredicateResponse("", SUCCESS)
+        never = answer.FailedAndUnresolvableNodes.get(node)
         if never is not None:
-            return {"status": never, "code": UNRESOLVABLE}
-        return {"status": answer["FailedNodes"].get(node, "not schedulable"), "code": UNSCHEDULABLE}
+            return PredicateResponse(never, UNRESOLVABLE)
+        return PredicateResponse(answer.FailedNodes.get(node, "not schedulable"), UNSCHEDULABLE)
 
-    def _prioritize(self, args: PrioritizeArgs) -> dict[str, Any]:
+    def _prioritize(self, args: PrioritizeArgs) -> PrioritizeResponse:
         pod = _task_pod(args.task)
         names = [n.Name for n in args.nodes]
         try:
-            return {"nodeScore": self._extender.scores(pod, names), "errorMessage": ""}
+            return PrioritizeResponse(self._extender.scores(pod, names))
         except BadPod as bad:
-            return {"nodeScore": {}, "errorMessage": str(bad)}
+            return PrioritizeResponse({}, str(bad))
 
-    def _allocate(self, task: TaskInfo) -> dict[str, Any]:
+    def _allocate(self, task: TaskInfo) -> EventResponse:
         pod = _task_pod(task)
         if npu_limit(pod) == 0:
-            return {"errorMessage": ""}
+            return EventResponse()
         if task.Status == PIPELINED:
             # Placed on resources still being released: bound in a later session, once they
             # are free, when allocateFunc comes again for it; its chips are chosen then.
-            return {"errorMessage": ""}
+            return EventResponse()
         try:
-            return {"errorMessage": self._extender.annotate(pod, task.NodeName)}
+            return EventResponse(self._extender.annotate(pod, task.NodeName))
         except BadPod as bad:
-            return {"errorMessage": str(bad)}
+            return EventResponse(str(bad))
 
-    def _deallocate(self, task: TaskInfo) -> dict[str, Any]:
+    def _deallocate(self, task: TaskInfo) -> EventResponse:
         """The task leaves the session (a discarded statement, an unpipeline): its chips come
         back, and the annotations allocateFunc wrote come off the pod, or the next session's
         snapshot would carry them and Volcano's binder would send them in the Binding
         (``cache.go`` binds with the snapshot's annotations) over a fresh choice."""
         pod = _task_pod(task)
         if npu_limit(pod) == 0:
-            return {"errorMessage": ""}
+            return EventResponse()
         try:
             written = self._extender.release(pod)
         except BadPod as bad:
-            return {"errorMessage": str(bad)}
+            return EventResponse(str(bad))
         if written is None:
             log.info("deallocateFunc for a pod this service gave nothing: ignored")
         elif written:
@@ -114,17 +114,17 @@ class VolcanoVerbs:
             try:
                 self._extender.unannotate(namespace, meta["name"], written)
             except KubeError as failed:
-                return {"errorMessage": f"deallocate {meta['name']}: {failed}"}
-        return {"errorMessage": ""}
+                return EventResponse(f"deallocate {meta['name']}: {failed}")
+        return EventResponse()
 
-    def _job_enqueueable(self, job: JobInfo) -> dict[str, Any]:
+    def _job_enqueueable(self, job: JobInfo) -> JobEnqueueableResponse:
         """Permit a job while the nodes offer what it asks of each NPU resource the
         extender places (chips of a kind, or AI cores); abstain for any other job."""
         asked = _npu_asked(job)
         for resource, count in asked.items():
             if self._extender.state.free(resource) < count:
-                return {"status": REJECT}
-        return {"status": PERMIT if asked else ABSTAIN}
+                return JobEnqueueableResponse(REJECT)
+        return JobEnqueueableResponse(PERMIT if asked else ABSTAIN)
 
 
 # Volcano's bodies, typed as they are read: its internal structs have no json tags, so the
@@ -174,6 +174,39 @@ class TaskArgs(msgspec.Struct):
 class JobArgs(msgspec.Struct):
     job: JobInfo
 
+
+# Its answers (v1.13 ``pkg/scheduler/plugins/extender/argument.go``; these have json tags).
+class SessionResponse(msgspec.Struct):
+    """``OnSessionOpenResponse`` / ``OnSessionCloseResponse``: empty."""
+
+
+class PredicateResponse(msgspec.Struct):
+    status: str
+    code: int
+
+
+class PrioritizeResponse(msgspec.Struct, rename="camel"):
+    node_score: dict[str, float]
+    error_message: str = ""
+
+
+class EventResponse(msgspec.Struct, rename="camel"):
+    """allocateFunc's and deallocateFunc's answer."""
+
+    error_message: str = ""
+
+
+class JobEnqueueableResponse(msgspec.Struct):
+    status: int
+
+
+Answer = (
+    SessionResponse
+    | PredicateResponse
+    | PrioritizeResponse
+    | EventResponse
+    | JobEnqueueableResponse
+)
 
 ARGS: dict[str, type[PredicateArgs | PrioritizeArgs | TaskArgs | JobArgs]] = {
     "predicate": PredicateArgs,

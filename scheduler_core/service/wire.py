@@ -169,6 +169,44 @@ def pod_request(pod: Obj) -> PodRequest:
     )
 
 
+# kube-scheduler's extender types, requests and answers, declared once as msgspec Structs
+# (``staging/src/k8s.io/kube-scheduler/extender/v1/types.go``; Go field names, no json tags):
+# decoded and encoded in C, so a body's field types are checked as it is read.
+class NodeList(msgspec.Struct, rename={"api_version": "apiVersion"}):
+    api_version: str = "v1"
+    kind: str = "NodeList"
+    items: list[Any] = msgspec.field(default_factory=list)
+
+
+class ExtenderFilterResult(msgspec.Struct):
+    """Filter's answer: ``NodeNames`` with the node cache, ``Nodes`` without; a node in
+    ``FailedAndUnresolvableNodes`` is one preemption cannot help."""
+
+    Nodes: NodeList | None = None
+    NodeNames: list[str] | None = None
+    FailedNodes: dict[str, str] = msgspec.field(default_factory=dict)
+    FailedAndUnresolvableNodes: dict[str, str] = msgspec.field(default_factory=dict)
+    Error: str = ""
+
+    @property
+    def passing(self) -> list[str]:
+        """The passing nodes' names, in either form."""
+        if self.NodeNames is not None:
+            return self.NodeNames
+        return [n["metadata"]["name"] for n in self.Nodes.items] if self.Nodes else []
+
+
+class HostPriority(msgspec.Struct):
+    """One entry of prioritize's ``HostPriorityList`` (0..10, times the extender's weight)."""
+
+    Host: str
+    Score: int
+
+
+class ExtenderBindingResult(msgspec.Struct):
+    Error: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class Candidates:
     """The nodes of an ``ExtenderArgs``: their names, and the Node objects themselves when
@@ -178,15 +216,13 @@ class Candidates:
     names: list[str]
     objects: dict[str, Obj] | None = None
 
-    def answer(self, passing: list[str]) -> dict[str, Any]:
+    def answer(
+        self, passing: list[str], failed: dict[str, str], never: dict[str, str]
+    ) -> ExtenderFilterResult:
         if self.objects is None:
-            return {"NodeNames": passing}
+            return ExtenderFilterResult(None, passing, failed, never)
         items = [self.objects[n] for n in passing]
-        return {"Nodes": {"apiVersion": "v1", "kind": "NodeList", "items": items}}
-
-
-class NodeListArg(msgspec.Struct):
-    items: list[Any] = msgspec.field(default_factory=list)
+        return ExtenderFilterResult(NodeList(items=items), None, failed, never)
 
 
 class ExtenderArgs(msgspec.Struct):
@@ -194,7 +230,7 @@ class ExtenderArgs(msgspec.Struct):
     msgspec: the node names' types are checked in C, not by a Python loop over thousands."""
 
     Pod: Any = None
-    Nodes: NodeListArg | None = None
+    Nodes: NodeList | None = None
     NodeNames: list[str] | None = None
 
 
@@ -261,7 +297,7 @@ def binding_args(args: Mapping[str, Any]) -> ExtenderBindingArgs:
 
 def normalize(
     scores: Mapping[str, float | None], names: Iterable[str] | None = None
-) -> list[dict[str, Any]]:
+) -> list[HostPriority]:
     """Map policy scores onto the extender range 0..10, for ``names`` (default: the scored
     nodes; a node without a score, or with None, cannot host the pod: 0). Each distinct score
     is mapped once: thousands of nodes share a few (the engine scores per node signature)."""
@@ -272,6 +308,4 @@ def normalize(
         for s in distinct
     }
     get = scores.get
-    return [
-        {"Host": n, "Score": value_of.get(get(n), 0)} for n in (scores if names is None else names)
-    ]
+    return [HostPriority(n, value_of.get(get(n), 0)) for n in (scores if names is None else names)]

@@ -112,15 +112,13 @@ def test_a_node_whose_noded_heartbeat_stops_is_a_fault_node_and_its_job_restarts
         # node-00 is left out while its heartbeat stays old; node-01 is held for the job.
         probe = pod_object("ns", "probe", None, 1)
         answer = cluster.service.extender.filter({"Pod": probe, "NodeNames": ["node-00"]})
-        assert "NodeD heartbeat missed" in answer["FailedNodes"]["node-00"]
+        assert "NodeD heartbeat missed" in answer.FailedNodes["node-00"]
         noded = NodeD(cluster, "node-00", interval=2)  # NodeD is back: so is the node
         for r in range(2):
             submit(cluster, f"train-{r}", 8, gang="train", size=2, labels=labels)
         assert wait_for(
             lambda: (
-                cluster.service.extender.filter({"Pod": probe, "NodeNames": ["node-00"]})[
-                    "NodeNames"
-                ]
+                cluster.service.extender.filter({"Pod": probe, "NodeNames": ["node-00"]}).NodeNames
                 == ["node-00"]
             )
         )

@@ -16,6 +16,7 @@ from contract.vnpu import TEMPLATES_310P, parse_core_choice
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
 from scheduler_core.service.volcano import VolcanoVerbs
+from scheduler_core.service.wire import ExtenderFilterResult
 from simulation.memory import MemoryCluster, pod_object
 from tests.integration.test_extender import Clock, schedule
 
@@ -74,7 +75,7 @@ class Cluster:
         self.api.put("Pod", pod_object("ns", name, None, count, resource=resource, labels=labels))
         return self.api.get_pod("ns", name)
 
-    def filter(self, pod: dict[str, Any]) -> dict[str, Any]:
+    def filter(self, pod: dict[str, Any]) -> ExtenderFilterResult:
         return self.extender.filter({"Pod": pod, "NodeNames": self.names})
 
     def schedule(self, pod: dict[str, Any]) -> str | None:
@@ -115,8 +116,8 @@ def test_a_310p_pod_gets_310p_chips_named_as_upstream_writes_them() -> None:
     c = mixed()
     pod = c.pod("p", "huawei.com/Ascend310P", 2)
     answer = c.filter(pod)
-    assert answer["NodeNames"] == ["c310p", "d-duo"]
-    assert answer["FailedAndUnresolvableNodes"]["a910"] == (
+    assert answer.NodeNames == ["c310p", "d-duo"]
+    assert answer.FailedAndUnresolvableNodes["a910"] == (
         "node a910 has huawei.com/Ascend910 chips, the task asks for huawei.com/Ascend310P"
     )
     assert c.schedule(pod) in {"c310p", "d-duo"}
@@ -134,7 +135,7 @@ def test_a_310p_node_runs_out_before_its_agent_publishes_again() -> None:
         given.append(c.annotation(f"p{i}", "huawei.com/Ascend310P"))
     assert given == ["Ascend310P-0,Ascend310P-1", "Ascend310P-2,Ascend310P-3"]
     answer = c.filter(c.pod("third", "huawei.com/Ascend310P", 1))
-    assert answer["FailedNodes"]["c310p"] == (
+    assert answer.FailedNodes["c310p"] == (
         "checkNodeNPUByTask  c310p : "
         "judgeNodeAndTaskNPU node don't have enough resource, req<1>, idle<0>"
     )
@@ -152,8 +153,8 @@ def test_a_310_card_job_takes_the_card_with_exactly_its_free_chips() -> None:
 def test_a_310_job_of_an_unknown_strategy_is_refused_with_upstreams_message() -> None:
     c = mixed()
     answer = c.filter(c.pod("p", "huawei.com/Ascend310", 1, {"npu-310-strategy": "ring"}))
-    assert answer["NodeNames"] == []
-    assert set(answer["FailedAndUnresolvableNodes"].values()) == {
+    assert answer.NodeNames == []
+    assert set(answer.FailedAndUnresolvableNodes.values()) == {
         "not support huawei.com/Ascend310ring"
     }
 
@@ -162,9 +163,9 @@ def test_a_duo_chip_job_runs_only_on_a_node_labelled_as_a_300i_duo() -> None:
     c = mixed()
     pod = c.pod("p", "huawei.com/Ascend310P", 1, {"duo": "true"})
     answer = c.filter(pod)
-    assert answer["NodeNames"] == ["d-duo"]
+    assert answer.NodeNames == ["d-duo"]
     # upstream names the label's value (empty when missing), inside the framework's prefix
-    assert answer["FailedAndUnresolvableNodes"]["c310p"] == (
+    assert answer.FailedAndUnresolvableNodes["c310p"] == (
         "checkNodeNPUByTask  c310p : judgeNodeLabel node card label not right, is "
     )
 
@@ -173,8 +174,8 @@ def test_gangs_are_of_910_pods_only() -> None:
     c = mixed()
     pod = c.pod("p", "huawei.com/Ascend310P", 1, {"ascend.npu/gang": "g"})
     answer = c.filter(pod)
-    assert answer["NodeNames"] == []
-    assert "gangs are of huawei.com/Ascend910 pods" in answer["FailedAndUnresolvableNodes"]["c310p"]
+    assert answer.NodeNames == []
+    assert "gangs are of huawei.com/Ascend910 pods" in answer.FailedAndUnresolvableNodes["c310p"]
 
 
 def test_no_pod_ever_lands_on_a_node_of_another_chip_kind() -> None:
@@ -219,9 +220,9 @@ def test_one_template_at_a_time_is_created_on_a_node() -> None:
     c.schedule(c.pod("a", NPU_CORE, 2))
     four = c.pod("four", NPU_CORE, 4)
     answer = c.filter(four)
-    assert answer["FailedNodes"]["v0"] == "four is using v0, and not rewrite"
+    assert answer.FailedNodes["v0"] == "four is using v0, and not rewrite"
     c.service.refresh()  # the view shows the pod, its vNPU not created yet
-    assert c.filter(four)["NodeNames"] == []
+    assert c.filter(four).NodeNames == []
     c.created("a", "Ascend310P-2c.1cpu-100-0_0")
     c.service.refresh()
     assert c.schedule(four) == "v0"
@@ -261,9 +262,7 @@ def test_whole_chips_of_npu_cores_skip_a_chip_carrying_a_vnpu() -> None:
 def test_the_node_with_the_fewest_idle_ai_cores_scores_best() -> None:
     c = vnpu_nodes(4, 2)
     pod = c.pod("p", NPU_CORE, 2)
-    scores = {
-        s["Host"]: s["Score"] for s in c.extender.prioritize({"Pod": pod, "NodeNames": c.names})
-    }
+    scores = {s.Host: s.Score for s in c.extender.prioritize({"Pod": pod, "NodeNames": c.names})}
     assert scores == {"v0": 0, "v1": 10}
     assert c.extender.scores(pod, c.names) == {"v0": 0.0, "v1": 8.0}
 
@@ -283,30 +282,35 @@ def test_a_high_level_task_is_downgraded_where_the_ai_cpus_run_short() -> None:
 
 def test_a_vnpu_request_upstream_refuses_fails_every_node_with_its_message() -> None:
     c = vnpu_nodes(4)
-    assert set(c.filter(c.pod("p", NPU_CORE, 3))["FailedAndUnresolvableNodes"].values()) == {
+    assert set(c.filter(c.pod("p", NPU_CORE, 3)).FailedAndUnresolvableNodes.values()) == {
         "p req err 3"
     }
     dvpp = c.pod("q", NPU_CORE, 1, {"vnpu-dvpp": "yes"})
-    assert set(c.filter(dvpp)["FailedAndUnresolvableNodes"].values()) == {
+    assert set(c.filter(dvpp).FailedAndUnresolvableNodes.values()) == {
         "q req 1 ai-core, but dvpp label is:yes"
     }
     other = c.pod("r", NPU_CORE, 2, {"ring-controller.atlas": "ascend-910"})
-    assert "dynamic vNPU is for Ascend310P" in c.filter(other)["FailedAndUnresolvableNodes"]["v0"]
+    assert "dynamic vNPU is for Ascend310P" in c.filter(other).FailedAndUnresolvableNodes["v0"]
+
+
+def volcano(c: Any, verb: str, body: dict[str, Any]) -> Any:
+    """A Volcano verb's typed answer (one of several Structs)."""
+    return c.volcano.handle(verb, body)
 
 
 def test_volcano_allocates_a_vnpu_and_deallocate_gives_it_back() -> None:
     c = vnpu_nodes(4)
     pod = c.pod("p", NPU_CORE, 2)
     task = {"task": {"Pod": pod, "NodeName": "v0"}}
-    assert c.volcano.handle("predicate", {**task, "node": {"Name": "v0"}})["code"] == 0
-    assert c.volcano.handle("allocateFunc", task) == {"errorMessage": ""}
+    assert volcano(c, "predicate", {**task, "node": {"Name": "v0"}}).code == 0
+    assert volcano(c, "allocateFunc", task).error_message == ""
     assert c.annotation("p", NPU_CORE) == "0-vir02_1c"
     four = c.pod("four", NPU_CORE, 4)
-    busy = c.volcano.handle("predicate", {"task": {"Pod": four}, "node": {"Name": "v0"}})
-    assert busy["status"] == "four is using v0, and not rewrite"
-    assert c.volcano.handle("deallocateFunc", task) == {"errorMessage": ""}
-    free = c.volcano.handle("predicate", {"task": {"Pod": four}, "node": {"Name": "v0"}})
-    assert free["code"] == 0
+    busy = volcano(c, "predicate", {"task": {"Pod": four}, "node": {"Name": "v0"}})
+    assert busy.status == "four is using v0, and not rewrite"
+    assert volcano(c, "deallocateFunc", task).error_message == ""
+    free = volcano(c, "predicate", {"task": {"Pod": four}, "node": {"Name": "v0"}})
+    assert free.code == 0
 
 
 def test_volcano_enqueues_a_vnpu_job_while_the_nodes_have_its_ai_cores() -> None:
@@ -314,7 +318,7 @@ def test_volcano_enqueues_a_vnpu_job_while_the_nodes_have_its_ai_cores() -> None
 
     def enqueue(resource: str, count: int) -> int:
         job = {"TotalRequest": {"ScalarResources": {resource: count * 1000}}}
-        return int(c.volcano.handle("jobEnqueueable", {"job": job})["status"])
+        return int(volcano(c, "jobEnqueueable", {"job": job}).status)
 
     assert c.extender.state.node_count() == 1, "the NPU nodes metric counts vNPU nodes"
     assert enqueue(NPU_CORE, 32) == 1
@@ -329,8 +333,8 @@ def test_a_pre_created_vnpu_pod_asks_for_one_and_is_bound_without_annotations() 
     c = vnpu_nodes(1)
     two = c.pod("two", "huawei.com/Ascend310P-2c", 2)
     answer = c.filter(two)
-    assert answer["NodeNames"] == []
-    assert answer["FailedAndUnresolvableNodes"]["v0"].startswith("two req 2 not 1")
+    assert answer.NodeNames == []
+    assert answer.FailedAndUnresolvableNodes["v0"].startswith("two req 2 not 1")
     one = c.pod("one", "huawei.com/Ascend310P-2c", 1)
     assert c.schedule(one) == "v0"
     bound = c.api.get_pod("ns", "one")
@@ -350,11 +354,11 @@ def test_a_node_whose_deviceinfo_or_labels_do_not_match_its_resource_is_left_out
     api.put("Node", node)
     c = Cluster(api)
     answer = c.filter(c.pod("p", NPU_CORE, 1))
-    assert answer["NodeNames"] == ["v0"]
-    assert answer["FailedNodes"]["mixed-up"] == (
+    assert answer.NodeNames == ["v0"]
+    assert answer.FailedNodes["mixed-up"] == (
         "mixed-up: its DeviceInfo lists Ascend910 chips, the node offers huawei.com/npu-core"
     )
-    assert answer["FailedNodes"]["unlabelled"] == (
+    assert answer.FailedNodes["unlabelled"] == (
         "unlabelled: huawei.com/npu-core node without a readable label: "
         "servertype '' is not <chip kind>-<AI cores per chip>"
     )
@@ -379,12 +383,10 @@ def test_hostile_labels_capacities_and_annotations_leave_a_node_out_or_count_not
         api.put("Pod", bad)
     c = Cluster(api)
     answer = c.filter(c.pod("p", NPU_CORE, 2))
-    assert answer["NodeNames"] == ["v0"], "the unreadable annotations count nothing"
-    assert "no AI CPU count known for Ascend310P with 0 AI cores" in answer["FailedNodes"]["zero"]
-    assert "is not <chip kind>-<AI cores per chip>" in answer["FailedNodes"]["huge"]
-    assert answer["FailedAndUnresolvableNodes"]["nonsense"] == (
-        "nonsense is not a dynamic vNPU node"
-    )
+    assert answer.NodeNames == ["v0"], "the unreadable annotations count nothing"
+    assert "no AI CPU count known for Ascend310P with 0 AI cores" in answer.FailedNodes["zero"]
+    assert "is not <chip kind>-<AI cores per chip>" in answer.FailedNodes["huge"]
+    assert answer.FailedAndUnresolvableNodes["nonsense"] == ("nonsense is not a dynamic vNPU node")
     assert c.schedule(c.pod("q", NPU_CORE, 2)) == "v0"
 
 

@@ -15,7 +15,7 @@ import pytest
 from scheduler_core.service.wire import BadRequest
 from simulation.memory import pod_object
 from tests.integration.test_extender import Harness, pending
-from tests.integration.test_volcano import ALLOCATED, PIPELINED, task
+from tests.integration.test_volcano import ALLOCATED, PIPELINED, call, task
 
 
 def node_objects(h: Harness) -> dict[str, Any]:
@@ -23,8 +23,7 @@ def node_objects(h: Harness) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "NodeList", "items": [h.api.get_node(n) for n in h.names]}
 
 
-def volcano(h: Harness, verb: str, body: dict[str, Any]) -> Any:
-    return h.service.handle(f"volcano/{verb}", body)
+volcano = call
 
 
 def test_without_the_node_cache_a_node_list_comes_in_and_the_passing_nodes_go_back_as_one() -> None:
@@ -32,11 +31,12 @@ def test_without_the_node_cache_a_node_list_comes_in_and_the_passing_nodes_go_ba
     h.schedule(pending(h.api, "full", 8))  # n0 is now full
     pod = pending(h.api, "p", 2)
     answer = h.extender.filter({"Pod": pod, "Nodes": node_objects(h), "NodeNames": None})
-    assert [n["metadata"]["name"] for n in answer["Nodes"]["items"]] == ["n1", "n2"]
-    assert "NodeNames" not in answer and set(answer["FailedNodes"]) == {"n0"}
-    passing = {"items": answer["Nodes"]["items"]}
+    assert answer.Nodes is not None and answer.NodeNames is None
+    assert [n["metadata"]["name"] for n in answer.Nodes.items] == ["n1", "n2"]
+    assert set(answer.FailedNodes) == {"n0"}
+    passing = {"items": answer.Nodes.items}
     scores = h.extender.prioritize({"Pod": pod, "Nodes": passing, "NodeNames": None})
-    assert {s["Host"] for s in scores} == {"n1", "n2"}
+    assert {s.Host for s in scores} == {"n1", "n2"}
 
 
 def test_a_pod_asking_no_npu_passes_every_node_for_both_callers() -> None:
@@ -45,7 +45,7 @@ def test_a_pod_asking_no_npu_passes_every_node_for_both_callers() -> None:
     h.api.put("Pod", pod_object("ns", "cpu", None, 0))
     cpu = h.api.get_pod("ns", "cpu")
     answer = h.extender.filter({"Pod": cpu, "NodeNames": ["n0", "n1", "cpu-only"]})
-    assert answer["NodeNames"] == ["n0", "n1", "cpu-only"]
+    assert answer.NodeNames == ["n0", "n1", "cpu-only"]
     assert volcano(h, "predicate", {"task": task(cpu), "node": {"Name": "n0"}}) == {
         "status": "",
         "code": 0,

@@ -33,7 +33,7 @@ def test_a_running_pod_naming_a_huge_chip_id_stops_nothing_and_new_nodes_are_see
     h.names.append("n1")
     h.service.refresh_once_safely()
     assert h.service.metrics.refresh_errors == 0
-    assert h.filter(pending(h.api, "p", 8))["NodeNames"] == ["n1"]
+    assert h.filter(pending(h.api, "p", 8)).NodeNames == ["n1"]
 
 
 def test_a_gang_pod_with_an_unreadable_rank_stops_nothing() -> None:
@@ -57,7 +57,7 @@ def test_a_pod_that_requests_no_npu_holds_no_chips_whatever_it_carries() -> None
     h = Harness(1)
     running(h, "squatter", "n0", 0, **{"huawei.com/Ascend910": "Ascend910-0"})
     h.service.refresh()
-    assert h.filter(pending(h.api, "p", 8))["NodeNames"] == ["n0"]
+    assert h.filter(pending(h.api, "p", 8)).NodeNames == ["n0"]
 
 
 def deviceinfo_data(text: str) -> dict[str, str]:
@@ -108,9 +108,9 @@ def test_a_malformed_deviceinfo_leaves_only_its_node_out_with_the_reason(
     h.service.refresh_once_safely()
     assert h.service.metrics.refresh_errors == 0
     answer = h.filter(pending(h.api, "p", 8))
-    assert answer["NodeNames"] == ["n0"]
-    assert reason in answer["FailedNodes"]["n1"]
-    assert len(answer["FailedNodes"]["n1"]) < 300, "a huge value makes no huge message"
+    assert answer.NodeNames == ["n0"]
+    assert reason in answer.FailedNodes["n1"]
+    assert len(answer.FailedNodes["n1"]) < 300, "a huge value makes no huge message"
 
 
 def test_readyz_turns_false_when_the_last_good_read_is_three_periods_old() -> None:
@@ -155,8 +155,8 @@ def test_a_binding_stored_but_answered_503_keeps_its_chips(
         raise KubeError("create binding: 503 Service Unavailable")
 
     monkeypatch.setattr(h.api, "bind_pod", stored_then_503)
-    assert h.extender.bind(bind_args(pod, "n0")) == {"Error": ""}, "the pod was bound"
-    assert h.filter(pending(h.api, "next", 8))["NodeNames"] == []
+    assert h.extender.bind(bind_args(pod, "n0")).Error == "", "the pod was bound"
+    assert h.filter(pending(h.api, "next", 8)).NodeNames == []
 
 
 def test_a_failed_binding_whose_pod_cannot_be_read_keeps_its_chips_in_doubt(
@@ -172,9 +172,9 @@ def test_a_failed_binding_whose_pod_cannot_be_read_keeps_its_chips_in_doubt(
         raise KubeError("create binding: connection reset")
 
     monkeypatch.setattr(h.api, "bind_pod", stored_then_down)
-    assert "stay held" in h.extender.bind(bind_args(pod, "n0"))["Error"]
+    assert "stay held" in h.extender.bind(bind_args(pod, "n0")).Error
     h.api.reachable = True
-    assert h.filter(pending(h.api, "next", 8))["NodeNames"] == []
+    assert h.filter(pending(h.api, "next", 8)).NodeNames == []
 
 
 def test_a_forged_deallocate_gives_back_nothing_this_service_did_not_give_that_pod() -> None:

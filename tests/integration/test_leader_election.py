@@ -268,7 +268,7 @@ def test_a_choice_made_before_the_lease_was_lost_is_not_written_and_its_chips_co
     extender.state.fence = lambda: False
     store.put("Pod", pod_object("ns", "p", None, 8))
     binding = {"PodName": "p", "PodNamespace": "ns", "PodUID": "uid-ns-p", "Node": "n0"}
-    assert "no longer leads" in extender.bind(binding)["Error"]
+    assert "no longer leads" in extender.bind(binding).Error
     assert store.get_pod("ns", "p")["spec"].get("nodeName") is None
     extender.state.fence = lambda: True
-    assert extender.bind(binding)["Error"] == "", "all 8 chips came back"
+    assert extender.bind(binding).Error == "", "all 8 chips came back"

@@ -11,6 +11,7 @@ from infra.kube.port import KubeError
 from scheduler_core.engine import locality, rescheduling
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.wire import ExtenderFilterResult
 from simulation.memory import MemoryCluster, pod_object
 from tests.integration.test_extender import Clock, add_node, schedule
 from tests.unit.helpers import server_ip, tor_info
@@ -81,7 +82,7 @@ class Cluster:
         self.service.refresh()
         return pods
 
-    def filter(self, pod: dict[str, Any]) -> dict[str, Any]:
+    def filter(self, pod: dict[str, Any]) -> ExtenderFilterResult:
         return self.extender.filter({"Pod": pod, "NodeNames": self.names})
 
     def schedule(self, pod: dict[str, Any]) -> str | None:
@@ -118,8 +119,8 @@ def test_tor_1_0_six_pods_take_one_whole_tor_and_two_servers_of_the_next_by_rank
     expected = [node_name(1, s) for s in range(4)] + [node_name(2, 0), node_name(2, 1)]
     for rank, pod in enumerate(pods):
         answer = c.filter(pod)
-        assert answer["NodeNames"] == [expected[rank]], rank  # only the exact-rank node
-        assert "not reserved for rank" in answer["FailedNodes"]["t3-s0"]
+        assert answer.NodeNames == [expected[rank]], rank  # only the exact-rank node
+        assert "not reserved for rank" in answer.FailedNodes["t3-s0"]
         assert c.extender.scores(pod, c.names) == {expected[rank]: 200.0}  # Volcano's view
     assert [c.schedule(p) for p in reversed(pods)] == list(reversed(expected))
     assert [c.annotations(f"big-{r}")["hccl/rankIndex"] for r in range(6)] == [
@@ -131,12 +132,12 @@ def test_tor_affinity_label_errors_are_upstreams() -> None:
     c = Cluster(1)
     (pod,) = c.gang("odd", 1, labels={"tor-affinity": "fast"})
     answer = c.filter(pod)
-    assert set(answer["FailedNodes"].values()) == {
+    assert set(answer.FailedNodes.values()) == {
         "job tor affinity label check failed,tor-affinity label value is fast"
     }
     no_topology = Cluster(1, topology=False)
     (pod,) = no_topology.gang("big", 1, labels={"tor-affinity": "normal-schema"})
-    assert set(no_topology.filter(pod)["FailedNodes"].values()) == {
+    assert set(no_topology.filter(pod).FailedNodes.values()) == {
         "job tor affinity check failed, cluster basic-tor-node-cm is not imported"
     }
 
@@ -155,10 +156,10 @@ def test_tor_1_0_a_large_model_job_waits_where_a_normal_job_spreads() -> None:
         c.api.put("Node", {**c.api.get_node(node_name(t, 3))})
     (pod, *_) = c.gang("big", 5, labels={"tor-affinity": "large-model-schema"})
     assert "does not fit yet: tor affinity large-model-schema" in next(
-        iter(c.filter(pod)["FailedNodes"].values())
+        iter(c.filter(pod).FailedNodes.values())
     )
     (normal, *_) = c.gang("wide", 5, labels={"tor-affinity": "normal-schema"}, ranked=False)
-    assert len(c.filter(normal)["NodeNames"]) == 5
+    assert len(c.filter(normal).passing) == 5
 
 
 def test_tor_2_0_the_remainder_goes_to_a_shared_tor_and_tor_share_cm_says_so() -> None:
@@ -217,15 +218,18 @@ def test_super_pod_blocks_follow_the_selection_order_and_annotate_the_pods() -> 
     placed = []
     for r in range(8):
         pod = api.get_pod("ns", f"sp-{r}")
-        (node,) = extender.filter({"Pod": pod, "NodeNames": names})["NodeNames"]
-        assert extender.bind(
-            {
-                "PodName": f"sp-{r}",
-                "PodNamespace": "ns",
-                "PodUID": pod["metadata"]["uid"],
-                "Node": node,
-            }
-        ) == {"Error": ""}
+        (node,) = extender.filter({"Pod": pod, "NodeNames": names}).passing
+        assert (
+            extender.bind(
+                {
+                    "PodName": f"sp-{r}",
+                    "PodNamespace": "ns",
+                    "PodUID": pod["metadata"]["uid"],
+                    "Node": node,
+                }
+            ).Error
+            == ""
+        )
         placed.append(node)
     assert placed == ["a0", "a1", "a2", "a3", "b0", "b1", "b2", "b3"]
     notes = [api.get_pod("ns", f"sp-{r}")["metadata"]["annotations"] for r in (0, 7)]
@@ -264,8 +268,8 @@ def test_a_fault_job_restarts_keeps_its_healthy_rank_and_moves_the_faulty_one() 
     # Until the job's pods come back, a one-pod job may not take its healthy node.
     c.api.put("Pod", pod_object("ns", "lone", None, 8))
     answer = c.filter(c.api.get_pod("ns", "lone"))
-    assert answer["FailedNodes"]["t0-s2"] == "held for fault job ns/job to come back"
-    assert "t0-s0" in answer["NodeNames"]
+    assert answer.FailedNodes["t0-s2"] == "held for fault job ns/job to come back"
+    assert "t0-s0" in answer.passing
     c.api.delete("Pod", "ns", "lone")
     # The controller recreates the pods: rank 0 returns to t0-s2 although t0-s0 now scores
     # as well and sorts first; rank 1 moves off the faulty node, to t0-s0.
@@ -342,10 +346,10 @@ def test_a_fault_job_that_never_comes_back_frees_its_nodes_after_the_hold_limit(
     c.service.refresh()
     c.api.put("Pod", pod_object("ns", "lone", None, 8))
     lone = c.api.get_pod("ns", "lone")
-    assert "t0-s0" not in c.filter(lone)["NodeNames"]
+    assert "t0-s0" not in c.filter(lone).passing
     c.clock.now += 201
     c.service.refresh()
-    assert "t0-s0" in c.filter(lone)["NodeNames"]
+    assert "t0-s0" in c.filter(lone).passing
     assert json.loads(c.configmap("volcano-system", "vcjob-fault-npu-cm")["fault-node"]) == []
 
 
@@ -368,7 +372,7 @@ def test_a_scheduler_restarted_during_a_fault_restart_still_returns_healthy_rank
     c.restart_scheduler()
     c.api.put("Pod", pod_object("ns", "lone", None, 8))
     answer = c.filter(c.api.get_pod("ns", "lone"))
-    assert answer["FailedNodes"]["t0-s2"] == "held for fault job ns/job to come back"
+    assert answer.FailedNodes["t0-s2"] == "held for fault job ns/job to come back"
     c.api.delete("Pod", "ns", "lone")
     again = c.gang("job", 2, labels={"fault-scheduling": "force"})
     assert [c.schedule(p) for p in again] == ["t0-s2", "t0-s0"]
@@ -415,7 +419,7 @@ def test_tor_2_0_volcano_gets_upstreams_scores_along_the_jobs_servers() -> None:
     # 2 idle ToRs of 4, 6 pods: ToR 0 whole, 2 servers of ToR 1 (made shared).
     c = Cluster(2, locality.Settings("2.0", shared_tor_num=2))
     pods = c.gang("big", 6, labels={"tor-affinity": "normal-schema"})
-    assert len(c.filter(pods[0])["NodeNames"]) == 1  # reserves the job
+    assert len(c.filter(pods[0]).passing) == 1  # reserves the job
     scores = c.extender.scores(pods[5], c.names)
     assert scores == {
         **{node_name(0, s): 100.0 for s in range(4)},
@@ -459,6 +463,6 @@ def test_nodes_reporting_no_super_pod_are_not_grouped_into_one_and_refuse_super_
     api.put("Pod", pod_object("ns", "plain", None, 8))
     service.refresh()
     answer = extender.filter({"Pod": api.get_pod("ns", "sp-0"), "NodeNames": names})
-    assert answer["NodeNames"] == []
-    assert "node x0 is not super-pod node or superPodID is not set" in answer["FailedNodes"]["x0"]
+    assert answer.NodeNames == []
+    assert "node x0 is not super-pod node or superPodID is not set" in answer.FailedNodes["x0"]
     assert schedule(extender, api.get_pod("ns", "plain"), names) is not None, "placed as usual"

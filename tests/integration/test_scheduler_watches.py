@@ -27,9 +27,7 @@ def answers(extender: Extender) -> list[Any]:
     """What /filter says for every request size over every node."""
     return [
         sorted(
-            extender.filter({"Pod": pod_object("q", "ask", None, npu), "NodeNames": NAMES})[
-                "NodeNames"
-            ]
+            extender.filter({"Pod": pod_object("q", "ask", None, npu), "NodeNames": NAMES}).passing
         )
         for npu in (1, 2, 4, 8)
     ]
@@ -53,14 +51,14 @@ def test_a_chip_fault_reaches_filter_through_the_watch_alone() -> None:
     service.start()
     try:
         asking = pod_object("q", "ask", None, 8)
-        assert service.extender.filter({"Pod": asking, "NodeNames": ["n0"]})["NodeNames"] == ["n0"]
+        assert service.extender.filter({"Pod": asking, "NodeNames": ["n0"]}).NodeNames == ["n0"]
         add_node(api, "n0", unhealthy=frozenset({3}))
         assert wait_for(
-            lambda: service.extender.filter({"Pod": asking, "NodeNames": ["n0"]})["NodeNames"] == []
+            lambda: service.extender.filter({"Pod": asking, "NodeNames": ["n0"]}).NodeNames == []
         ), "the fault is seen without a read of the whole cluster"
         running(api, "p", "n1", [0, 1, 2, 3, 4, 5, 6, 7])
         assert wait_for(
-            lambda: service.extender.filter({"Pod": asking, "NodeNames": ["n1"]})["NodeNames"] == []
+            lambda: service.extender.filter({"Pod": asking, "NodeNames": ["n1"]}).NodeNames == []
         ), "a pod holding the node's chips is seen"
     finally:
         service.stop()
