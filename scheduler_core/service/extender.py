@@ -41,8 +41,10 @@ from scheduler_core.service.kinds import (
 )
 from scheduler_core.service.wire import (
     BadPod,
-    Candidates,
     ExtenderArgs,
+    ExtenderBindingResult,
+    ExtenderFilterResult,
+    HostPriority,
     PodRequest,
     binding_args,
     extender_args,
@@ -85,7 +87,7 @@ class Extender:
 
     # ---- kube-scheduler verbs ----------------------------------------------------------
 
-    def filter(self, args: Mapping[str, Any] | ExtenderArgs) -> dict[str, Any]:
+    def filter(self, args: Mapping[str, Any] | ExtenderArgs) -> ExtenderFilterResult:
         """kube-scheduler's filter: the passing nodes, and why each other one fails:
         ``FailedAndUnresolvableNodes`` for a node that can never host the pod (another chip
         kind or accelerator type, not an NPU node, a request no node can serve), so that
@@ -97,19 +99,19 @@ class Extender:
         try:
             request = pod_request(pod)
         except BadPod as bad:
-            return _answer(candidates, [], {}, dict.fromkeys(names, str(bad)))
+            return candidates.answer([], {}, dict.fromkeys(names, str(bad)))
         kind = self._kind(request)
         with self.state.lock:
             verdicts = kind.filter(request, names)
-        return _answer(candidates, *verdicts)
+        return candidates.answer(*verdicts)
 
-    def prioritize(self, args: Mapping[str, Any] | ExtenderArgs) -> list[dict[str, Any]]:
+    def prioritize(self, args: Mapping[str, Any] | ExtenderArgs) -> list[HostPriority]:
         pod, candidates = extender_args(args)
         names = candidates.names
         try:
             request = pod_request(pod)
         except BadPod:
-            return [{"Host": n, "Score": 0} for n in names]
+            return [HostPriority(n, 0) for n in names]
         kind = self._kind(request)
         with self.state.lock:
             return kind.prioritize(request, names)
@@ -121,7 +123,7 @@ class Extender:
         with self.state.lock:
             return kind.scores(request, names)
 
-    def bind(self, args: Mapping[str, Any]) -> dict[str, str]:
+    def bind(self, args: Mapping[str, Any]) -> ExtenderBindingResult:
         binding = binding_args(args)
         namespace, name, uid, node = (
             binding.PodNamespace,
@@ -132,12 +134,12 @@ class Extender:
         try:
             request = pod_request(self.state.gateway.get_pod(namespace, name))
         except (KubeError, BadPod) as failed:
-            return {"Error": f"bind {namespace}/{name}: {failed}"}
+            return ExtenderBindingResult(f"bind {namespace}/{name}: {failed}")
 
         def write(annotations: dict[str, str]) -> None:
             self.state.gateway.bind_pod(namespace, name, uid, node, annotations)
 
-        return {"Error": self._give(request, node, write, ("bind", "bound", "to"))}
+        return ExtenderBindingResult(self._give(request, node, write, ("bind", "bound", "to")))
 
     def annotate(self, pod: Obj, node: str) -> str:
         """Volcano's allocateFunc: choose the chips on ``node`` and write the scheduler
@@ -182,14 +184,19 @@ class Extender:
         if isinstance(chosen, str):
             self.state.events.warn(about(request), BIND_REFUSED, f"{what}: {chosen}")
             return f"{what}: {chosen}"
-        annotations = chosen.annotations(int(self.state.clock() * 1_000_000_000))
-        if not self.state.fence():
-            with self.state.lock:
-                kind.give_back(chosen)
-            return f"{what}: this replica no longer leads; nothing was written"
-        try:
-            write(annotations)
-        except KubeError as failed:
+        # One node's writes go out one at a time, each stamped just before it: the kubelet
+        # admits pods in the order their bindings reach it, and the device plugin gives a
+        # pod the chips of the pending pod with the oldest predicate-time and its count; two
+        # binds racing to one node could otherwise land in the other order, and each pod
+        # would run on the chips the other records.
+        with self.state.writing_to(node):
+            annotations = chosen.annotations(int(self.state.clock() * 1_000_000_000))
+            if not self.state.fence():
+                with self.state.lock:
+                    kind.give_back(chosen)
+                return f"{what}: this replica no longer leads; nothing was written"
+            failed = _write(write, annotations)
+        if failed is not None:
             # Nothing was taken for a pre-created vNPU: nothing to keep or give back.
             landed = (
                 self._landed(request, chosen.choice, annotations)
@@ -253,13 +260,12 @@ class Extender:
             return written if uid == request.uid else ()
 
 
-def _answer(
-    candidates: Candidates, passing: list[str], failed: dict[str, str], never: dict[str, str]
-) -> dict[str, Any]:
-    """``ExtenderFilterResult``: the passing nodes as they came (names or Node objects)."""
-    return {
-        **candidates.answer(passing),
-        "FailedNodes": failed,
-        "FailedAndUnresolvableNodes": never,
-        "Error": "",
-    }
+def _write(
+    write: Callable[[dict[str, str]], None], annotations: dict[str, str]
+) -> KubeError | None:
+    """The write's error, if it failed."""
+    try:
+        write(annotations)
+    except KubeError as failed:
+        return failed
+    return None

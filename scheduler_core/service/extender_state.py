@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -54,6 +55,7 @@ class ExtenderState:
         self._policy = policy
         self.clock = clock
         self.lock = threading.Lock()
+        self._node_writes: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
         self.session = Session((), policy)
         self.left_out: dict[str, str] = {}
         self.pods = GangPods()
@@ -83,6 +85,11 @@ class ExtenderState:
         self.annotated: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     # ---- state: the cluster's changes, as the watches report them ---------------------
+
+    def writing_to(self, node: str) -> threading.Lock:
+        """The lock that puts one node's binding writes in a row."""
+        with self.lock:
+            return self._node_writes[node]
 
     def update(
         self,

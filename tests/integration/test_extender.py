@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agent.deviceinfo_publisher import configmap
+from contract.annotations import PREDICATE_TIME
 from contract.deviceinfo import DeviceInfo
 from contract.pods import pod_view
 from infra.kube.port import KubeError
@@ -15,7 +16,7 @@ from scheduler_core.service import live_view
 from scheduler_core.service.cluster_view import NodeView
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
-from scheduler_core.service.wire import normalize
+from scheduler_core.service.wire import ExtenderFilterResult, HostPriority, normalize
 from simulation.memory import MemoryCluster, pod_object
 
 
@@ -70,11 +71,11 @@ def pending(
 
 def schedule(extender: Extender, pod: dict[str, Any], names: list[str]) -> str | None:
     """kube-scheduler's part: filter, prioritize, the best node, bind."""
-    passing = extender.filter({"Pod": pod, "NodeNames": names})["NodeNames"]
+    passing = extender.filter({"Pod": pod, "NodeNames": names}).NodeNames
     if not passing:
         return None
     scores = extender.prioritize({"Pod": pod, "NodeNames": passing})
-    best = str(max(scores, key=lambda s: s["Score"])["Host"])
+    best = str(max(scores, key=lambda s: s.Score).Host)
     meta = pod["metadata"]
     answer = extender.bind(
         {
@@ -84,7 +85,7 @@ def schedule(extender: Extender, pod: dict[str, Any], names: list[str]) -> str |
             "Node": best,
         }
     )
-    assert answer == {"Error": ""}, answer
+    assert answer.Error == "", answer
     return best
 
 
@@ -99,7 +100,7 @@ class Harness:
         self.service.refresh()
         self.names = [f"n{i}" for i in range(nodes)]
 
-    def filter(self, pod: dict[str, Any]) -> dict[str, Any]:
+    def filter(self, pod: dict[str, Any]) -> ExtenderFilterResult:
         return self.extender.filter({"Pod": pod, "NodeNames": self.names})
 
     def schedule(self, pod: dict[str, Any]) -> str | None:
@@ -126,8 +127,8 @@ def test_two_pods_never_get_the_same_chips_before_the_state_catches_up() -> None
     chips = [h.chips(f"p{i}") for i in range(8)]
     assert len(set(chips)) == 8
     answer = h.filter(pending(h.api, "ninth", 1))
-    assert answer["NodeNames"] == []
-    assert "npu topology not meet job require" in answer["FailedNodes"]["n0"]
+    assert answer.NodeNames == []
+    assert "npu topology not meet job require" in answer.FailedNodes["n0"]
 
 
 def test_filter_explains_every_rejected_node_and_which_can_never_host_the_pod() -> None:
@@ -138,29 +139,29 @@ def test_filter_explains_every_rejected_node_and_which_can_never_host_the_pod() 
     h.names.append("cpu-node")
     h.names.append("ghost")
     answer = h.filter(pending(h.api, "p", 3))
-    assert answer["NodeNames"] == [] and answer["FailedNodes"] == {}
-    assert "req npu not in [1,2,4,8]" in answer["FailedAndUnresolvableNodes"]["n0"]
+    assert answer.NodeNames == [] and answer.FailedNodes == {}
+    assert "req npu not in [1,2,4,8]" in answer.FailedAndUnresolvableNodes["n0"]
     answer = h.filter(pending(h.api, "q", 2))
-    assert answer["NodeNames"] == ["n0", "n1"]
-    assert answer["FailedAndUnresolvableNodes"] == {
+    assert answer.NodeNames == ["n0", "n1"]
+    assert answer.FailedAndUnresolvableNodes == {
         "cpu-node": "cpu-node is not an Ascend NPU node",
         "ghost": "ghost is not an Ascend NPU node",
     }
     for i in range(4):
         h.schedule(pending(h.api, f"full{i}", 8 if i < 2 else 1))
     answer = h.filter(pending(h.api, "r", 8))
-    assert set(answer["FailedNodes"]) >= {"n0", "n1"}, "full now: evicting could free them"
+    assert set(answer.FailedNodes) >= {"n0", "n1"}, "full now: evicting could free them"
 
 
 def test_prioritize_maps_the_policy_scores_onto_zero_to_ten() -> None:
     assert normalize({"a": 263.0, "b": 236.0, "c": None}) == [
-        {"Host": "a", "Score": 10},
-        {"Host": "b", "Score": 0},
-        {"Host": "c", "Score": 0},
+        HostPriority("a", 10),
+        HostPriority("b", 0),
+        HostPriority("c", 0),
     ]
     assert normalize({"a": 5.0, "b": 5.0}) == [
-        {"Host": "a", "Score": 10},
-        {"Host": "b", "Score": 10},
+        HostPriority("a", 10),
+        HostPriority("b", 10),
     ]
 
 
@@ -169,12 +170,12 @@ def test_a_gang_is_reserved_whole_only_when_all_its_pods_exist_then_binds_into_i
     first = pending(h.api, "g-0", 8, gang="g", size=2)
     h.service.refresh()
     answer = h.filter(first)
-    assert answer["NodeNames"] == []
-    assert "1 of 2 pods exist" in answer["FailedNodes"]["n0"]
+    assert answer.NodeNames == []
+    assert "1 of 2 pods exist" in answer.FailedNodes["n0"]
     h.extender.state.events.flush()
     (waiting,) = h.api.events
     assert (waiting["reason"], waiting["involvedObject"]["name"]) == ("NPUGangWaiting", "g-0")
-    assert waiting["message"] == answer["FailedNodes"]["n0"]
+    assert waiting["message"] == answer.FailedNodes["n0"]
     second = pending(h.api, "g-1", 8, gang="g", size=2)
     h.service.refresh()
     nodes = {h.schedule(first), h.schedule(second)}
@@ -188,26 +189,26 @@ def test_a_gang_that_does_not_fit_holds_whole_nodes_against_small_pods_within_a_
     h.schedule(pending(h.api, "busy", 1))  # n0 is no longer whole
     gang = [pending(h.api, f"g-{i}", 8, gang="g", size=3) for i in range(3)]
     h.service.refresh()
-    assert h.filter(gang[0])["NodeNames"] == [], "3 whole nodes are needed, 2 exist"
+    assert h.filter(gang[0]).NodeNames == [], "3 whole nodes are needed, 2 exist"
     small = pending(h.api, "small", 1)
     answer = h.filter(small)
-    assert answer["NodeNames"] == ["n0"], "the whole nodes are held for the gang"
-    assert answer["FailedNodes"]["n1"].startswith("held for gang ns/g")
+    assert answer.NodeNames == ["n0"], "the whole nodes are held for the gang"
+    assert answer.FailedNodes["n1"].startswith("held for gang ns/g")
     h.clock.now += 101
-    assert h.filter(small)["NodeNames"] == ["n0", "n1", "n2"], "the hold is bounded"
+    assert h.filter(small).NodeNames == ["n0", "n1", "n2"], "the hold is bounded"
 
 
 def test_a_reservation_expires_when_the_gang_never_binds() -> None:
     h = Harness(2, gang_ttl=30)
     gang = [pending(h.api, f"g-{i}", 8, gang="g", size=2) for i in range(2)]
     h.service.refresh()
-    assert len(h.filter(gang[0])["NodeNames"]) == 2
-    assert h.filter(pending(h.api, "other", 8))["NodeNames"] == [], "the nodes are reserved"
+    assert len(h.filter(gang[0]).passing) == 2
+    assert h.filter(pending(h.api, "other", 8)).NodeNames == [], "the nodes are reserved"
     h.clock.now += 31
     h.api.delete("Pod", "ns", "g-0")
     h.api.delete("Pod", "ns", "g-1")
     h.service.refresh()
-    assert len(h.filter(h.api.get_pod("ns", "other"))["NodeNames"]) == 2
+    assert len(h.filter(h.api.get_pod("ns", "other")).passing) == 2
 
 
 def test_a_bind_that_the_api_server_refuses_gives_its_chips_back() -> None:
@@ -217,8 +218,8 @@ def test_a_bind_that_the_api_server_refuses_gives_its_chips_back() -> None:
     answer = h.extender.bind(
         {"PodName": "p", "PodNamespace": "ns", "PodUID": pod["metadata"]["uid"], "Node": "n0"}
     )
-    assert "not found" in answer["Error"]
-    assert h.filter(pending(h.api, "q", 8))["NodeNames"] == ["n0"]
+    assert "not found" in answer.Error
+    assert h.filter(pending(h.api, "q", 8)).NodeNames == ["n0"]
 
 
 def bind_args(pod: dict[str, Any], node: str) -> dict[str, str]:
@@ -236,8 +237,8 @@ def test_a_binding_the_api_server_refuses_gives_its_chips_back(
         raise KubeError("create binding: the API server is unreachable")
 
     monkeypatch.setattr(h.api, "bind_pod", refuse)
-    assert "unreachable" in h.extender.bind(bind_args(pod, "n0"))["Error"]
-    assert h.filter(pending(h.api, "q", 8))["NodeNames"] == ["n0"]
+    assert "unreachable" in h.extender.bind(bind_args(pod, "n0")).Error
+    assert h.filter(pending(h.api, "q", 8)).NodeNames == ["n0"]
     h.extender.state.events.flush()
     (refused,) = h.api.events
     assert (refused["type"], refused["reason"]) == ("Warning", "NPUBindRefused")
@@ -250,7 +251,7 @@ def test_while_a_binding_is_written_the_lock_is_free_and_its_chips_stay_taken(
     h = Harness(1)
     pod, other = pending(h.api, "p", 8), pending(h.api, "q", 8)
     bind = h.api.bind_pod
-    seen: list[dict[str, Any]] = []
+    seen: list[ExtenderFilterResult] = []
 
     def bind_slowly(*args: Any) -> None:
         # Another verb and a refresh run while this Binding is on its way (a view listed
@@ -266,10 +267,40 @@ def test_while_a_binding_is_written_the_lock_is_free_and_its_chips_stay_taken(
         bind(*args)
 
     monkeypatch.setattr(h.api, "bind_pod", bind_slowly)
-    assert h.extender.bind(bind_args(pod, "n0")) == {"Error": ""}
-    assert seen[0]["NodeNames"] == [], seen
+    assert h.extender.bind(bind_args(pod, "n0")).Error == ""
+    assert seen[0].NodeNames == [], seen
     h.service.refresh()
-    assert h.filter(other)["NodeNames"] == []
+    assert h.filter(other).NodeNames == []
+
+
+def test_binds_to_one_node_land_in_the_order_of_their_predicate_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The kubelet admits pods in the order their bindings arrive, and the device plugin
+    # hands each the chips of the oldest pending pod of its size: a later-stamped binding
+    # landing first would run each pod on the chips the other records.
+    h = Harness(1)
+    first, second = pending(h.api, "a", 1), pending(h.api, "b", 1)
+    bind = h.api.bind_pod
+    racing: list[threading.Thread] = []
+
+    def bind_while_another_starts(*args: Any) -> None:
+        if not racing:  # the first binding is on its way: a second bind to the node starts
+            racing.append(threading.Thread(target=h.extender.bind, args=(bind_args(second, "n0"),)))
+            racing[0].start()
+            racing[0].join(timeout=1)  # it must wait for this write (it would land before)
+        bind(*args)
+
+    monkeypatch.setattr(h.api, "bind_pod", bind_while_another_starts)
+    assert h.extender.bind(bind_args(first, "n0")).Error == ""
+    racing[0].join(timeout=10)
+    landed = sorted(
+        (h.api.get_pod("ns", name) for name in ("a", "b")),
+        key=lambda p: int(p["metadata"]["resourceVersion"]),
+    )
+    stamps = [int(p["metadata"]["annotations"][PREDICATE_TIME]) for p in landed]
+    assert [p["spec"].get("nodeName") for p in landed] == ["n0", "n0"]
+    assert stamps == sorted(stamps), "bindings landed in the order of their predicate-times"
 
 
 def test_the_last_rank_of_a_gang_whose_binding_fails_can_bind_again(
@@ -287,9 +318,9 @@ def test_the_last_rank_of_a_gang_whose_binding_fails_can_bind_again(
         raise KubeError("create binding: 503")
 
     monkeypatch.setattr(h.api, "bind_pod", unavailable)
-    assert "503" in h.extender.bind(bind_args(pods[1], last))["Error"]
+    assert "503" in h.extender.bind(bind_args(pods[1], last)).Error
     monkeypatch.setattr(h.api, "bind_pod", bind)
-    assert h.extender.bind(bind_args(pods[1], last)) == {"Error": ""}
+    assert h.extender.bind(bind_args(pods[1], last)).Error == ""
 
 
 @pytest.mark.parametrize("size", ["x", "0"])
@@ -298,8 +329,8 @@ def test_a_malformed_gang_size_is_refused_with_the_reason(size: str) -> None:
     pod = pending(h.api, "p", 8, gang="g", size=1)
     pod["metadata"]["annotations"]["ascend.npu/gang-size"] = size
     answer = h.filter(pod)
-    assert answer["NodeNames"] == []
-    assert "ascend.npu/gang-size" in answer["FailedAndUnresolvableNodes"]["n0"]
+    assert answer.NodeNames == []
+    assert "ascend.npu/gang-size" in answer.FailedAndUnresolvableNodes["n0"]
 
 
 def test_changes_from_before_a_bind_landed_do_not_offer_that_binds_chips_again() -> None:
@@ -311,4 +342,4 @@ def test_changes_from_before_a_bind_landed_do_not_offer_that_binds_chips_again()
     h.extender.state.update(
         views={"n0": NodeView("n0", stale.nodes[0])}, pods={"ns/first": pod_view(first)}
     )
-    assert h.filter(pending(h.api, "second", 1))["NodeNames"] == []
+    assert h.filter(pending(h.api, "second", 1)).NodeNames == []
