@@ -11,8 +11,10 @@ that fails answers 500 with a one-line JSON error instead of dropping the connec
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import socket
 import ssl
 import threading
 from collections.abc import Callable, Mapping
@@ -70,16 +72,18 @@ class _Server(ThreadingHTTPServer):
         super().__init__(address, handler)
         self._pool = ThreadPoolExecutor(limits.max_connections, thread_name_prefix=name)
         self._max_connections = limits.max_connections
-        self._open = 0
+        self._open: set[Any] = set()
         self._lock = threading.Lock()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._lock:
-            full = self._open >= self._max_connections
+            full = len(self._open) >= self._max_connections
             if not full:
-                self._open += 1
+                self._open.add(request)
         if full:
-            log.warning("closing a connection from %s: %d are open", client_address, self._open)
+            log.warning(
+                "closing a connection from %s: %d are open", client_address, len(self._open)
+            )
             self.shutdown_request(request)
             return
         self._pool.submit(self._serve, request, client_address)
@@ -89,7 +93,17 @@ class _Server(ThreadingHTTPServer):
             self.process_request_thread(request, client_address)
         finally:
             with self._lock:
-                self._open -= 1
+                self._open.discard(request)
+
+    def close_connections(self) -> None:
+        """End every open connection: a caller that keeps its connections alive between
+        calls (kube-scheduler's Go transport does) would otherwise hold a thread reading
+        its next request, and the process could not exit until it hung up."""
+        with self._lock:
+            connections = list(self._open)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A TLS handshake that failed, a reset connection: the caller's problem, not ours.
@@ -231,6 +245,7 @@ class HttpServer:
     def stop(self) -> None:
         if self._server is not None:
             self._server.shutdown()
+            self._server.close_connections()
             self._server.server_close()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import threading
@@ -123,6 +124,21 @@ def test_a_body_shorter_than_announced_is_closed_after_the_timeout() -> None:
         assert answer == b"" and seen == [], "closed, and the handler never ran"
     finally:
         server.stop()
+
+
+def test_stopping_ends_the_connections_a_caller_keeps_alive_between_calls() -> None:
+    # kube-scheduler's Go transport keeps its extender connections open: a stopping service
+    # must not wait for the caller to hang up (it waited out the 30 s idle timeout).
+    seen: list[str] = []
+    server, url = slow_server(Limits(timeout=30), seen)
+    host, port = url.removeprefix("http://").split(":")
+    kept = http.client.HTTPConnection(host, int(port), timeout=10)
+    kept.request("POST", "/filter", body=b"{}")
+    assert json.loads(kept.getresponse().read()) == {"length": 2}
+    assert wait_for(lambda: serving() == 1)
+    server.stop()
+    assert wait_for(lambda: serving() == 0, timeout=5), "the kept-alive one ended"
+    kept.close()
 
 
 def test_connections_beyond_the_limit_are_closed_at_once_and_threads_stay_bounded() -> None:
