@@ -12,24 +12,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import psutil
 
 from agent.deviceinfo_publisher import configmap
 from contract.deviceinfo import DeviceInfo
 from infra.http import HttpServer, Response
 from scheduler_core.service.server import decode_body, json_response
 from simulation.cluster import simulated_cluster
-from simulation.kube_scheduler import KubeScheduler
+from simulation.kube_scheduler import InformerCache, KubeScheduler, RemoteCluster
 from simulation.memory import MemoryCluster, pod_object
-from simulation.processes import scheduler_process
+from simulation.processes import cluster_processes, pod_creator, scheduler_process
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -221,24 +224,109 @@ def session_open(url: str, nodes: int) -> tuple[float, int]:
     return (time.perf_counter() - start) * 1e3, len(raw)
 
 
+SIZES = (1, 1, 1, 1, 2, 1, 4, 1)  # chips per pod, in turn
+
+
 def end_to_end(nodes: int, pods: int) -> None:
+    """Everything in this one process."""
     with simulated_cluster(nodes) as sim:
         scheduler = KubeScheduler(sim)
-        sizes = (1, 1, 1, 1, 2, 1, 4, 1)
         for i in range(pods):
-            sim.store.put("Pod", pod_object("ns", f"p{i:04d}", None, sizes[i % len(sizes)]))
+            sim.store.put("Pod", pod_object("ns", f"p{i:04d}", None, SIZES[i % len(SIZES)]))
         sim.service.refresh()
         start = time.perf_counter()
         scheduled = scheduler.cycle()
         bound_at = time.perf_counter()
         admitted = len(sim.admit())
         done = time.perf_counter()
+        scheduler.close()
     print(
-        f"  {pods} pods on {nodes} nodes: {scheduled} bound in {bound_at - start:.2f} s "
-        f"({scheduled / (bound_at - start):.0f} pods/s through the extender), {admitted} "
-        f"admitted by the kubelets in {done - bound_at:.2f} s; end to end "
-        f"{admitted / (done - start):.0f} pods/s"
+        f"  one process: {pods} pods on {nodes} nodes: {scheduled} bound in "
+        f"{bound_at - start:.2f} s, {admitted} admitted by the kubelets {done - bound_at:.2f} s "
+        f"later; end to end {admitted / (done - start):.0f} pods/s"
     )
+
+
+def end_to_end_processes(nodes: int, pods: int) -> None:
+    """The API server, the scheduler service and the nodes each in a process of their own;
+    the stand-in kube-scheduler (informers, asynchronous bindings) in this one. From the
+    first scheduling cycle to the last pod Running."""
+    with (
+        tempfile.TemporaryDirectory() as workdir,
+        cluster_processes(nodes, Path(workdir), "--log-level", "WARNING") as parts,
+    ):
+        creator = pod_creator(parts.api_url)
+        for i in range(pods):
+            creator(pod_object("ns", f"p{i:04d}", None, SIZES[i % len(SIZES)]))
+        cache = InformerCache(parts.api_url)
+        try:
+            if not wait_until(lambda: cache.synced and len(cache.list_pods(None)[0]) == pods):
+                raise SystemExit("the scheduler's informers did not see the pods")
+            scheduler = KubeScheduler(RemoteCluster(parts.service_url, cache))
+            cpu = CpuMeter(
+                {
+                    "API server": parts.api.process.pid,
+                    "scheduler service": parts.service.pid,
+                    "nodes": parts.nodes.process.pid,
+                    "kube-scheduler stand-in": os.getpid(),
+                }
+            )
+            start = time.perf_counter()
+            bound = scheduler.settle(cache.changed, timeout=300)
+            bound_at = time.perf_counter()
+            scheduler.close()
+        finally:
+            cache.stop()
+        counts: dict[str, int] = {}
+
+        def all_started() -> bool:
+            counts.update(json.loads(parts.nodes.ask("count")))
+            return counts["admitted"] + counts["refused"] >= bound
+
+        wait_until(all_started, timeout=60, step=0.01)
+        done = time.perf_counter()
+        busy = cpu.seconds()
+    print(
+        f"  processes: {pods} pods on {nodes} nodes: {bound} bound in {bound_at - start:.2f} s "
+        f"({bound / (bound_at - start):.0f} pods/s), {counts['admitted']} Running "
+        f"{done - bound_at:.2f} s later ({counts['refused']} refused); end to end "
+        f"{counts['admitted'] / (done - start):.0f} pods/s"
+    )
+    admitted = max(counts["admitted"], 1)
+    per_pod = {part: seconds * 1e3 / admitted for part, seconds in busy.items()}
+    print(
+        "    CPU per pod: "
+        + ", ".join(f"{part} {ms:.1f} ms" for part, ms in per_pod.items())
+        + f"; together {sum(per_pod.values()):.1f} ms, so {os.cpu_count()} cores cap it at "
+        f"{1e3 * (os.cpu_count() or 1) / sum(per_pod.values()):.0f} pods/s; with a core each, "
+        + ", ".join(f"{part} {1e3 / ms:.0f}" for part, ms in per_pod.items())
+        + " pods/s"
+    )
+
+
+class CpuMeter:
+    """CPU seconds each process spends from now on."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self._processes = {part: psutil.Process(pid) for part, pid in pids.items()}
+        self._before = {part: _cpu(p) for part, p in self._processes.items()}
+
+    def seconds(self) -> dict[str, float]:
+        return {part: _cpu(p) - self._before[part] for part, p in self._processes.items()}
+
+
+def _cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 60, step: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(step)
+    return True
 
 
 def main() -> None:
@@ -249,8 +337,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as workdir:
         for nodes in (1_000, 5_000, 10_000):
             extender_latency(nodes, args.pods, Path(workdir))
-    print("simulated cluster, submitted at once")
+    print("simulated cluster, pods submitted at once")
     end_to_end(25, args.pods)
+    end_to_end_processes(25, args.pods)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from scheduler_core.engine.rescheduling import GRACE_OVER_TIME
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
 from simulation.kubelet import Allocation, KubeletError, KubeletSimulator
-from simulation.loopback import LoopbackApiServer
+from simulation.loopback import LoopbackApiServer, node_object
 from simulation.memory import MemoryCluster
 
 # The fault code the simulated agents count as sub-health (their --sub-health-codes).
@@ -70,6 +70,33 @@ def vnpu_state_file(chips: int = VNPU_CHIPS) -> str:
     """A fake-driver state file of a 310P node (8 AI cores and 7 AI CPUs per chip)."""
     rows = "".join(f"  - {{id: {i}, health: Healthy}}\n" for i in range(chips))
     return f"chip_type: {ASCEND310P.name}\nai_cores: 8\nchips:\n{rows}"
+
+
+def start_agent(
+    name: str, home: Path, gateway: KubernetesGateway, dynamic_vnpu: bool = False
+) -> NodeAgent:
+    """The node agent as a node runs it (the agent's own builder), on the fake driver whose
+    state file is ``home/state.yaml``, its kubelet's sockets under ``home``."""
+    kube = KubeSettings(
+        name,
+        volcano_type=True,
+        pod_resources_socket=home / "podres.sock",
+        sub_health_codes=frozenset({SUB_HEALTH_CODE}),
+    )
+    config = AgentConfig(
+        home / "plugins",
+        ascend_runtime=True,
+        period=1,
+        kube=kube,
+        preset_virtual=not dynamic_vnpu,
+    )
+    return start_node_agent(config, FakeDriver(home / "state.yaml"), gateway)
+
+
+def bound_in(cache: PodCache, key: str, node: str) -> bool:
+    """The agent's pod cache has seen the pod bound to ``node``."""
+    seen = cache.reflector.get(key)
+    return seen is not None and seen.node == node
 
 
 @dataclass
@@ -119,21 +146,7 @@ class SimulatedCluster:
         return node
 
     def _start_agent(self, name: str, home: Path, dynamic_vnpu: bool) -> NodeAgent:
-        """The node agent as a node runs it (the agent's own builder), on the fake driver."""
-        kube = KubeSettings(
-            name,
-            volcano_type=True,
-            pod_resources_socket=home / "podres.sock",
-            sub_health_codes=frozenset({SUB_HEALTH_CODE}),
-        )
-        config = AgentConfig(
-            home / "plugins",
-            ascend_runtime=True,
-            period=1,
-            kube=kube,
-            preset_virtual=not dynamic_vnpu,
-        )
-        return start_node_agent(config, FakeDriver(home / "state.yaml"), self.gateway())
+        return start_agent(name, home, self.gateway(), dynamic_vnpu)
 
     def restart_node_agent(self, name: str) -> None:
         """The agent process restarts; its kubelet stays."""
@@ -207,7 +220,7 @@ class SimulatedCluster:
         cache = self.nodes[node].agent.cache
         if cache is not None:
             keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods]
-            wait_for(lambda: all(_bound_in(cache, key, node) for key in keys), timeout=5)
+            wait_for(lambda: all(bound_in(cache, key, node) for key in keys), timeout=5)
         for pod in pods:
             meta = pod["metadata"]
             key = f"{meta['namespace']}/{meta['name']}"
@@ -267,11 +280,6 @@ class SimulatedCluster:
         admitted = self.admitted.pop(key, None)
         if admitted is not None:
             self.nodes[admitted.node].kubelet.release(key)
-
-
-def _bound_in(cache: PodCache, key: str, node: str) -> bool:
-    seen = cache.reflector.get(key)
-    return seen is not None and seen.node == node
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 15, step: float = 0.02) -> bool:
@@ -341,17 +349,7 @@ def simulated_cluster(
             name = f"node-{i:02d}"
             home = root / name
             home.mkdir()
-            store.put(
-                "Node",
-                {
-                    "metadata": {"name": name, "labels": {}},
-                    "status": {
-                        "capacity": {RESOURCE_NAME: "8"},
-                        "allocatable": {RESOURCE_NAME: "8"},
-                        "addresses": [{"type": "InternalIP", "address": f"192.168.0.{i + 1}"}],
-                    },
-                },
-            )
+            store.put("Node", node_object(i))
             (home / "state.yaml").write_text(
                 state_file(
                     (unhealthy or {}).get(name, frozenset()),

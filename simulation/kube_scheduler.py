@@ -19,19 +19,21 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Sequence
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from contract.objects import PLACED_RESOURCES, Obj
-from simulation.cluster import SimulatedCluster
+from infra.kube.client import KubernetesGateway
+from infra.kube.port import Selection
+from infra.kube.reflector import Reflector, stop_all
 
 MAX_NODE_SCORE, MAX_EXTENDER_PRIORITY = 100, 10
 UNSCHEDULABLE, UNRESOLVABLE = "Unschedulable", "UnschedulableAndUnresolvable"
@@ -65,21 +67,42 @@ class ExtenderError(Exception):
     """A call the extender failed: an error answer, a non-200, a timeout."""
 
 
+_connections = threading.local()
+
+
 def post_json(url: str, body: Any, timeout: float) -> Any:
-    """A caller's POST: the answer's JSON; ExtenderError on a non-200, a timeout, no JSON."""
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
+    """A caller's POST over a kept-alive connection (Go's transport keeps the extender's
+    connections open; one per calling thread here): the answer's JSON; ExtenderError on a
+    non-200, a timeout, no JSON."""
+    parts = urllib.parse.urlsplit(url)
+    verb = parts.path.rsplit("/", 1)[-1]
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            return json.loads(answer.read())
-    except urllib.error.HTTPError as failed:
-        raise ExtenderError(f"{url.rsplit('/', 1)[-1]}: HTTP {failed.code}") from None
-    except (urllib.error.URLError, TimeoutError, OSError, ValueError) as failed:
-        raise ExtenderError(f"{url.rsplit('/', 1)[-1]}: {failed}") from None
+        status, data = _exchange(parts.netloc, parts.path, json.dumps(body).encode(), timeout)
+    except (http.client.HTTPException, OSError) as failed:
+        raise ExtenderError(f"{verb}: {failed}") from None
+    if status != 200:
+        raise ExtenderError(f"{verb}: HTTP {status}")
+    try:
+        return json.loads(data)
+    except ValueError as failed:
+        raise ExtenderError(f"{verb}: {failed}") from None
+
+
+def _exchange(netloc: str, path: str, data: bytes, timeout: float) -> tuple[int, bytes]:
+    pool: dict[str, http.client.HTTPConnection] = _connections.__dict__.setdefault("pool", {})
+    kept = pool.pop(netloc, None)
+    connection = kept or http.client.HTTPConnection(netloc, timeout=timeout)
+    try:
+        connection.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+        answer = connection.getresponse()
+        body = answer.read()
+    except (http.client.HTTPException, OSError) as failed:
+        connection.close()
+        if kept is not None and not isinstance(failed, TimeoutError):
+            return _exchange(netloc, path, data, timeout)  # the server closed it meanwhile
+        raise
+    pool[netloc] = connection
+    return answer.status, body
 
 
 def interested(pod: Obj, managed: Sequence[str]) -> bool:
@@ -107,10 +130,86 @@ def requests_of(pod: Obj) -> dict[str, int]:
 DEFAULT_SCHEDULER = "default-scheduler"
 
 
-def pending_pods(cluster: SimulatedCluster, scheduler_name: str = DEFAULT_SCHEDULER) -> list[Obj]:
+class ClusterStore(Protocol):
+    """What a scheduler reads and writes of the cluster: its cache, and Bindings."""
+
+    def list_pods(self, node: str | None) -> tuple[list[Obj], str]: ...
+
+    def list_nodes(self) -> list[Obj]: ...
+
+    def bind_pod(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
+    ) -> None: ...
+
+
+class Cluster(Protocol):
+    @property
+    def url(self) -> str:
+        """The extender's."""
+        ...
+
+    @property
+    def store(self) -> ClusterStore: ...
+
+
+class InformerCache:
+    """kube-scheduler's informers: every pod and node listed, then watched, over HTTP; its
+    Bindings posted to the API server. ``changed`` is set by every pod event."""
+
+    def __init__(self, api_url: str) -> None:
+        self._gateway = KubernetesGateway.for_url(api_url)
+        self.changed = threading.Event()
+        self._pods: Reflector[Obj] = Reflector(
+            self._gateway,
+            Selection("Pod"),
+            lambda obj: obj,
+            on_change=lambda _: self.changed.set(),
+            name="scheduler pods",
+        )
+        self._nodes: Reflector[Obj] = Reflector(
+            self._gateway, Selection("Node"), lambda obj: obj, name="scheduler nodes"
+        )
+        for reflector in (self._pods, self._nodes):
+            reflector.start()
+
+    @property
+    def synced(self) -> bool:
+        return self._pods.synced and self._nodes.synced
+
+    def list_pods(self, node: str | None) -> tuple[list[Obj], str]:
+        pods = self._pods.values()
+        if node is not None:
+            pods = [p for p in pods if (p.get("spec") or {}).get("nodeName") == node]
+        return pods, self._pods.version
+
+    def list_nodes(self) -> list[Obj]:
+        return self._nodes.values()
+
+    def bind_pod(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
+    ) -> None:
+        self._gateway.bind_pod(namespace, name, uid, node, annotations)
+
+    def stop(self) -> None:
+        stop_all((self._pods, self._nodes))
+
+
+@dataclass(frozen=True)
+class RemoteCluster:
+    """A cluster whose API server and extender run elsewhere, read through informers."""
+
+    url: str
+    store: InformerCache
+
+
+def pending_pods(cluster: Cluster, scheduler_name: str = DEFAULT_SCHEDULER) -> list[Obj]:
     """Pods of ``scheduler_name`` (their ``spec.schedulerName``, defaulted by the API server)
     not bound yet, whatever they ask for."""
     pods, _ = cluster.store.list_pods(None)
+    return _pending(pods, scheduler_name)
+
+
+def _pending(pods: list[Obj], scheduler_name: str) -> list[Obj]:
     return [
         p
         for p in pods
@@ -119,6 +218,10 @@ def pending_pods(cluster: SimulatedCluster, scheduler_name: str = DEFAULT_SCHEDU
         and p["status"].get("phase") == "Pending"
         and not p["metadata"].get("deletionTimestamp")
     ]
+
+
+def _key(pod: Obj) -> str:
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
 
 
 class HttpExtender:
@@ -192,7 +295,7 @@ class KubeScheduler:
 
     def __init__(
         self,
-        cluster: SimulatedCluster,
+        cluster: Cluster,
         config: ExtenderConfig | None = None,
         *,
         backoff: Backoff = Backoff(0.0, 0.0),
@@ -205,7 +308,8 @@ class KubeScheduler:
         self._clock = clock
         self._rng = random.Random(seed)
         self._queue: dict[str, _Queued] = {}
-        self._assumed: dict[str, tuple[str, dict[str, int]]] = {}  # pod → node, requests
+        # pod → node, requests, and its resourceVersion when it was assumed
+        self._assumed: dict[str, tuple[str, dict[str, int], str]] = {}
         self._lock = threading.Lock()
         self._binder = ThreadPoolExecutor(4, thread_name_prefix="binding-cycle")
         self._snapshot: dict[tuple[str, str], int] | None = None
@@ -215,13 +319,19 @@ class KubeScheduler:
     def pending(self) -> list[Obj]:
         return pending_pods(self.cluster)
 
+    @property
+    def assumed(self) -> int:
+        """Pods bound or being bound that the cache does not show bound yet."""
+        with self._lock:
+            return len(self._assumed)
+
     def _fits(self, pod: Obj, nodes: list[Obj]) -> tuple[list[Obj], dict[str, tuple[str, str]]]:
         """The in-tree NodeResourcesFit for the extended resources: allocatable less what
         bound and assumed pods request."""
         asked = {r: n for r, n in requests_of(pod).items() if "/" in r}
         used = dict(self._snapshot if self._snapshot is not None else self._usage())
         with self._lock:
-            for where, requests in self._assumed.values():
+            for where, requests, _ in self._assumed.values():
                 for resource, count in requests.items():
                     used[(where, resource)] = used.get((where, resource), 0) + count
         passing, statuses = [], {}
@@ -239,11 +349,12 @@ class KubeScheduler:
                 passing.append(node)
         return passing, statuses
 
-    def _usage(self) -> dict[tuple[str, str], int]:
+    def _usage(self, pods: list[Obj] | None = None) -> dict[tuple[str, str], int]:
         """(node, resource) → what the pods bound there request: the scheduler's cache as a
         cycle's snapshot sees it."""
         used: dict[tuple[str, str], int] = {}
-        pods, _ = self.cluster.store.list_pods(None)
+        if pods is None:
+            pods, _ = self.cluster.store.list_pods(None)
         for other in pods:
             node = (other.get("spec") or {}).get("nodeName")
             if node and other["status"].get("phase") not in ("Succeeded", "Failed"):
@@ -303,15 +414,30 @@ class KubeScheduler:
 
     def cycle(self, settle: Callable[[], None] | None = None) -> int:
         """One pass over the pending pods whose backoff is over; bindings run while the next
-        pods are scheduled, and all of this pass's are awaited at its end. How many bound."""
+        pods are scheduled, and all of this pass's are awaited at its end. How many bound.
+
+        A bound pod stays assumed until the cache shows it bound (``cache.go`` keeps an
+        assumed pod until its informer's add arrives): a cache fed by a watch lags the
+        Binding, and must neither offer its resources again nor schedule the pod twice."""
         nodes = sorted(self.cluster.store.list_nodes(), key=lambda n: n["metadata"]["name"])
         now = self._clock()
-        # Taken once per pass (the pods this pass binds count as assumed until it ends), not
-        # once per pod: reading every pod per pod made the stand-in the bottleneck.
-        self._snapshot = self._usage()
+        pods, _ = self.cluster.store.list_pods(None)
+        # Taken once per pass (the pods this pass binds count as assumed), not once per pod:
+        # reading every pod per pod made the stand-in the bottleneck.
+        self._snapshot = self._usage(pods)
+        pending_as_assumed = {
+            _key(p): p["metadata"].get("resourceVersion", "")
+            for p in pods
+            if not (p.get("spec") or {}).get("nodeName")
+        }
+        with self._lock:
+            # Gone from the assumed: seen bound, deleted, or recreated pending since.
+            for key, (_, _, version) in list(self._assumed.items()):
+                if pending_as_assumed.get(key) != version:
+                    del self._assumed[key]
         started: list[tuple[str, Future[str], str]] = []
-        for pod in self.pending():
-            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        for pod in _pending(pods, DEFAULT_SCHEDULER):
+            key = _key(pod)
             queued = self._queue.setdefault(key, _Queued())
             if queued.ready_at > now or key in self._assumed:
                 continue
@@ -320,7 +446,11 @@ class KubeScheduler:
                 self._failed(key, outcome)
                 continue
             with self._lock:
-                self._assumed[key] = (outcome.node, requests_of(pod))
+                self._assumed[key] = (
+                    outcome.node,
+                    requests_of(pod),
+                    pod["metadata"].get("resourceVersion", ""),
+                )
             interested = self.extender.interested(pod)
             started.append(
                 (key, self._binder.submit(self._bind, pod, outcome.node, interested), outcome.node)
@@ -335,11 +465,23 @@ class KubeScheduler:
                 self._queue.pop(key, None)
                 self.reasons.pop(key, None)
                 self.preemption_candidates.pop(key, None)
-            with self._lock:
-                self._assumed.pop(key, None)
         self._snapshot = None
         if settle is not None:
             settle()
+        return bound
+
+    def settle(self, changed: threading.Event, timeout: float) -> int:
+        """Passes until one binds nothing and the cache shows every binding (each next pass
+        once ``changed`` says the cache moved, or a second later): how many pods bound."""
+        deadline = time.monotonic() + timeout
+        bound = 0
+        while time.monotonic() < deadline:
+            changed.clear()
+            placed = self.cycle()
+            bound += placed
+            if not placed and not self.assumed:
+                break
+            changed.wait(1.0)
         return bound
 
     def _failed(self, key: str, outcome: Outcome) -> None:

@@ -4,19 +4,24 @@ It speaks the REST the agent and the scheduler use, backed by ``MemoryCluster``:
 and ConfigMaps listed (``limit`` / ``continue``, label and field selectors) and watched
 (chunked streams from a resourceVersion with ``timeoutSeconds`` and bookmarks; a version
 older than the history is an ERROR event with code 410, as a real API server sends it); pods
-(get, bind, delete with a UID precondition, merge / strategic-merge patches of metadata with
-a resourceVersion precondition), ConfigMaps and Leases (get, create, replace with
-precondition), nodes (get, patch) and events (create). Errors are Kubernetes ``Status``
-objects with the real codes (400, 404, 409, 410, 422). It counts requests and the bytes it
-sends, for the API budget. Stopping it makes the address refuse connections, like an API
-server that is down.
+(create, get, bind, delete with a UID precondition, merge / strategic-merge patches of
+metadata with a resourceVersion precondition, status patches), ConfigMaps and Leases (get,
+create, replace with precondition), nodes (get, patch) and events (create). Errors are
+Kubernetes ``Status`` objects with the real codes (400, 404, 409, 410, 422). It counts
+requests and the bytes it sends, for the API budget. Stopping it makes the address refuse
+connections, like an API server that is down.
+
+``python -m simulation.loopback --nodes N`` runs it as a process of its own over a fresh
+store holding N 8-chip 910 nodes; it prints ``ready <url>`` and stops when stdin closes.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import socket
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -24,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from contract.chip_names import RESOURCE_NAME
 from contract.objects import Obj
 from infra.kube.port import Conflict, Gone, KubeError, NotFound, Selection
 from simulation.memory import MemoryCluster
@@ -147,10 +153,13 @@ class _Handler(BaseHTTPRequestHandler):
         except KubeError as failed:
             self._send(503, _status(503, "ServiceUnavailable", str(failed)))
 
-    def _metadata_patch(self) -> tuple[dict[str, dict[str, str | None]], str]:
+    def _patch_type(self) -> None:
         kind = (self.headers.get("Content-Type") or "").split(";")[0]
         if kind not in PATCH_TYPES:
             raise _BadRequest(415, "UnsupportedMediaType", f"patch type {kind!r} is not supported")
+
+    def _metadata_patch(self) -> tuple[dict[str, dict[str, str | None]], str]:
+        self._patch_type()
         body = self._body()
         metadata = body.pop("metadata", {})
         if body or set(metadata) - {"annotations", "labels", "resourceVersion"}:
@@ -176,6 +185,16 @@ class _Handler(BaseHTTPRequestHandler):
                 pod = store.get_pod(namespace, rest[0])
                 store.delete_pod(namespace, rest[0], uid, body.get("gracePeriodSeconds"))
                 return 200, pod
+        if kind == "pods" and not rest and method == "POST":
+            body = self._body()
+            body.setdefault("metadata", {})["namespace"] = namespace
+            return 201, store.create_pod(body)
+        if kind == "pods" and rest[1:] == ["status"] and method == "PATCH":
+            self._patch_type()
+            status = self._body().get("status")
+            if not isinstance(status, dict):
+                raise _BadRequest(422, "Invalid", "a status patch carries status")
+            return 200, store.patch_pod_status(namespace, rest[0], status)
         if kind == "pods" and rest[1:] == ["binding"] and method == "POST":
             body = self._body()
             meta = body.get("metadata") or {}
@@ -318,6 +337,9 @@ class _Server(ThreadingHTTPServer):
         with self.lock:
             self.requests[f"{method} {resource}".strip()] += 1
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A caller that went away mid-request (a process stopped): nothing to report."""
+
     def count(self, sent: int) -> None:
         with self.lock:
             self.bytes_sent += sent
@@ -371,6 +393,7 @@ class LoopbackApiServer:
         if self._server is not None:
             self.requests, self._bytes_before = self.traffic()
             self._server.stopping.set()
+            self._server.store.wake(self._server.stopping)
             self._server.shutdown()
             self._server.server_close()
             self._server.drop(everyone=True)
@@ -385,3 +408,34 @@ def kubeconfig(url: str) -> str:
         "users: [{name: anyone, user: {}}]\n"
         "contexts: [{name: loopback, context: {cluster: loopback, user: anyone}}]\n"
     )
+
+
+def node_object(i: int) -> Obj:
+    """``node-<i>``, an 8-chip 910 server as its kubelet reports it (InternalIP
+    192.168.0.<i+1>)."""
+    chips = {RESOURCE_NAME: "8"}
+    return {
+        "metadata": {"name": f"node-{i:02d}", "labels": {}},
+        "status": {
+            "capacity": dict(chips),
+            "allocatable": dict(chips),
+            "addresses": [{"type": "InternalIP", "address": f"192.168.0.{i + 1}"}],
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=0)
+    args = parser.parse_args()
+    store = MemoryCluster()
+    for i in range(args.nodes):
+        store.put("Node", node_object(i))
+    server = LoopbackApiServer(store)
+    print("ready", server.start(), flush=True)
+    sys.stdin.read()
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -17,7 +17,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from contract.chip_names import RESOURCE_NAME
@@ -28,6 +28,10 @@ from simulation.selectors import Selector
 Key = tuple[str, str, str]  # kind, namespace, name
 HISTORY = 10_000  # changes kept for watches to resume from
 SNAPSHOTS = 32  # paginated lists whose continue tokens stay valid
+
+
+class Wake:
+    """Put in a watch's feed to make it look at its ``until`` event."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +66,25 @@ def _event(change: Change, namespace: str, selector: Selector) -> WatchEvent | N
     return None
 
 
+Feed = queue.Queue[WatchEvent | Wake | None]
+
+
+@dataclass(eq=False)
+class Watcher:
+    """One open watch: what it selects, and the feed its events are put in."""
+
+    what: Selection
+    selector: Selector
+    feed: Feed = field(default_factory=queue.Queue)
+
+    @property
+    def kind(self) -> str:
+        return self.what.kind
+
+    def sees(self, change: Change) -> WatchEvent | None:
+        return _event(change, self.what.namespace, self.selector)
+
+
 class MemoryCluster:
     def __init__(
         self, history: int = HISTORY, bookmark_seconds: float = 1.0, graceful: bool = False
@@ -73,7 +96,12 @@ class MemoryCluster:
         self._history: deque[Change] = deque(maxlen=history)
         self._version = 0
         self._lock = threading.Lock()
-        self._watchers: list[tuple[str, queue.Queue[Change | None]]] = []  # None: cut
+        # Each watch's feed gets the events its selectors see, filtered as they are written
+        # (a real API server's watch cache filters before it sends): a pod write wakes only
+        # the watches that see it, not every node's. None in a feed: the stream is cut;
+        # Wake: its ``until`` may be set.
+        self._watchers: list[Watcher] = []
+        self._until: list[tuple[threading.Event, Feed]] = []
         self._snapshots: OrderedDict[int, tuple[int, list[Obj]]] = OrderedDict()
         self._snapshot_ids = itertools.count(1)
         self.bookmark_seconds = bookmark_seconds
@@ -90,8 +118,8 @@ class MemoryCluster:
         with self._lock:
             self._reachable = value
             if not value:
-                for _, feed in self._watchers:
-                    feed.put(None)
+                for watcher in self._watchers:
+                    watcher.feed.put(None)
 
     # ---- store -----------------------------------------------------------------------
 
@@ -118,9 +146,9 @@ class MemoryCluster:
             self._objects[key] = obj
         change = Change(self._version, kind, event, old, copy.deepcopy(obj))
         self._history.append(change)
-        for watched, feed in self._watchers:
-            if watched == kind:
-                feed.put(change)
+        for watcher in self._watchers:
+            if watcher.kind == kind and (seen := watcher.sees(change)) is not None:
+                watcher.feed.put(seen)
         return copy.deepcopy(obj)
 
     def put(self, kind: str, obj: Obj) -> Obj:
@@ -196,40 +224,55 @@ class MemoryCluster:
         until: threading.Event | None = None,
     ) -> Iterator[WatchEvent]:
         """``until``: the harness server ends the stream when it stops."""
-        selector = Selector.parse(what.labels, what.fields)
-        feed: queue.Queue[Change | None] = queue.Queue()
+        watcher = Watcher(what, Selector.parse(what.labels, what.fields))
+        feed = watcher.feed
         with self._lock:
             self._check(f"watch {what}")
             since = int(resource_version) if resource_version.isdigit() else 0
             if since < self.compacted:
                 raise Gone(f"watch {what}: resourceVersion {since} is too old")
             for change in self._history:
-                if change.version > since and change.kind == what.kind:
-                    feed.put(change)
-            self._watchers.append((what.kind, feed))
+                fresh = change.version > since and change.kind == what.kind
+                if fresh and (seen := watcher.sees(change)) is not None:
+                    feed.put(seen)
+            self._watchers.append(watcher)
+            if until is not None:
+                self._until.append((until, feed))
         deadline = time.monotonic() + timeout
         quiet_since = time.monotonic()
         try:
             while (left := deadline - time.monotonic()) > 0 and not (until and until.is_set()):
+                # Changes are pushed into the feed as they are written: the stream waits for
+                # the next one, or until a bookmark is due.
+                bookmark_in = quiet_since + self.bookmark_seconds - time.monotonic()
                 try:
-                    got = feed.get(timeout=min(left, 0.1))
+                    got = feed.get(timeout=max(min(left, bookmark_in), 0.0))
                 except queue.Empty:
                     if time.monotonic() - quiet_since >= self.bookmark_seconds:
                         quiet_since = time.monotonic()
                         if (bookmark := self._bookmark(feed)) is not None:
                             yield bookmark
                     continue
+                if isinstance(got, Wake):
+                    continue
                 if got is None:
                     raise KubeError(f"watch {what}: the API server is unreachable")
-                event = _event(got, what.namespace, selector)
-                if event is not None:
-                    quiet_since = time.monotonic()
-                    yield event
+                quiet_since = time.monotonic()
+                yield got
         finally:
             with self._lock:
-                self._watchers.remove((what.kind, feed))
+                self._watchers.remove(watcher)
+                if until is not None:
+                    self._until.remove((until, feed))
 
-    def _bookmark(self, feed: queue.Queue[Change | None]) -> WatchEvent | None:
+    def wake(self, until: threading.Event) -> None:
+        """The streams watching ``until`` look at it now (their server stops)."""
+        with self._lock:
+            for event, feed in self._until:
+                if event is until:
+                    feed.put(Wake())
+
+    def _bookmark(self, feed: Feed) -> WatchEvent | None:
         """Every change up to the current version has been sent: say so (changes are fed
         under the lock, so an empty feed here means none is on its way)."""
         with self._lock:
@@ -389,6 +432,25 @@ class MemoryCluster:
                     f"{kind.lower()} {meta['namespace']}/{meta['name']}: stale resourceVersion"
                 )
             return self._write(kind, copy.deepcopy(body), "MODIFIED")
+
+    def create_pod(self, body: Obj) -> Obj:
+        """A pod as a controller or a user creates it: a UID given when it has none, Pending."""
+        pod = copy.deepcopy(body)
+        meta = pod.setdefault("metadata", {})
+        meta.setdefault("uid", f"uid-{meta.get('namespace', '')}-{meta.get('name', '')}")
+        pod.setdefault("status", {}).setdefault("phase", "Pending")
+        return self._create("Pod", pod)
+
+    def patch_pod_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> Obj:
+        """The kubelet's status update (merged into ``status``)."""
+        with self._lock:
+            self._check("patch pod status")
+            pod = self._objects.get(("Pod", namespace, name))
+            if pod is None:
+                raise NotFound(f"pod {namespace}/{name} not found")
+            patched = copy.deepcopy(pod)
+            patched.setdefault("status", {}).update(status)
+            return self._write("Pod", patched, "MODIFIED")
 
     def get_node(self, name: str) -> Obj:
         return self.get("Node", "", name)

@@ -8,11 +8,15 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from kubernetes import client
+
+from contract.objects import Obj
 from simulation.loopback import LoopbackApiServer, kubeconfig
 from simulation.memory import MemoryCluster
 
@@ -35,8 +39,21 @@ def scheduler_process(store: MemoryCluster, workdir: Path, *flags: str) -> Itera
     """``python -m scheduler_core serve`` as its own process (as kube-scheduler would call it),
     reading ``store`` through the loopback API server; yields once it is ready."""
     api = LoopbackApiServer(store)
+    try:
+        with service_process(api.start(), workdir, *flags) as (process, url):
+            yield ServiceProcess(process, url, api)
+    finally:
+        api.stop()
+
+
+@contextmanager
+def service_process(
+    api_url: str, workdir: Path, *flags: str
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """The scheduler service as its own process against the API server at ``api_url``: the
+    process and the service's URL, once it is ready."""
     config_file = workdir / "kubeconfig"
-    config_file.write_text(kubeconfig(api.start()))
+    config_file.write_text(kubeconfig(api_url))
     port = free_port()
     command = [
         sys.executable,
@@ -52,19 +69,112 @@ def scheduler_process(store: MemoryCluster, workdir: Path, *flags: str) -> Itera
         *flags,
     ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    service = ServiceProcess(process, f"http://127.0.0.1:{port}", api)
+    url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
-        while not _ready(service.url):
+        while not _ready(url):
             if time.monotonic() > deadline or process.poll() is not None:
                 raise RuntimeError("the scheduler service did not become ready")
             time.sleep(0.1)
-        yield service
+        yield process, url
     finally:
-        if process.poll() is None:
-            process.terminate()
+        _end(process)
+
+
+def _end(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
             process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+
+
+class Part:
+    """A part of the cluster as a process of its own that prints ``ready`` (and its answers)
+    line by line on stdout, and stops when its stdin closes."""
+
+    def __init__(self, *command: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", *command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        line = self.readline()
+        if not line.startswith("ready"):
+            _end(self.process)
+            raise RuntimeError(f"{command[0]} did not start: {line!r}")
+        self.ready = line.split()[1:]
+
+    def readline(self) -> str:
+        assert self.process.stdout is not None
+        return self.process.stdout.readline()
+
+    def ask(self, line: str) -> str:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        return self.readline()
+
+    def stop(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            _end(self.process)
+
+
+@dataclass
+class ClusterProcesses:
+    """A simulated cluster whose parts run as a cluster runs them: the API server, the
+    scheduler service and the nodes each in a process of their own."""
+
+    api_url: str
+    api: Part
+    service_url: str
+    service: subprocess.Popen[str]
+    nodes: Part
+
+
+@contextmanager
+def cluster_processes(nodes: int, workdir: Path, *flags: str) -> Iterator[ClusterProcesses]:
+    """``nodes`` 8-chip 910 nodes (``node-00`` …); ``flags``: the scheduler service's."""
+    api = Part("simulation.loopback", "--nodes", str(nodes))
+    try:
+        (api_url,) = api.ready
+        host = Part(
+            "simulation.node_host",
+            "--api",
+            api_url,
+            "--root",
+            str(workdir / "nodes"),
+            "--nodes",
+            str(nodes),
+        )
+        try:
+            with service_process(api_url, workdir, *flags) as (service, service_url):
+                yield ClusterProcesses(api_url, api, service_url, service, host)
+        finally:
+            host.stop()
+    finally:
         api.stop()
+
+
+def pod_creator(api_url: str) -> Callable[[Obj], None]:
+    """Creates pods through the API server at ``api_url``, as a user or a controller does."""
+    configuration = client.Configuration()
+    configuration.host = api_url
+    core = client.CoreV1Api(client.ApiClient(configuration))
+
+    def create(pod: Obj) -> None:
+        body: Any = pod  # the client sends a dict as it is
+        core.create_namespaced_pod(pod["metadata"]["namespace"], body, _preload_content=False)
+
+    return create
 
 
 def _ready(url: str) -> bool:

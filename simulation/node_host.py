@@ -1,0 +1,168 @@
+"""Simulated nodes as a process of their own, as a cluster's nodes run beside its API server
+and its scheduler: per node the agent (on the fake driver) and a kubelet simulator over real
+gRPC unix sockets, reaching the API server over HTTP only.
+
+Each kubelet watches the pods bound to its node (``fieldSelector=spec.nodeName=<node>``, as
+the kubelet's pod source does), and admits them one at a time in the order their bindings
+arrive: Allocate over gRPC, then the pod's phase Running through a status patch (Failed with
+``UnexpectedAdmissionError`` when Allocate fails, as the kubelet does).
+
+``python -m simulation.node_host --api URL --root DIR --nodes N`` prints ``ready`` once every
+agent has published its DeviceInfo, then runs until stdin closes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import queue
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kubernetes import client
+
+from agent.builder import NodeAgent
+from contract.objects import Obj, npu_request
+from infra.kube.client import KubernetesGateway
+from infra.kube.port import Selection
+from infra.kube.reflector import Change, Reflector, stop_all
+from simulation.cluster import bound_in, start_agent, state_file, wait_for
+from simulation.kubelet import KubeletError, KubeletSimulator
+
+AGENT_SEES_BINDING = 5.0  # seconds a kubelet waits for its agent's watch to catch up
+
+
+@dataclass
+class HostedNode:
+    name: str
+    kubelet: KubeletSimulator
+    agent: NodeAgent
+    pods: Reflector[Obj]
+    arrivals: queue.Queue[str | None] = field(default_factory=queue.Queue)
+    seen: set[str] = field(default_factory=set)
+
+
+class NodeHost:
+    """The nodes of one process; ``admitted`` counts the pods their kubelets started."""
+
+    def __init__(self, api_url: str, root: Path, names: list[str]) -> None:
+        self._gateway = KubernetesGateway.for_url(api_url)
+        configuration = client.Configuration()
+        configuration.host = api_url
+        self._core = client.CoreV1Api(client.ApiClient(configuration))
+        self._lock = threading.Lock()
+        self.admitted = 0
+        self.refused = 0
+        self.nodes: dict[str, HostedNode] = {}
+        self._workers: list[threading.Thread] = []
+        for i, name in enumerate(names):
+            home = root / name
+            home.mkdir(parents=True, exist_ok=True)
+            (home / "state.yaml").write_text(state_file())
+            kubelet = KubeletSimulator(home / "plugins", home / "podres.sock", i % 2 == 0, i)
+            kubelet.start()
+            agent = start_agent(name, home, self._gateway)
+            self.nodes[name] = self._watch(name, kubelet, agent)
+
+    def _watch(self, name: str, kubelet: KubeletSimulator, agent: NodeAgent) -> HostedNode:
+        arrivals: queue.Queue[str | None] = queue.Queue()
+
+        def changed(changes: list[Change[Obj]]) -> None:
+            for change in changes:
+                if change.new is not None and change.new["status"].get("phase") == "Pending":
+                    arrivals.put(change.key)
+
+        pods = Reflector(
+            self._gateway,
+            Selection("Pod", fields=f"spec.nodeName={name}"),
+            lambda obj: obj,
+            on_change=changed,
+            name=f"kubelet {name}",
+        )
+        node = HostedNode(name, kubelet, agent, pods, arrivals)
+        pods.start()
+        worker = threading.Thread(target=self._admit_loop, args=(node,), daemon=True)
+        worker.start()
+        self._workers.append(worker)
+        return node
+
+    def _admit_loop(self, node: HostedNode) -> None:
+        while (key := node.arrivals.get()) is not None:
+            if key in node.seen:
+                continue
+            pod = node.pods.get(key)
+            if pod is None or pod["status"].get("phase") != "Pending":
+                continue
+            node.seen.add(key)
+            self._admit(node, key, pod)
+
+    def _admit(self, node: HostedNode, key: str, pod: Obj) -> None:
+        # The agent's own watch of the same pods delivers the binding as quickly on a real
+        # node; its handshake needs it (the pod's annotated chips).
+        cache = node.agent.cache
+        if cache is not None:
+            wait_for(lambda: bound_in(cache, key, node.name), AGENT_SEES_BINDING)
+        namespace, name = key.split("/", 1)
+        resource, count = npu_request(pod)
+        status: Obj = {"phase": "Running"}
+        if count:
+            try:
+                node.kubelet.allocate(key, "main", resource, count)
+            except KubeletError as failed:
+                status = {
+                    "phase": "Failed",
+                    "reason": "UnexpectedAdmissionError",
+                    "message": f"Allocate failed due to {failed}, which is unexpected",
+                }
+        try:
+            self._core.patch_namespaced_pod_status(
+                name, namespace, {"status": status}, _preload_content=False
+            )
+        except client.ApiException:
+            return
+        with self._lock:
+            if status["phase"] == "Running":
+                self.admitted += 1
+            else:
+                self.refused += 1
+
+    def published(self) -> bool:
+        """Every agent has written its DeviceInfo at least once."""
+        return all(
+            n.agent.publisher is not None and n.agent.publisher.writes for n in self.nodes.values()
+        )
+
+    def stop(self) -> None:
+        for node in self.nodes.values():
+            node.arrivals.put(None)
+        stop_all(n.pods for n in self.nodes.values())
+        with ThreadPoolExecutor(len(self.nodes) or 1) as pool:  # nodes stop side by side
+            list(pool.map(_stop_node, self.nodes.values()))
+
+
+def _stop_node(node: HostedNode) -> None:
+    node.agent.stop()
+    node.kubelet.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--api", required=True, help="the API server's URL")
+    parser.add_argument("--root", type=Path, required=True, help="a directory for the nodes")
+    parser.add_argument("--nodes", type=int, required=True)
+    args = parser.parse_args()
+    host = NodeHost(args.api, args.root, [f"node-{i:02d}" for i in range(args.nodes)])
+    if not wait_for(host.published, 60):
+        raise SystemExit("the agents did not publish their DeviceInfo")
+    print("ready", flush=True)
+    for line in sys.stdin:  # "count" asks how many pods the kubelets admitted
+        if line.strip() == "count":
+            print(json.dumps({"admitted": host.admitted, "refused": host.refused}), flush=True)
+    host.stop()
+
+
+if __name__ == "__main__":
+    main()
