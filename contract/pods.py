@@ -44,6 +44,7 @@ from contract.chip_names import (
     InvalidInput,
     parse_chip_list,
 )
+from contract.groups import GroupRef, group_of, rank_hint
 from contract.objects import Obj, npu_request
 from contract.vnpu import (
     NPU_CORE_RESOURCE,
@@ -82,16 +83,20 @@ class PodView:
     # The pod's whole annotations when ``annotations`` keeps only some (a cache's view):
     # parsed, not kept.
     source: InitVar[Mapping[str, str] | None] = None
+    env_rank: InitVar[str | None] = None  # its container's RANK (a Kubeflow training pod)
     recorded: tuple[int, ...] = field(init=False)  # the chips of its AscendReal record
     given: tuple[int, ...] = field(init=False)  # the whole chips the scheduler gave it
     core_choice: CoreChoice | None = field(init=False)  # npu-core: the scheduler's choice
     vnpu: VirtualName | None = field(init=False)  # npu-core: the vNPU its AscendReal names
     kubelet_cores: tuple[str, ...] = field(init=False)  # npu-core: the kubelet's IDs (kltDev)
-    rank: int | None = field(init=False)  # hccl/rankIndex (None: none, or unreadable)
+    # hccl/rankIndex, else the rank its controller gave it (``groups.rank_hint``); None: none,
+    # or unreadable
+    rank: int | None = field(init=False)
+    group: GroupRef | None = field(init=False)  # the job (gang) it names
     predicate_time: int = field(init=False)  # when its devices were chosen (unreadable: last)
     malformed: Mapping[str, str] = field(init=False)  # annotation → what is wrong with it
 
-    def __post_init__(self, source: Mapping[str, str] | None) -> None:
+    def __post_init__(self, source: Mapping[str, str] | None, env_rank: str | None) -> None:
         notes = self.annotations if source is None else source
         errors: dict[str, str] = {}
         claims = self.live and self.npu_limit > 0
@@ -118,7 +123,10 @@ class PodView:
             if claims:
                 recorded, given = real_chips, given_chips
         rank_text = notes.get(RANK_INDEX_ANNOTATION)
-        rank = None if rank_text is None else _parsed(notes, RANK_INDEX_ANNOTATION, parse_rank, {})
+        if rank_text is None:
+            rank = rank_hint(self.labels, notes, env_rank)
+        else:
+            rank = _parsed(notes, RANK_INDEX_ANNOTATION, parse_rank, {})
         try:
             when = parse_predicate_time(notes.get(PREDICATE_TIME, ""))
         except InvalidInput:
@@ -130,6 +138,7 @@ class PodView:
             ("vnpu", vnpu),
             ("kubelet_cores", cores),
             ("rank", rank),
+            ("group", group_of(self.namespace, self.labels, notes)),
             ("predicate_time", when),
             ("malformed", MappingProxyType(errors) if errors else NO_ERRORS),
         ):
@@ -219,7 +228,23 @@ def pod_view(pod: Obj, keep: Collection[str] | None = None) -> PodView:
         annotations=kept,
         labels=_strings(meta.get("labels")),
         source=notes,
+        env_rank=_env_rank(pod),
     )
+
+
+def _env_rank(pod: Obj) -> str | None:
+    """The ``RANK`` a training operator set on the pod's first container."""
+    containers = (pod.get("spec") or {}).get("containers")
+    if not isinstance(containers, list) or not containers or not isinstance(containers[0], dict):
+        return None
+    for env in containers[0].get("env") or ():
+        if (
+            isinstance(env, dict)
+            and env.get("name") == "RANK"
+            and isinstance(env.get("value"), str)
+        ):
+            return str(env["value"])
+    return None
 
 
 def cached_pod_view(pod: Obj) -> PodView:

@@ -7,6 +7,9 @@ gRPC sockets; the scheduler service over HTTP, driven by a stand-in of kube-sche
 sessions. No kubelet asks for the preferred allocation: they pick random device IDs, and the
 handshake has to give containers the scheduler's chips.
 
+The two-pod job is gang-scheduled as kube-scheduler users do it: a coscheduling PodGroup
+(``scheduling.x-k8s.io/v1alpha1``) and the label ``scheduling.x-k8s.io/pod-group``.
+
 Beside the 910 training pods, a 310P node serves inference pods dynamic vNPUs: the scheduler
 cuts a template out of a chip's AI cores, the agent creates the vNPU at Allocate and destroys
 it once its pod is gone.
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 
 from contract.annotations import REAL_ANNOTATION
 from contract.chip_names import InvalidInput
+from contract.groups import COSCHEDULING, COSCHEDULING_GROUP_LABEL, PODGROUP_APIS, podgroups
 from contract.vnpu import (
     NPU_CORE_ANNOTATION,
     NPU_CORE_RESOURCE,
@@ -68,12 +72,16 @@ def _submit(cluster: SimulatedCluster) -> list[str]:
             pod = pod_object("demo", name, None, npu)
             if len(sizes) > 1:  # a gang, asking for switch (ToR) affinity
                 pod["metadata"]["labels"] = {
-                    "ascend.npu/gang": job,
+                    COSCHEDULING_GROUP_LABEL: job,
                     "tor-affinity": "normal-schema",
                 }
-                pod["metadata"]["annotations"]["ascend.npu/gang-size"] = str(len(sizes))
             cluster.store.put("Pod", pod)
             names.append(name)
+        if len(sizes) > 1:
+            # Its PodGroup, as a training operator makes it for the coscheduling plugin.
+            cluster.store.apis.add(PODGROUP_APIS[COSCHEDULING])
+            podgroup = {"metadata": {"namespace": "demo", "name": job}, "spec": {"minMember": 2}}
+            cluster.store.create_object(podgroups(COSCHEDULING), podgroup)
     for name, cores in VNPU_PODS:
         cluster.store.put("Pod", pod_object("demo", name, None, cores, resource=NPU_CORE_RESOURCE))
     return names

@@ -112,6 +112,12 @@ class _Handler(BaseHTTPRequestHandler):
             if parts[:3] == ["apis", "coordination.k8s.io", "v1"] and len(parts) >= 6:
                 self._send(*self._lease(method, parts[4], parts[6:]))
                 return
+            if parts == ["apis"] and method == "GET":
+                self._send(200, _api_groups(store.apis))
+                return
+            if parts[:1] == ["apis"] and len(parts) >= 4 and (parts[1], parts[2]) in store.apis:
+                self._custom(method, f"/{parts[1]}/{parts[2]}", parts[3:], query, watching)
+                return
             if parts[:2] != ["api", "v1"]:
                 raise _BadRequest(404, "NotFound", f"{url.path} is not served")
             route = parts[2:]
@@ -217,6 +223,28 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "events" and method == "POST" and not rest:
             return 201, store.create_event(namespace, self._body())
         raise _BadRequest(405, "MethodNotAllowed", f"{method} {kind} is not served")
+
+    def _custom(
+        self, method: str, api: str, route: list[str], query: dict[str, list[str]], watching: bool
+    ) -> None:
+        """A custom resource's collection: ``<plural>`` or ``namespaces/<ns>/<plural>[/<name>]``
+        (list, watch, create, get, replace)."""
+        store = self.server.store
+        namespace = route[1] if route[0] == "namespaces" and len(route) >= 3 else ""
+        rest = route[2:] if namespace else route
+        kind = f"{rest[0]}.{api.strip('/').split('/')[0]}/{api.rsplit('/', 1)[1]}"
+        if method == "GET" and len(rest) == 1:
+            self._collection(Selection(kind, namespace), query, watching)
+            return
+        calls = (
+            lambda ns, name: store.get(kind, ns, name),
+            lambda body: store.create_object(kind, body),
+            lambda body: store.replace_object(kind, body),
+        )
+        served = self._object(method, namespace, rest[1:], calls) if namespace else None
+        if served is None:
+            raise _BadRequest(405, "MethodNotAllowed", f"{method} {api}/{'/'.join(route)}")
+        self._send(*served)
 
     def _lease(self, method: str, namespace: str, rest: list[str]) -> tuple[int, Obj]:
         """``/apis/coordination.k8s.io/v1/namespaces/<ns>/leases[/<name>]``."""
@@ -398,6 +426,28 @@ class LoopbackApiServer:
             self._server.server_close()
             self._server.drop(everyone=True)
             self._server = None
+
+
+def _api_groups(served: set[tuple[str, str]]) -> Obj:
+    """Discovery's ``APIGroupList`` of the custom API groups served."""
+    groups: dict[str, list[str]] = {}
+    for group, version in sorted(served):
+        groups.setdefault(group, []).append(version)
+    return {
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": [
+            {
+                "name": group,
+                "versions": [{"groupVersion": f"{group}/{v}", "version": v} for v in versions],
+                "preferredVersion": {
+                    "groupVersion": f"{group}/{versions[0]}",
+                    "version": versions[0],
+                },
+            }
+            for group, versions in groups.items()
+        ],
+    }
 
 
 def kubeconfig(url: str) -> str:

@@ -107,6 +107,9 @@ class MemoryCluster:
         self.bookmark_seconds = bookmark_seconds
         self._reachable = True
         self.events: list[Obj] = []
+        # The API groups served beyond the built-in ones (custom resources whose CRDs are
+        # installed): (group, version).
+        self.apis: set[tuple[str, str]] = set()
 
     @property
     def reachable(self) -> bool:
@@ -432,6 +435,18 @@ class MemoryCluster:
                     f"{kind.lower()} {meta['namespace']}/{meta['name']}: stale resourceVersion"
                 )
             return self._write(kind, copy.deepcopy(body), "MODIFIED")
+
+    def served(self, group: str, version: str) -> bool:
+        with self._lock:
+            self._check(f"discover {group}/{version}")
+            return (group, version) in self.apis
+
+    def create_object(self, kind: str, body: Obj) -> Obj:
+        """A custom resource created (``kind``: ``plural.group/version``)."""
+        return self._create(kind, body)
+
+    def replace_object(self, kind: str, body: Obj) -> Obj:
+        return self._update(kind, body)
 
     def create_pod(self, body: Obj) -> Obj:
         """A pod as a controller or a user creates it: a UID given when it has none, Pending."""

@@ -20,7 +20,8 @@
 
 It schedules the pods whose ``spec.schedulerName`` is ``volcano``. Jobs come from the pods:
 Volcano's PodGroup annotation ``scheduling.k8s.io/group-name``, else
-the gang label, else one job per pod; minAvailable from the gang size.
+the gang label, else one job per pod; minAvailable from the PodGroup's ``minMember``, or the
+gang size.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract.annotations import GANG_LABEL, GANG_SIZE_ANNOTATION
+from contract.groups import VOLCANO, podgroups
 from contract.objects import PLACED_RESOURCES, Obj
+from infra.kube.port import KubeError
 from simulation.cluster import SimulatedCluster
 from simulation.kube_scheduler import (
     ExtenderError,
@@ -107,6 +110,12 @@ class VolcanoScheduler:
             group = notes.get(GROUP_ANNOTATION) or labels.get(GANG_LABEL) or meta["name"]
             key = f"{meta['namespace']}/{group}"
             size = int(notes.get(GANG_SIZE_ANNOTATION, "1")) if labels.get(GANG_LABEL) else 1
+            if GROUP_ANNOTATION in notes:
+                try:  # the job's PodGroup (the cache skips a task whose PodGroup is missing)
+                    podgroup = self.cluster.store.get(podgroups(VOLCANO), meta["namespace"], group)
+                except KubeError:
+                    continue
+                size = int((podgroup.get("spec") or {}).get("minMember") or 1)
             job = jobs.setdefault(key, Job(key, size))
             if (pod.get("spec") or {}).get("nodeName"):
                 job.running += 1

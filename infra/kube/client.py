@@ -55,6 +55,8 @@ class KubernetesGateway:
     def __init__(self, api_client: client.ApiClient) -> None:
         self._core = client.CoreV1Api(api_client)
         self._coordination = client.CoordinationV1Api(api_client)
+        self._custom = client.CustomObjectsApi(api_client)
+        self._apis = client.ApisApi(api_client)
 
     @staticmethod
     def for_url(url: str) -> KubernetesGateway:
@@ -88,8 +90,27 @@ class KubernetesGateway:
             ),
         )
 
+    def served(self, group: str, version: str) -> bool:
+        listed = self._read(f"discover {group}/{version}", self._apis.get_api_versions)
+        return any(
+            g.get("name") == group
+            and any(v.get("version") == version for v in g.get("versions") or ())
+            for g in listed.get("groups") or ()
+        )
+
     def _collection(self, what: Selection) -> tuple[Callable[..., Any], tuple[str, ...]]:
         """The client's list call for a collection, and its positional arguments."""
+        if "/" in what.kind:  # a custom resource: plural.group/version
+            resource, version = what.kind.split("/", 1)
+            plural, group = resource.split(".", 1)
+            if what.namespace:
+                return self._custom.list_namespaced_custom_object, (
+                    group,
+                    version,
+                    what.namespace,
+                    plural,
+                )
+            return self._custom.list_cluster_custom_object, (group, version, plural)
         core = self._core
         calls: dict[tuple[str, bool], Callable[..., Any]] = {
             ("Pod", False): core.list_pod_for_all_namespaces,

@@ -41,8 +41,9 @@ class WatchEvent:
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """One collection to list and watch: a kind (``Pod``, ``Node``, ``ConfigMap``), every
-    namespace or one, and label / field selectors in the API server's syntax."""
+    """One collection to list and watch: a kind (``Pod``, ``Node``, ``ConfigMap``, or a custom
+    resource as ``plural.group/version``), every namespace or one, and label / field
+    selectors in the API server's syntax."""
 
     kind: str
     namespace: str = ""  # "" = every namespace (nodes have none)
@@ -63,6 +64,11 @@ class Page:
 
 
 class KubeGateway(Protocol):
+    def served(self, group: str, version: str) -> bool:
+        """Whether the API server serves the API ``group/version`` (its discovery lists it: a
+        custom resource's CRD is installed). KubeError when discovery fails."""
+        ...
+
     def list_page(self, what: Selection, limit: int, token: str = "") -> Page:
         """One page of at most ``limit`` objects (0: all), continuing from ``token`` (Gone
         when it expired)."""

@@ -46,6 +46,7 @@ from scheduler_core.service.wire import (
     ExtenderFilterResult,
     HostPriority,
     PodRequest,
+    Unready,
     binding_args,
     extender_args,
     pod_request,
@@ -97,7 +98,9 @@ class Extender:
         pod, candidates = extender_args(args)
         names = candidates.names
         try:
-            request = pod_request(pod)
+            request = pod_request(pod, self.state.job_of)
+        except Unready as later:
+            return candidates.answer([], dict.fromkeys(names, str(later)), {})
         except BadPod as bad:
             return candidates.answer([], {}, dict.fromkeys(names, str(bad)))
         kind = self._kind(request)
@@ -109,7 +112,7 @@ class Extender:
         pod, candidates = extender_args(args)
         names = candidates.names
         try:
-            request = pod_request(pod)
+            request = pod_request(pod, self.state.job_of)
         except BadPod:
             return [HostPriority(n, 0) for n in names]
         kind = self._kind(request)
@@ -118,7 +121,7 @@ class Extender:
 
     def scores(self, pod: Obj, names: list[str]) -> dict[str, float]:
         """The policy's raw scores of the nodes that can host the pod (Volcano sums them)."""
-        request = pod_request(pod)
+        request = pod_request(pod, self.state.job_of)
         kind = self._kind(request)
         with self.state.lock:
             return kind.scores(request, names)
@@ -132,7 +135,7 @@ class Extender:
             binding.Node,
         )
         try:
-            request = pod_request(self.state.gateway.get_pod(namespace, name))
+            request = pod_request(self.state.gateway.get_pod(namespace, name), self.state.job_of)
         except (KubeError, BadPod) as failed:
             return ExtenderBindingResult(f"bind {namespace}/{name}: {failed}")
 
@@ -147,9 +150,11 @@ class Extender:
 
         The pod is read from the API server, not taken from the request: only the pod the
         cluster has (same UID), with the NPUs it really requests, is given chips."""
-        claimed = pod_request(pod)
+        claimed = pod_request(pod, self.state.job_of)
         try:
-            request = pod_request(self.state.gateway.get_pod(claimed.namespace, claimed.name))
+            request = pod_request(
+                self.state.gateway.get_pod(claimed.namespace, claimed.name), self.state.job_of
+            )
         except KubeError as failed:
             return f"allocate {claimed.key} on {node}: {failed}"
         if request.uid != claimed.uid:
@@ -252,7 +257,7 @@ class Extender:
         """Volcano's deallocateFunc: the task leaves the session; what this service gave that
         very pod (same UID) comes back. The annotations ``annotate`` wrote on it, which the
         caller must take off the pod again; None when it gave that pod nothing."""
-        request = pod_request(pod)
+        request = pod_request(pod, self.state.job_of)
         with self.state.lock:
             uid, written = self.state.annotated.pop(request.key, (request.uid, ()))
             if not self._kind(request).release(request):

@@ -27,7 +27,7 @@ from scheduler_core.service.assumed import AssumedBinds
 from scheduler_core.service.cluster_view import NodeView
 from scheduler_core.service.fault_restarts import FaultRestarts
 from scheduler_core.service.gangs import GangPods, Gangs, job_pod
-from scheduler_core.service.live_view import gang_of
+from scheduler_core.service.jobs import JobDirectory, JobSettings
 from scheduler_core.service.tor_state import TorState
 from scheduler_core.service.vnpu_nodes import VnpuNodes
 
@@ -56,6 +56,7 @@ class ExtenderState:
         self.clock = clock
         self.lock = threading.Lock()
         self._node_writes: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+        self.jobs = JobDirectory()
         self.session = Session((), policy)
         self.left_out: dict[str, str] = {}
         self.pods = GangPods()
@@ -86,6 +87,17 @@ class ExtenderState:
 
     # ---- state: the cluster's changes, as the watches report them ---------------------
 
+    def job_of(self, pod: PodView) -> JobSettings:
+        """The pod's job: its group's size and settings, from its PodGroup and the group's
+        live pods."""
+        members = self.pods.members.get(pod.group.key, ()) if pod.group is not None else ()
+        return self.jobs.settings(pod, members)
+
+    def job_labels(self, pod: PodView) -> Mapping[str, str]:
+        """The pod's labels with its job's settings (its own, where the job cannot be read)."""
+        settings = self.job_of(pod)
+        return settings.labels if not (settings.refusal or settings.waiting) else pod.labels
+
     def writing_to(self, node: str) -> threading.Lock:
         """The lock that puts one node's binding writes in a row."""
         with self.lock:
@@ -112,7 +124,8 @@ class ExtenderState:
                 self.vnpu.settle(key, pod)
                 self._set_one_pod_job(key, pod)
             for gang, members in gangs.items():
-                self.pods.set_gang(gang, members)
+                many = bool(members) and self.job_of(members[0]).gang is not None
+                self.pods.set_gang(gang, members, self.job_labels, many=many)
             if gangs:
                 self.network_stale = self._faults_stale = True
 
@@ -163,10 +176,10 @@ class ExtenderState:
     def _set_one_pod_job(self, key: str, pod: PodView | None) -> None:
         """A pod outside any gang, labelled ``fault-scheduling``, is a fault job of its own."""
         old = self._one_pod.pop(key, None)
-        mode = pod.labels.get(FAULT_SCHEDULING_LABEL) if pod is not None else None
+        mode = self.job_labels(pod).get(FAULT_SCHEDULING_LABEL) if pod is not None else None
         if (
             pod is not None
-            and gang_of(pod) is None
+            and self.job_of(pod).gang is None
             and mode in (rescheduling.GRACE, rescheduling.FORCE)
         ):
             member = job_pod(pod, 0)
@@ -264,7 +277,10 @@ class ExtenderState:
                 one_pod=self._one_pod.keys(),
             )
             return deletions + self.faults.retry(
-                self._failed_pods, lambda job: self.pods.members.get(job, []), self.clock()
+                self._failed_pods,
+                lambda job: self.pods.members.get(job, []),
+                self.clock(),
+                self.job_labels,
             )
 
     def restore_faults(

@@ -102,11 +102,13 @@ class FaultRestarts:
         failed: Mapping[str, PodView],
         members: Callable[[str], Sequence[PodView]],
         now: float,
+        labels_of: Callable[[PodView], Mapping[str, str]] = lambda pod: pod.labels,
     ) -> list[Deletion]:
         """Pods that failed (phase Failed) in jobs labelled ``fault-retry-times``: the job
         restarts (its pods, the failed one included, deleted at once) while it has restarts
-        left, each failed pod counted once; ``members`` gives a gang's live pods. A job
-        without pods for the hold limit is forgotten."""
+        left, each failed pod counted once; ``members`` gives a gang's live pods,
+        ``labels_of`` a pod's labels with its job's settings (``fault-retry-times`` may be its
+        PodGroup's). A job without pods for the hold limit is forgotten."""
         self._counted &= {p.uid for p in failed.values()}
         with_pods = {_job_of(p) for p in failed.values()}
         for job in self.retries:
@@ -125,9 +127,11 @@ class FaultRestarts:
             self._counted.add(pod.uid)
             job = _job_of(pod)
             try:
-                limit = rescheduling.retry_limit(pod.labels)
+                limit = rescheduling.retry_limit(labels_of(pod))
             except InvalidInput as bad:
                 log.warning("pod %s failed; not restarted: %s", pod.key, bad)
+                continue
+            if limit is None:  # its job asks for no restarts
                 continue
             left = self.retries.get(job, limit or 0)
             if left <= 0:

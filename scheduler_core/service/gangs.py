@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from chip_topology.products import product_by_name
@@ -52,25 +52,36 @@ class GangPods:
     bound: dict[str, list[BoundMember]] = field(default_factory=dict)  # gang → bound pods
     members: dict[str, list[PodView]] = field(default_factory=dict)  # gang → live pods
 
-    def set_gang(self, key: str, pods: Iterable[PodView]) -> None:
-        """A gang's live pods now (in a stable order: a pod without a rank takes its place
-        in it as its rank)."""
+    def set_gang(
+        self,
+        key: str,
+        pods: Iterable[PodView],
+        labels_of: Callable[[PodView], Mapping[str, str]] = lambda pod: pod.labels,
+        *,
+        many: bool = True,
+    ) -> None:
+        """A group's live pods now (in a stable order: a pod without a rank takes its place
+        in it as its rank); ``labels_of``: a pod's labels with its job's settings; ``many``:
+        the group is a job of several pods (a gang), not one pod's."""
         for table in (self.pending, self.running, self.ranks, self.bound, self.members):
             table.pop(key, None)
         for pod in pods:
             if not pod.live:
                 continue
             self.members.setdefault(key, []).append(pod)
+            if not many:
+                continue
             if not pod.node:
                 self.pending.setdefault(key, []).append(pod.name)
                 continue
             if (rank := pod.rank) is not None:
                 self.ranks.setdefault(key, {})[rank] = pod.node
-            mode = pod.labels.get(FAULT_SCHEDULING_LABEL, "off")
+            labels = labels_of(pod)
+            mode = labels.get(FAULT_SCHEDULING_LABEL, "off")
             members = self.running.setdefault(key, (mode, []))[1]
             if (member := job_pod(pod, len(members))) is not None:
                 members.append(member)
-            large = pod.labels.get(TOR_AFFINITY_LABEL) == tor.LARGE_MODEL
+            large = labels.get(TOR_AFFINITY_LABEL) == tor.LARGE_MODEL
             self.bound.setdefault(key, []).append(BoundMember(pod.node, pod.annotations, large))
 
 

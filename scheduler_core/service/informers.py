@@ -1,6 +1,7 @@
 """What the scheduler service reads of the cluster: listed once, then watched.
 
-Seven reflectors (``infra.kube.reflector``), each keeping only the fields read:
+Six reflectors, and one per PodGroup API served (``infra.kube.reflector``), each keeping
+only the fields read:
 
 - nodes: name, the NPU capacity and allocatable, the labels read, the InternalIP;
 - the DeviceInfo ConfigMaps of ``kube-system``, by their label ``mx-consumer-cim=true``
@@ -9,43 +10,53 @@ Seven reflectors (``infra.kube.reflector``), each keeping only the fields read:
   (``volcano-system/vcjob-fault-npu-cm``), each by name;
 - pods that are not finished (a field selector on the phase), kept only when they request
   NPUs or belong to a gang;
-- failed pods labelled ``fault-retry-times`` (their job may restart);
-- failed pods, kept only when the kubelet failed them because their vNPU could not be made
-  (they are deleted, so that their controller makes them again).
+- failed pods, kept when their job may restart (labelled ``fault-retry-times``, or in a
+  group whose PodGroup may say so) or when the kubelet failed them because their vNPU could
+  not be made (they are deleted, so that their controller makes them again);
+- the PodGroups of Volcano (``scheduling.volcano.sh/v1beta1``) and of the scheduler-plugins
+  coscheduling plugin (``scheduling.x-k8s.io/v1alpha1``), each only when the API server
+  serves it (asked at every full read), trimmed to ``minMember`` and the job settings.
 
 Each change updates the live view, which computes again only the nodes it touches; the
 extender gets those nodes, the pods and the gangs that changed. One lock orders the changes
-of all seven, so the extender sees them in the order they were applied.
+of all, so the extender sees them in the order they were applied.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from contract import deviceinfo
 from contract.annotations import (
     FAULT_RECORD,
     FAULT_RETRY_LABEL,
+    GANG_LABEL,
     TOPOLOGY_CONFIGMAP,
     TOPOLOGY_KEY,
 )
 from contract.chip_names import InvalidInput
+from contract.groups import PODGROUP_APIS, podgroups
 from contract.objects import Obj, vnpu_creation_failed
 from contract.pods import PodView, cached_pod_view
+from infra.events import pod_ref
 from infra.kube.port import KubeGateway, Selection
 from infra.kube.reflector import Change, Reflector, stop_all
 from scheduler_core.engine import tor
 from scheduler_core.service.cluster_view import trim_node
 from scheduler_core.service.extender import Extender
+from scheduler_core.service.jobs import PodGroupInfo, podgroup_info
 from scheduler_core.service.live_view import LiveView, matters
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
+POD_GROUP_INVALID = "NPUPodGroupInvalid"
 Data = Mapping[str, str]
 
 
@@ -58,8 +69,18 @@ def _data(configmap: Obj) -> Data:
     return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def _creation_failed(obj: Obj) -> PodView | None:
-    return cached_pod_view(obj) if vnpu_creation_failed(obj) else None
+@dataclass(frozen=True, slots=True)
+class FailedPod:
+    pod: PodView
+    may_restart: bool  # its job may restart it (``fault-retry-times``, its own or its group's)
+    vnpu_failed: bool  # the kubelet failed it: its vNPU could not be made
+
+
+def _failed(obj: Obj) -> FailedPod | None:
+    pod = cached_pod_view(obj)
+    may_restart = FAULT_RETRY_LABEL in pod.labels or pod.group is not None
+    vnpu_failed = vnpu_creation_failed(obj)
+    return FailedPod(pod, may_restart, vnpu_failed) if may_restart or vnpu_failed else None
 
 
 def _kept_pod(obj: Obj) -> PodView | None:
@@ -85,6 +106,8 @@ class ClusterInformers:
         self._view = LiveView(self_maintain)
         self._lock = threading.Lock()
         self._topology_error = ""
+        self._gateway = gateway
+        self._sources_said = False
 
         def reflector(
             what: Selection,
@@ -116,17 +139,10 @@ class ClusterInformers:
         self.fault_record = reflector(_named(FAULT_RECORD), "fault-record", _data)
         self.pods = reflector(Selection("Pod", fields=NOT_FINISHED), "pods", _kept_pod, self._pods)
         self.failed_pods = reflector(
-            Selection("Pod", labels=FAULT_RETRY_LABEL, fields="status.phase=Failed"),
-            "failed-pods",
-            cached_pod_view,
-            lambda changes: extender.state.pods_failed({c.key: c.new for c in changes}),
+            Selection("Pod", fields="status.phase=Failed"), "failed-pods", _failed, self._failed
         )
-        self.failed_vnpu_pods = reflector(
-            Selection("Pod", fields="status.phase=Failed"),
-            "failed-vnpu-pods",
-            _creation_failed,
-            lambda changes: extender.state.vnpus_failed({c.key: c.new for c in changes}),
-        )
+        self._reflector = reflector
+        self.podgroups: dict[str, Reflector[PodGroupInfo]] = {}
         self.all: tuple[Reflector[Any], ...] = (
             self.nodes,
             self.deviceinfo,
@@ -134,7 +150,6 @@ class ClusterInformers:
             self.fault_record,
             self.pods,
             self.failed_pods,
-            self.failed_vnpu_pods,
         )
         self.watching = False
 
@@ -155,6 +170,9 @@ class ClusterInformers:
     def _pods(self, changes: list[Change[PodView]]) -> None:
         pods = {c.key: c.new for c in changes}
         self._on_pods([p for p in pods.values() if p is not None])
+        for pod in pods.values():
+            if pod is not None and pod.group is not None:
+                self._warn_malformed(pod)
         with self._lock:
             gangs: set[str] = set()
             for key, pod in pods.items():
@@ -163,6 +181,70 @@ class ClusterInformers:
                 views=self._view.changed(self._clock()),
                 pods=pods,
                 gangs={g: self._view.gang(g) for g in gangs},
+            )
+
+    def _failed(self, changes: list[Change[FailedPod]]) -> None:
+        state = self._extender.state
+        state.pods_failed(
+            {c.key: c.new.pod if c.new and c.new.may_restart else None for c in changes}
+        )
+        state.vnpus_failed(
+            {c.key: c.new.pod if c.new and c.new.vnpu_failed else None for c in changes}
+        )
+
+    def _podgroups(self, source: str, changes: list[Change[PodGroupInfo]]) -> None:
+        state = self._extender.state
+        with self._lock:
+            for change in changes:
+                state.jobs.set_group(source, change.key, change.new)
+                if change.new is not None and change.new.error:
+                    self._report_podgroup(source, change.key, change.new.error)
+            state.update(gangs={c.key: self._view.gang(c.key) for c in changes})
+
+    def _report_podgroup(self, source: str, key: str, error: str) -> None:
+        """A malformed PodGroup harms its own job only: each of its pods gets a Warning (the
+        recorder aggregates repeats)."""
+        log.warning("%s PodGroup %s is malformed: %s", source, key, error)
+        for pod in self._view.gang(key):
+            self._warn_malformed(pod)
+
+    def _warn_malformed(self, pod: PodView) -> None:
+        state = self._extender.state
+        group = pod.group
+        if group is None or group.source not in self.podgroups:
+            return
+        info = state.jobs.groups.get((group.source, group.key))
+        if info is not None and info.error:
+            message = f"{group.describe()} is malformed: {info.error}"
+            state.events.warn(pod_ref(pod.namespace, pod.name, pod.uid), POD_GROUP_INVALID, message)
+
+    def discover(self) -> None:
+        """Watch the PodGroups of each API the cluster serves (KubeError when discovery
+        fails); say which sources of jobs are read."""
+        added = []
+        for source, (group, version) in PODGROUP_APIS.items():
+            if source in self.podgroups or not self._gateway.served(group, version):
+                continue
+            watch: Reflector[PodGroupInfo] = self._reflector(
+                Selection(podgroups(source)),
+                f"{source}-podgroups",
+                podgroup_info,
+                functools.partial(self._podgroups, source),
+            )
+            self.podgroups[source] = watch
+            self._extender.state.jobs.sources = frozenset(self.podgroups)  # before it reports
+            self.all = (*self.all, watch)
+            added.append(watch)
+            if self.watching:
+                watch.start()
+        if added or not self._sources_said:
+            self._sources_said = True
+            served = ", ".join(f"{s} PodGroups" for s in sorted(self.podgroups)) or "none"
+            log.info(
+                "jobs are read from pod labels and annotations (Kueue pod groups, %s); "
+                "PodGroup APIs served: %s",
+                GANG_LABEL,
+                served,
             )
 
     def _topologies(self, changes: list[Change[Data]]) -> None:
@@ -197,6 +279,7 @@ class ClusterInformers:
     def relist(self) -> None:
         """Read everything again (the first read, a new leader's read); KubeError when the
         API server fails one of the lists."""
+        self.discover()
         for reflector in self.all:
             reflector.relist()
 

@@ -14,7 +14,6 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from contract import deviceinfo
-from contract.annotations import GANG_LABEL
 from contract.objects import Obj
 from contract.pods import PodView
 from scheduler_core.engine.vnpu import VPod
@@ -30,8 +29,9 @@ from scheduler_core.service.vnpu_nodes import vpod_of
 
 
 def gang_of(pod: PodView) -> str | None:
-    gang = pod.labels.get(GANG_LABEL)
-    return f"{pod.namespace}/{gang}" if gang else None
+    """The group the pod names, in whichever form (``contract.groups``): its job, when it is
+    more than this one pod."""
+    return pod.group.key if pod.group is not None else None
 
 
 def matters(pod: PodView) -> bool:

@@ -7,25 +7,20 @@ Go field names as keys; prioritize answers ``HostPriorityList`` scores in 0..10.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
-from contract.annotations import (
-    ACCELERATOR_TYPE_LABEL,
-    GANG_LABEL,
-    GANG_SIZE_ANNOTATION,
-    RING_CONTROLLER_LABEL,
-    parse_gang_size,
-)
+from contract.annotations import ACCELERATOR_TYPE_LABEL, RING_CONTROLLER_LABEL
 from contract.chip_names import ASCEND910, KIND_OF_RESOURCE, RESOURCE_NAME, InvalidInput
 from contract.objects import Obj
-from contract.pods import pod_view
+from contract.pods import PodView, pod_view
 from contract.vnpu import NPU_CORE_RESOURCE
 from scheduler_core.engine.handlers import product_for_job
 from scheduler_core.engine.model import Job, Task
+from scheduler_core.service.jobs import JobDirectory, JobSettings
 from scheduler_core.service.vnpu_nodes import VnpuTask
 
 MAX_SCORE = 10
@@ -37,6 +32,11 @@ class BadRequest(ValueError):
 
 class BadPod(ValueError):
     """A pod the extender cannot read; the message says what is wrong."""
+
+
+class Unready(BadPod):
+    """A pod whose job's description (its PodGroup) has not arrived yet: no node now, one may
+    later."""
 
 
 # ``ring-controller.atlas`` values that send an npu-core job to the 310P vNPU handler
@@ -129,29 +129,35 @@ def _strings_only(values: Mapping[str, Any], where: str) -> None:
             raise BadRequest(f"{where}[{key!r}] is a JSON {_json_type(value)}, not a string")
 
 
-def pod_request(pod: Obj) -> PodRequest:
-    """The pod's NPU request (of a pod ``check_pod`` passed); BadPod names what cannot be
-    read."""
+def pod_request(pod: Obj, job: Callable[[PodView], JobSettings] | None = None) -> PodRequest:
+    """The pod's NPU request (of a pod ``check_pod`` passed), its job's settings in it
+    (``job``: how the service knows the pod's job; without, the pod alone says); BadPod
+    names what cannot be read, Unready what has not arrived."""
     view = pod_view(pod)
+    settings = (job or JobDirectory().settings)(view)
+    if settings.refusal:
+        raise BadPod(settings.refusal)
+    if settings.waiting:
+        raise Unready(settings.waiting)
+    labels = settings.labels
     selector = (pod.get("spec") or {}).get("nodeSelector") or {}
     kind = KIND_OF_RESOURCE.get(view.resource)
-    ring = view.labels.get(RING_CONTROLLER_LABEL)
+    ring = labels.get(RING_CONTROLLER_LABEL)
     try:
         product = ""  # a vNPU has no chip handler
         if kind is not None:
             accelerator = {k: str(v) for k, v in selector.items() if k == ACCELERATOR_TYPE_LABEL}
-            product = product_for_job(kind, view.labels, accelerator).name
+            product = product_for_job(kind, labels, accelerator).name
         elif view.resource == NPU_CORE_RESOURCE and ring not in VNPU_310P_RING:
             raise InvalidInput(
                 f"{NPU_CORE_RESOURCE} with {RING_CONTROLLER_LABEL}={ring}: dynamic vNPU is "
                 "for Ascend310P (ascend-310P)"
             )
-        gang = view.labels.get(GANG_LABEL)
-        if gang and kind is not ASCEND910:
+        if settings.gang and kind is not ASCEND910:
             raise InvalidInput(
-                f"label {GANG_LABEL}: gangs are of {RESOURCE_NAME} pods, not {view.resource}"
+                f"{view.group.describe() if view.group else 'a gang'}: gangs are of "
+                f"{RESOURCE_NAME} pods, not {view.resource}"
             )
-        size = parse_gang_size(view.annotations.get(GANG_SIZE_ANNOTATION, "1"))
     except (InvalidInput, ValueError) as bad:
         raise BadPod(str(bad)) from None
     return PodRequest(
@@ -160,10 +166,10 @@ def pod_request(pod: Obj) -> PodRequest:
         view.uid,
         view.npu_limit,
         product,
-        gang,
-        size if gang else 1,
-        view.labels,
-        view.annotations,
+        settings.gang,
+        settings.size if settings.gang else 1,
+        labels,
+        settings.annotations,
         view.rank,
         view.resource,
     )

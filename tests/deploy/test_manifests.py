@@ -16,6 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from contract.groups import PODGROUP_APIS
 from contract.objects import PLACED_RESOURCES
 from infra.kube.port import KubeGateway
 from scheduler_core.service.volcano import VolcanoVerbs
@@ -29,6 +30,7 @@ Rule = tuple[str, str, str | None]
 RBAC_OF_CALL: dict[str, set[Rule]] = {
     "list_page": set(),  # what is listed and watched: WATCHED
     "watch": set(),
+    "served": set(),  # discovery (/apis): every authenticated caller may (system:discovery)
     "get_pod": {("pods", "get", None)},
     "delete_pod": {("pods", "delete", None)},
     "patch_pod_annotations": {("pods", "patch", None)},
@@ -61,6 +63,8 @@ WATCHED: dict[str, set[tuple[str, str | None]]] = {
         ("nodes", None),
         ("configmaps", "kube-system"),  # DeviceInfo, basic-tor-node-cm
         ("configmaps", "volcano-system"),  # vcjob-fault-npu-cm
+        # The PodGroups of each API the cluster serves (Selection(podgroups(source))).
+        *{(f"podgroups.{group}", None) for group, _ in PODGROUP_APIS.values()},
     },
 }
 RESOURCE_OF_KIND = {"Pod": "pods", "Node": "nodes", "ConfigMap": "configmaps"}
@@ -194,7 +198,10 @@ def watched_in_code(component: str) -> set[str]:
         for path in (ROOT / part for part in COMPONENTS[component])
         for module in (path.rglob("*.py") if path.is_dir() else [path])
     )
-    return {RESOURCE_OF_KIND[k] for k in re.findall(r'Selection\(\s*"(\w+)"', text)}
+    kinds = {RESOURCE_OF_KIND[k] for k in re.findall(r'Selection\(\s*"(\w+)"', text)}
+    if re.search(r"Selection\(\s*podgroups\(", text):
+        kinds |= {f"podgroups.{group}" for group, _ in PODGROUP_APIS.values()}
+    return kinds
 
 
 @pytest.mark.parametrize("component", sorted(COMPONENTS))
@@ -443,3 +450,10 @@ def test_the_readmes_scheduler_snippets_are_the_tested_configurations() -> None:
     config = yaml.safe_load(config_map["data"]["volcano-scheduler.conf"])
     plugin = next(p for tier in config["tiers"] for p in tier["plugins"] if p["name"] == "extender")
     assert [plugin] in blocks, "the Volcano snippet"
+
+
+def test_the_readmes_jobs_are_the_tested_jobs() -> None:
+    blocks = readme_yaml_blocks()
+    for path in sorted((ROOT / "tests" / "data" / "jobs").glob("*.yaml")):
+        submitted = next(d for d in yaml.safe_load_all(path.read_text()) if d)
+        assert submitted in blocks, path.name

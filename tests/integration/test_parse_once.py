@@ -29,9 +29,9 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
     counted: Counter[str] = Counter()
     made = PodView.__post_init__
 
-    def view(self: PodView, source: Any) -> None:
+    def view(self: PodView, source: Any, env_rank: Any) -> None:
         counted["views"] += 1
-        made(self, source)
+        made(self, source, env_rank)
 
     def chip_list(*args: Any, **kwargs: Any) -> tuple[int, ...]:
         counted["chip lists"] += 1
