@@ -19,7 +19,6 @@ import random
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from agent.deviceinfo_publisher import configmap
 from contract.deviceinfo import DeviceInfo
 from infra.http import HttpServer, Response
 from scheduler_core.service.server import decode_body, json_response
-from simulation.cluster import simulated_cluster
+from simulation.cluster import simulated_cluster, wait_for
 from simulation.kube_scheduler import InformerCache, KubeScheduler, RemoteCluster
 from simulation.memory import MemoryCluster, pod_object
 from simulation.processes import cluster_processes, pod_creator, scheduler_process
@@ -262,7 +261,7 @@ def end_to_end_processes(nodes: int, pods: int) -> None:
             creator(pod_object("ns", f"p{i:04d}", None, SIZES[i % len(SIZES)]))
         cache = InformerCache(parts.api_url)
         try:
-            if not wait_until(lambda: cache.synced and len(cache.list_pods(None)[0]) == pods):
+            if not wait_for(lambda: cache.synced and len(cache.list_pods(None)[0]) == pods):
                 raise SystemExit("the scheduler's informers did not see the pods")
             scheduler = KubeScheduler(RemoteCluster(parts.service_url, cache))
             cpu = CpuMeter(
@@ -285,7 +284,7 @@ def end_to_end_processes(nodes: int, pods: int) -> None:
             counts.update(json.loads(parts.nodes.ask("count")))
             return counts["admitted"] + counts["refused"] >= bound
 
-        wait_until(all_started, timeout=60, step=0.01)
+        wait_for(all_started, timeout=60, step=0.01)
         done = time.perf_counter()
         busy = cpu.seconds()
     print(
@@ -320,15 +319,6 @@ class CpuMeter:
 def _cpu(process: psutil.Process) -> float:
     times = process.cpu_times()
     return float(times.user + times.system)
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 60, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(step)
-    return True
 
 
 def main() -> None:

@@ -95,3 +95,20 @@ def ranks(cluster: SimulatedCluster, gang: str, size: int) -> dict[int, str]:
         pod = cluster.store.get_pod("ns", f"{gang}-{i}")
         result[int(pod["metadata"]["annotations"]["hccl/rankIndex"])] = pod["spec"]["nodeName"]
     return result
+
+
+def restart_after_fault(cluster: SimulatedCluster, faulty: str, pods: int) -> None:
+    """Chip 2 of ``faulty`` fails: the scheduler restarts the job (its pods deleted, the
+    fault recorded) and the kubelets free the pods' devices."""
+    node = cluster.nodes[faulty]
+    node.write_state(frozenset({2}))
+    assert node.kubelet.wait_for(lambda: node.kubelet.allocatable("huawei.com/Ascend910") == 7)
+    cluster.sync_node_status()
+    assert wait_for(lambda: fault_nodes(cluster) == [faulty])
+    gone: set[str] = set()
+
+    def all_reaped() -> bool:
+        gone.update(cluster.reap())
+        return len(gone) == pods
+
+    assert wait_for(all_reaped)

@@ -9,7 +9,7 @@ import time
 from contract.deviceinfo import decode
 from simulation.cluster import simulated_cluster, tor_configmap, wait_for
 from simulation.kube_scheduler import KubeScheduler
-from tests.e2e.helpers import check_invariants, fault_nodes, ranks, run, submit
+from tests.e2e.helpers import check_invariants, ranks, restart_after_fault, run, submit
 
 
 def test_mixed_jobs_fill_a_cluster_and_every_container_gets_its_pods_chips() -> None:
@@ -123,19 +123,8 @@ def test_a_tor_affine_job_restarts_after_a_chip_fault_and_only_the_faulty_rank_m
         assert [first[r] for r in range(6)] == [f"node-0{i}" for i in range(6)]
 
         faulty = first[5]
-        node = cluster.nodes[faulty]
-        node.write_state(frozenset({2}))
-        assert node.kubelet.wait_for(lambda: node.kubelet.allocatable("huawei.com/Ascend910") == 7)
-        cluster.sync_node_status()
         # The service's refresh loop sees the fault, deletes the pods and records the fault.
-        assert wait_for(lambda: fault_nodes(cluster) == [faulty])
-        gone: set[str] = set()
-
-        def all_reaped() -> bool:  # the kubelets free the deleted pods' devices
-            gone.update(cluster.reap())
-            return len(gone) == 6
-
-        assert wait_for(all_reaped)
+        restart_after_fault(cluster, faulty, 6)
         assert not any(k.startswith("ns/train-") for k in cluster.admitted)
         # The agents publish the chips free again (chip 2 of the faulty node stays out).
         expected = {f"node-0{i}": 7 if i == 5 else 8 for i in range(6)}

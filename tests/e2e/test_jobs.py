@@ -10,7 +10,7 @@ from typing import Any
 from simulation.cluster import SimulatedCluster, simulated_cluster, tor_configmap, wait_for
 from simulation.kube_scheduler import KubeScheduler
 from simulation.volcano import VolcanoScheduler
-from tests.e2e.helpers import check_invariants, fault_nodes, run
+from tests.e2e.helpers import check_invariants, restart_after_fault, run
 from tests.e2e.test_callers import volcano_run
 from tests.jobs import submit
 
@@ -78,23 +78,6 @@ def test_a_pytorchjob_with_a_coscheduling_podgroup_runs_ranked_and_restarts_in_p
         assert faulty not in second.values()
         assert {r: second[r] for r in (0, 1, 3)} == {r: first[r] for r in (0, 1, 3)}
         scheduler.close()
-
-
-def restart_after_fault(cluster: SimulatedCluster, faulty: str, pods: int) -> None:
-    """Chip 2 of ``faulty`` fails: the scheduler restarts the job (its pods deleted, the
-    fault recorded) and the kubelets free the pods' devices."""
-    node = cluster.nodes[faulty]
-    node.write_state(frozenset({2}))
-    assert node.kubelet.wait_for(lambda: node.kubelet.allocatable("huawei.com/Ascend910") == 7)
-    cluster.sync_node_status()
-    assert wait_for(lambda: fault_nodes(cluster) == [faulty])
-    gone: set[str] = set()
-
-    def all_reaped() -> bool:
-        gone.update(cluster.reap())
-        return len(gone) == pods
-
-    assert wait_for(all_reaped)
 
 
 def test_a_kueue_pod_group_and_an_indexed_job_run_as_gangs_under_kube_scheduler() -> None:
