@@ -324,12 +324,14 @@ def simulated_cluster(
     graceful: bool = False,
     grace_over: float = GRACE_OVER_TIME,
     vnpu_nodes: int = 0,
+    serve: bool = True,
 ) -> Iterator[SimulatedCluster]:
     """``every_kubelet_random``: no kubelet asks for the preferred allocation (by default
     every second one does not); ``super_pods``: node → its SuperPoD; ``graceful``: pods
     deleted with a grace period stay until forced (containers that ignore SIGTERM);
     ``grace_over``: the scheduler's grace-over-time; ``vnpu_nodes``: 310P nodes
-    (``infer-00`` …) serving dynamic vNPUs beside the 910 servers."""
+    (``infer-00`` …) serving dynamic vNPUs beside the 910 servers; ``serve``: the scheduler
+    service answers here (without, its replicas run elsewhere and ``service`` only reads)."""
     root = Path(tempfile.mkdtemp(prefix="sim", dir="/tmp"))
     with ExitStack() as stack:
         stack.callback(shutil.rmtree, root, True)
@@ -372,8 +374,9 @@ def simulated_cluster(
         while time.monotonic() < deadline and not all(map(_offers, cluster.nodes.values())):
             time.sleep(0.02)
         cluster.sync_node_status()
-        cluster.url = service.start()
-        stack.callback(service.stop)
+        if serve:
+            cluster.url = service.start()
+            stack.callback(service.stop)
         cluster.wait_published()
         yield cluster
 

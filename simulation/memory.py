@@ -110,6 +110,9 @@ class MemoryCluster:
         # The API groups served beyond the built-in ones (custom resources whose CRDs are
         # installed): (group, version).
         self.apis: set[tuple[str, str]] = set()
+        self._compacted_to = 0
+        # Bindings that are stored but answered with an error (a lost answer), still to come.
+        self.lost_bind_answers = 0
 
     @property
     def reachable(self) -> bool:
@@ -134,8 +137,16 @@ class MemoryCluster:
     def compacted(self) -> int:
         """The newest version a watch can no longer start from."""
         if len(self._history) < (self._history.maxlen or 0):
-            return 0
-        return self._history[0].version - 1
+            return self._compacted_to
+        return max(self._history[0].version - 1, self._compacted_to)
+
+    def compact(self) -> None:
+        """Etcd compacts its history: a watch or a continued list from any version before
+        now is answered 410 Gone (open watches go on)."""
+        with self._lock:
+            self._history.clear()
+            self._snapshots.clear()
+            self._compacted_to = self._version
 
     def _write(self, kind: str, obj: Obj, event: str) -> Obj:
         meta = obj.setdefault("metadata", {})
@@ -313,6 +324,9 @@ class MemoryCluster:
             bound["spec"]["nodeName"] = node
             bound["metadata"].setdefault("annotations", {}).update(annotations)
             self._write("Pod", bound, "MODIFIED")
+            if self.lost_bind_answers > 0:
+                self.lost_bind_answers -= 1
+                raise KubeError(f"bind pod {namespace}/{name}: the answer was lost (stored)")
 
     def get_pod(self, namespace: str, name: str) -> Obj:
         return self.get("Pod", namespace, name)

@@ -52,10 +52,27 @@ def service_process(
 ) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """The scheduler service as its own process against the API server at ``api_url``: the
     process and the service's URL, once it is ready."""
+    port = free_port()
+    command = service_command(api_url, workdir, port, *flags)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while not _ready(url):
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError("the scheduler service did not become ready")
+            time.sleep(0.1)
+        yield process, url
+    finally:
+        _end(process)
+
+
+def service_command(api_url: str, workdir: Path, port: int, *flags: str) -> list[str]:
+    """``python -m scheduler_core serve`` on ``127.0.0.1:port`` against the API server at
+    ``api_url`` (its kubeconfig written in ``workdir``)."""
     config_file = workdir / "kubeconfig"
     config_file.write_text(kubeconfig(api_url))
-    port = free_port()
-    command = [
+    return [
         sys.executable,
         "-m",
         "scheduler_core",
@@ -68,17 +85,11 @@ def service_process(
         str(config_file),
         *flags,
     ]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while not _ready(url):
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError("the scheduler service did not become ready")
-            time.sleep(0.1)
-        yield process, url
-    finally:
-        _end(process)
+
+
+def ready(url: str) -> bool:
+    """The service at ``url`` answers its readiness probe (a leader, when it elects one)."""
+    return _ready(url)
 
 
 def _end(process: subprocess.Popen[str]) -> None:

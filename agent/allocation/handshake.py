@@ -4,8 +4,9 @@ One shell for every claim the scheduler writes on a pod (chips: ``huawei.com/Asc
 ``…310``, ``…310P``; AI cores: ``huawei.com/npu-core``). For an Allocate of N kubelet
 devices: take the pending pod of this node whose claim accounts for N devices, with the
 smallest predicate-time (from the watched cache, waiting a bounded moment for the cache to
-catch up); make the claim real (check the chips, or create the vNPU); consume the pod with a
-resourceVersion precondition, writing its records in the same patch. A conflict means
+catch up, then listing the node's pods once); make the claim real (check the chips, or
+create the vNPU); consume the pod with a resourceVersion precondition, writing its records
+in the same patch. A conflict means
 someone changed the pod: undo, re-read it and decide again, at most ``MAX_CONFLICTS`` times.
 Calls are serialized by the plugin server. Huawei's device plugin: ``pkg/server/plugin.go``
 ``Allocate`` / ``doWithVolcanoSchedule`` / ``getOldestPod``.
@@ -78,9 +79,25 @@ class Handshake:
         while True:
             pod = pick_pending(self.cache.pods(), resource, count, size)
             left = deadline - time.monotonic()
-            if pod is not None or left <= 0:
+            if pod is not None:
                 return pod
+            if left <= 0:
+                return self._find_listed(resource, count, size)
             self.cache.wait_change(min(left, 0.05))
+
+    def _find_listed(
+        self, resource: str, count: int, size: Callable[[PodView], int | None]
+    ) -> PodView | None:
+        """The cache's watch may lag far behind the kubelet (it was cut, the API server was
+        away, this agent just restarted): before refusing, list the node's pods once."""
+        try:
+            self.cache.reflector.relist()
+        except KubeError as failed:
+            log.warning(
+                "no pending pod of %d %s in the cache, nor a list: %s", count, resource, failed
+            )
+            return None
+        return pick_pending(self.cache.pods(), resource, count, size)
 
     def refresh(self, pod: PodView) -> bool:
         """Re-read a pod into the cache; True when the API server's copy differs from it."""

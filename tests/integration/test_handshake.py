@@ -19,7 +19,7 @@ from agent.driver import FakeDriver
 from agent.pod_cache import PodCache
 from contract.objects import Obj
 from infra.kube.client import KubernetesGateway
-from infra.kube.port import KubeGateway
+from infra.kube.port import KubeGateway, Selection, WatchEvent
 from simulation.cluster import state_file, wait_for
 from simulation.kubelet import KubeletError, KubeletSimulator
 from simulation.loopback import LoopbackApiServer
@@ -203,6 +203,30 @@ def test_a_chip_held_by_a_running_pod_is_never_handed_out_twice(cluster: Cluster
 def test_no_waiting_pod_fails_with_the_reference_message(cluster: Cluster) -> None:
     with pytest.raises(KubeletError, match="not get valid pod"):
         cluster.kubelet.allocate("ns/ghost", "main", RESOURCE, 1)
+
+
+class StalledWatch(MemoryCluster):
+    """Watches that deliver nothing (a stream the network holds up): only lists are fresh."""
+
+    def watch(
+        self,
+        what: Selection,
+        resource_version: str,
+        timeout: float,
+        until: threading.Event | None = None,
+    ) -> Iterator[WatchEvent]:
+        (until or threading.Event()).wait(min(timeout, 5))
+        return iter(())
+
+
+def test_a_pod_the_caches_watch_never_delivered_is_found_by_a_list(short_dir: Path) -> None:
+    # The kubelet admits what its own watch showed; the agent's watch may lag far behind
+    # (cut, the API server away, the agent just restarted): Allocate lists before refusing.
+    with running(short_dir, StalledWatch(), over_http=False) as stalled:
+        stalled.bind("unseen", "Ascend910-3", "100")
+        allocation = stalled.kubelet.allocate("ns/unseen", "main", RESOURCE, 1)
+        assert allocation.response.envs["ASCEND_VISIBLE_DEVICES"] == "3"
+        assert stalled.annotations("unseen")["huawei.com/AscendReal"] == "Ascend910-3"
 
 
 def test_a_pod_that_arrives_just_after_allocate_starts_is_still_found(cluster: Cluster) -> None:

@@ -1,0 +1,578 @@
+"""A seeded robustness run over the whole simulated cluster, its invariants checked all along.
+
+The simulated cluster (real agents, kubelet simulators over real sockets, the loopback API
+server), two scheduler replicas as processes of their own electing a leader on a Lease (the
+stand-in kube-scheduler calls whichever is ready, as a Service routes to ready pods), and a
+workload of the shapes users submit (1/2/4/8-chip pods, 2 × 8-chip gangs as Kueue pod
+groups, pods that end and pods that fail and restart their job), while faults drawn from the
+seed strike at random moments, several at once:
+
+- ``api-down``: the API server unreachable for a while (every call fails, watches cut);
+- ``watches-cut``: every open watch stream broken;
+- ``compact``: the history compacted (a watch resuming from before it gets 410);
+- ``lost-bind``: the next Bindings stored but answered with an error;
+- ``replica-kill``: the leading replica SIGKILLed, started again later;
+- ``replica-pause``: the leading replica SIGSTOPped past its lease, then resumed;
+- ``agent-restart``: a node's agent stopped and started again (its kubelet stays);
+- ``kubelet-restart``: a node's kubelet restarted (sockets wiped, plugins re-register);
+- ``chip-fail``: a chip of a node failing, recovering later;
+- ``hostile``: a tenant's pod with malformed NPU annotations.
+
+Invariants, each a typed check with its evidence (``Violation``), after every step: no chip in
+two live containers; every bound NPU pod carries the scheduler's chips; every container's
+devices are the chips its pod records (``AscendReal``); no gang partly running past its TTL.
+After the last fault, every pod runs or carries a reason within a bound, and every DeviceInfo
+published says what the node's kubelet can still give.
+
+A failure prints the seed and the fault schedule; ``Schedule.load`` runs it again.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import psutil
+
+from contract.annotations import CHIPS_ANNOTATION, REAL_ANNOTATION
+from contract.chip_names import RESOURCE_NAME
+from contract.groups import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
+from contract.objects import Obj, npu_request
+from simulation.cluster import SimulatedCluster, simulated_cluster, wait_for
+from simulation.kube_scheduler import Backoff, ExtenderConfig, KubeScheduler
+from simulation.memory import pod_object
+from simulation.processes import free_port, ready, service_command
+
+FAULT_KINDS = (
+    "api-down",
+    "watches-cut",
+    "compact",
+    "lost-bind",
+    "replica-kill",
+    "replica-pause",
+    "agent-restart",
+    "kubelet-restart",
+    "chip-fail",
+    "hostile",
+)
+LEASE, RENEW, RETRY = 3, 2, 1  # the replicas' leader election, seconds
+GANG_TTL = 30.0
+STEP = 0.25  # seconds between the harness's steps
+FAULTS_UNTIL = 0.6  # of the run: faults strike in this first part, the rest settles
+SETTLE = 10.0  # after the last fault: every pod runs or has a reason by then
+NAMESPACE = "work"
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    at: float  # seconds into the run
+    kind: str
+    target: int  # a node's or a replica's index (modulo their count), a chip
+    lasts: float  # seconds, for faults that end
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    seed: int
+    seconds: float
+    nodes: int
+    faults: tuple[Fault, ...]
+
+    @staticmethod
+    def draw(seed: int, seconds: float, nodes: int) -> Schedule:
+        """Faults at random moments over the first part of the run (the rest settles)."""
+        rng = random.Random(seed)
+        faults = []
+        at = 2.0
+        while at < seconds * FAULTS_UNTIL:
+            kind = rng.choice(FAULT_KINDS)
+            faults.append(Fault(round(at, 2), kind, rng.randrange(64), round(rng.uniform(1, 5), 2)))
+            at += rng.expovariate(1 / 3.0)  # several may overlap
+        return Schedule(seed, seconds, nodes, tuple(faults))
+
+    def dump(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @staticmethod
+    def load(path: Path) -> Schedule:
+        data = json.loads(path.read_text())
+        faults = tuple(Fault(**f) for f in data.pop("faults"))
+        return Schedule(faults=faults, **data)
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    invariant: str
+    evidence: str
+    at: float
+
+
+@dataclass
+class Report:
+    schedule: Schedule
+    placed: int = 0
+    faults: Counter[str] = field(default_factory=Counter)
+    checks: int = 0
+    violations: list[Violation] = field(default_factory=list)
+    longest_wait_after_faults: float = 0.0
+    api_requests_during: float = 0.0  # per second
+    api_requests_after: float = 0.0
+    rss_growth_mib: dict[str, float] = field(default_factory=dict)
+
+
+class Replica:
+    """One scheduler replica, a process of its own, with leader election."""
+
+    def __init__(self, name: str, api_url: str, workdir: Path) -> None:
+        self.name = name
+        self._api_url = api_url
+        self._workdir = workdir / name
+        self._workdir.mkdir(parents=True, exist_ok=True)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url = ""
+        self.paused_until = 0.0
+        self.first_rss: float | None = None
+        self.last_rss = 0.0
+
+    def start(self) -> None:
+        port = free_port()
+        command = service_command(
+            self._api_url,
+            self._workdir,
+            port,
+            "--leader-elect=true",
+            "--leader-elect-lease-duration",
+            str(LEASE),
+            "--leader-elect-renew-deadline",
+            str(RENEW),
+            "--leader-elect-retry-period",
+            str(RETRY),
+            "--refresh-period",
+            "0.5",
+            "--gang-ttl",
+            str(GANG_TTL),
+            "--log-level",
+            "WARNING",
+        )
+        log = (self._workdir / "log").open("ab")
+        self.process = subprocess.Popen(command, stdout=log, stderr=log)
+        self.url = f"http://127.0.0.1:{port}"
+        self.first_rss = None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            assert self.process is not None
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def pause(self, seconds: float) -> None:
+        if self.alive():
+            assert self.process is not None
+            self.process.send_signal(signal.SIGSTOP)
+            self.paused_until = time.monotonic() + seconds
+
+    def tick(self) -> None:
+        """Resume it when its pause is over; note its memory."""
+        if self.paused_until and time.monotonic() >= self.paused_until and self.alive():
+            assert self.process is not None
+            self.process.send_signal(signal.SIGCONT)
+            self.paused_until = 0.0
+        if self.alive() and not self.paused_until:
+            assert self.process is not None
+            if self.first_rss is None and not self.ready():
+                return  # measured from its first full read on
+            try:
+                rss = psutil.Process(self.process.pid).memory_info().rss / 2**20
+            except psutil.Error:
+                return
+            if self.first_rss is None:
+                self.first_rss = rss
+            self.last_rss = rss
+
+    def ready(self) -> bool:
+        return self.alive() and not self.paused_until and ready(self.url)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        if self.paused_until and self.alive():
+            self.process.send_signal(signal.SIGCONT)
+        if self.alive():
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@dataclass
+class Job:
+    key: str  # the group, or the pod's key
+    pods: list[str]
+    size: int
+    ends_at: float
+    fails: bool
+    npu: int = 8
+    started: float | None = None
+    partial_since: float | None = None
+    generation: int = 0
+
+
+class Run:
+    def __init__(self, cluster: SimulatedCluster, schedule: Schedule, workdir: Path) -> None:
+        self.cluster = cluster
+        self.schedule = schedule
+        self.rng = random.Random(schedule.seed + 1)
+        self.replicas = [Replica(f"replica-{i}", cluster.api.url, workdir) for i in range(2)]
+        self.config = ExtenderConfig("http://127.0.0.1:9", http_timeout=3.0)
+        self.scheduler = KubeScheduler(
+            cluster, self.config, backoff=Backoff(0.5, 2.0), seed=schedule.seed
+        )
+        self.report = Report(schedule)
+        self.jobs: dict[str, Job] = {}
+        self.ended: set[str] = set()
+        self.waiting_since: dict[str, float] = {}
+        self._counter = 0
+        self._restore: list[tuple[float, Fault]] = []
+        self._start = time.monotonic()
+
+    # ---- the run ---------------------------------------------------------------------
+
+    def now(self) -> float:
+        return time.monotonic() - self._start
+
+    def execute(self) -> Report:
+        for replica in self.replicas:
+            replica.start()
+        try:
+            if not wait_for(lambda: any(r.ready() for r in self.replicas), timeout=60):
+                raise RuntimeError("no scheduler replica became ready")
+            self._start = time.monotonic()
+            pending = list(self.schedule.faults)
+            last_fault = self.schedule.faults[-1].at if self.schedule.faults else 0.0
+            requests_at_faults_end: tuple[float, int] | None = None
+            requests_start = self._requests()
+            while (now := self.now()) < self.schedule.seconds:
+                while pending and pending[0].at <= now:
+                    self._inject(pending.pop(0))
+                self._restore_due(now)
+                self._workload(now)
+                self._schedule()
+                self._nodes()
+                self._check(now, after_faults=now > last_fault + SETTLE)
+                if requests_at_faults_end is None and now > last_fault:
+                    requests_at_faults_end = (now, self._requests())
+                for replica in self.replicas:
+                    replica.tick()
+                time.sleep(STEP)
+            self._final(requests_start, requests_at_faults_end)
+        finally:
+            self.scheduler.close()
+            for replica in self.replicas:
+                replica.stop()
+        return self.report
+
+    # ---- workload ----------------------------------------------------------------------
+
+    def _workload(self, now: float) -> None:
+        if self.rng.random() < 0.5:
+            self._submit(now)
+        for job in list(self.jobs.values()):
+            if job.started is not None and now >= job.ends_at:
+                self._end(job)
+
+    def _submit(self, now: float) -> None:
+        self._counter += 1
+        n = self._counter
+        shape = self.rng.choices(("one", "gang"), (5, 1))[0]
+        lives = self.rng.uniform(5, 25)
+        fails = self.rng.random() < 0.1
+        if shape == "gang":
+            group = f"gang-{n}"
+            job = Job(
+                f"{NAMESPACE}/{group}", [f"{group}-{i}" for i in range(2)], 2, now + lives, fails
+            )
+            self.jobs[group] = job
+        else:
+            name = f"pod-{n}"
+            npu = self.rng.choice((1, 1, 2, 4, 8))
+            job = Job(f"{NAMESPACE}/{name}", [name], 1, now + lives, fails, npu)
+            self.jobs[name] = job
+        self._create(job)
+
+    def _create(self, job: Job) -> None:
+        """The job's pods, as its controller creates them (new UIDs each generation)."""
+        for name in job.pods:
+            pod = pod_object(NAMESPACE, name, None, job.npu)
+            pod["metadata"]["uid"] = f"uid-{name}-{job.generation}"
+            if job.size > 1:
+                pod["metadata"]["labels"][KUEUE_GROUP_LABEL] = job.key.split("/", 1)[1]
+                pod["metadata"]["annotations"][KUEUE_TOTAL_ANNOTATION] = str(job.size)
+            self.cluster.store.put("Pod", pod)
+
+    def _restart_failed(self) -> None:
+        """A job with a pod the kubelet failed (its Allocate refused) is restarted by its
+        controller: its pods deleted and made again, as Volcano's RestartJob policy does."""
+        for job in self.jobs.values():
+            phases = []
+            for name in job.pods:
+                try:
+                    phases.append(
+                        self.cluster.store.get_pod(NAMESPACE, name)["status"].get("phase")
+                    )
+                except Exception:
+                    phases.append(None)
+            if "Failed" not in phases:
+                continue
+            for name in job.pods:
+                key = f"{NAMESPACE}/{name}"
+                if key in self.cluster.admitted:
+                    self.cluster.finish(key, phase="Failed")
+                self.cluster.refused.pop(key, None)
+                self.cluster.store.delete("Pod", NAMESPACE, name)
+            job.generation += 1
+            job.started = None
+            self._create(job)
+
+    def _end(self, job: Job) -> None:
+        """The job's pods end (or fail), and their controller deletes them."""
+        for name in job.pods:
+            key = f"{NAMESPACE}/{name}"
+            try:
+                if key in self.cluster.admitted:
+                    self.cluster.finish(key, phase="Failed" if job.fails else "Succeeded")
+                self.cluster.store.delete("Pod", NAMESPACE, name)
+            except Exception:  # the API server may be down: try again next step
+                return
+            self.ended.add(key)
+        del self.jobs[job.key.split("/", 1)[1]]
+
+    # ---- the callers ---------------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        leader = next((r for r in self.replicas if r.ready()), None)
+        if leader is None:
+            return
+        self.scheduler.extender.config = replace(self.config, url_prefix=leader.url)
+        try:
+            self.report.placed += self.scheduler.cycle()
+        except Exception:  # the stand-in reading an unreachable store
+            if self.cluster.store.reachable:
+                raise
+
+    def _nodes(self) -> None:
+        if not self.cluster.store.reachable:
+            return
+        try:
+            self.cluster.reap()
+            self.cluster.admit()
+            self._restart_failed()
+        except Exception:
+            if self.cluster.store.reachable:
+                raise
+        now = self.now()
+        for job in self.jobs.values():
+            if job.started is None and all(
+                f"{NAMESPACE}/{p}" in self.cluster.admitted for p in job.pods
+            ):
+                job.started = now
+                job.ends_at = max(job.ends_at, now + 3)
+
+    # ---- faults ----------------------------------------------------------------------------
+
+    def _leader(self) -> Replica | None:
+        return next((r for r in self.replicas if r.ready()), None)
+
+    def _inject(self, fault: Fault) -> None:
+        self.report.faults[fault.kind] += 1
+        store, nodes = self.cluster.store, list(self.cluster.nodes.values())
+        node = nodes[fault.target % len(nodes)]
+        if fault.kind == "api-down":
+            store.reachable = False
+        elif fault.kind == "watches-cut":
+            self.cluster.api.drop_connections()
+        elif fault.kind == "compact":
+            store.compact()
+        elif fault.kind == "lost-bind":
+            store.lost_bind_answers += 1 + fault.target % 3
+        elif fault.kind == "replica-kill":
+            victim = self._leader() or self.replicas[fault.target % 2]
+            victim.kill()
+        elif fault.kind == "replica-pause":
+            victim = self._leader() or self.replicas[fault.target % 2]
+            victim.pause(LEASE + fault.lasts)
+        elif fault.kind == "agent-restart":
+            self.cluster.restart_node_agent(node.name)
+        elif fault.kind == "kubelet-restart":
+            node.kubelet.restart()
+        elif fault.kind == "chip-fail":
+            node.write_state(frozenset({fault.target % 8}))
+        elif fault.kind == "hostile":
+            self._hostile(fault)
+        self._restore.append((self.now() + fault.lasts, fault))
+
+    def _hostile(self, fault: Fault) -> None:
+        """A tenant's pod whose NPU annotations are garbage (it must be refused, named)."""
+        pod = pod_object(NAMESPACE, f"hostile-{fault.at}".replace(".", "-"), None, 2)
+        pod["metadata"]["annotations"].update(
+            {
+                CHIPS_ANNOTATION: "Ascend910-99,x",
+                "predicate-time": "yesterday",
+                KUEUE_TOTAL_ANNOTATION: "-3",
+            }
+        )
+        pod["metadata"]["labels"][KUEUE_GROUP_LABEL] = "hostile"
+        try:
+            self.cluster.store.put("Pod", pod)
+        except Exception:
+            return
+
+    def _restore_due(self, now: float) -> None:
+        due = [f for at, f in self._restore if at <= now]
+        self._restore = [(at, f) for at, f in self._restore if at > now]
+        nodes = list(self.cluster.nodes.values())
+        for fault in due:
+            node = nodes[fault.target % len(nodes)]
+            if fault.kind == "api-down":
+                self.cluster.store.reachable = True
+            elif fault.kind == "replica-kill":
+                for replica in self.replicas:
+                    if not replica.alive():
+                        replica.start()
+            elif fault.kind == "chip-fail":
+                node.write_state(frozenset())
+            elif fault.kind == "kubelet-restart":
+                self.cluster.sync_node_status()
+
+    # ---- invariants ----------------------------------------------------------------------
+
+    def _requests(self) -> int:
+        return sum(self.cluster.api.traffic()[0].values())
+
+    def _violate(self, invariant: str, evidence: str) -> None:
+        self.report.violations.append(Violation(invariant, evidence, round(self.now(), 2)))
+
+    def _check(self, now: float, after_faults: bool) -> None:
+        if not self.cluster.store.reachable:
+            return
+        self.report.checks += 1
+        pods = {
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}": p
+            for p in self.cluster.store.list_pods(None)[0]
+        }
+        held: dict[tuple[str, str], str] = {}
+        for key, admitted in self.cluster.admitted.items():
+            pod = pods.get(key)
+            if pod is None or pod["status"].get("phase") in ("Succeeded", "Failed"):
+                continue
+            visible = admitted.allocation.response.envs.get("ASCEND_VISIBLE_DEVICES", "")
+            for chip in visible.split(","):
+                other = held.setdefault((admitted.node, chip), key)
+                if other != key:
+                    self._violate(
+                        "no chip in two live containers",
+                        f"chip {chip} of {admitted.node}: {other} and {key}",
+                    )
+            real = pod["metadata"].get("annotations", {}).get(REAL_ANNOTATION, "")
+            recorded = ",".join(c.rsplit("-", 1)[-1] for c in real.split(",") if c)
+            if real and recorded != visible:
+                self._violate(
+                    "every container's devices are its pod's AscendReal",
+                    f"{key}: container sees {visible}, AscendReal {real}",
+                )
+        for key, pod in pods.items():
+            resource, count = npu_request(pod)
+            bound = (pod.get("spec") or {}).get("nodeName")
+            notes = pod["metadata"].get("annotations") or {}
+            if bound and count and resource == RESOURCE_NAME and CHIPS_ANNOTATION not in notes:
+                self._violate("no NPU pod bound without the scheduler's chips", f"{key} on {bound}")
+        self._check_gangs(now)
+        if after_faults:
+            self._check_waiting(now, pods)
+
+    def _check_gangs(self, now: float) -> None:
+        for job in self.jobs.values():
+            if job.size < 2:
+                continue
+            running = sum(f"{NAMESPACE}/{p}" in self.cluster.admitted for p in job.pods)
+            if 0 < running < job.size:
+                job.partial_since = job.partial_since or now
+                if now - job.partial_since > GANG_TTL + SETTLE:
+                    self._violate(
+                        "no gang partly running past its TTL",
+                        f"{job.key}: {running} of {job.size} running since "
+                        f"{job.partial_since:.1f} s",
+                    )
+            else:
+                job.partial_since = None
+
+    def _check_waiting(self, now: float, pods: dict[str, Obj]) -> None:
+        """After the faults: a pod not running has a reason (the caller's), within SETTLE."""
+        for key, pod in pods.items():
+            if (pod.get("spec") or {}).get("nodeName"):
+                self.waiting_since.pop(key, None)
+                continue
+            since = self.waiting_since.setdefault(key, now)
+            self.report.longest_wait_after_faults = max(
+                self.report.longest_wait_after_faults, now - since
+            )
+            if now - since > SETTLE and not self.scheduler.reasons.get(key):
+                self._violate("every pod runs or carries a reason", f"{key} waits, no reason")
+
+    def _final(self, requests_start: int, after: tuple[float, int] | None) -> None:
+        total = self._requests()
+        now = self.now()
+        if after is not None:
+            self.report.api_requests_during = (after[1] - requests_start) / max(after[0], 1e-9)
+            self.report.api_requests_after = (total - after[1]) / max(now - after[0], 1e-9)
+        if not wait_for(self.cluster.settled, timeout=30):
+            self._violate(
+                "every DeviceInfo says what its kubelet can still give",
+                ", ".join(
+                    f"{n}: published {self.cluster.published_free(n)}, kubelet "
+                    f"{s.kubelet.free(RESOURCE_NAME)}"
+                    for n, s in self.cluster.nodes.items()
+                ),
+            )
+        for replica in self.replicas:
+            if replica.first_rss is not None:
+                self.report.rss_growth_mib[replica.name] = round(
+                    replica.last_rss - replica.first_rss, 1
+                )
+
+
+@contextmanager
+def robustness_run(schedule: Schedule, workdir: Path) -> Iterator[Run]:
+    with simulated_cluster(schedule.nodes, serve=False, every_kubelet_random=True) as cluster:
+        yield Run(cluster, schedule, workdir)
+
+
+def run_schedule(schedule: Schedule, workdir: Path) -> Report:
+    with robustness_run(schedule, workdir) as run:
+        return run.execute()
+
+
+def describe(report: Report) -> str:
+    lines = [
+        f"seed {report.schedule.seed}, {report.schedule.seconds:.0f} s, "
+        f"{report.schedule.nodes} nodes: {report.placed} pods placed, "
+        f"{sum(report.faults.values())} faults "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(report.faults.items()))}), "
+        f"{report.checks} invariant checks, {len(report.violations)} violations; longest wait "
+        f"after the faults {report.longest_wait_after_faults:.1f} s; API requests/s during "
+        f"{report.api_requests_during:.0f}, after {report.api_requests_after:.0f}; replica RSS "
+        f"growth {report.rss_growth_mib} MiB"
+    ]
+    lines += [f"  VIOLATION {v.invariant} at {v.at} s: {v.evidence}" for v in report.violations]
+    return "\n".join(lines)
