@@ -31,7 +31,8 @@ from contract.deviceinfo import DeviceInfo
 from infra.http import HttpServer, Response
 from scheduler_core.service.server import decode_body, json_response
 from simulation.cluster import simulated_cluster, wait_for
-from simulation.kube_scheduler import InformerCache, KubeScheduler, RemoteCluster
+from simulation.informer_cache import InformerCache, RemoteCluster
+from simulation.kube_scheduler import KubeScheduler
 from simulation.memory import MemoryCluster, pod_object
 from simulation.processes import cluster_processes, pod_creator, scheduler_process
 

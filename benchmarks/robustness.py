@@ -12,7 +12,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from simulation.robustness import Schedule, describe, run_schedule
+from simulation.fault_schedule import Schedule
+from simulation.robustness import describe, run_schedule
 
 
 def main() -> None:

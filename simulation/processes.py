@@ -3,6 +3,7 @@ API server, for tests and benchmarks that call it as kube-scheduler would."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 from kubernetes import client
 
 from contract.objects import Obj
@@ -194,3 +196,96 @@ def _ready(url: str) -> bool:
             return bool(response.status == 200)
     except OSError:
         return False
+
+
+LEASE, RENEW, RETRY = 3, 2, 1  # a robustness run's leader election, seconds
+GANG_TTL = 30.0
+
+
+class Replica:
+    """One scheduler replica, a process of its own, with leader election (``LEASE``,
+    ``RENEW``, ``RETRY`` seconds) and a short gang TTL, as the robustness run drives it."""
+
+    def __init__(self, name: str, api_url: str, workdir: Path) -> None:
+        self.name = name
+        self._api_url = api_url
+        self._workdir = workdir / name
+        self._workdir.mkdir(parents=True, exist_ok=True)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url = ""
+        self.paused_until = 0.0
+        self.first_rss: float | None = None
+        self.last_rss = 0.0
+
+    def start(self) -> None:
+        port = free_port()
+        command = service_command(
+            self._api_url,
+            self._workdir,
+            port,
+            "--leader-elect=true",
+            "--leader-elect-lease-duration",
+            str(LEASE),
+            "--leader-elect-renew-deadline",
+            str(RENEW),
+            "--leader-elect-retry-period",
+            str(RETRY),
+            "--refresh-period",
+            "0.5",
+            "--gang-ttl",
+            str(GANG_TTL),
+            "--log-level",
+            "WARNING",
+        )
+        log = (self._workdir / "log").open("ab")
+        self.process = subprocess.Popen(command, stdout=log, stderr=log)
+        self.url = f"http://127.0.0.1:{port}"
+        self.first_rss = None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            assert self.process is not None
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def pause(self, seconds: float) -> None:
+        if self.alive():
+            assert self.process is not None
+            self.process.send_signal(signal.SIGSTOP)
+            self.paused_until = time.monotonic() + seconds
+
+    def tick(self) -> None:
+        """Resume it when its pause is over; note its memory."""
+        if self.paused_until and time.monotonic() >= self.paused_until and self.alive():
+            assert self.process is not None
+            self.process.send_signal(signal.SIGCONT)
+            self.paused_until = 0.0
+        if self.alive() and not self.paused_until:
+            assert self.process is not None
+            if self.first_rss is None and not self.ready():
+                return  # measured from its first full read on
+            try:
+                rss = psutil.Process(self.process.pid).memory_info().rss / 2**20
+            except psutil.Error:
+                return
+            if self.first_rss is None:
+                self.first_rss = rss
+            self.last_rss = rss
+
+    def ready(self) -> bool:
+        return self.alive() and not self.paused_until and ready(self.url)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        if self.paused_until and self.alive():
+            self.process.send_signal(signal.SIGCONT)
+        if self.alive():
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()

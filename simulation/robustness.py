@@ -29,83 +29,27 @@ A failure prints the seed and the fault schedule; ``Schedule.load`` runs it agai
 
 from __future__ import annotations
 
-import json
 import random
-import signal
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-import psutil
 
 from contract.annotations import CHIPS_ANNOTATION, REAL_ANNOTATION
 from contract.chip_names import RESOURCE_NAME
 from contract.groups import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
 from contract.objects import Obj, npu_request
 from simulation.cluster import SimulatedCluster, simulated_cluster, wait_for
+from simulation.fault_schedule import Fault, Schedule
 from simulation.kube_scheduler import Backoff, ExtenderConfig, KubeScheduler
 from simulation.memory import pod_object
-from simulation.processes import free_port, ready, service_command
+from simulation.processes import GANG_TTL, LEASE, Replica
 
-FAULT_KINDS = (
-    "api-down",
-    "watches-cut",
-    "compact",
-    "lost-bind",
-    "replica-kill",
-    "replica-pause",
-    "agent-restart",
-    "kubelet-restart",
-    "chip-fail",
-    "hostile",
-)
-LEASE, RENEW, RETRY = 3, 2, 1  # the replicas' leader election, seconds
-GANG_TTL = 30.0
 STEP = 0.25  # seconds between the harness's steps
-FAULTS_UNTIL = 0.6  # of the run: faults strike in this first part, the rest settles
 SETTLE = 10.0  # after the last fault: every pod runs or has a reason by then
 NAMESPACE = "work"
-
-
-@dataclass(frozen=True, slots=True)
-class Fault:
-    at: float  # seconds into the run
-    kind: str
-    target: int  # a node's or a replica's index (modulo their count), a chip
-    lasts: float  # seconds, for faults that end
-
-
-@dataclass(frozen=True, slots=True)
-class Schedule:
-    seed: int
-    seconds: float
-    nodes: int
-    faults: tuple[Fault, ...]
-
-    @staticmethod
-    def draw(seed: int, seconds: float, nodes: int) -> Schedule:
-        """Faults at random moments over the first part of the run (the rest settles)."""
-        rng = random.Random(seed)
-        faults = []
-        at = 2.0
-        while at < seconds * FAULTS_UNTIL:
-            kind = rng.choice(FAULT_KINDS)
-            faults.append(Fault(round(at, 2), kind, rng.randrange(64), round(rng.uniform(1, 5), 2)))
-            at += rng.expovariate(1 / 3.0)  # several may overlap
-        return Schedule(seed, seconds, nodes, tuple(faults))
-
-    def dump(self) -> str:
-        return json.dumps(asdict(self), indent=1)
-
-    @staticmethod
-    def load(path: Path) -> Schedule:
-        data = json.loads(path.read_text())
-        faults = tuple(Fault(**f) for f in data.pop("faults"))
-        return Schedule(faults=faults, **data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,94 +70,6 @@ class Report:
     api_requests_during: float = 0.0  # per second
     api_requests_after: float = 0.0
     rss_growth_mib: dict[str, float] = field(default_factory=dict)
-
-
-class Replica:
-    """One scheduler replica, a process of its own, with leader election."""
-
-    def __init__(self, name: str, api_url: str, workdir: Path) -> None:
-        self.name = name
-        self._api_url = api_url
-        self._workdir = workdir / name
-        self._workdir.mkdir(parents=True, exist_ok=True)
-        self.process: subprocess.Popen[bytes] | None = None
-        self.url = ""
-        self.paused_until = 0.0
-        self.first_rss: float | None = None
-        self.last_rss = 0.0
-
-    def start(self) -> None:
-        port = free_port()
-        command = service_command(
-            self._api_url,
-            self._workdir,
-            port,
-            "--leader-elect=true",
-            "--leader-elect-lease-duration",
-            str(LEASE),
-            "--leader-elect-renew-deadline",
-            str(RENEW),
-            "--leader-elect-retry-period",
-            str(RETRY),
-            "--refresh-period",
-            "0.5",
-            "--gang-ttl",
-            str(GANG_TTL),
-            "--log-level",
-            "WARNING",
-        )
-        log = (self._workdir / "log").open("ab")
-        self.process = subprocess.Popen(command, stdout=log, stderr=log)
-        self.url = f"http://127.0.0.1:{port}"
-        self.first_rss = None
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self) -> None:
-        if self.alive():
-            assert self.process is not None
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
-
-    def pause(self, seconds: float) -> None:
-        if self.alive():
-            assert self.process is not None
-            self.process.send_signal(signal.SIGSTOP)
-            self.paused_until = time.monotonic() + seconds
-
-    def tick(self) -> None:
-        """Resume it when its pause is over; note its memory."""
-        if self.paused_until and time.monotonic() >= self.paused_until and self.alive():
-            assert self.process is not None
-            self.process.send_signal(signal.SIGCONT)
-            self.paused_until = 0.0
-        if self.alive() and not self.paused_until:
-            assert self.process is not None
-            if self.first_rss is None and not self.ready():
-                return  # measured from its first full read on
-            try:
-                rss = psutil.Process(self.process.pid).memory_info().rss / 2**20
-            except psutil.Error:
-                return
-            if self.first_rss is None:
-                self.first_rss = rss
-            self.last_rss = rss
-
-    def ready(self) -> bool:
-        return self.alive() and not self.paused_until and ready(self.url)
-
-    def stop(self) -> None:
-        if self.process is None:
-            return
-        if self.paused_until and self.alive():
-            self.process.send_signal(signal.SIGCONT)
-        if self.alive():
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 @dataclass

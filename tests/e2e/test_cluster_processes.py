@@ -12,7 +12,8 @@ from contract.annotations import CHIPS_ANNOTATION, REAL_ANNOTATION
 from infra.kube.client import KubernetesGateway
 from infra.kube.port import Selection
 from simulation.cluster import wait_for
-from simulation.kube_scheduler import InformerCache, KubeScheduler, RemoteCluster
+from simulation.informer_cache import InformerCache, RemoteCluster
+from simulation.kube_scheduler import KubeScheduler
 from simulation.memory import pod_object
 from simulation.processes import cluster_processes, pod_creator
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from simulation.robustness import FAULT_KINDS, Schedule, describe, run_schedule
+from simulation.fault_schedule import FAULT_KINDS, Schedule
+from simulation.robustness import describe, run_schedule
 
 
 @pytest.mark.parametrize("seed", [11, 12])
