@@ -18,6 +18,8 @@ FAULT_KINDS = (
     "kubelet-restart",
     "chip-fail",
     "hostile",
+    "agent-down",
+    "noded-silent",
 )
 FAULTS_UNTIL = 0.6  # of the run: faults strike in this first part, the rest settles
 

@@ -16,7 +16,10 @@ seed strike at random moments, several at once:
 - ``agent-restart``: a node's agent stopped and started again (its kubelet stays);
 - ``kubelet-restart``: a node's kubelet restarted (sockets wiped, plugins re-register);
 - ``chip-fail``: a chip of a node failing, recovering later;
-- ``hostile``: a tenant's pod with malformed NPU annotations.
+- ``hostile``: a tenant's pod with malformed NPU annotations;
+- ``agent-down``: a node's agent stopped for a while (its DeviceInfo goes stale, Allocate
+  fails), then started again;
+- ``noded-silent``: a node's NodeD stops beating for a while (every node runs NodeD here).
 
 Invariants, each a typed check with its evidence (``Violation``), after every step: no chip in
 two live containers; every bound NPU pod carries the scheduler's chips; every container's
@@ -37,10 +40,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from contract.annotations import CHIPS_ANNOTATION, REAL_ANNOTATION
+from contract.annotations import (
+    CHIPS_ANNOTATION,
+    NODED_ENABLE_LABEL,
+    NODED_HEARTBEAT,
+    REAL_ANNOTATION,
+)
+from contract.annotations import NODED_INTERVAL as NODED_INTERVAL_ANNOTATION
 from contract.chip_names import RESOURCE_NAME
 from contract.groups import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
 from contract.objects import Obj, npu_request
+from infra.kube.port import KubeError
 from simulation.cluster import SimulatedCluster, simulated_cluster, wait_for
 from simulation.fault_schedule import Fault, Schedule
 from simulation.kube_scheduler import Backoff, ExtenderConfig, KubeScheduler
@@ -49,6 +59,7 @@ from simulation.processes import GANG_TTL, LEASE, Replica
 
 STEP = 0.25  # seconds between the harness's steps
 SETTLE = 10.0  # after the last fault: every pod runs or has a reason by then
+NODED_INTERVAL = 1  # seconds between NodeD's heartbeats
 NAMESPACE = "work"
 
 
@@ -101,6 +112,9 @@ class Run:
         self.waiting_since: dict[str, float] = {}
         self._counter = 0
         self._restore: list[tuple[float, Fault]] = []
+        self._down_agents: set[str] = set()
+        self._silent: set[str] = set()  # nodes whose NodeD does not beat
+        self._beaten = 0.0
         self._start = time.monotonic()
 
     # ---- the run ---------------------------------------------------------------------
@@ -123,6 +137,7 @@ class Run:
                 while pending and pending[0].at <= now:
                     self._inject(pending.pop(0))
                 self._restore_due(now)
+                self._heartbeats(now)
                 self._workload(now)
                 self._schedule()
                 self._nodes()
@@ -276,7 +291,37 @@ class Run:
             node.write_state(frozenset({fault.target % 8}))
         elif fault.kind == "hostile":
             self._hostile(fault)
+        elif fault.kind == "agent-down":
+            node.agent.stop()
+            self._down_agents.add(node.name)
+        elif fault.kind == "noded-silent":
+            self._silent.add(node.name)
         self._restore.append((self.now() + fault.lasts, fault))
+
+    def _heartbeats(self, now: float) -> None:
+        """NodeD on every node beats once a second (``noded/heartbeat``), but on silent ones."""
+        if now - self._beaten < NODED_INTERVAL or not self.cluster.store.reachable:
+            return
+        self._beaten = now
+        beat = str(int(time.time()))
+        for name in self.cluster.nodes:
+            if name in self._silent:
+                continue
+            try:
+                self.cluster.store.patch_metadata(
+                    "Node",
+                    "",
+                    name,
+                    {
+                        "labels": {NODED_ENABLE_LABEL: "on"},
+                        "annotations": {
+                            NODED_HEARTBEAT: beat,
+                            NODED_INTERVAL_ANNOTATION: str(NODED_INTERVAL),
+                        },
+                    },
+                )
+            except KubeError:
+                return
 
     def _hostile(self, fault: Fault) -> None:
         """A tenant's pod whose NPU annotations are garbage (it must be refused, named)."""
@@ -310,6 +355,11 @@ class Run:
                 node.write_state(frozenset())
             elif fault.kind == "kubelet-restart":
                 self.cluster.sync_node_status()
+            elif fault.kind == "agent-down" and node.name in self._down_agents:
+                self._down_agents.discard(node.name)
+                self.cluster.restart_node_agent(node.name)
+            elif fault.kind == "noded-silent":
+                self._silent.discard(node.name)
 
     # ---- invariants ----------------------------------------------------------------------
 
