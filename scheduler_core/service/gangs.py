@@ -1,4 +1,6 @@
-"""Gangs: pods labelled ``ascend.npu/gang: <name>`` with ``ascend.npu/gang-size: "<N>"``.
+"""Gangs: the N pods of a job of several pods, however its controller names the group
+(``contract.groups``: a Volcano or coscheduling PodGroup, a Kueue pod group, or
+``ascend.npu/gang: <name>`` with ``ascend.npu/gang-size: "<N>"``; ``jobs`` gives its size).
 
 A gang is reserved as N nodes at once, only when all N pods exist; members bind only into
 that reservation, which expires after ``ttl`` seconds if they never do. While a gang waits,
