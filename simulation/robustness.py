@@ -342,24 +342,30 @@ class Run:
     def _restore_due(self, now: float) -> None:
         due = [f for at, f in self._restore if at <= now]
         self._restore = [(at, f) for at, f in self._restore if at > now]
-        nodes = list(self.cluster.nodes.values())
         for fault in due:
-            node = nodes[fault.target % len(nodes)]
-            if fault.kind == "api-down":
-                self.cluster.store.reachable = True
-            elif fault.kind == "replica-kill":
-                for replica in self.replicas:
-                    if not replica.alive():
-                        replica.start()
-            elif fault.kind == "chip-fail":
-                node.write_state(frozenset())
-            elif fault.kind == "kubelet-restart":
-                self.cluster.sync_node_status()
-            elif fault.kind == "agent-down" and node.name in self._down_agents:
-                self._down_agents.discard(node.name)
-                self.cluster.restart_node_agent(node.name)
-            elif fault.kind == "noded-silent":
-                self._silent.discard(node.name)
+            try:
+                self._end_fault(fault)
+            except KubeError:  # the API server is away (another fault): end it later
+                self._restore.append((now + 1, fault))
+
+    def _end_fault(self, fault: Fault) -> None:
+        nodes = list(self.cluster.nodes.values())
+        node = nodes[fault.target % len(nodes)]
+        if fault.kind == "api-down":
+            self.cluster.store.reachable = True
+        elif fault.kind == "replica-kill":
+            for replica in self.replicas:
+                if not replica.alive():
+                    replica.start()
+        elif fault.kind == "chip-fail":
+            node.write_state(frozenset())
+        elif fault.kind == "kubelet-restart":
+            self.cluster.sync_node_status()
+        elif fault.kind == "agent-down" and node.name in self._down_agents:
+            self._down_agents.discard(node.name)
+            self.cluster.restart_node_agent(node.name)
+        elif fault.kind == "noded-silent":
+            self._silent.discard(node.name)
 
     # ---- invariants ----------------------------------------------------------------------
 
