@@ -109,7 +109,7 @@ def start_node_agent(
         on_loop_error=metrics.loop_error,
     )
     cache.start()
-    server_id = node_server_id(gateway, kube.node_name)
+    server_id = NodeAddress(gateway, kube.node_name)
     events = EventRecorder(gateway, COMPONENT, kube.node_name)
     allocator: Allocator | None = (
         ChipHandshake(gateway, cache, server_id, kube.wait_for_pod, events)
@@ -228,13 +228,25 @@ def _kubelet_held(socket: Path, state: DeviceState) -> Callable[[], set[int]]:
     return held
 
 
-def node_server_id(gateway: KubeGateway, node: str) -> str:
-    """The node's InternalIP for the rank table ("" when the API server cannot tell)."""
-    try:
-        return node_address(gateway.get_node(node))
-    except KubeError as failed:
-        log.warning("node %s: no InternalIP for the rank table (%s)", node, failed)
-        return ""
+class NodeAddress:
+    """The node's InternalIP for the rank table, asked of the API server until it has one: an
+    agent started while the API server was away (or before the node had its address) would
+    otherwise write rank tables without a server id for its whole life."""
+
+    def __init__(self, gateway: KubeGateway, node: str) -> None:
+        self._gateway = gateway
+        self._node = node
+        self._address = ""
+
+    def __call__(self) -> str:
+        if not self._address:
+            try:
+                self._address = node_address(self._gateway.get_node(self._node))
+            except KubeError as failed:
+                log.warning(
+                    "node %s: no InternalIP for the rank table yet (%s)", self._node, failed
+                )
+        return self._address
 
 
 def label_node(gateway: KubeGateway, node: str, chips: NodeChips) -> bool:

@@ -106,7 +106,7 @@ class RepairLoop:
         cache: PodCache,
         *,
         node: Callable[[], NodeChips],
-        server_id: str,
+        server_id: Callable[[], str],
         socket: Path = POD_RESOURCES_SOCKET,
         period: float = 5.0,
         on_loop_error: Callable[[str], None] = lambda loop: None,
@@ -133,7 +133,7 @@ class RepairLoop:
             log.warning("PodResources unavailable (%s): no repairs this round", failed.code())
             return 0
         done = 0
-        for repair in repairs(self._cache.pods(), devices, self._node(), self._server_id):
+        for repair in repairs(self._cache.pods(), devices, self._node(), self._server_id()):
             try:
                 updated = self._gateway.patch_pod_annotations(
                     repair.pod.namespace,

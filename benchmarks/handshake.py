@@ -54,7 +54,7 @@ def main() -> None:
         FakeDriver(root / "state.yaml"),
         root / "plugins",
         True,
-        ChipHandshake(gateway, cache, "192.168.0.1"),
+        ChipHandshake(gateway, cache, lambda: "192.168.0.1"),
     )
     agent.start()
     allocate, visible = [], []

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent.allocation.handshake import ChipHandshake
+from agent.builder import NodeAddress
 from agent.chips import Chip, NodeChips
 from agent.device_plugin import DevicePlugin
 from agent.driver import FakeDriver
@@ -100,7 +101,7 @@ def build(short_dir: Path, api: MemoryCluster, over_http: bool) -> Cluster:
     kubelet.start()
     cache = PodCache(gateway, NODE)
     cache.start()
-    allocator = ChipHandshake(gateway, cache, "192.168.10.11", wait_for_pod=0.5)
+    allocator = ChipHandshake(gateway, cache, lambda: "192.168.10.11", wait_for_pod=0.5)
     agent = DevicePlugin(
         FakeDriver(state), short_dir / "plugins", ascend_runtime=True, allocator=allocator
     )
@@ -285,7 +286,7 @@ def test_an_agent_restart_mid_stream_loses_nothing_and_gives_nothing_twice(
     )
     cluster.cache = PodCache(gateway, NODE)
     cluster.cache.start()
-    allocator = ChipHandshake(gateway, cluster.cache, "192.168.10.11", wait_for_pod=0.5)
+    allocator = ChipHandshake(gateway, cluster.cache, lambda: "192.168.10.11", wait_for_pod=0.5)
     cluster.agent = DevicePlugin(
         FakeDriver(cluster.state), cluster.agent.plugin_dir, True, allocator
     )
@@ -336,7 +337,7 @@ def test_a_stale_holder_in_the_cache_is_reread_before_a_chip_is_refused() -> Non
     api = MemoryCluster()
     node = NodeChips("Ascend910", "module910x8", tuple(Chip(i, i) for i in range(8)))
     cache = PodCache(api, NODE)  # resynced by hand, never watching: stale by construction
-    allocator = ChipHandshake(api, cache, "", wait_for_pod=0)
+    allocator = ChipHandshake(api, cache, lambda: "", wait_for_pod=0)
     api.put(
         "Pod",
         pod_object(
@@ -364,3 +365,16 @@ def test_a_stale_holder_in_the_cache_is_reread_before_a_chip_is_refused() -> Non
     )
     cache.apply(api.get_pod("ns", "second"))
     assert [c.id for c in allocator.give_chips([node.chips[5]], node)] == [2]
+
+
+def test_an_agent_started_while_the_api_server_is_away_learns_its_address_later() -> None:
+    # The rank table's server id is the node's InternalIP: an agent that could not read it
+    # at start asks again, rather than writing rank tables without it for its whole life.
+    api = MemoryCluster()
+    address_of_node = {"type": "InternalIP", "address": "192.168.10.11"}
+    api.put("Node", {"metadata": {"name": NODE}, "status": {"addresses": [address_of_node]}})
+    api.reachable = False
+    address = NodeAddress(api, NODE)
+    assert address() == ""
+    api.reachable = True
+    assert address() == "192.168.10.11"

@@ -86,7 +86,7 @@ def test_an_allocate_decides_on_parsed_views(parses: Counter[str]) -> None:
     api.put("Pod", pod_object("ns", "new", "node-1", 2, annotations=claim))
     cache = PodCache(api, "node-1")
     cache.resync()
-    handshake = ChipHandshake(api, cache, "", wait_for_pod=0)
+    handshake = ChipHandshake(api, cache, lambda: "", wait_for_pod=0)
     parses.clear()
     given = handshake.give_chips([node.chips[0], node.chips[1]], node)
     assert [c.id for c in given] == [6, 7]
