@@ -44,13 +44,13 @@ from contract.annotations import (
     CHIPS_ANNOTATION,
     NODED_ENABLE_LABEL,
     NODED_HEARTBEAT,
-    REAL_ANNOTATION,
 )
 from contract.annotations import NODED_INTERVAL as NODED_INTERVAL_ANNOTATION
 from contract.chip_names import RESOURCE_NAME
 from contract.groups import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
-from contract.objects import Obj, npu_request
+from contract.objects import Obj
 from infra.kube.port import KubeError
+from simulation import invariants
 from simulation.cluster import SimulatedCluster, simulated_cluster, wait_for
 from simulation.fault_schedule import Fault, Schedule
 from simulation.kube_scheduler import Backoff, ExtenderConfig, KubeScheduler
@@ -383,32 +383,11 @@ class Run:
             f"{p['metadata']['namespace']}/{p['metadata']['name']}": p
             for p in self.cluster.store.list_pods(None)[0]
         }
-        held: dict[tuple[str, str], str] = {}
-        for key, admitted in self.cluster.admitted.items():
-            pod = pods.get(key)
-            if pod is None or pod["status"].get("phase") in ("Succeeded", "Failed"):
-                continue
-            visible = admitted.allocation.response.envs.get("ASCEND_VISIBLE_DEVICES", "")
-            for chip in visible.split(","):
-                other = held.setdefault((admitted.node, chip), key)
-                if other != key:
-                    self._violate(
-                        "no chip in two live containers",
-                        f"chip {chip} of {admitted.node}: {other} and {key}",
-                    )
-            real = pod["metadata"].get("annotations", {}).get(REAL_ANNOTATION, "")
-            recorded = ",".join(c.rsplit("-", 1)[-1] for c in real.split(",") if c)
-            if real and recorded != visible:
-                self._violate(
-                    "every container's devices are its pod's AscendReal",
-                    f"{key}: container sees {visible}, AscendReal {real}",
-                )
-        for key, pod in pods.items():
-            resource, count = npu_request(pod)
-            bound = (pod.get("spec") or {}).get("nodeName")
-            notes = pod["metadata"].get("annotations") or {}
-            if bound and count and resource == RESOURCE_NAME and CHIPS_ANNOTATION not in notes:
-                self._violate("no NPU pod bound without the scheduler's chips", f"{key} on {bound}")
+        for invariant, evidence in [
+            *invariants.containers(self.cluster.admitted, pods),
+            *invariants.bindings(pods),
+        ]:
+            self._violate(invariant, evidence)
         self._check_gangs(now)
         if after_faults:
             self._check_waiting(now, pods)
