@@ -124,8 +124,10 @@ class ExtenderState:
                 self.vnpu.settle(key, pod)
                 self._set_one_pod_job(key, pod)
             for gang, members in gangs.items():
-                many = bool(members) and self.job_of(members[0]).gang is not None
-                self.pods.set_gang(gang, members, self.job_labels, many=many)
+                # The job's settings read once per group (reading them per member walked
+                # every member for each: quadratic in the gang's size).
+                job = self.job_of(members[0]) if members else JobSettings()
+                self.pods.set_gang(gang, members, job.labels_of, many=job.gang is not None)
             if gangs:
                 self.network_stale = self._faults_stale = True
 

@@ -99,6 +99,13 @@ class JobSettings:
     refusal: str = ""
     waiting: str = ""
 
+    def labels_of(self, pod: PodView) -> Mapping[str, str]:
+        """Another pod of the same job: its labels with this job's settings (its own, where
+        the job cannot be read)."""
+        if self.refusal or self.waiting:
+            return pod.labels
+        return {**pod.labels, **{k: self.labels[k] for k in SETTING_LABELS if k in self.labels}}
+
 
 @dataclass
 class JobDirectory:
