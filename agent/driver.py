@@ -7,9 +7,11 @@ Two adapters. ``FakeDriver`` reads a YAML state file and reloads it when the fil
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -216,6 +218,36 @@ def _read_limited(path: Path) -> str:
         raise DriverError(f"not UTF-8 text ({bad.reason} at byte {bad.start})") from None
 
 
+@contextmanager
+def _state_lock(path: Path) -> Iterator[None]:
+    """Writers of one state file one at a time, across processes: the driver records vNPUs
+    in the file a test or a user edits to inject faults, and neither may lose the other's."""
+    with path.with_name(f".{path.name}.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def edit_fake_state(path: Path, change: Callable[[dict[str, Any], NodeChips], Any]) -> Any:
+    """Apply ``change`` to a fake driver's state file's YAML (checked first) and write it
+    back; what ``change`` returns."""
+    with _state_lock(path):
+        try:
+            text = _read_limited(path)
+            current = parse_fake_state(text)
+        except (OSError, DriverError) as bad:
+            raise DriverError(f"{path}: {bad}") from None
+        raw = _load(text)
+        result = change(raw, current)
+        # Written aside and renamed over: a reader never sees half a file.
+        partial = path.with_name(f".{path.name}.writing")
+        partial.write_text(yaml.dump(raw, Dumper=_DUMPER, sort_keys=False), encoding="utf-8")
+        partial.replace(path)
+    return result
+
+
 class FakeDriver:
     """Chips from a YAML state file; a bad edit is reported and the last good state kept.
 
@@ -268,19 +300,8 @@ class FakeDriver:
             self._observer = None
 
     def _edit(self, change: Callable[[dict[str, Any], NodeChips], Any]) -> Any:
-        """Apply ``change`` to the state file's YAML (checked first) and write it back."""
         with self._lock:
-            try:
-                text = _read_limited(self.path)
-                current = parse_fake_state(text)
-            except (OSError, DriverError) as bad:
-                raise DriverError(f"{self.path}: {bad}") from None
-            raw = _load(text)
-            result = change(raw, current)
-            # Written aside and renamed over: a reader never sees half a file.
-            partial = self.path.with_name(f".{self.path.name}.writing")
-            partial.write_text(yaml.dump(raw, Dumper=_DUMPER, sort_keys=False), encoding="utf-8")
-            partial.replace(self.path)
+            result = edit_fake_state(self.path, change)
         self._reload()
         return result
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.builder import AgentConfig, KubeSettings, NodeAgent, start_node_agent
-from agent.driver import FakeDriver
+from agent.driver import FakeDriver, edit_fake_state
 from agent.pod_cache import PodCache
 from contract.chip_names import ASCEND310P, RESOURCE_NAME
 from contract.deviceinfo import configmap_name, decode
@@ -106,6 +106,16 @@ class SimNode:
     kubelet: KubeletSimulator
     agent: NodeAgent
     dynamic_vnpu: bool = False  # a 310P node whose agent runs -presetVirtualDevice=false
+
+    def set_health(self, unhealthy: frozenset[int]) -> None:
+        """The chips ``unhealthy`` fail and every other recovers, the rest of the driver's
+        state (its vNPUs, resets) kept: edited under the fake driver's own lock."""
+
+        def change(raw: dict[str, Any], _: object) -> None:
+            for chip in raw.get("chips") or []:
+                chip["health"] = "Unhealthy" if chip.get("id") in unhealthy else "Healthy"
+
+        edit_fake_state(self.home / "state.yaml", change)
 
     def write_state(self, unhealthy: frozenset[int], **details: Any) -> None:
         """``details``: ``state_file``'s fault codes and SuperPoD."""
