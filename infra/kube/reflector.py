@@ -81,6 +81,21 @@ def newer(candidate: str, current: str, strictly: bool = False) -> bool:
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class Drift:
+    """Where a store differs from a fresh read of its collection, as kube-scheduler's cache
+    comparer reports its cache against its listers (``pkg/scheduler/backend/cache/debugger/
+    comparer.go``): keys missed, kept though gone, or kept at an older version. Changes newer
+    than the read are not drift."""
+
+    missed: tuple[str, ...] = ()
+    redundant: tuple[str, ...] = ()
+    stale: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.missed or self.redundant or self.stale)
+
+
 @dataclass
 class _Entry(Generic[T]):
     version: str
@@ -133,6 +148,41 @@ class Reflector(Generic[T]):
         with self._lock:
             return self._version
 
+    def compare(self) -> tuple[Drift, dict[str, T]]:
+        """The store against a fresh read of the collection (which it leaves as it is): the
+        drift, and what the read found."""
+        fresh, version = self._read()
+        with self._lock:
+            ahead = {k for k, e in self._store.items() if newer(e.version, version, True)}
+            moved_on = newer(self._version, version, True)  # a deletion may be newer
+            drift = Drift(
+                missed=tuple(sorted(k for k in fresh if k not in self._store and not moved_on)),
+                redundant=tuple(
+                    sorted(k for k in self._store if k not in fresh and k not in ahead)
+                ),
+                stale=tuple(
+                    sorted(
+                        k
+                        for k, e in fresh.items()
+                        if k in self._store and newer(e.version, self._store[k].version, True)
+                    )
+                ),
+            )
+        return drift, {k: e.value for k, e in fresh.items()}
+
+    def _read(self) -> tuple[dict[str, _Entry[T]], str]:
+        """The collection listed (paginated) and converted; the list's resourceVersion."""
+        fresh: dict[str, _Entry[T]] = {}
+        page = self.gateway.list_page(self.what, self.page_size)
+        while True:
+            for obj in page.items:  # converted page by page: only what is read stays
+                value = self._convert(obj)
+                if value is not None:
+                    fresh[object_key(obj)] = _Entry(_version(obj), value)
+            if not page.next:
+                return fresh, page.resource_version
+            page = self.gateway.list_page(self.what, self.page_size, page.next)
+
     # ---- writing -------------------------------------------------------------------
 
     def apply(self, obj: Obj, deleted: bool = False) -> None:
@@ -151,16 +201,7 @@ class Reflector(Generic[T]):
         Watch events wait meanwhile: one applied before the list started is in the list, one
         after it is newer than the list's version and applies on top."""
         with self._lock:
-            fresh: dict[str, _Entry[T]] = {}
-            page = self.gateway.list_page(self.what, self.page_size)
-            while True:
-                for obj in page.items:  # converted page by page: only what is read stays
-                    value = self._convert(obj)
-                    if value is not None:
-                        fresh[object_key(obj)] = _Entry(_version(obj), value)
-                if not page.next:
-                    break
-                page = self.gateway.list_page(self.what, self.page_size, page.next)
+            fresh, version = self._read()
             changes = [
                 Change(k, old.value, None) for k, old in self._store.items() if k not in fresh
             ]
@@ -169,7 +210,7 @@ class Reflector(Generic[T]):
                 if old is None or old.version != entry.version:
                     changes.append(Change(key, None if old is None else old.value, entry.value))
             self._store = fresh
-            self._version = page.resource_version
+            self._version = version
             self.counts.lists += 1
             self._failing_since = None
             self._synced.set()

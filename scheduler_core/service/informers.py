@@ -276,6 +276,43 @@ class ClusterInformers:
     def fault_record_data(self) -> Data | None:
         return self.fault_record.get("/".join(FAULT_RECORD))
 
+    def compare(self) -> dict[str, Any]:
+        """This replica's view against a fresh read of the cluster, which it leaves as it is:
+        each collection whose store drifted (``Drift``), and each node whose view differs
+        from the one the fresh read gives (the aggregation the watches feed checked against
+        the same aggregation of everything at once). Empty when they agree; KubeError when a
+        list fails. For an operator asking "does the scheduler see what is there?"."""
+        drifts = {}
+        fresh: dict[str, dict[str, Any]] = {}
+        for reflector in self.all:
+            drift, fresh[reflector.name] = reflector.compare()
+            if drift:
+                drifts[reflector.name] = drift
+        with self._lock:
+            now = self._clock()
+            self._view.due(now)
+            self._extender.state.update(views=self._view.changed(now))
+            read = LiveView(self._view.self_maintain)
+            for name, node in fresh[self.nodes.name].items():
+                read.set_node(name, node)
+            for key, data in fresh[self.deviceinfo.name].items():
+                read.set_deviceinfo(key.split("/", 1)[-1], data)
+            for key, pod in fresh[self.pods.name].items():
+                read.set_pod(key, pod)
+            read.changed(now)
+            watched = self._view.views
+            differing = {
+                name: {"watched": repr(watched.get(name)), "fresh": repr(read.views.get(name))}
+                for name in sorted(watched.keys() | read.views.keys())
+                if watched.get(name) != read.views.get(name)
+            }
+        answer: dict[str, Any] = {}
+        if drifts:
+            answer["collections"] = drifts
+        if differing:
+            answer["node_views"] = differing
+        return answer
+
     def relist(self) -> None:
         """Read everything again (the first read, a new leader's read); KubeError when the
         API server fails one of the lists."""

@@ -41,7 +41,7 @@ def matters(pod: PodView) -> bool:
 
 class LiveView:
     def __init__(self, self_maintain: bool = True) -> None:
-        self._self_maintain = self_maintain
+        self.self_maintain = self_maintain
         self._nodes: dict[str, Obj] = {}
         self._infos: dict[str, tuple[Mapping[str, str], deviceinfo.DeviceInfo | str]] = {}
         self._pods: dict[str, PodView] = {}
@@ -144,7 +144,7 @@ class LiveView:
                     held=self._held.get(where, ()),
                     requested=self._requested.get(where, 0),
                     now=now,
-                    self_maintain=self._self_maintain,
+                    self_maintain=self.self_maintain,
                     vpods=self._vpods.get(name, {}).values(),
                 )
             if view is None:

@@ -4,12 +4,13 @@
 names: ``Pod``, ``NodeNames``, ``FailedNodes``, ``Host``, ``Score``, ``PodName``, …);
 ``GET /healthz``, ``/readyz`` (ready while every watch is well and was last seen well
 recently, and this replica leads when there is an election) and ``/metrics`` (Prometheus
-text). The cluster is read once and then watched (``informers``): each change reaches the
-extender as it arrives. Every ``refresh_period`` a maintenance pass, which reads nothing,
-lets time act (DeviceInfo ageing, assumed binds and reservations expiring), deletes the pods
-of fault jobs so they restart, and writes what changed of
-``volcano-system/vcjob-fault-npu-cm``, the jobs' ``fault-config-<job>`` and
-``volcano-system/tor-share-cm``.
+text); ``POST /debug/compare`` (guarded as the verbs) answers where this replica's view
+differs from a fresh read of the cluster (empty: nowhere). The cluster is read once and then
+watched (``informers``): each change reaches the extender as it arrives. Every
+``refresh_period`` a maintenance pass, which reads nothing, lets time act (DeviceInfo
+ageing, assumed binds and reservations expiring), deletes the pods of fault jobs so they
+restart, and writes what changed of ``volcano-system/vcjob-fault-npu-cm``, the jobs'
+``fault-config-<job>`` and ``volcano-system/tor-share-cm``.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ TYPED_VERBS = frozenset({"filter", "prioritize"})
 KNOWN_VERBS = frozenset(VERBS) | {f"volcano/{v}" for v in VolcanoVerbs.VERBS}
 MALFORMED_REASON, FAULT_RESTART = "NPUAnnotationMalformed", "NPUFaultRestart"
 CHIP_CUT_ERROR = "chipDyCutErr"  # upstream's reason for deleting a pod whose vNPU failed
+COMPARE = "debug/compare"  # POST: this replica's view against a fresh read (guarded)
 STALE_PERIODS = 3  # not ready once the last good read is this many periods old
 
 
@@ -374,6 +376,11 @@ class SchedulerService:
 
     def _post(self, path: str, raw: bytes) -> Response:
         verb = path.strip("/")
+        if verb == COMPARE:
+            try:
+                return json_response(200, self.informers.compare())
+            except KubeError as failed:
+                return error(503, f"the cluster could not be read to compare: {failed}")
         body: Any
         try:
             # kube-scheduler's ExtenderArgs typed as it is decoded; the rest as JSON values.

@@ -10,6 +10,7 @@ from typing import Any
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
 from simulation.cluster import wait_for
+from simulation.kube_scheduler import post_json
 from simulation.memory import MemoryCluster, pod_object
 from tests.integration.test_extender import Clock, add_node
 
@@ -92,5 +93,31 @@ def test_after_any_disconnection_the_view_equals_a_fresh_read() -> None:
                 return answers(service.extender) == want
 
             assert wait_for(caught_up), round_
+    finally:
+        service.stop()
+
+
+def test_the_comparer_names_what_a_stuck_watch_missed_and_finds_nothing_once_caught_up() -> None:
+    """``POST /debug/compare``: nothing while the watches keep up; with the watches stopped,
+    the pod created and the pod deleted since, and the two nodes whose view they change."""
+    api, clock = store(), Clock()
+    service = SchedulerService(api, Extender(api, clock=clock), clock=clock, refresh_period=3600)
+    url = service.start()
+    try:
+        running(api, "p", "n1", [0, 1])
+        assert wait_for(lambda: post_json(f"{url}/debug/compare", {}, 5) == {})
+        service.informers.stop()
+        running(api, "q", "n2", [4])
+        api.delete("Pod", "ns", "p")
+        drift = post_json(f"{url}/debug/compare", {}, 5)
+        assert drift["collections"] == {
+            "pods": {"missed": ["ns/q"], "redundant": ["ns/p"], "stale": []}
+        }
+        assert sorted(drift["node_views"]) == ["n1", "n2"]
+        n1 = drift["node_views"]["n1"]
+        assert "free=(2, 3, 4, 5, 6, 7)" in n1["watched"], "p's chips held in the watched view"
+        assert "free=(0, 1, 2, 3, 4, 5, 6, 7)" in n1["fresh"]
+        service.refresh()
+        assert post_json(f"{url}/debug/compare", {}, 5) == {}, "a full read catches up"
     finally:
         service.stop()
