@@ -36,11 +36,12 @@ class Fault:
 class Schedule:
     seed: int
     seconds: float
-    nodes: int
+    nodes: int  # 910 servers
     faults: tuple[Fault, ...]
+    inference_nodes: int  # 310P nodes serving vNPUs and whole chips
 
     @staticmethod
-    def draw(seed: int, seconds: float, nodes: int) -> Schedule:
+    def draw(seed: int, seconds: float, nodes: int, inference_nodes: int = 1) -> Schedule:
         """Faults at random moments over the first part of the run (the rest settles)."""
         rng = random.Random(seed)
         faults = []
@@ -49,7 +50,7 @@ class Schedule:
             kind = rng.choice(FAULT_KINDS)
             faults.append(Fault(round(at, 2), kind, rng.randrange(64), round(rng.uniform(1, 5), 2)))
             at += rng.expovariate(1 / 3.0)  # several may overlap
-        return Schedule(seed, seconds, nodes, tuple(faults))
+        return Schedule(seed, seconds, nodes, tuple(faults), inference_nodes)
 
     def dump(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -58,4 +59,5 @@ class Schedule:
     def load(path: Path) -> Schedule:
         data = json.loads(path.read_text())
         faults = tuple(Fault(**f) for f in data.pop("faults"))
+        data.setdefault("inference_nodes", 0)  # written before the run had inference nodes
         return Schedule(faults=faults, **data)

@@ -1,11 +1,12 @@
 """A seeded robustness run over the whole simulated cluster, its invariants checked all along.
 
 The simulated cluster (real agents, kubelet simulators over real sockets, the loopback API
-server), two scheduler replicas as processes of their own electing a leader on a Lease (the
-stand-in kube-scheduler calls whichever is ready, as a Service routes to ready pods), and a
-workload of the shapes users submit (1/2/4/8-chip pods, 2 × 8-chip gangs as Kueue pod
-groups, pods that end and pods that fail and restart their job), while faults drawn from the
-seed strike at random moments, several at once:
+server; 910 servers and 310P nodes serving dynamic vNPUs), two scheduler replicas as
+processes of their own electing a leader on a Lease (the stand-in kube-scheduler calls
+whichever is ready, as a Service routes to ready pods), and the workload of
+``simulation.workload`` (910 pods and gangs, vNPU and inference pods, jobs that end, fail,
+and retry through ``fault-retry-times``), while faults drawn from the seed strike at random
+moments, several at once:
 
 - ``api-down``: the API server unreachable for a while (every call fails, watches cut);
 - ``watches-cut``: every open watch stream broken;
@@ -23,9 +24,12 @@ seed strike at random moments, several at once:
 
 Invariants, each a typed check with its evidence (``Violation``), after every step: no chip in
 two live containers; every bound NPU pod carries the scheduler's chips; every container's
-devices are the chips its pod records (``AscendReal``); no gang partly running past its TTL.
-After the last fault, every pod runs or carries a reason within a bound, and every DeviceInfo
-published says what the node's kubelet can still give.
+devices are the chips its pod records (``AscendReal``); no AI core of a 310P chip given twice,
+each vNPU on the chip chosen; no gang partly running past its TTL. After the last fault, every
+pod runs or carries a reason within a bound, and a fault-retry-times job whose pod failed is
+restarted (or given up) within it. At the end, every DeviceInfo published says what the
+node's kubelet can still give, and each replica's view equals a fresh read of the cluster
+(its ``/debug/compare``).
 
 A failure prints the seed and the fault schedule; ``Schedule.load`` runs it again.
 """
@@ -42,6 +46,7 @@ from pathlib import Path
 
 from contract.annotations import (
     CHIPS_ANNOTATION,
+    FAULT_RETRY_LABEL,
     NODED_ENABLE_LABEL,
     NODED_HEARTBEAT,
 )
@@ -51,16 +56,23 @@ from contract.groups import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
 from contract.objects import Obj
 from infra.kube.port import KubeError
 from simulation import invariants
-from simulation.cluster import SimulatedCluster, simulated_cluster, wait_for
+from simulation.cluster import VNPU_CHIPS, SimulatedCluster, simulated_cluster, wait_for
 from simulation.fault_schedule import Fault, Schedule
-from simulation.kube_scheduler import Backoff, ExtenderConfig, KubeScheduler
+from simulation.kube_scheduler import (
+    Backoff,
+    ExtenderConfig,
+    ExtenderError,
+    KubeScheduler,
+    post_json,
+)
 from simulation.memory import pod_object
 from simulation.processes import GANG_TTL, LEASE, Replica
+from simulation.workload import NAMESPACE, Workload
 
 STEP = 0.25  # seconds between the harness's steps
 SETTLE = 10.0  # after the last fault: every pod runs or has a reason by then
 NODED_INTERVAL = 1  # seconds between NodeD's heartbeats
-NAMESPACE = "work"
+AI_CORES = 8  # of a simulated 310P chip
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,24 +88,14 @@ class Report:
     placed: int = 0
     faults: Counter[str] = field(default_factory=Counter)
     checks: int = 0
+    retry_restarts: int = 0  # fault-retry-times jobs the scheduler restarted
+    retry_given_up: int = 0  # … and gave up, out of restarts
+    views_compared: int = 0  # replicas' views compared with a fresh read at the end
     violations: list[Violation] = field(default_factory=list)
     longest_wait_after_faults: float = 0.0
     api_requests_during: float = 0.0  # per second
     api_requests_after: float = 0.0
     rss_growth_mib: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class Job:
-    key: str  # the group, or the pod's key
-    pods: list[str]
-    size: int
-    ends_at: float
-    fails: bool
-    npu: int = 8
-    started: float | None = None
-    partial_since: float | None = None
-    generation: int = 0
 
 
 class Run:
@@ -107,10 +109,8 @@ class Run:
             cluster, self.config, backoff=Backoff(0.5, 2.0), seed=schedule.seed
         )
         self.report = Report(schedule)
-        self.jobs: dict[str, Job] = {}
-        self.ended: set[str] = set()
+        self.workload = Workload(cluster, self.rng, inference=schedule.inference_nodes > 0)
         self.waiting_since: dict[str, float] = {}
-        self._counter = 0
         self._restore: list[tuple[float, Fault]] = []
         self._down_agents: set[str] = set()
         self._silent: set[str] = set()  # nodes whose NodeD does not beat
@@ -138,7 +138,7 @@ class Run:
                     self._inject(pending.pop(0))
                 self._restore_due(now)
                 self._heartbeats(now)
-                self._workload(now)
+                self.workload.step(now)
                 self._schedule()
                 self._nodes()
                 self._check(now, after_faults=now > last_fault + SETTLE)
@@ -153,81 +153,6 @@ class Run:
             for replica in self.replicas:
                 replica.stop()
         return self.report
-
-    # ---- workload ----------------------------------------------------------------------
-
-    def _workload(self, now: float) -> None:
-        if self.rng.random() < 0.5:
-            self._submit(now)
-        for job in list(self.jobs.values()):
-            if job.started is not None and now >= job.ends_at:
-                self._end(job)
-
-    def _submit(self, now: float) -> None:
-        self._counter += 1
-        n = self._counter
-        shape = self.rng.choices(("one", "gang"), (5, 1))[0]
-        lives = self.rng.uniform(5, 25)
-        fails = self.rng.random() < 0.1
-        if shape == "gang":
-            group = f"gang-{n}"
-            job = Job(
-                f"{NAMESPACE}/{group}", [f"{group}-{i}" for i in range(2)], 2, now + lives, fails
-            )
-            self.jobs[group] = job
-        else:
-            name = f"pod-{n}"
-            npu = self.rng.choice((1, 1, 2, 4, 8))
-            job = Job(f"{NAMESPACE}/{name}", [name], 1, now + lives, fails, npu)
-            self.jobs[name] = job
-        self._create(job)
-
-    def _create(self, job: Job) -> None:
-        """The job's pods, as its controller creates them (new UIDs each generation)."""
-        for name in job.pods:
-            pod = pod_object(NAMESPACE, name, None, job.npu)
-            pod["metadata"]["uid"] = f"uid-{name}-{job.generation}"
-            if job.size > 1:
-                pod["metadata"]["labels"][KUEUE_GROUP_LABEL] = job.key.split("/", 1)[1]
-                pod["metadata"]["annotations"][KUEUE_TOTAL_ANNOTATION] = str(job.size)
-            self.cluster.store.put("Pod", pod)
-
-    def _restart_failed(self) -> None:
-        """A job with a pod the kubelet failed (its Allocate refused) is restarted by its
-        controller: its pods deleted and made again, as Volcano's RestartJob policy does."""
-        for job in self.jobs.values():
-            phases = []
-            for name in job.pods:
-                try:
-                    phases.append(
-                        self.cluster.store.get_pod(NAMESPACE, name)["status"].get("phase")
-                    )
-                except Exception:
-                    phases.append(None)
-            if "Failed" not in phases:
-                continue
-            for name in job.pods:
-                key = f"{NAMESPACE}/{name}"
-                if key in self.cluster.admitted:
-                    self.cluster.finish(key, phase="Failed")
-                self.cluster.refused.pop(key, None)
-                self.cluster.store.delete("Pod", NAMESPACE, name)
-            job.generation += 1
-            job.started = None
-            self._create(job)
-
-    def _end(self, job: Job) -> None:
-        """The job's pods end (or fail), and their controller deletes them."""
-        for name in job.pods:
-            key = f"{NAMESPACE}/{name}"
-            try:
-                if key in self.cluster.admitted:
-                    self.cluster.finish(key, phase="Failed" if job.fails else "Succeeded")
-                self.cluster.store.delete("Pod", NAMESPACE, name)
-            except Exception:  # the API server may be down: try again next step
-                return
-            self.ended.add(key)
-        del self.jobs[job.key.split("/", 1)[1]]
 
     # ---- the callers ---------------------------------------------------------------------
 
@@ -248,17 +173,10 @@ class Run:
         try:
             self.cluster.reap()
             self.cluster.admit()
-            self._restart_failed()
+            self.workload.follow(self.now())
         except Exception:
             if self.cluster.store.reachable:
                 raise
-        now = self.now()
-        for job in self.jobs.values():
-            if job.started is None and all(
-                f"{NAMESPACE}/{p}" in self.cluster.admitted for p in job.pods
-            ):
-                job.started = now
-                job.ends_at = max(job.ends_at, now + 3)
 
     # ---- faults ----------------------------------------------------------------------------
 
@@ -288,7 +206,7 @@ class Run:
         elif fault.kind == "kubelet-restart":
             node.kubelet.restart()
         elif fault.kind == "chip-fail":
-            node.write_state(frozenset({fault.target % 8}))
+            node.set_health(frozenset({fault.target % (VNPU_CHIPS if node.dynamic_vnpu else 8)}))
         elif fault.kind == "hostile":
             self._hostile(fault)
         elif fault.kind == "agent-down":
@@ -358,7 +276,7 @@ class Run:
                 if not replica.alive():
                     replica.start()
         elif fault.kind == "chip-fail":
-            node.write_state(frozenset())
+            node.set_health(frozenset())
         elif fault.kind == "kubelet-restart":
             self.cluster.sync_node_status()
         elif fault.kind == "agent-down" and node.name in self._down_agents:
@@ -385,15 +303,17 @@ class Run:
         }
         for invariant, evidence in [
             *invariants.containers(self.cluster.admitted, pods),
+            *invariants.cores(self.cluster.admitted, pods, AI_CORES),
             *invariants.bindings(pods),
         ]:
             self._violate(invariant, evidence)
         self._check_gangs(now)
         if after_faults:
             self._check_waiting(now, pods)
+            self._check_restarts(now)
 
     def _check_gangs(self, now: float) -> None:
-        for job in self.jobs.values():
+        for job in self.workload.jobs.values():
             if job.size < 2:
                 continue
             running = sum(f"{NAMESPACE}/{p}" in self.cluster.admitted for p in job.pods)
@@ -407,6 +327,18 @@ class Run:
                     )
             else:
                 job.partial_since = None
+
+    def _check_restarts(self, now: float) -> None:
+        """A fault-retry-times job whose pod failed is restarted by the scheduler (or given
+        up, its record saying no restarts are left) within SETTLE."""
+        for job in self.workload.jobs.values():
+            if job.failed_since is not None and now - job.failed_since > SETTLE:
+                self._violate(
+                    "a job with restarts left restarts when its pod fails",
+                    f"{job.key} ({FAULT_RETRY_LABEL} {job.retries}): a pod failed "
+                    f"{now - job.failed_since:.1f} s ago, not restarted",
+                )
+                job.failed_since = now  # said once per SETTLE, not at every step
 
     def _check_waiting(self, now: float, pods: dict[str, Obj]) -> None:
         """After the faults: a pod not running has a reason (the caller's), within SETTLE."""
@@ -436,16 +368,45 @@ class Run:
                     for n, s in self.cluster.nodes.items()
                 ),
             )
+        self.report.retry_restarts = self.workload.restarted
+        self.report.retry_given_up = self.workload.given_up
+        self._compare_views()
         for replica in self.replicas:
             if replica.first_rss is not None:
                 self.report.rss_growth_mib[replica.name] = round(
                     replica.last_rss - replica.first_rss, 1
                 )
 
+    def _compare_views(self) -> None:
+        """Each replica's view equals a fresh read of the cluster (its ``/debug/compare``
+        answers nothing) within SETTLE."""
+        for replica in self.replicas:
+            if not replica.alive():
+                continue
+            seen: list[object] = []
+
+            def agrees(replica: Replica = replica, seen: list[object] = seen) -> bool:
+                try:
+                    seen.append(post_json(f"{replica.url}/debug/compare", {}, 10))
+                except ExtenderError as failed:
+                    seen.append(str(failed))
+                return seen[-1] == {}
+
+            if not wait_for(agrees, timeout=SETTLE, step=0.5):
+                self._violate(
+                    "each replica's view equals a fresh read", f"{replica.name}: {seen[-1]}"
+                )
+            self.report.views_compared += 1
+
 
 @contextmanager
 def robustness_run(schedule: Schedule, workdir: Path) -> Iterator[Run]:
-    with simulated_cluster(schedule.nodes, serve=False, every_kubelet_random=True) as cluster:
+    with simulated_cluster(
+        schedule.nodes,
+        serve=False,
+        every_kubelet_random=True,
+        vnpu_nodes=schedule.inference_nodes,
+    ) as cluster:
         yield Run(cluster, schedule, workdir)
 
 
@@ -457,10 +418,13 @@ def run_schedule(schedule: Schedule, workdir: Path) -> Report:
 def describe(report: Report) -> str:
     lines = [
         f"seed {report.schedule.seed}, {report.schedule.seconds:.0f} s, "
-        f"{report.schedule.nodes} nodes: {report.placed} pods placed, "
+        f"{report.schedule.nodes} + {report.schedule.inference_nodes} nodes: "
+        f"{report.placed} pods placed, fault-retry-times jobs restarted "
+        f"{report.retry_restarts} (given up {report.retry_given_up}), "
         f"{sum(report.faults.values())} faults "
         f"({', '.join(f'{k} {v}' for k, v in sorted(report.faults.items()))}), "
-        f"{report.checks} invariant checks, {len(report.violations)} violations; longest wait "
+        f"{report.checks} invariant checks, {report.views_compared} replica views compared, "
+        f"{len(report.violations)} violations; longest wait "
         f"after the faults {report.longest_wait_after_faults:.1f} s; API requests/s during "
         f"{report.api_requests_during:.0f}, after {report.api_requests_after:.0f}; replica RSS "
         f"growth {report.rss_growth_mib} MiB"

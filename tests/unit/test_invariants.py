@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from simulation.cluster import Admitted
-from simulation.invariants import bindings, containers
+from simulation.invariants import bindings, containers, cores
 from simulation.kubelet import Allocation
 from simulation.memory import pod_object
 
+NPU_CORE = "huawei.com/npu-core"
 
-def admitted(key: str, node: str, visible: str) -> Admitted:
+
+def admitted(key: str, node: str, visible: str, resource: str = "huawei.com/Ascend910") -> Admitted:
     response = dp.ContainerAllocateResponse(envs={"ASCEND_VISIBLE_DEVICES": visible})
-    return Admitted(key, node, Allocation(key, "main", "huawei.com/Ascend910", (), response))
+    return Admitted(key, node, Allocation(key, "main", resource, (), response))
 
 
 def running(name: str, real: str) -> dict[str, object]:
@@ -47,3 +49,47 @@ def test_an_npu_pod_bound_without_the_schedulers_chips_is_caught() -> None:
         bindings({"ns/p": running("p", "Ascend910-0"), "ns/cpu": pod_object("ns", "cpu", "n0", 0)})
         == []
     )
+
+
+def vnpu_pod(name: str, choice: str, real: str) -> dict[str, object]:
+    pod = pod_object("ns", name, "i0", 4, phase="Running", resource=NPU_CORE)
+    pod["metadata"]["annotations"] = {NPU_CORE: choice, "huawei.com/AscendReal": real}
+    return pod
+
+
+def test_ai_cores_of_one_chip_given_beyond_its_eight_are_caught() -> None:
+    """Two 4-core vNPUs on chip 0 fill it; a whole chip 0 on top gives its cores twice."""
+    pods = {
+        "ns/a": vnpu_pod("a", "0-vir04", "Ascend310P-4c-100-0_0"),
+        "ns/b": vnpu_pod("b", "0-vir04", "Ascend310P-4c-101-0_1"),
+        "ns/w": vnpu_pod("w", "1,2", "Ascend310P-1,Ascend310P-2"),
+    }
+    sound = {
+        "ns/a": admitted("ns/a", "i0", "100", NPU_CORE),
+        "ns/b": admitted("ns/b", "i0", "101", NPU_CORE),
+        "ns/w": admitted("ns/w", "i0", "1,2", NPU_CORE),
+    }
+    assert cores(sound, pods, 8) == []
+    assert containers(sound, pods) == [], "vNPU containers are checked by cores"
+    pods["ns/x"] = vnpu_pod("x", "0", "Ascend310P-0")
+    twice = {**sound, "ns/x": admitted("ns/x", "i0", "0", NPU_CORE)}
+    [(invariant, evidence)] = cores(twice, pods, 8)
+    assert invariant == "no AI core of a 310P chip given twice"
+    assert evidence.startswith("chip 0 of i0: 16 of 8 cores"), evidence
+
+
+def test_a_vnpu_container_off_the_chosen_chip_is_caught() -> None:
+    pods = {"ns/a": vnpu_pod("a", "1-vir04", "Ascend310P-4c-100-0")}
+    held = {"ns/a": admitted("ns/a", "i0", "100", NPU_CORE)}
+    assert [i for i, _ in cores(held, pods, 8)] == ["each vNPU container runs on the chip chosen"]
+    pods = {"ns/w": vnpu_pod("w", "1", "Ascend310P-1")}
+    held = {"ns/w": admitted("ns/w", "i0", "2", NPU_CORE)}
+    assert [i for i, _ in cores(held, pods, 8)] == ["each vNPU container runs on the chip chosen"]
+
+
+def test_a_vnpu_pod_bound_without_the_schedulers_choice_is_caught() -> None:
+    bare = pod_object("ns", "v", "i0", 2, resource=NPU_CORE)
+    assert [i for i, _ in bindings({"ns/v": bare})] == [
+        "no NPU pod bound without the scheduler's chips"
+    ]
+    assert bindings({"ns/v": vnpu_pod("v", "0-vir02", "Ascend310P-2c-100-0")}) == []

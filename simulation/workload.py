@@ -1,0 +1,201 @@
+"""The robustness run's workload: jobs of the shapes users submit, and their controllers.
+
+- 910 pods of 1, 2, 4 or 8 chips, and 2 × 8-chip gangs (Kueue pod groups);
+- on 310P nodes, vNPU pods (1, 2 or 4 AI cores) and inference pods of a whole chip (8);
+- jobs that end (their pods succeed, or fail) and are deleted by their controller;
+- jobs whose pod the kubelet failed (Allocate refused): their controller restarts them
+  (pods deleted and made again with new UIDs), as Volcano's ``RestartJob`` policy does;
+- jobs labelled ``fault-retry-times``: a pod of theirs crashes now and then; the scheduler
+  restarts the job (deletes its pods) while it has restarts left, the controller makes the
+  pods again; once the scheduler's record (``vcjob-fault-npu-cm``) says none are left, the
+  controller gives the job up.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from contract.annotations import FAULT_RECORD, FAULT_RETRY_LABEL
+from contract.chip_names import RESOURCE_NAME, InvalidInput
+from contract.groups import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
+from contract.vnpu import NPU_CORE_RESOURCE
+from infra.kube.port import KubeError
+from scheduler_core.engine.rescheduling import restore_retries
+from simulation.cluster import SimulatedCluster
+from simulation.memory import pod_object
+
+NAMESPACE = "work"
+CRASH = 0.01  # per step, the chance that a running fault-retry-times job's pod crashes
+
+
+@dataclass
+class Job:
+    key: str  # the group, or the pod's key
+    pods: list[str]
+    ends_at: float
+    fails: bool  # its pods end Failed
+    npu: int = 8
+    resource: str = RESOURCE_NAME
+    retries: int | None = None  # fault-retry-times: the scheduler restarts it
+    started: float | None = None
+    partial_since: float | None = None  # some of its pods run, not all
+    failed_since: float | None = None  # a pod of a fault-retry-times job failed
+    generation: int = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.pods)
+
+    @property
+    def name(self) -> str:
+        return self.key.split("/", 1)[1]
+
+
+class Workload:
+    def __init__(self, cluster: SimulatedCluster, rng: random.Random, inference: bool) -> None:
+        self.cluster = cluster
+        self.rng = rng
+        self.inference = inference
+        self.jobs: dict[str, Job] = {}
+        self.restarted = 0  # fault-retry-times jobs the scheduler restarted
+        self.given_up = 0  # fault-retry-times jobs out of restarts
+        self._counter = 0
+
+    # ---- arriving, ending ------------------------------------------------------------
+
+    def step(self, now: float) -> None:
+        if self.rng.random() < 0.5:
+            self.submit(now)
+        for job in list(self.jobs.values()):
+            if job.started is not None and now >= job.ends_at:
+                self.end(job)
+            elif job.started is not None and job.retries is not None and self.rng.random() < CRASH:
+                self._crash(job)
+
+    def submit(self, now: float) -> None:
+        self._counter += 1
+        n = self._counter
+        shapes, weights = ["one", "gang"], [5, 1]
+        if self.inference:
+            shapes.append("vnpu")
+            weights.append(2)
+        shape = self.rng.choices(shapes, weights)[0]
+        lives = self.rng.uniform(5, 25)
+        fails = self.rng.random() < 0.1
+        retries = self.rng.choice((1, 2)) if shape != "vnpu" and self.rng.random() < 0.2 else None
+        if shape == "gang":
+            group = f"gang-{n}"
+            pods = [f"{group}-{i}" for i in range(2)]
+            job = Job(f"{NAMESPACE}/{group}", pods, now + lives, fails, retries=retries)
+        elif shape == "vnpu":
+            name = f"vnpu-{n}"
+            cores = self.rng.choice((1, 2, 2, 4, 8))
+            job = Job(f"{NAMESPACE}/{name}", [name], now + lives, fails, cores, NPU_CORE_RESOURCE)
+        else:
+            name = f"pod-{n}"
+            npu = self.rng.choice((1, 1, 2, 4, 8))
+            job = Job(f"{NAMESPACE}/{name}", [name], now + lives, fails, npu, retries=retries)
+        self.jobs[job.name] = job
+        self._create(job)
+
+    def _create(self, job: Job) -> None:
+        """The job's pods, as its controller creates them (new UIDs each generation)."""
+        for name in job.pods:
+            pod = pod_object(NAMESPACE, name, None, job.npu, resource=job.resource)
+            meta = pod["metadata"]
+            meta["uid"] = f"uid-{name}-{job.generation}"
+            if job.size > 1:
+                meta["labels"][KUEUE_GROUP_LABEL] = job.name
+                meta["annotations"][KUEUE_TOTAL_ANNOTATION] = str(job.size)
+            if job.retries is not None:
+                meta["labels"][FAULT_RETRY_LABEL] = str(job.retries)
+            self.cluster.store.put("Pod", pod)
+
+    def end(self, job: Job, fails: bool | None = None) -> None:
+        """The job's pods end (or fail), and their controller deletes them."""
+        for name in job.pods:
+            key = f"{NAMESPACE}/{name}"
+            try:
+                if key in self.cluster.admitted:
+                    failed = job.fails if fails is None else fails
+                    self.cluster.finish(key, phase="Failed" if failed else "Succeeded")
+                self.cluster.store.delete("Pod", NAMESPACE, name)
+            except KubeError:  # the API server may be down: try again next step
+                return
+        del self.jobs[job.name]
+
+    def _crash(self, job: Job) -> None:
+        """One of the job's running containers exits with an error."""
+        key = f"{NAMESPACE}/{self.rng.choice(job.pods)}"
+        if key in self.cluster.admitted and self.cluster.store.reachable:
+            self.cluster.fail(key)
+
+    # ---- the controllers ---------------------------------------------------------------
+
+    def follow(self, now: float) -> None:
+        """Each job's controller acts on what its pods show (the API server reachable)."""
+        left = self._restarts_left()  # read before the pods: a restart deletes, then records
+        for job in list(self.jobs.values()):
+            phases = [self._phase(name) for name in job.pods]
+            if job.retries is not None:
+                self._follow_retrying(job, phases, left.get(job.key), now)
+            elif "Failed" in phases:
+                self._restart(job)
+        for job in self.jobs.values():
+            if job.started is None and all(
+                f"{NAMESPACE}/{p}" in self.cluster.admitted for p in job.pods
+            ):
+                job.started = now
+                job.ends_at = max(job.ends_at, now + 3)
+
+    def _phase(self, name: str) -> str | None:
+        """The pod's phase; None when it is gone."""
+        try:
+            phase = self.cluster.store.get_pod(NAMESPACE, name)["status"].get("phase")
+        except KubeError:
+            return None
+        return str(phase)
+
+    def _restart(self, job: Job) -> None:
+        """Its pods deleted and made again (new UIDs)."""
+        for name in job.pods:
+            key = f"{NAMESPACE}/{name}"
+            if key in self.cluster.admitted:
+                self.cluster.finish(key, phase="Failed")
+            self.cluster.refused.pop(key, None)
+            self.cluster.store.delete("Pod", NAMESPACE, name)
+        self._again(job)
+
+    def _again(self, job: Job) -> None:
+        job.generation += 1
+        job.started = job.failed_since = job.partial_since = None
+        self._create(job)
+
+    def _follow_retrying(
+        self, job: Job, phases: list[str | None], left: int | None, now: float
+    ) -> None:
+        """A fault-retry-times job: the scheduler deletes its pods to restart it; the
+        controller makes them again once all are gone, and gives the job up once the
+        scheduler has no restarts left for it."""
+        if all(phase is None for phase in phases):
+            for name in job.pods:
+                self.cluster.refused.pop(f"{NAMESPACE}/{name}", None)
+            self.restarted += 1
+            self._again(job)
+        elif "Failed" in phases:
+            if left == 0:
+                self.given_up += 1
+                self.end(job, fails=True)
+            else:
+                job.failed_since = job.failed_since or now
+        else:
+            job.failed_since = None
+
+    def _restarts_left(self) -> dict[str, int]:
+        """The restarts the scheduler's record says each fault-retry-times job has left."""
+        try:
+            data = self.cluster.store.get_configmap(*FAULT_RECORD).get("data") or {}
+            return restore_retries(data)
+        except (KubeError, InvalidInput):
+            return {}
