@@ -15,7 +15,14 @@ from grpc_tools import protoc
 
 PACKAGE = Path(__file__).resolve().parent
 ROOT = PACKAGE.parent
-PROTOS = ("deviceplugin_api/v1beta1/api.proto", "deviceplugin_api/podresources/v1/api.proto")
+PROTOS = (
+    "deviceplugin_api/v1beta1/api.proto",
+    "deviceplugin_api/podresources/v1/api.proto",
+    "deviceplugin_api/pluginregistration/v1/api.proto",
+    "deviceplugin_api/dra/v1/api.proto",
+    "deviceplugin_api/dra/v1beta1/api.proto",
+    "deviceplugin_api/dra_health/v1alpha1/api.proto",
+)
 
 
 def generate(out: Path) -> list[Path]:

@@ -99,6 +99,17 @@ def bound_in(cache: PodCache, key: str, node: str) -> bool:
     return seen is not None and seen.node == node
 
 
+def set_health(state: Path, unhealthy: frozenset[int]) -> None:
+    """The chips ``unhealthy`` of a fake driver's state file fail and every other recovers,
+    the rest of the driver's state (its vNPUs, resets) kept: edited under the driver's lock."""
+
+    def change(raw: dict[str, Any], _: object) -> None:
+        for chip in raw.get("chips") or []:
+            chip["health"] = "Unhealthy" if chip.get("id") in unhealthy else "Healthy"
+
+    edit_fake_state(state, change)
+
+
 @dataclass
 class SimNode:
     name: str
@@ -108,14 +119,7 @@ class SimNode:
     dynamic_vnpu: bool = False  # a 310P node whose agent runs -presetVirtualDevice=false
 
     def set_health(self, unhealthy: frozenset[int]) -> None:
-        """The chips ``unhealthy`` fail and every other recovers, the rest of the driver's
-        state (its vNPUs, resets) kept: edited under the fake driver's own lock."""
-
-        def change(raw: dict[str, Any], _: object) -> None:
-            for chip in raw.get("chips") or []:
-                chip["health"] = "Unhealthy" if chip.get("id") in unhealthy else "Healthy"
-
-        edit_fake_state(self.home / "state.yaml", change)
+        set_health(self.home / "state.yaml", unhealthy)
 
     def write_state(self, unhealthy: frozenset[int], **details: Any) -> None:
         """``details``: ``state_file``'s fault codes and SuperPoD."""

@@ -227,21 +227,36 @@ class _Handler(BaseHTTPRequestHandler):
     def _custom(
         self, method: str, api: str, route: list[str], query: dict[str, list[str]], watching: bool
     ) -> None:
-        """A custom resource's collection: ``<plural>`` or ``namespaces/<ns>/<plural>[/<name>]``
-        (list, watch, create, get, replace)."""
+        """Another API group's resource: ``<plural>[/<name>[/status]]`` (cluster-scoped) or
+        ``namespaces/<ns>/<plural>[/<name>[/status]]``: list, watch, delete a collection;
+        get, create, replace, delete one (its status replaced as the whole object here)."""
         store = self.server.store
         namespace = route[1] if route[0] == "namespaces" and len(route) >= 3 else ""
         rest = route[2:] if namespace else route
         kind = f"{rest[0]}.{api.strip('/').split('/')[0]}/{api.rsplit('/', 1)[1]}"
-        if method == "GET" and len(rest) == 1:
+        if len(rest) == 1 and method == "GET":
             self._collection(Selection(kind, namespace), query, watching)
             return
+        if len(rest) == 1 and method == "DELETE":
+            what = Selection(
+                kind, namespace, _one(query, "labelSelector"), _one(query, "fieldSelector")
+            )
+            store.delete_collection(what)
+            self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+            return
+        if len(rest) == 2 and method == "DELETE":
+            gone = store.get_object(kind, namespace, rest[1])
+            store.delete_object(kind, namespace, rest[1])
+            self._send(200, gone)
+            return
+        if rest[2:] == ["status"] and method == "PUT":
+            rest = rest[:2]
         calls = (
-            lambda ns, name: store.get(kind, ns, name),
+            lambda ns, name: store.get_object(kind, ns, name),
             lambda body: store.create_object(kind, body),
             lambda body: store.replace_object(kind, body),
         )
-        served = self._object(method, namespace, rest[1:], calls) if namespace else None
+        served = self._object(method, namespace, rest[1:], calls)
         if served is None:
             raise _BadRequest(405, "MethodNotAllowed", f"{method} {api}/{'/'.join(route)}")
         self._send(*served)
@@ -269,11 +284,14 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, get(namespace, rest[0])
         if method == "POST" and not rest:
             body = self._body()
-            body.setdefault("metadata", {})["namespace"] = namespace
+            if namespace:
+                body.setdefault("metadata", {})["namespace"] = namespace
             return 201, create(body)
         if method == "PUT" and len(rest) == 1:
             body = self._body()
-            body.setdefault("metadata", {}).update(namespace=namespace, name=rest[0])
+            body.setdefault("metadata", {})["name"] = rest[0]
+            if namespace:
+                body["metadata"]["namespace"] = namespace
             return 200, update(body)
         return None
 

@@ -26,6 +26,7 @@ from infra.kube.port import Conflict, Gone, KubeError, NotFound, Page, Selection
 from simulation.selectors import Selector
 
 Key = tuple[str, str, str]  # kind, namespace, name
+DRA_API = ("resource.k8s.io", "v1")
 HISTORY = 10_000  # changes kept for watches to resume from
 SNAPSHOTS = 32  # paginated lists whose continue tokens stay valid
 
@@ -107,9 +108,9 @@ class MemoryCluster:
         self.bookmark_seconds = bookmark_seconds
         self._reachable = True
         self.events: list[Obj] = []
-        # The API groups served beyond the built-in ones (custom resources whose CRDs are
-        # installed): (group, version).
-        self.apis: set[tuple[str, str]] = set()
+        # The API groups served beyond core and coordination: DRA's (built in since 1.34),
+        # and custom resources whose CRDs are installed: (group, version).
+        self.apis: set[tuple[str, str]] = {DRA_API}
         self._compacted_to = 0
         # Bindings that are stored but answered with an error (a lost answer), still to come.
         self.lost_bind_answers = 0
@@ -431,8 +432,8 @@ class MemoryCluster:
         with self._lock:
             self._check(f"create {kind.lower()}")
             meta = body["metadata"]
-            if (kind, meta["namespace"], meta["name"]) in self._objects:
-                raise Conflict(f"{kind.lower()} {meta['namespace']}/{meta['name']} already exists")
+            if (kind, meta.get("namespace", ""), meta["name"]) in self._objects:
+                raise Conflict(f"{kind.lower()} {_where(meta)} already exists")
             return self._write(kind, copy.deepcopy(body), "ADDED")
 
     def _update(self, kind: str, body: Obj) -> Obj:
@@ -440,14 +441,12 @@ class MemoryCluster:
         with self._lock:
             self._check(f"update {kind.lower()}")
             meta = body["metadata"]
-            current = self._objects.get((kind, meta["namespace"], meta["name"]))
+            current = self._objects.get((kind, meta.get("namespace", ""), meta["name"]))
             if current is None:
-                raise NotFound(f"{kind.lower()} {meta['namespace']}/{meta['name']} not found")
+                raise NotFound(f"{kind.lower()} {_where(meta)} not found")
             wanted = meta.get("resourceVersion", "")
             if wanted and wanted != current["metadata"]["resourceVersion"]:
-                raise Conflict(
-                    f"{kind.lower()} {meta['namespace']}/{meta['name']}: stale resourceVersion"
-                )
+                raise Conflict(f"{kind.lower()} {_where(meta)}: stale resourceVersion")
             return self._write(kind, copy.deepcopy(body), "MODIFIED")
 
     def served(self, group: str, version: str) -> bool:
@@ -455,12 +454,35 @@ class MemoryCluster:
             self._check(f"discover {group}/{version}")
             return (group, version) in self.apis
 
+    def get_object(self, kind: str, namespace: str, name: str) -> Obj:
+        return self.get(kind, namespace, name)
+
     def create_object(self, kind: str, body: Obj) -> Obj:
-        """A custom resource created (``kind``: ``plural.group/version``)."""
+        """An object of another API group created (``kind``: ``plural.group/version``)."""
         return self._create(kind, body)
 
     def replace_object(self, kind: str, body: Obj) -> Obj:
         return self._update(kind, body)
+
+    def delete_object(self, kind: str, namespace: str, name: str) -> None:
+        with self._lock:
+            self._check(f"delete {kind}")
+        self.delete(kind, namespace, name)
+
+    def delete_collection(self, what: Selection) -> int:
+        """Every object of a collection its selectors match deleted (the kubelet wipes a
+        node's ResourceSlices so); how many."""
+        with self._lock:
+            self._check(f"delete {what}")
+            selector = Selector.parse(what.labels, what.fields)
+            doomed = [
+                o
+                for (kind, namespace, _), o in self._objects.items()
+                if kind == what.kind and what.namespace in ("", namespace) and selector.matches(o)
+            ]
+            for obj in doomed:
+                self._write(what.kind, copy.deepcopy(obj), "DELETED")
+            return len(doomed)
 
     def create_pod(self, body: Obj) -> Obj:
         """A pod as a controller or a user creates it: a UID given when it has none, Pending."""
@@ -492,6 +514,11 @@ class MemoryCluster:
             self._check("create event")
             self.events.append(copy.deepcopy(body))
             return copy.deepcopy(body)
+
+
+def _where(meta: Mapping[str, Any]) -> str:
+    namespace = meta.get("namespace", "")
+    return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
 
 
 def pod_object(

@@ -17,6 +17,7 @@ FIELDS: dict[str, Callable[[Obj], str]] = {
     "metadata.name": lambda o: str((o.get("metadata") or {}).get("name", "")),
     "metadata.namespace": lambda o: str((o.get("metadata") or {}).get("namespace", "")),
     "spec.nodeName": lambda o: str((o.get("spec") or {}).get("nodeName") or ""),
+    "spec.driver": lambda o: str((o.get("spec") or {}).get("driver") or ""),  # ResourceSlices
     "status.phase": lambda o: str((o.get("status") or {}).get("phase") or ""),
 }
 

@@ -98,11 +98,107 @@ class KubernetesGateway:
             for g in listed.get("groups") or ()
         )
 
+    @staticmethod
+    def _api(kind: str) -> tuple[str, str, str]:
+        """``plural.group/version`` → group, version, plural."""
+        resource, version = kind.split("/", 1)
+        plural, group = resource.split(".", 1)
+        return group, version, plural
+
+    def get_object(self, kind: str, namespace: str, name: str) -> Obj:
+        group, version, plural = self._api(kind)
+        if namespace:
+            return self._read(
+                f"get {plural} {namespace}/{name}",
+                self._custom.get_namespaced_custom_object,
+                group,
+                version,
+                namespace,
+                plural,
+                name,
+            )
+        return self._read(
+            f"get {plural} {name}",
+            self._custom.get_cluster_custom_object,
+            group,
+            version,
+            plural,
+            name,
+        )
+
+    def create_object(self, kind: str, body: Obj) -> Obj:
+        group, version, plural = self._api(kind)
+        namespace = (body.get("metadata") or {}).get("namespace") or ""
+        if namespace:
+            return self._read(
+                f"create {plural} in {namespace}",
+                self._custom.create_namespaced_custom_object,
+                group,
+                version,
+                namespace,
+                plural,
+                body,
+            )
+        return self._read(
+            f"create {plural}",
+            self._custom.create_cluster_custom_object,
+            group,
+            version,
+            plural,
+            body,
+        )
+
+    def replace_object(self, kind: str, body: Obj) -> Obj:
+        group, version, plural = self._api(kind)
+        meta = body.get("metadata") or {}
+        namespace, name = meta.get("namespace") or "", meta["name"]
+        if namespace:
+            return self._read(
+                f"replace {plural} {namespace}/{name}",
+                self._custom.replace_namespaced_custom_object,
+                group,
+                version,
+                namespace,
+                plural,
+                name,
+                body,
+            )
+        return self._read(
+            f"replace {plural} {name}",
+            self._custom.replace_cluster_custom_object,
+            group,
+            version,
+            plural,
+            name,
+            body,
+        )
+
+    def delete_object(self, kind: str, namespace: str, name: str) -> None:
+        group, version, plural = self._api(kind)
+        if namespace:
+            self._read(
+                f"delete {plural} {namespace}/{name}",
+                self._custom.delete_namespaced_custom_object,
+                group,
+                version,
+                namespace,
+                plural,
+                name,
+            )
+            return
+        self._read(
+            f"delete {plural} {name}",
+            self._custom.delete_cluster_custom_object,
+            group,
+            version,
+            plural,
+            name,
+        )
+
     def _collection(self, what: Selection) -> tuple[Callable[..., Any], tuple[str, ...]]:
         """The client's list call for a collection, and its positional arguments."""
-        if "/" in what.kind:  # a custom resource: plural.group/version
-            resource, version = what.kind.split("/", 1)
-            plural, group = resource.split(".", 1)
+        if "/" in what.kind:  # another API group's resource: plural.group/version
+            group, version, plural = self._api(what.kind)
             if what.namespace:
                 return self._custom.list_namespaced_custom_object, (
                     group,

@@ -118,6 +118,21 @@ class KubeGateway(Protocol):
 
     def create_event(self, namespace: str, body: Obj) -> Obj: ...
 
+    def get_object(self, kind: str, namespace: str, name: str) -> Obj:
+        """An object of another API group (``kind``: ``plural.group/version``, as in a
+        Selection; ``namespace`` "" for a cluster-scoped one), NotFound when absent."""
+        ...
+
+    def create_object(self, kind: str, body: Obj) -> Obj:
+        """Conflict when it exists already."""
+        ...
+
+    def replace_object(self, kind: str, body: Obj) -> Obj:
+        """Its resourceVersion, when set, is a precondition (Conflict)."""
+        ...
+
+    def delete_object(self, kind: str, namespace: str, name: str) -> None: ...
+
     def get_lease(self, namespace: str, name: str) -> Obj:
         """A coordination.k8s.io/v1 Lease (NotFound when absent)."""
         ...

@@ -1,0 +1,105 @@
+"""What a ResourceClaim allocated on this node gives: read back from the API server and
+checked before anything is prepared (``shared/reference/dra.md`` §2.4, after the Go helper's
+``kubeletplugin`` and the example driver): the UID the kubelet names (a claim deleted and
+made again under the same name is another claim), an allocation, results of this driver on
+this node's pool only, devices that are chips of this node, and Huawei's ring rule on each
+request (1, 2 or 4 chips on one HCCS ring, or the whole 8-chip node): the allocator
+enforces it only when the claim carries the ring constraint, so the prepare step checks it
+again on what it receives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from chip_topology.products import Product, Rule
+from contract.objects import Obj
+from dra_driver.slices import chip_of
+
+
+class ClaimRefused(Exception):
+    """This claim cannot be prepared here; the message says why (the kubelet shows it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRef:
+    namespace: str
+    name: str
+    uid: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One chip of a claim: the request it serves (a ``firstAvailable`` subrequest's name
+    stripped, as the kubelet matches containers' requests by the base name)."""
+
+    request: str
+    pool: str
+    device: str
+    chip: int
+
+
+def granted(
+    claim: Obj,
+    ref: ClaimRef,
+    *,
+    driver: str,
+    node: str,
+    chips: Collection[int],
+    product: Product | None,
+) -> tuple[Grant, ...]:
+    """The chips the claim's allocation gives this driver on this node; ClaimRefused says
+    what is wrong."""
+    meta = claim.get("metadata") or {}
+    if meta.get("uid") != ref.uid:
+        raise ClaimRefused(
+            f"claim {ref} got replaced: its UID is {meta.get('uid')!r}, the kubelet asked "
+            f"for {ref.uid!r}"
+        )
+    allocation = (claim.get("status") or {}).get("allocation")
+    if not isinstance(allocation, dict):
+        raise ClaimRefused(f"claim {ref} is not allocated")
+    results = (allocation.get("devices") or {}).get("results") or []
+    if not isinstance(results, list):
+        raise ClaimRefused(f"claim {ref}: status.allocation.devices.results is not a list")
+    grants = []
+    for result in results:
+        if not isinstance(result, dict) or result.get("driver") != driver:
+            continue  # another driver's device: its own plugin prepares it
+        device, pool = str(result.get("device", "")), str(result.get("pool", ""))
+        if pool != node:
+            raise ClaimRefused(f"claim {ref}: device {device!r} is in pool {pool!r}, not {node}'s")
+        chip = chip_of(device)
+        if chip is None or chip not in chips:
+            raise ClaimRefused(f"claim {ref}: {device!r} is not a chip of {node}")
+        request = str(result.get("request", "")).split("/", 1)[0]
+        grants.append(Grant(request, pool, device, chip))
+    if len({g.chip for g in grants}) != len(grants):
+        raise ClaimRefused(f"claim {ref}: a chip is allocated twice in it")
+    if product is not None:
+        for request in sorted({g.request for g in grants}):
+            check_ring_rule(ref, request, [g.chip for g in grants if g.request == request], product)
+    return tuple(grants)
+
+
+def check_ring_rule(ref: ClaimRef, request: str, chips: list[int], product: Product) -> None:
+    """A request of a ring product takes a legal count of chips of one ring, or the whole
+    node: the rule the extender places by (``chip_topology.products``)."""
+    if product.rule is not Rule.RING:
+        return
+    n = len(chips)
+    legal = ", ".join(map(str, product.single_task_requests))
+    if n not in product.single_task_requests:
+        raise ClaimRefused(
+            f"claim {ref}: request {request!r} has {n} chips; a {product.name} node gives {legal}"
+        )
+    rings = {product.group_of(c) for c in chips}
+    if n < product.capacity and len(rings) > 1:
+        raise ClaimRefused(
+            f"claim {ref}: request {request!r} spans HCCS rings {sorted(rings)} (chips "
+            f"{sorted(chips)}); add the hccsRing matchAttribute constraint to the claim"
+        )

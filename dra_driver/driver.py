@@ -1,0 +1,131 @@
+"""The DRA driver of one node, assembled: chips from the agent's drivers (the fake state file
+or npu-smi), the claims' record, the CDI specs, the node's ResourceSlice and the kubelet
+plugin, started in that order and stopped in the reverse.
+
+A node runs the device plugin or this driver for its chips, never both (both would hand the
+same chip out): the driver refuses to start on a node whose kubelet reports the device
+plugin's resource (``huawei.com/Ascend910`` in its capacity), and the agent refuses to serve
+a node with a ResourceSlice of this driver (``agent.builder``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.driver import NpuDriver
+from agent.plugin_server import RESOURCE_DOMAIN, DeviceState
+from contract.dra import CLAIM_KIND, DEFAULT_DRIVER, DRA_NODE_LABEL
+from dra_driver.cdi import CdiWriter
+from dra_driver.checkpoint import Checkpoint
+from dra_driver.plugin import KubeletPlugin
+from dra_driver.preparer import Preparer
+from dra_driver.publisher import SlicePublisher
+from infra.kube.port import KubeGateway
+
+log = logging.getLogger(__name__)
+
+
+class ServedTwice(RuntimeError):
+    """The node's chips are served by the device plugin already (or by this driver, for the
+    agent): the message says which and how to choose."""
+
+
+PLUGINS_DIR = Path("/var/lib/kubelet/plugins")
+REGISTRY_DIR = Path("/var/lib/kubelet/plugins_registry")
+CDI_ROOT = Path("/var/run/cdi")  # the dynamic specs' directory (/etc/cdi: static ones)
+
+
+@dataclass(frozen=True, slots=True)
+class DraConfig:
+    node: str
+    driver: str = DEFAULT_DRIVER
+    plugins_dir: Path = PLUGINS_DIR
+    registry_dir: Path = REGISTRY_DIR
+    cdi_root: Path = CDI_ROOT
+    ascend_runtime: bool = False  # CDI env edits for the Ascend runtime, else device nodes
+    dev_root: Path = Path("/dev")
+    ring_free_hint: bool = True  # publish ringFree (the exact-fit ladder's hint)
+
+
+@dataclass
+class DraDriver:
+    config: DraConfig
+    chips: NpuDriver
+    state: DeviceState
+    preparer: Preparer
+    publisher: SlicePublisher
+    plugin: KubeletPlugin
+
+    def stop(self) -> None:
+        self.plugin.stop()
+        self.publisher.stop()
+        self.chips.close()
+
+
+def check_not_served_by_the_device_plugin(gateway: KubeGateway, node: str, resource: str) -> None:
+    capacity = (gateway.get_node(node).get("status") or {}).get("capacity") or {}
+    served = f"{RESOURCE_DOMAIN}/{resource}"
+    if str(capacity.get(served, "0")) not in ("", "0"):
+        raise ServedTwice(
+            f"node {node} reports {served}: the device plugin serves its chips. Run either the "
+            f"device plugin or the DRA driver on a node (the label {DRA_NODE_LABEL}=true picks "
+            "the DRA driver's DaemonSet), then restart the kubelet so it forgets the resource."
+        )
+
+
+def start_dra_driver(config: DraConfig, chips: NpuDriver, gateway: KubeGateway) -> DraDriver:
+    """Every part started; DriverError when the chips cannot be read, ServedTwice when the
+    device plugin serves this node (nothing is left running then)."""
+    first = chips.read()
+    check_not_served_by_the_device_plugin(gateway, config.node, first.resource)
+    home = config.plugins_dir / config.driver
+    cdi = CdiWriter(config.cdi_root, config.driver, config.ascend_runtime, config.dev_root)
+
+    def republish() -> None:  # the chips or the claims prepared changed (called once started)
+        publisher.wake()
+
+    preparer = Preparer(
+        config.driver,
+        config.node,
+        read_claim=lambda namespace, name: gateway.get_object(CLAIM_KIND, namespace, name),
+        chips=lambda: state.node,
+        checkpoint=Checkpoint(home / "checkpoint.json"),
+        cdi=cdi,
+        on_change=republish,
+    )
+    state = DeviceState(first, on_change=(republish,))
+    publisher = SlicePublisher(
+        gateway,
+        config.driver,
+        config.node,
+        lambda: state.node,
+        preparer.prepared_chips,
+        ring_free_hint=config.ring_free_hint,
+    )
+    plugin = KubeletPlugin(
+        config.driver,
+        plugins_dir=config.plugins_dir,
+        registry_dir=config.registry_dir,
+        preparer=preparer,
+        state=state,
+        pool=config.node,
+    )
+    chips.watch(state.update)
+    publisher.start()
+    try:
+        plugin.start()
+    except Exception:
+        publisher.stop()
+        chips.close()
+        raise
+    log.info(
+        "DRA driver %s on %s: %d chips (%s), %d claims prepared",
+        config.driver,
+        config.node,
+        len(first.chips),
+        first.product,
+        len(preparer.prepared()),
+    )
+    return DraDriver(config, chips, state, preparer, publisher, plugin)
