@@ -1,5 +1,6 @@
-# One image for both components: the node agent (DaemonSet, runs as root for the kubelet's
-# socket directory) and the scheduler service (Deployment, runs as the non-root user).
+# One image for the three components: the node agent and the DRA driver (DaemonSets, run as
+# root for the kubelet's socket directories) and the scheduler service (Deployment, runs as
+# the non-root user).
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -7,13 +8,14 @@ COPY agent ./agent
 COPY chip_topology ./chip_topology
 COPY contract ./contract
 COPY deviceplugin_api ./deviceplugin_api
+COPY dra_driver ./dra_driver
 COPY infra ./infra
 COPY scheduler_core ./scheduler_core
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim
 LABEL org.opencontainers.image.title="ascend-npu-k8s" \
-      org.opencontainers.image.description="Ascend NPU device-plugin agent and HCCS-affine scheduler extender" \
+      org.opencontainers.image.description="Ascend NPU device-plugin agent, DRA driver and HCCS-affine scheduler extender" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="0.1.0"
 COPY --from=build /wheels /wheels

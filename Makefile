@@ -20,7 +20,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict agent chip_topology contract deviceplugin_api infra scheduler_core simulation tests benchmarks
+	$(BIN)/mypy --strict agent chip_topology contract deviceplugin_api dra_driver infra scheduler_core simulation tests benchmarks
 
 unit: $(STAMP)
 	$(BIN)/pytest -q

@@ -82,7 +82,7 @@ def _period(text: str) -> int:
     return value
 
 
-def _driver_flags(parser: argparse.ArgumentParser) -> None:
+def driver_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--driver",
         choices=["fake", "npu-smi"],
@@ -110,7 +110,7 @@ def build_parser() -> CommandParser:
         type=Path,
         help="YAML settings keyed by flag name (env ASCEND_AGENT_<FLAG> and flags override)",
     )
-    _driver_flags(serve)
+    driver_flags(serve)
     serve.add_argument("--plugin-dir", type=Path, default=DEFAULT_PLUGIN_DIR)
     serve.add_argument(
         "--list-watch-period",
@@ -207,9 +207,9 @@ def build_parser() -> CommandParser:
         help="HOST:PORT for /metrics, /healthz and /readyz (off when empty)",
     )
     devices = parser.add_command("devices", help="print the chips the driver discovers, as JSON")
-    _driver_flags(devices)
+    driver_flags(devices)
     status = parser.add_command("status", help="show this node's chips as a ring diagram")
-    _driver_flags(status)
+    driver_flags(status)
     status.add_argument(
         "--kube",
         choices=["off", *MODES],
@@ -222,7 +222,7 @@ def build_parser() -> CommandParser:
     info = parser.add_command(
         "deviceinfo", help="print the DeviceInfo ConfigMap this node publishes"
     )
-    _driver_flags(info)
+    driver_flags(info)
     info.add_argument("--node", required=True, help="the node name (NODE_NAME in the DaemonSet)")
     info.add_argument("--update-time", type=int, default=None, help="UpdateTime (default: now)")
     return parser

@@ -28,9 +28,10 @@ from agent.pod_cache import PodCache
 from agent.repair import POD_RESOURCES_SOCKET, RepairLoop, kubelet_devices
 from agent.upkeep import Upkeep
 from contract.annotations import SERVER_TYPE_LABEL
+from contract.dra import DEFAULT_DRIVER, DRA_NODE_LABEL, SLICE_KIND, slice_name
 from contract.objects import node_address
 from infra.events import EventRecorder
-from infra.kube.port import KubeError, KubeGateway
+from infra.kube.port import KubeError, KubeGateway, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class KubeSettings:
     heartbeat: float = HEARTBEAT  # seconds: DeviceInfo written at least this often
     # Fault codes that make a healthy chip sub-healthy (MindCluster's SubHealthFaultCodes).
     sub_health_codes: frozenset[str] = frozenset()
+    dra_driver: str = DEFAULT_DRIVER  # the DRA driver whose slice of this node rules us out
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,24 @@ class NodeAgent:
             self.cache.stop()
 
 
+def check_not_published_by_dra(gateway: KubeGateway, node: str, driver: str) -> None:
+    """DriverError when the DRA driver publishes this node's chips: the device plugin must
+    not hand them out too. A cluster without DRA's API (before 1.34) has no slice."""
+    try:
+        published = gateway.get_object(SLICE_KIND, "", slice_name(node, driver))
+    except NotFound:
+        return
+    except KubeError as failed:
+        log.warning("could not check for a DRA driver's ResourceSlice of %s: %s", node, failed)
+        return
+    if (published.get("spec") or {}).get("devices"):
+        raise DriverError(
+            f"the DRA driver {driver} publishes the chips of node {node} (ResourceSlice "
+            f"{slice_name(node, driver)}): run either the device plugin or the DRA driver on "
+            f"a node; the label {DRA_NODE_LABEL}=true gives the node to the DRA driver"
+        )
+
+
 def start_node_agent(
     config: AgentConfig, driver: NpuDriver, gateway: KubeGateway | None = None
 ) -> NodeAgent:
@@ -95,6 +115,8 @@ def start_node_agent(
     kube = config.kube
     if not config.preset_virtual:
         _check_dynamic(config, driver)
+    if kube is not None and gateway is not None:
+        check_not_published_by_dra(gateway, kube.node_name, kube.dra_driver)
     if kube is None or gateway is None:
         plugin = DevicePlugin(driver, config.plugin_dir, config.ascend_runtime, metrics=metrics)
         served = _metrics_server(config, plugin)

@@ -1,5 +1,6 @@
 """The admission policies, evaluated as the API server would: every CEL expression of
-daemonset/admission-policy.yaml on AdmissionRequests that must be allowed and refused.
+daemonset/admission-policy.yaml (and of the DRA overlay's, in test_dra_admission_policy.py)
+on AdmissionRequests that must be allowed and refused.
 
 The evaluator is cel-python; of the Kubernetes CEL libraries only ``<list>.join(<sep>)``
 (Kubernetes' strings library) is used, and it is given to the evaluator here.
@@ -20,9 +21,14 @@ from celpy.adapter import json_to_cel
 from contract.annotations import WRITTEN_BY_US
 
 ROOT = Path(__file__).parents[2]
+POLICY_FILES = (
+    ROOT / "daemonset" / "admission-policy.yaml",
+    ROOT / "daemonset" / "overlays" / "dra" / "dra-admission-policy.yaml",
+)
 POLICIES = {
     d["metadata"]["name"]: d["spec"]
-    for d in yaml.safe_load_all((ROOT / "daemonset" / "admission-policy.yaml").read_text())
+    for path in POLICY_FILES
+    for d in yaml.safe_load_all(path.read_text())
     if d["kind"] == "ValidatingAdmissionPolicy"
 }
 SCHEDULER = "system:serviceaccount:kube-system:ascend-npu-scheduler"

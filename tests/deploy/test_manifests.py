@@ -44,6 +44,11 @@ RBAC_OF_CALL: dict[str, set[Rule]] = {
     "get_lease": {("leases.coordination.k8s.io", "get", "kube-system")},
     "create_lease": {("leases.coordination.k8s.io", "create", "kube-system")},
     "update_lease": {("leases.coordination.k8s.io", "update", "kube-system")},
+    # Objects of other API groups: what they are is the component's (CLUSTER_WIDE_CALLS).
+    "get_object": set(),
+    "create_object": set(),
+    "replace_object": set(),
+    "delete_object": set(),
 }
 # The scheduler also writes ConfigMaps outside kube-system: volcano-system/tor-share-cm,
 # volcano-system/vcjob-fault-npu-cm (read back at start) and fault-config-<job> in each fault
@@ -52,7 +57,16 @@ CLUSTER_WIDE_CALLS = {
     "ascend-npu-scheduler": {
         "create_configmap": {("configmaps", "create", None)},
         "update_configmap": {("configmaps", "update", None)},
-    }
+    },
+    # Whether the DRA driver publishes the node's chips: a GET of its slice.
+    "ascend-npu-agent": {"get_object": {("resourceslices.resource.k8s.io", "get", None)}},
+    # Claims read back at prepare; the node's slice written.
+    "ascend-npu-dra-driver": {
+        "get_object": {("resourceclaims.resource.k8s.io", "get", None)},
+        "create_object": {("resourceslices.resource.k8s.io", "create", None)},
+        "replace_object": {("resourceslices.resource.k8s.io", "update", None)},
+        "delete_object": {("resourceslices.resource.k8s.io", "delete", None)},
+    },
 }
 # What each component lists and watches (a reflector's Selection, or a command's list_all):
 # resource and the namespace of a Role (None: cluster-wide).
@@ -66,12 +80,25 @@ WATCHED: dict[str, set[tuple[str, str | None]]] = {
         # The PodGroups of each API the cluster serves (Selection(podgroups(source))).
         *{(f"podgroups.{group}", None) for group, _ in PODGROUP_APIS.values()},
     },
+    "ascend-npu-dra-driver": {("resourceslices.resource.k8s.io", None)},
 }
-RESOURCE_OF_KIND = {"Pod": "pods", "Node": "nodes", "ConfigMap": "configmaps"}
+RESOURCE_OF_KIND = {
+    "Pod": "pods",
+    "Node": "nodes",
+    "ConfigMap": "configmaps",
+    "SLICE_KIND": "resourceslices.resource.k8s.io",
+}
 # The code each deployed component runs (the simulation harness is not deployed).
 COMPONENTS = {
     "ascend-npu-agent": ["agent", "infra/events.py"],
     "ascend-npu-scheduler": ["scheduler_core", "infra/events.py", "infra/leader.py"],
+    "ascend-npu-dra-driver": ["dra_driver"],
+}
+# Where each component's RBAC is (the DRA driver's in its overlay).
+RBAC_FILES = {
+    "ascend-npu-agent": MANIFESTS / "agent-rbac.yaml",
+    "ascend-npu-scheduler": MANIFESTS / "scheduler-rbac.yaml",
+    "ascend-npu-dra-driver": MANIFESTS / "overlays" / "dra" / "dra-rbac.yaml",
 }
 
 
@@ -84,7 +111,9 @@ def manifest_files() -> list[str]:
     return sorted(p.name for p in MANIFESTS.glob("*.yaml") if p.name != "kustomization.yaml")
 
 
-OVERLAYS = ("kube-scheduler", "volcano")
+OVERLAYS = ("kube-scheduler", "volcano", "dra")
+# The Kubernetes each overlay needs at least (DRA's resource.k8s.io/v1 came with 1.34).
+OVERLAY_KUBERNETES = {"dra": "1.34"}
 SCHEDULER = "ascend-npu-scheduler"
 
 
@@ -130,7 +159,8 @@ def test_every_manifest_is_valid_for_kubernetes_in_strict_mode(name: str) -> Non
 def test_each_overlay_renders_to_manifests_valid_in_strict_mode(overlay: str) -> None:
     rendered = render(MANIFESTS / "overlays" / overlay)
     for document in rendered:
-        kubernetes_validate.validate(document, KUBERNETES, strict=True)
+        version = OVERLAY_KUBERNETES.get(overlay, KUBERNETES)
+        kubernetes_validate.validate(document, version, strict=True)
     names = [
         (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]) for d in rendered
     ]
@@ -159,9 +189,8 @@ def test_the_kube_scheduler_overlay_runs_kube_scheduler_beside_the_service() -> 
 
 
 def rules_in_manifest(component: str) -> set[tuple[str, str, str | None]]:
-    name = component.rsplit("-", 1)[-1]
     rules: set[tuple[str, str, str | None]] = set()
-    for document in documents(f"{name}-rbac.yaml"):
+    for document in yaml.safe_load_all(RBAC_FILES[component].read_text()):
         if document["kind"] in ("ClusterRole", "Role"):
             namespace = (
                 document["metadata"].get("namespace") if document["kind"] == "Role" else None
@@ -198,7 +227,8 @@ def watched_in_code(component: str) -> set[str]:
         for path in (ROOT / part for part in COMPONENTS[component])
         for module in (path.rglob("*.py") if path.is_dir() else [path])
     )
-    kinds = {RESOURCE_OF_KIND[k] for k in re.findall(r'Selection\(\s*"(\w+)"', text)}
+    named = re.findall(r'Selection\(\s*(?:"(\w+)"|(SLICE_KIND)\b)', text)
+    kinds = {RESOURCE_OF_KIND[literal or constant] for literal, constant in named}
     if re.search(r"Selection\(\s*podgroups\(", text):
         kinds |= {f"podgroups.{group}" for group, _ in PODGROUP_APIS.values()}
     return kinds
@@ -404,9 +434,16 @@ def _selects(spec: dict[str, Any], labels: dict[str, str]) -> bool:
 def test_every_ascend_node_runs_exactly_one_agent_in_the_mode_it_is_labelled_for() -> None:
     (base,) = documents("agent-daemonset.yaml")
     (vnpu,) = documents("agent-daemonset-vnpu.yaml")
-    specs = {"base": base["spec"]["template"]["spec"], "vnpu": vnpu["spec"]["template"]["spec"]}
+    (dra,) = yaml.safe_load_all((MANIFESTS / "overlays" / "dra" / "dra-daemonset.yaml").read_text())
+    specs = {
+        "base": base["spec"]["template"]["spec"],
+        "vnpu": vnpu["spec"]["template"]["spec"],
+        "dra": dra["spec"]["template"]["spec"],
+    }
     nodes = {
+        "dra": [{"accelerator": "huawei-Ascend910", "ascend.npu/dra": "true"}],
         "base": [
+            {"accelerator": "huawei-Ascend910", "ascend.npu/dra": "false"},
             {"accelerator": "huawei-Ascend910"},
             {"accelerator": "huawei-Ascend310"},
             {"accelerator": "huawei-Ascend310P"},

@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[2]
-SHIPPED = ("agent", "chip_topology", "contract", "deviceplugin_api", "infra", "scheduler_core")
+SHIPPED = (
+    "agent",
+    "chip_topology",
+    "contract",
+    "deviceplugin_api",
+    "dra_driver",
+    "infra",
+    "scheduler_core",
+)
 OURS = (*SHIPPED, "simulation")
 # Package (or sub-package) → the packages of ours it may import, besides itself.
 ALLOWED = {
@@ -20,6 +28,8 @@ ALLOWED = {
     "scheduler_core": {"contract", "chip_topology", "infra", "scheduler_core.engine"},
     # The agent imports nothing of the scheduler: the chip rules it needs are shared.
     "agent": {"contract", "chip_topology", "infra", "deviceplugin_api"},
+    # The DRA driver reads chips through the agent's drivers; nothing imports it.
+    "dra_driver": {"contract", "chip_topology", "infra", "deviceplugin_api", "agent"},
 }
 # Third-party packages the pure engine must not touch.
 IMPURE = ("kubernetes", "grpc", "watchdog", "yaml", "socket", "threading", "time", "http")

@@ -1,0 +1,109 @@
+"""The DRA overlay's admission policies, evaluated as the API server would: a claim asks 1,
+2, 4 or 8 Ascend 910 chips, 2 and 4 only on one HCCS ring; a node's DRA driver writes only
+its node's ResourceSlices."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from simulation.dra_cluster import deployed
+from tests.deploy.test_admission_policy import admit, request
+
+DRIVER = "system:serviceaccount:kube-system:ascend-npu-dra-driver"
+CLASS = "ascend910.npu.ascend.example.com"
+RING = "npu.ascend.example.com/hccsRing"
+
+
+def claim(count: int | None, *, ring: bool = False, mode: str | None = None) -> Any:
+    exactly: dict[str, Any] = {"deviceClassName": CLASS}
+    if count is not None:
+        exactly["count"] = count
+    if mode is not None:
+        exactly["allocationMode"] = mode
+    devices: dict[str, Any] = {"requests": [{"name": "npus", "exactly": exactly}]}
+    if ring:
+        devices["constraints"] = [{"requests": ["npus"], "matchAttribute": RING}]
+    return {"kind": "ResourceClaim", "metadata": {"name": "c"}, "spec": {"devices": devices}}
+
+
+def claims(obj: Any) -> dict[str, Any]:
+    return request("CREATE", "resourceclaims", "alice", obj, name="c")
+
+
+@pytest.mark.parametrize(
+    ("case", "obj", "allowed"),
+    [
+        ("one chip", claim(1), True),
+        ("one chip, count left to its default", claim(None), True),
+        ("two chips on one ring", claim(2, ring=True), True),
+        ("two chips anywhere", claim(2), False),
+        ("three chips", claim(3, ring=True), False),
+        ("four chips on one ring", claim(4, ring=True), True),
+        ("four chips anywhere", claim(4), False),
+        ("the whole node", claim(8), True),
+        ("every matching chip", claim(None, mode="All"), False),
+        ("sixteen chips", claim(16), False),
+    ],
+)
+def test_a_claim_asks_a_legal_count_and_keeps_two_or_four_chips_on_one_ring(
+    case: str, obj: Any, allowed: bool
+) -> None:
+    assert admit("ascend-npu-claims", claims(obj)).allowed == allowed, case
+
+
+def test_a_constraint_over_another_request_does_not_keep_this_one_on_a_ring() -> None:
+    obj = claim(2, ring=True)
+    obj["spec"]["devices"]["constraints"][0]["requests"] = ["other"]
+    verdict = admit("ascend-npu-claims", claims(obj))
+    assert verdict.refusals == (
+        "a request of 2 or 4 Ascend 910 chips needs the constraint matchAttribute "
+        "npu.ascend.example.com/hccsRing over it (its chips on one HCCS ring)",
+    )
+
+
+def test_a_ladder_rung_of_two_chips_needs_the_ring_constraint_too() -> None:
+    (ladder,) = [
+        t for t in deployed("ResourceClaimTemplate") if t["metadata"]["name"] == "npu-2-fit"
+    ]
+    unconstrained = copy.deepcopy(ladder)
+    del unconstrained["spec"]["spec"]["devices"]["constraints"]
+    templates = "resourceclaimtemplates"
+    assert admit("ascend-npu-claims", request("CREATE", templates, "alice", ladder)).allowed
+    assert not admit(
+        "ascend-npu-claims", request("CREATE", templates, "alice", unconstrained)
+    ).allowed
+
+
+def test_every_deployed_claim_template_is_admitted() -> None:
+    for template in deployed("ResourceClaimTemplate"):
+        admission = request("CREATE", "resourceclaimtemplates", "alice", template)
+        assert admit("ascend-npu-claims", admission).allowed, template["metadata"]["name"]
+
+
+def a_slice(node: str) -> Any:
+    return {"kind": "ResourceSlice", "metadata": {"name": f"{node}-x"}, "spec": {"nodeName": node}}
+
+
+SLICE_WRITES = {
+    "creating its node's slice": (("CREATE", "node-a", a_slice("node-a"), None), True),
+    "creating another node's": (("CREATE", "node-a", a_slice("node-b"), None), False),
+    "moving its slice away": (("UPDATE", "node-a", a_slice("node-b"), a_slice("node-a")), False),
+    "deleting another node's": (("DELETE", "node-a", None, a_slice("node-b")), False),
+    "deleting its own": (("DELETE", "node-a", None, a_slice("node-a")), True),
+    "without a node-bound token": (("CREATE", None, a_slice("node-a"), None), False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SLICE_WRITES))
+def test_a_nodes_dra_driver_writes_only_its_nodes_slices(case: str) -> None:
+    (operation, node, obj, old), allowed = SLICE_WRITES[case]
+    admission = request(operation, "resourceslices", DRIVER, obj, old, node=node, name="s")
+    assert admit("ascend-npu-dra-slices", admission).allowed == allowed, case
+
+
+def test_the_slice_policy_leaves_other_writers_to_rbac() -> None:
+    admission = request("CREATE", "resourceslices", "alice", a_slice("node-b"), name="s")
+    assert not admit("ascend-npu-dra-slices", admission).applies
