@@ -30,7 +30,7 @@ from infra.kube.client import KubernetesGateway
 from infra.kube.port import Selection
 from simulation.cluster import set_health, state_file
 from simulation.dra_allocator import Allocator, allocation, in_use, node_devices, score
-from simulation.kubelet_dra import Container, KubeletDra, PrepareFailed
+from simulation.kubelet_dra import KNOWN_SERVICES, Container, KubeletDra, PrepareFailed
 from simulation.loopback import LoopbackApiServer
 from simulation.memory import MemoryCluster
 
@@ -271,7 +271,9 @@ def dra_config(name: str, home: Path) -> DraConfig:
 
 
 @contextmanager
-def dra_cluster(nodes: int, *, wipe_delay: float = 30.0) -> Iterator[DraCluster]:
+def dra_cluster(
+    nodes: int, *, wipe_delay: float = 30.0, kubelet_services: tuple[str, ...] = KNOWN_SERVICES
+) -> Iterator[DraCluster]:
     """``nodes`` 8-chip 910 servers (``node-00`` …), each running the DRA driver, their
     slices published; the deployed DeviceClass and claim templates (in ``default``)."""
     root = Path(tempfile.mkdtemp(prefix="dra", dir="/tmp"))
@@ -295,7 +297,12 @@ def dra_cluster(nodes: int, *, wipe_delay: float = 30.0) -> Iterator[DraCluster]
             store.put("Node", dra_node_object(name, i))
             (home / "state.yaml").write_text(state_file(frozenset()))
             kubelet = KubeletDra(
-                name, home / "registry", store, home / "cdi", wipe_delay=wipe_delay
+                name,
+                home / "registry",
+                store,
+                home / "cdi",
+                wipe_delay=wipe_delay,
+                services=kubelet_services,
             )
             kubelet.start()
             stack.callback(kubelet.stop)

@@ -113,8 +113,10 @@ class KubeletDra:
         cdi_root: Path,
         *,
         wipe_delay: float = WIPE_DELAY,
+        services: tuple[str, ...] = KNOWN_SERVICES,
     ) -> None:
         self.node = node
+        self.services = services  # a 1.33 kubelet knows v1beta1.DRAPlugin only
         self.registry_dir = registry_dir
         self.store = store
         self.cdi_root = cdi_root
@@ -194,13 +196,13 @@ class KubeletDra:
         if why:
             raise RegistrationRefused(why)
         endpoint = info.endpoint or str(socket)
-        service = next(s for s in info.supported_versions if s in KNOWN_SERVICES)
+        service = next(s for s in info.supported_versions if s in self.services)
         return Plugin(info.name, endpoint, service, grpc.insecure_channel(f"unix://{endpoint}"))
 
     def _validate(self, info: reg.PluginInfo) -> str:
         if info.type != "DRAPlugin":
             return f"plugin type {info.type!r} is not handled here"
-        if not any(s in KNOWN_SERVICES for s in info.supported_versions):
+        if not any(s in self.services for s in info.supported_versions):
             return f"none of {list(info.supported_versions)} is a DRA service this kubelet knows"
         endpoint = info.endpoint
         if any(p.endpoint == endpoint for p in self.plugins.values()):
