@@ -1,0 +1,92 @@
+"""The DRA driver's edges: a slice whose fields the API server drops, and a node's chips
+never served by both the device plugin and the DRA driver."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from agent.builder import AgentConfig, KubeSettings, start_node_agent
+from agent.chips import Chip, DriverError, NodeChips
+from agent.driver import FakeDriver
+from contract.dra import DEFAULT_DRIVER, SLICE_KIND, slice_name
+from contract.objects import Obj
+from dra_driver.driver import DraConfig, ServedTwice, start_dra_driver
+from dra_driver.publisher import SlicePublisher
+from simulation.cluster import state_file
+from simulation.dra_cluster import dra_node_object
+from simulation.loopback import node_object
+from simulation.memory import MemoryCluster
+
+NODE = "node-00"
+CHIPS = NodeChips("Ascend910", "module910x8", tuple(Chip(i, i) for i in range(8)))
+
+
+class GateOff(MemoryCluster):
+    """An API server with a feature gate off: it stores slices without ``ringFree``."""
+
+    def _dropped(self, body: Obj) -> Obj:
+        kept = copy.deepcopy(body)
+        for device in kept.get("spec", {}).get("devices", []):
+            device.get("attributes", {}).pop("ringFree", None)
+        return kept
+
+    def create_object(self, kind: str, body: Obj) -> Obj:
+        return super().create_object(kind, self._dropped(body))
+
+    def replace_object(self, kind: str, body: Obj) -> Obj:
+        return super().replace_object(kind, self._dropped(body))
+
+
+def test_fields_the_api_server_drops_are_reported_once_and_not_sent_again_and_again() -> None:
+    store = GateOff()
+    store.put("Node", dra_node_object(NODE, 0))
+    publisher = SlicePublisher(store, DEFAULT_DRIVER, NODE, lambda: CHIPS, frozenset)
+    publisher.publish()
+    assert publisher.dropped == [f"spec.devices[{i}].attributes.ringFree" for i in range(8)]
+    publisher.publish()
+    publisher.slices.relist()
+    publisher.publish()
+    assert publisher.writes == 1, "what the server keeps is published: nothing to write"
+    stored = store.get_object(SLICE_KIND, "", slice_name(NODE, DEFAULT_DRIVER))
+    assert stored["metadata"]["ownerReferences"][0]["uid"] == "node-uid-0"
+
+
+def test_a_deleted_slice_is_published_again_and_a_stray_one_of_the_driver_removed() -> None:
+    store = MemoryCluster()
+    store.put("Node", dra_node_object(NODE, 0))
+    publisher = SlicePublisher(store, DEFAULT_DRIVER, NODE, lambda: CHIPS, frozenset)
+    publisher.publish()
+    stray = copy.deepcopy(store.get_object(SLICE_KIND, "", slice_name(NODE, DEFAULT_DRIVER)))
+    stray["metadata"] = {"name": "node-00-old"}
+    store.create_object(SLICE_KIND, stray)
+    store.delete_object(SLICE_KIND, "", slice_name(NODE, DEFAULT_DRIVER))
+    publisher.slices.relist()
+    publisher.publish()
+    names = {s["metadata"]["name"] for s in store.list_page(publisher.slices.what, 0).items}
+    assert names == {slice_name(NODE, DEFAULT_DRIVER)}
+
+
+def test_the_agent_refuses_a_node_whose_chips_the_dra_driver_publishes(tmp_path: Path) -> None:
+    store = MemoryCluster()
+    store.put("Node", node_object(0))
+    SlicePublisher(store, DEFAULT_DRIVER, NODE, lambda: CHIPS, frozenset).publish()
+    (tmp_path / "state.yaml").write_text(state_file(frozenset()))
+    config = AgentConfig(
+        tmp_path / "plugins", ascend_runtime=True, period=1, kube=KubeSettings(NODE, True)
+    )
+    with pytest.raises(DriverError, match="run either the device plugin or the DRA driver"):
+        start_node_agent(config, FakeDriver(tmp_path / "state.yaml"), store)
+    assert not (tmp_path / "plugins").exists(), "nothing was started"
+
+
+def test_the_dra_driver_refuses_a_node_the_device_plugin_serves(tmp_path: Path) -> None:
+    store = MemoryCluster()
+    store.put("Node", node_object(0))  # its kubelet reports huawei.com/Ascend910: 8
+    (tmp_path / "state.yaml").write_text(state_file(frozenset()))
+    config = DraConfig(NODE, plugins_dir=tmp_path / "p", registry_dir=tmp_path / "r")
+    with pytest.raises(ServedTwice, match="the device plugin serves its chips"):
+        start_dra_driver(config, FakeDriver(tmp_path / "state.yaml"), store)
+    assert not (tmp_path / "r").exists(), "nothing was registered"
