@@ -494,3 +494,22 @@ def test_the_readmes_jobs_are_the_tested_jobs() -> None:
     for path in sorted((ROOT / "tests" / "data" / "jobs").glob("*.yaml")):
         submitted = next(d for d in yaml.safe_load_all(path.read_text()) if d)
         assert submitted in blocks, path.name
+
+
+def test_the_readmes_dra_pod_names_a_deployed_claim_template_its_container_uses() -> None:
+    (pod,) = [
+        b
+        for b in readme_yaml_blocks()
+        if isinstance(b, dict) and b.get("kind") == "Pod" and "resourceClaims" in b["spec"]
+    ]
+    kubernetes_validate.validate(pod, OVERLAY_KUBERNETES["dra"], strict=True)
+    templates = {
+        d["metadata"]["name"]
+        for d in yaml.safe_load_all(
+            (MANIFESTS / "overlays" / "dra" / "dra-claim-templates.yaml").read_text()
+        )
+    }
+    (claim,) = pod["spec"]["resourceClaims"]
+    assert claim["resourceClaimTemplateName"] in templates
+    (container,) = pod["spec"]["containers"]
+    assert container["resources"]["claims"] == [{"name": claim["name"]}]
