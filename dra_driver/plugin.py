@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 PLUGIN_TYPE = "DRAPlugin"
 SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth")
 HEALTH_RESEND = 60.0  # seconds: the whole list again even without a change
+REREGISTER_AFTER = 5.0  # seconds before a refused registration is offered again
 MAX_MESSAGE = 16 * 1024 * 1024
 
 
@@ -201,6 +202,8 @@ class KubeletPlugin:
         self._registration: grpc.Server | None = None
         self.registered = threading.Event()
         self.last_status = ""
+        self.refusals = 0
+        self._stopping = threading.Event()
 
     def start(self) -> None:
         """The DRA socket first, then the registration socket the kubelet watches for."""
@@ -229,17 +232,22 @@ class KubeletPlugin:
             self.registered.set()
             return
         log.error("the kubelet refused the registration of %s: %s", self.driver, error)
+        self.refusals += 1
         self.registered.clear()
-        # Served again afresh: the kubelet's plugin watcher sees a new socket and retries.
         threading.Thread(target=self._reregister, name="reregister", daemon=True).start()
 
     def _reregister(self) -> None:
-        if self._registration is not None:
-            self._registration.stop(grace=0.1).wait()
+        """Served again afresh after a while: the kubelet's plugin watcher sees a new socket
+        and tries again (at once would be a loop as fast as the kubelet refuses)."""
+        if self._stopping.wait(REREGISTER_AFTER) or self._registration is None:
+            return
+        self._registration.stop(grace=0.1).wait()
+        if not self._stopping.is_set():
             self._serve_registration()
 
     def stop(self) -> None:
         """Deregister (the registration socket goes), then stop serving."""
+        self._stopping.set()
         self._health.stop()
         for server, socket in (
             (self._registration, self.registration_socket),

@@ -311,7 +311,8 @@ def dra_cluster(
             stack.callback(_stop_driver, node)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not all(
-            n.kubelet.plugin(n.driver.config.driver) and cluster.slice_of(n.name)
+            (n.kubelet.plugin(n.driver.config.driver) or n.kubelet.refused)
+            and cluster.slice_of(n.name)
             for n in cluster.nodes.values()
         ):
             time.sleep(0.02)

@@ -205,3 +205,13 @@ def test_the_exact_fit_ladder_takes_the_ring_first_fit_would_split() -> None:
         plain = submit(cluster, "plain", "npu-2-ring")
         assert cluster.run() == [plain]
         assert chips_of(cluster, plain) == [1, 2]
+
+
+def test_a_kubelet_that_knows_none_of_the_services_refuses_and_the_driver_says_why() -> None:
+    with dra_cluster(1, kubelet_services=("v2.DRAPlugin",)) as cluster:
+        node = cluster.nodes[NODE]
+        plugin = node.driver.plugin
+        assert wait_for(lambda: plugin.refusals >= 1)
+        assert not plugin.registered.is_set()
+        assert "is a DRA service this kubelet knows" in plugin.last_status
+        assert node.kubelet.plugin(node.driver.config.driver) is None
