@@ -14,10 +14,8 @@ the claims.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,6 +33,7 @@ from simulation.dra_cluster import (
     DraScheduler,
     deployed,
     dra_node_object,
+    driver_command,
     pod_with_claim,
 )
 from simulation.kubelet_dra import KubeletDra
@@ -56,28 +55,6 @@ def healthy(store: MemoryCluster, chip: int) -> bool | None:
     devices: list[Obj] = items[0]["spec"]["devices"]
     (found,) = [d for d in devices if d["name"] == f"npu-{chip}"]
     return bool(found["attributes"]["healthy"]["bool"])
-
-
-def start_driver(home: Path) -> subprocess.Popen[bytes]:
-    """``python -m dra_driver serve`` on the fake chips of ``home``."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dra_driver",
-            "serve",
-            f"--node-name={NODE}",
-            "--driver=fake",
-            f"--fake-state={home / 'state.yaml'}",
-            f"--plugins-dir={home / 'plugins'}",
-            f"--registry-dir={home / 'registry'}",
-            f"--cdi-root={home / 'cdi'}",
-            "--kube=kubeconfig",
-            f"--kubeconfig={home / 'kubeconfig'}",
-            "--log-level=warning",
-        ],
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
-    )
 
 
 def claims(store: MemoryCluster, kubelet: KubeletDra, count: int) -> tuple[list[float], ...]:
@@ -140,7 +117,7 @@ def main() -> None:
         (home / "kubeconfig").write_text(kubeconfig(api.url))
         kubelet = KubeletDra(NODE, home / "registry", store, home / "cdi")
         kubelet.start()
-        driver = start_driver(home)
+        driver = subprocess.Popen(driver_command(NODE, home, kubeconfig_file=home / "kubeconfig"))
         try:
             ready = wait_for(
                 lambda: kubelet.plugins != {} and healthy(store, 0) is not None, timeout=60

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -258,6 +259,26 @@ def dra_node_object(name: str, i: int) -> Obj:
         },
         "status": {"addresses": [{"type": "InternalIP", "address": f"192.168.0.{i + 1}"}]},
     }
+
+
+def driver_command(name: str, home: Path, *, kubeconfig_file: Path) -> list[str]:
+    """``python -m dra_driver serve`` as the DaemonSet runs it, on the fake chips of
+    ``home``, the kubelet's directories under it, the API server of a kubeconfig."""
+    return [
+        sys.executable,
+        "-m",
+        "dra_driver",
+        "serve",
+        f"--node-name={name}",
+        "--driver=fake",
+        f"--fake-state={home / 'state.yaml'}",
+        f"--plugins-dir={home / 'plugins'}",
+        f"--registry-dir={home / 'registry'}",
+        f"--cdi-root={home / 'cdi'}",
+        "--kube=kubeconfig",
+        f"--kubeconfig={kubeconfig_file}",
+        "--log-level=warning",
+    ]
 
 
 def dra_config(name: str, home: Path) -> DraConfig:

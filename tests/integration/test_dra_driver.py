@@ -4,6 +4,8 @@ never served by both the device plugin and the DRA driver."""
 from __future__ import annotations
 
 import copy
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,9 +17,11 @@ from contract.dra import DEFAULT_DRIVER, SLICE_KIND, slice_name
 from contract.objects import Obj
 from dra_driver.driver import DraConfig, ServedTwice, start_dra_driver
 from dra_driver.publisher import SlicePublisher
-from simulation.cluster import state_file
-from simulation.dra_cluster import dra_node_object
-from simulation.loopback import node_object
+from infra.kube.port import Selection
+from simulation.cluster import state_file, wait_for
+from simulation.dra_cluster import dra_node_object, driver_command
+from simulation.kubelet_dra import KubeletDra
+from simulation.loopback import LoopbackApiServer, kubeconfig, node_object
 from simulation.memory import MemoryCluster
 
 NODE = "node-00"
@@ -90,3 +94,35 @@ def test_the_dra_driver_refuses_a_node_the_device_plugin_serves(tmp_path: Path) 
     with pytest.raises(ServedTwice, match="the device plugin serves its chips"):
         start_dra_driver(config, FakeDriver(tmp_path / "state.yaml"), store)
     assert not (tmp_path / "r").exists(), "nothing was registered"
+
+
+def test_the_command_the_daemonset_runs_registers_publishes_and_stops_cleanly(
+    tmp_path: Path,
+) -> None:
+    store = MemoryCluster()
+    store.put("Node", dra_node_object(NODE, 0))
+    api = LoopbackApiServer(store)
+    api.start()
+    (tmp_path / "state.yaml").write_text(state_file(frozenset({6})))
+    (tmp_path / "kubeconfig").write_text(kubeconfig(api.url))
+    kubelet = KubeletDra(NODE, tmp_path / "registry", store, tmp_path / "cdi")
+    kubelet.start()
+    driver = subprocess.Popen(
+        driver_command(NODE, tmp_path, kubeconfig_file=tmp_path / "kubeconfig")
+    )
+    try:
+        assert wait_for(lambda: kubelet.plugin(DEFAULT_DRIVER) is not None, timeout=60)
+        name = slice_name(NODE, DEFAULT_DRIVER)
+        assert wait_for(lambda: bool(store.list_page(Selection(SLICE_KIND), 0).items))
+        devices = store.get_object(SLICE_KIND, "", name)["spec"]["devices"]
+        assert [d["attributes"]["healthy"]["bool"] for d in devices] == [c != 6 for c in range(8)]
+        driver.send_signal(signal.SIGTERM)
+        assert driver.wait(timeout=20) == 0
+        assert not (tmp_path / "registry" / f"{DEFAULT_DRIVER}-reg.sock").exists(), (
+            "deregistered: its registration socket is gone"
+        )
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        kubelet.stop()
+        api.stop()
