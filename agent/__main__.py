@@ -13,13 +13,10 @@ import gc
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import FrameType
 
 # gRPC's C core logs every GOAWAY of a restarting kubelet at info level: keep errors only.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
@@ -32,7 +29,7 @@ from agent.repair import POD_RESOURCES_SOCKET
 from contract.deviceinfo import MAX_AGE
 from contract.pods import holders_by_node, pod_view
 from infra import config
-from infra.cli import add_version, wait_until
+from infra.cli import add_version, stop_on_signals, wait_until
 from infra.config import CommandParser, parse_bool
 from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError, KubeGateway, Selection, list_all
@@ -354,14 +351,7 @@ def _serve(args: argparse.Namespace) -> int:
     except (KubeError, ValueError) as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("signal %d: shutting down", signum)
-        stop.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
+    stop = stop_on_signals()
     try:
         agent = start_node_agent(config, make_driver(args, args.period), gateway)
     except DriverError as failed:

@@ -9,12 +9,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
@@ -29,7 +26,7 @@ from dra_driver.driver import (
     ServedTwice,
     start_dra_driver,
 )
-from infra.cli import add_version, wait_until
+from infra.cli import add_version, stop_on_signals, wait_until
 from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError
 from infra.logs import configure as configure_logs
@@ -86,14 +83,7 @@ def _serve(args: argparse.Namespace) -> int:
     except (DriverError, ServedTwice, KubeError) as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("signal %d: shutting down", signum)
-        stop.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
+    stop = stop_on_signals()
     wait_until(stop)
     driver.stop()
     return 0

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import signal
 import sys
 import threading
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any, NoReturn
+
+log = logging.getLogger(__name__)
 
 DISTRIBUTION = "ascend-npu-k8s"
 
@@ -33,6 +38,19 @@ class _Version(argparse.Action):
 def add_version(parser: argparse.ArgumentParser, *spellings: str) -> None:
     """``--version`` (and any other ``spellings``) print the version and exit."""
     parser.add_argument("--version", *spellings, action=_Version)
+
+
+def stop_on_signals() -> threading.Event:
+    """An event SIGTERM and SIGINT set (the kubelet's and a user's way to stop a daemon)."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: shutting down", signum)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    return stop
 
 
 def wait_until(stop: threading.Event) -> None:

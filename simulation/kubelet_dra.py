@@ -285,14 +285,18 @@ class KubeletDra:
                 return str(status["resourceClaimName"])
         raise PrepareFailed(f"claim {entry['name']} of the pod has no ResourceClaim yet")
 
-    def _call_prepare(self, driver: str, claims: list[ClaimInfo]) -> None:
+    def _service(self, driver: str) -> tuple[Any, Any]:
+        """The messages and the stub of the DRA service version the driver registered."""
         plugin = self.plugin(driver)
         if plugin is None:
             raise PrepareFailed(f"DRA driver {driver} is not registered")
-        api, stub = _api(plugin)
-        request = api.NodePrepareResourcesRequest(
-            claims=[api.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
-        )
+        if plugin.service == "v1.DRAPlugin":
+            return v1, v1_grpc.DRAPluginStub(plugin.channel)
+        return v1beta1, v1beta1_grpc.DRAPluginStub(plugin.channel)
+
+    def _call_prepare(self, driver: str, claims: list[ClaimInfo]) -> None:
+        api, stub = self._service(driver)
+        request = api.NodePrepareResourcesRequest(claims=_claims(api, claims))
         try:
             response = stub.NodePrepareResources(request, timeout=CALL_TIMEOUT)
         except grpc.RpcError as failed:
@@ -343,13 +347,8 @@ class KubeletDra:
                     if not info.pods:
                         by_driver.setdefault(info.driver, []).append(info)
         for driver, claims in sorted(by_driver.items()):
-            plugin = self.plugin(driver)
-            if plugin is None:
-                raise PrepareFailed(f"DRA driver {driver} is not registered")
-            api, stub = _api(plugin)
-            request = api.NodeUnprepareResourcesRequest(
-                claims=[api.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
-            )
+            api, stub = self._service(driver)
+            request = api.NodeUnprepareResourcesRequest(claims=_claims(api, claims))
             response = stub.NodeUnprepareResources(request, timeout=CALL_TIMEOUT)
             for info in claims:
                 entry = response.claims.get(info.uid)
@@ -364,11 +363,8 @@ class RegistrationRefused(RuntimeError):
     pass
 
 
-def _api(plugin: Plugin) -> tuple[Any, Any]:
-    """The messages and the stub of the DRA service version chosen at registration."""
-    if plugin.service == "v1.DRAPlugin":
-        return v1, v1_grpc.DRAPluginStub(plugin.channel)
-    return v1beta1, v1beta1_grpc.DRAPluginStub(plugin.channel)
+def _claims(api: Any, claims: list[ClaimInfo]) -> list[Any]:
+    return [api.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
 
 
 def cdi_edits(root: Path, device_ids: list[str]) -> list[Obj]:
