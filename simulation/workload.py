@@ -20,7 +20,7 @@ from contract.annotations import FAULT_RECORD, FAULT_RETRY_LABEL
 from contract.chip_names import RESOURCE_NAME, InvalidInput
 from contract.groups import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
 from contract.vnpu import NPU_CORE_RESOURCE
-from infra.kube.port import KubeError
+from infra.kube.port import KubeError, NotFound
 from scheduler_core.engine.rescheduling import restore_retries
 from simulation.cluster import SimulatedCluster
 from simulation.memory import pod_object
@@ -121,6 +121,8 @@ class Workload:
                     failed = job.fails if fails is None else fails
                     self.cluster.finish(key, phase="Failed" if failed else "Succeeded")
                 self.cluster.store.delete("Pod", NAMESPACE, name)
+            except NotFound:
+                continue  # gone already (the scheduler deleted it to restart its job)
             except KubeError:  # the API server may be down: try again next step
                 return
         del self.jobs[job.name]

@@ -16,6 +16,7 @@ from scheduler_core.engine.rescheduling import Deletion, FaultJob, JobPod
 from scheduler_core.service.live_view import gang_of
 
 log = logging.getLogger(__name__)
+Labels = Mapping[str, str]
 
 
 class FaultRestarts:
@@ -27,6 +28,9 @@ class FaultRestarts:
         self.retries: dict[str, int] = {}  # job → restarts left of its fault-retry-times
         self._retry_seen: dict[str, float] = {}  # job → when it last had a pod
         self._counted: set[str] = set()  # UIDs of failed pods already acted on
+        # UIDs a restart deletes (its live pods too: one failing before its deletion lands
+        # is the same failure), with when.
+        self._deleting: dict[str, float] = {}
 
     @property
     def active(self) -> bool:
@@ -105,10 +109,11 @@ class FaultRestarts:
         labels_of: Callable[[PodView], Mapping[str, str]] = lambda pod: pod.labels,
     ) -> list[Deletion]:
         """Pods that failed (phase Failed) in jobs labelled ``fault-retry-times``: the job
-        restarts (its pods, the failed one included, deleted at once) while it has restarts
-        left, each failed pod counted once; ``members`` gives a gang's live pods,
-        ``labels_of`` a pod's labels with its job's settings (``fault-retry-times`` may be its
-        PodGroup's). A job without pods for the hold limit is forgotten."""
+        restarts (its pods, the failed ones included, deleted at once) while it has restarts
+        left, the pods that failed together counted one restart; ``members`` gives a gang's
+        live pods, ``labels_of`` a pod's labels with its job's settings
+        (``fault-retry-times`` may be its PodGroup's). A job without pods for the hold limit
+        is forgotten."""
         self._counted &= {p.uid for p in failed.values()}
         with_pods = {_job_of(p) for p in failed.values()}
         for job in self.retries:
@@ -120,37 +125,51 @@ class FaultRestarts:
             if now - seen > self._hold_limit:
                 del self._retry_seen[job]
                 self.retries.pop(job, None)
-        deletions = []
+        # The pods that failed together are one failure of their job: one restart, every
+        # one of them deleted with the job's live pods (a gang whose pods the kubelet all
+        # refused had been counted a restart per pod, and only the first deleted).
+        by_job: dict[str, list[PodView]] = {}
         for pod in sorted(failed.values(), key=lambda p: p.key):
-            if pod.uid in self._counted:
+            by_job.setdefault(_job_of(pod), []).append(pod)
+        self._deleting = {u: t for u, t in self._deleting.items() if now - t <= self._hold_limit}
+        deletions = []
+        for job, pods in sorted(by_job.items()):
+            fresh = [p for p in pods if p.uid not in self._counted | self._deleting.keys()]
+            self._counted |= {p.uid for p in pods}
+            if not fresh:
                 continue
-            self._counted.add(pod.uid)
-            job = _job_of(pod)
-            try:
-                limit = rescheduling.retry_limit(labels_of(pod))
-            except InvalidInput as bad:
-                log.warning("pod %s failed; not restarted: %s", pod.key, bad)
-                continue
-            if limit is None:  # its job asks for no restarts
-                continue
-            left = self.retries.get(job, limit or 0)
-            if left <= 0:
-                log.warning("pod %s failed; job %s has no restarts left", pod.key, job)
-                self.retries[job] = 0
-                self._retry_seen[job] = now
-                continue
-            self.retries[job] = left - 1
-            self._retry_seen[job] = now
-            why = (
-                f"pod {pod.key} failed: job {job} restarts "
-                f"({left - 1} of {FAULT_RETRY_LABEL} {limit} left)"
-            )
-            log.warning("%s", why)
-            targets = {pod.key: pod} | {p.key: p for p in members(job) if p.live}
-            deletions += [
-                Deletion(p.namespace, p.name, p.uid, 0, why) for _, p in sorted(targets.items())
-            ]
+            live = [p for p in members(job) if p.live]
+            restart = self._restart(job, [*pods, *live], fresh[0], now, labels_of(fresh[0]))
+            self._deleting |= {d.uid: now for d in restart}
+            deletions += restart
         return deletions
+
+    def _restart(
+        self, job: str, pods: list[PodView], first: PodView, now: float, labels: Labels
+    ) -> list[Deletion]:
+        """One failure of a job (``first`` the first pod of it newly failed; ``pods`` those
+        failed and those live): its restart, while it has restarts left."""
+        try:
+            limit = rescheduling.retry_limit(labels)
+        except InvalidInput as bad:
+            log.warning("pod %s failed; not restarted: %s", first.key, bad)
+            return []
+        if limit is None:  # its job asks for no restarts
+            return []
+        left = self.retries.get(job, limit or 0)
+        self._retry_seen[job] = now
+        if left <= 0:
+            log.warning("pod %s failed; job %s has no restarts left", first.key, job)
+            self.retries[job] = 0
+            return []
+        self.retries[job] = left - 1
+        why = (
+            f"pod {first.key} failed: job {job} restarts "
+            f"({left - 1} of {FAULT_RETRY_LABEL} {limit} left)"
+        )
+        log.warning("%s", why)
+        targets = {p.key: p for p in pods}
+        return [Deletion(p.namespace, p.name, p.uid, 0, why) for _, p in sorted(targets.items())]
 
     def restore_retries(self, retries: Mapping[str, int]) -> None:
         for job, left in retries.items():

@@ -23,8 +23,12 @@ def submit(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
     scheduler: str | None = None,
+    uid: str | None = None,
 ) -> None:
+    """``uid``: a pod made again by its controller has a new one (default: one per name)."""
     pod = pod_object("ns", name, None, npu)
+    if uid is not None:
+        pod["metadata"]["uid"] = uid
     if scheduler is not None:
         pod["spec"]["schedulerName"] = scheduler
     pod["metadata"]["labels"] = dict(labels or {})

@@ -168,19 +168,20 @@ def test_fault_retry_times_bounds_the_restarts_after_pod_failures(
     with simulated_cluster(1) as cluster:
         scheduler = KubeScheduler(cluster)
 
-        def start() -> None:
+        def start(generation: int) -> None:
             for r in range(2):
                 labels = {"fault-retry-times": "1"}
-                submit(cluster, f"job-{r}", 4, gang="job", size=2, labels=labels)
+                uid = f"uid-job-{r}-{generation}"
+                submit(cluster, f"job-{r}", 4, gang="job", size=2, labels=labels, uid=uid)
             run(cluster, scheduler)
             check_invariants(cluster, scheduler)
 
-        start()
+        start(0)
         cluster.fail("ns/job-0")  # the process of rank 0 exits with an error
         assert wait_for(lambda: not pod_names(cluster) & {"job-0", "job-1"})
         assert wait_for(lambda: remaining(cluster) == {"ns/job": 0})
         cluster.reap()
-        start()  # the job controller creates the pods again
+        start(1)  # the job controller creates the pods again (new UIDs)
         cluster.fail("ns/job-1")
         assert wait_for(lambda: "job ns/job has no restarts left" in caplog.text)
         assert {"job-0", "job-1"} <= pod_names(cluster)  # left as it is: no restart left
