@@ -7,9 +7,6 @@ Huawei's device-plugin spellings are accepted where one exists (``-listWatchPeri
 from __future__ import annotations
 
 import argparse
-import contextlib
-import ctypes
-import gc
 import json
 import logging
 import os
@@ -29,7 +26,7 @@ from agent.repair import POD_RESOURCES_SOCKET
 from contract.deviceinfo import MAX_AGE
 from contract.pods import holders_by_node, pod_view
 from infra import config
-from infra.cli import add_version, stop_on_signals, wait_until
+from infra.cli import add_version, settle, stop_on_signals, wait_until
 from infra.config import CommandParser, parse_bool
 from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError, KubeGateway, Selection, list_all
@@ -315,16 +312,6 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _settle() -> None:
-    """Once started: what the start-up left behind goes back to the system (the garbage of
-    imports and parsing, and the heap's free top), and the long-lived objects are kept out
-    of the collector's walks."""
-    gc.collect()
-    gc.freeze()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
-        ctypes.CDLL(None).malloc_trim(0)
-
-
 def _gateway(kubeconfig: Path | None) -> KubeGateway:
     """The official client, imported only when the API is used: it is a third of the
     agent's memory, and ``--kube off`` needs none of it."""
@@ -357,7 +344,7 @@ def _serve(args: argparse.Namespace) -> int:
     except DriverError as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    _settle()
+    settle()
     log.info(
         "serving %s from %s (ascend runtime: %s, kube: %s)",
         args.plugin_dir,

@@ -26,7 +26,7 @@ from dra_driver.driver import (
     ServedTwice,
     start_dra_driver,
 )
-from infra.cli import add_version, stop_on_signals, wait_until
+from infra.cli import add_version, settle, stop_on_signals, wait_until
 from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError
 from infra.logs import configure as configure_logs
@@ -83,6 +83,7 @@ def _serve(args: argparse.Namespace) -> int:
     except (DriverError, ServedTwice, KubeError) as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    settle()
     stop = stop_on_signals()
     wait_until(stop)
     driver.stop()
