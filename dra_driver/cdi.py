@@ -16,7 +16,6 @@ claims: runtimes may cache specs), in the two modes the device plugin answers in
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 from agent.allocation.kubelet_requests import ENV_RUNTIME_OPTIONS, ENV_VISIBLE, MANAGER_DEVICES
 from contract.objects import Obj
 from dra_driver.claims import Grant
+from dra_driver.files import write_atomically
 
 CDI_VERSION = "0.5.0"
 CDI_CLASS = "npu"
@@ -83,14 +83,7 @@ class CdiWriter:
     def write(self, claim_uid: str, grants: Sequence[Grant]) -> list[str]:
         """The claim's spec written (aside, then renamed over: a runtime never reads half
         of one); its device IDs."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        target = self.path(claim_uid)
-        partial = target.with_name(f".{target.name}.writing")
-        with partial.open("w", encoding="utf-8") as handle:
-            json.dump(self.spec(claim_uid, grants), handle, indent=1)
-            handle.flush()
-            os.fsync(handle.fileno())
-        partial.replace(target)
+        write_atomically(self.path(claim_uid), json.dumps(self.spec(claim_uid, grants), indent=1))
         return [self.device_id(claim_uid, g) for g in grants]
 
     def remove(self, claim_uid: str) -> None:

@@ -1,20 +1,20 @@
 """The driver's record of the claims it prepared, kept across its restarts: what unprepare
 needs (only the claim's namespace, name and UID arrive then) and what the double-booking
-check reads. Written whole to a temporary file, flushed to disk and renamed over the old one,
-as the example driver's ``checkpoint.go`` does, so a crash leaves the old record or the new.
+check reads. Written atomically (``files``), as the example driver's ``checkpoint.go`` does,
+so a crash leaves the old record or the new.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from dra_driver.claims import ClaimRef, Grant
+from dra_driver.files import write_atomically
 
 log = logging.getLogger(__name__)
 VERSION = "ascend.npu/dra-checkpoint/v1"
@@ -80,15 +80,4 @@ class Checkpoint:
             return {}
 
     def save(self, prepared: Mapping[str, Prepared]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.path.with_name(f".{self.path.name}.writing")
-        with partial.open("w", encoding="utf-8") as handle:
-            handle.write(_encode(prepared))
-            handle.flush()
-            os.fsync(handle.fileno())
-        partial.replace(self.path)
-        directory = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)  # the rename itself reaches the disk
-        finally:
-            os.close(directory)
+        write_atomically(self.path, _encode(prepared))
