@@ -18,9 +18,9 @@ import time
 
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
+from contract.tor_topology import Topology, parse_topology
 from scheduler_core.engine import locality
 from scheduler_core.engine.model import NodeState
-from scheduler_core.engine.tor import Topology, parse_topology
 from scheduler_core.engine.tor_share import EXCLUSIVE, SHARED
 from scheduler_core.service.cluster_view import NodeView, Snapshot
 from scheduler_core.service.extender import Extender

@@ -15,8 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from contract.annotations import MINDIE_LABELS, SP_BLOCK_ANNOTATION, SP_FIT_ANNOTATION
+from contract.tor_topology import Topology
 from scheduler_core.engine import superpod, tor, tor_share
-from scheduler_core.engine.tor import DISABLED, Topology
+from scheduler_core.engine.tor import DISABLED
 from scheduler_core.engine.tor_share import SharedSelection, TorState
 
 NSLB_VERSIONS = ("1.0", "2.0")

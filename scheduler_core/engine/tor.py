@@ -21,15 +21,13 @@ pod's ``hccl/rankIndex`` scores ``RANK_SCORE`` (200) for that pod (the extender'
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from contract.annotations import TOR_AFFINITY_LABEL
-from contract.chip_names import InvalidInput
+from contract.tor_topology import Server, Topology
 
 LARGE_MODEL, NORMAL, DISABLED = "large-model-schema", "normal-schema", "null"
-SINGLE_LAYER, DOUBLE_LAYER = "single_layer", "double_layer"
 RANK_SCORE = 200.0
 
 
@@ -38,70 +36,9 @@ class TorInvalid(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class Server:
-    ip: str
-    tor: int
-    slice_id: int
-    tor_ip: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Topology:
-    tor_count: int  # servers per ToR = net slices
-    tors: tuple[tuple[Server, ...], ...]  # servers of each ToR, by slice
-    # ToR id → (IsSharedTor, IsHealthy) when the ConfigMap sets them (NSLB 2.0's start)
-    flags: Mapping[int, tuple[int, int]] = field(default_factory=dict)
-    single_layer: bool = False  # ``tor_level: single_layer``: no spine above the ToRs
-    by_ip: Mapping[str, Server] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "by_ip", {s.ip: s for tor in self.tors for s in tor})
-
-    def server(self, ip: str) -> Server | None:
-        return self.by_ip.get(ip)
-
-
-@dataclass(frozen=True, slots=True)
 class Selection:
     servers: tuple[Server, ...]  # in rank order
     how: str  # fill, whole-tors, logical-tors, greedy
-
-
-def parse_topology(tor_info: str) -> Topology:
-    """The ``tor_info`` key of ``kube-system/basic-tor-node-cm``."""
-    try:
-        raw = json.loads(tor_info)
-        tor_count = int(raw["tor_count"])
-        level = raw.get("tor_level", DOUBLE_LAYER)
-        if level not in (SINGLE_LAYER, DOUBLE_LAYER):
-            raise ValueError(f"tor_level {level!r} is not {SINGLE_LAYER} or {DOUBLE_LAYER}")
-        tors = []
-        flags = {}
-        for tor in raw["server_list"]:
-            if "IsSharedTor" in tor or "IsHealthy" in tor:
-                flags[int(tor["tor_id"])] = _flag(tor, "IsSharedTor", 2), _flag(tor, "IsHealthy", 1)
-            servers = [
-                Server(
-                    str(s["server_ip"]),
-                    int(tor["tor_id"]),
-                    int(s["slice_id"]),
-                    str(tor.get("tor_ip", "")),
-                )
-                for s in tor["server"]
-            ]
-            tors.append(tuple(sorted(servers, key=lambda s: s.slice_id)))
-    except (ValueError, KeyError, TypeError) as bad:
-        raise InvalidInput(f"basic-tor-node-cm tor_info is malformed: {bad!r}") from None
-    if tor_count < 1:
-        raise InvalidInput(f"basic-tor-node-cm tor_count {tor_count} must be positive")
-    return Topology(tor_count, tuple(tors), flags, level == SINGLE_LAYER)
-
-
-def _flag(tor: Mapping[str, object], key: str, top: int) -> int:
-    value = tor.get(key, 0)
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= top:
-        raise ValueError(f"{key} {value!r} is not in 0..{top}")
-    return value
 
 
 def affinity_of(labels: Mapping[str, str], topology: Topology | None) -> str:

@@ -41,7 +41,8 @@ from contract.annotations import (
     TOR_SHARED_IP_ANNOTATION,
 )
 from contract.go_json import go_json
-from scheduler_core.engine.tor import LARGE_MODEL, Server, Topology
+from contract.tor_topology import Server, Topology
+from scheduler_core.engine.tor import LARGE_MODEL
 
 IDLE, SHARED, EXCLUSIVE = 0, 1, 2
 FILL_JOB_LIMIT = 4  # a large-model job smaller than this must fit in one ToR

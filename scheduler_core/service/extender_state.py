@@ -15,6 +15,7 @@ from chip_topology.products import product_by_name
 from contract.annotations import FAULT_SCHEDULING_LABEL
 from contract.chip_names import KIND_OF_RESOURCE, InvalidInput
 from contract.pods import PodView
+from contract.tor_topology import Topology
 from contract.vnpu import NPU_CORE_RESOURCE
 from infra.events import EventRecorder
 from infra.kube.port import KubeGateway
@@ -22,7 +23,6 @@ from scheduler_core.engine import locality, rescheduling
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
 from scheduler_core.engine.rescheduling import Deletion, FaultJob, JobPod
 from scheduler_core.engine.session import Session
-from scheduler_core.engine.tor import Topology
 from scheduler_core.service.assumed import AssumedBinds
 from scheduler_core.service.cluster_view import NodeView
 from scheduler_core.service.fault_restarts import FaultRestarts

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from contract import deviceinfo
+from contract import deviceinfo, tor_topology
 from contract.annotations import (
     FAULT_RECORD,
     FAULT_RETRY_LABEL,
@@ -46,7 +46,6 @@ from contract.pods import PodView, cached_pod_view
 from infra.events import pod_ref
 from infra.kube.port import KubeGateway, Selection
 from infra.kube.reflector import Change, Reflector, stop_all
-from scheduler_core.engine import tor
 from scheduler_core.service.cluster_view import trim_node
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.jobs import PodGroupInfo, podgroup_info
@@ -250,12 +249,12 @@ class ClusterInformers:
     def _topologies(self, changes: list[Change[Data]]) -> None:
         self._extender.state.set_topology(self._parse_topology(changes[-1].new))
 
-    def _parse_topology(self, data: Data | None) -> tor.Topology | None:
+    def _parse_topology(self, data: Data | None) -> tor_topology.Topology | None:
         """The ToR topology, if imported; a malformed one is reported once and ignored."""
         if data is None:
             return None
         try:
-            topology = tor.parse_topology(data.get(TOPOLOGY_KEY, ""))
+            topology = tor_topology.parse_topology(data.get(TOPOLOGY_KEY, ""))
         except InvalidInput as bad:
             if str(bad) != self._topology_error:
                 log.error("%s/%s ignored: %s", *TOPOLOGY_CONFIGMAP, bad)

@@ -10,8 +10,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from contract.annotations import TOR_SHARED_ANNOTATION
+from contract.tor_topology import Topology
 from scheduler_core.engine import locality, tor_share
-from scheduler_core.engine.tor import Topology
 from scheduler_core.service.gangs import GangPods, Reservation
 
 

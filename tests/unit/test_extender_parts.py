@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from contract import tor_topology
 from contract.pods import PodView
-from scheduler_core.engine import locality, tor
+from scheduler_core.engine import locality
 from scheduler_core.engine.model import Placement
 from scheduler_core.engine.rescheduling import FORCE, JobPod, restore
 from scheduler_core.engine.session import Session
@@ -112,7 +113,7 @@ def test_the_fault_record_round_trips_through_a_restart() -> None:
 
 def test_the_tors_under_a_job_that_spans_several_are_known_bound_or_reserved() -> None:
     # Four ToRs of two servers: node-i has InternalIP 192.168.0.<i+1>.
-    topology = tor.parse_topology(tor_configmap(nodes=8, per_tor=2)["data"]["tor_info"])
+    topology = tor_topology.parse_topology(tor_configmap(nodes=8, per_tor=2)["data"]["tor_info"])
     addresses = {f"node-{i:02d}": f"192.168.0.{i + 1}" for i in range(8)}
     bound = GangPods(
         bound={

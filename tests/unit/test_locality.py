@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from contract.tor_topology import parse_topology
 from scheduler_core.engine.locality import Ask, Network, Settings, Unplaceable, choose
-from scheduler_core.engine.tor import parse_topology
 from scheduler_core.engine.tor_share import SHARED, TorState
 from tests.unit.helpers import server_ip, tor_info
 

@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contract.chip_names import InvalidInput
+from contract.tor_topology import parse_topology
 from scheduler_core.engine.tor import (
     DISABLED,
     LARGE_MODEL,
     NORMAL,
     TorInvalid,
     affinity_of,
-    parse_topology,
     row_and_column,
     select,
 )

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler_core.engine.tor import LARGE_MODEL, NORMAL, parse_topology
+from contract.tor_topology import parse_topology
+from scheduler_core.engine.tor import LARGE_MODEL, NORMAL
 from scheduler_core.engine.tor_share import (
     EXCLUSIVE,
     IDLE,
