@@ -22,6 +22,7 @@ from dra_driver.checkpoint import Checkpoint
 from dra_driver.plugin import KubeletPlugin
 from dra_driver.preparer import Preparer
 from dra_driver.publisher import SlicePublisher
+from dra_driver.topology import TorAddress
 from infra.kube.port import KubeGateway
 
 log = logging.getLogger(__name__)
@@ -57,9 +58,11 @@ class DraDriver:
     preparer: Preparer
     publisher: SlicePublisher
     plugin: KubeletPlugin
+    tor: TorAddress
 
     def stop(self) -> None:
         self.plugin.stop()
+        self.tor.stop()
         self.publisher.stop()
         self.chips.close()
 
@@ -96,6 +99,7 @@ def start_dra_driver(config: DraConfig, chips: NpuDriver, gateway: KubeGateway) 
         on_change=republish,
     )
     state = DeviceState(first, on_change=(republish,))
+    tor = TorAddress(gateway, lambda: publisher.address, republish)
     publisher = SlicePublisher(
         gateway,
         config.driver,
@@ -103,6 +107,7 @@ def start_dra_driver(config: DraConfig, chips: NpuDriver, gateway: KubeGateway) 
         lambda: state.node,
         preparer.prepared_chips,
         ring_free_hint=config.ring_free_hint,
+        tor_ip=tor.tor_ip,
     )
     plugin = KubeletPlugin(
         config.driver,
@@ -114,9 +119,11 @@ def start_dra_driver(config: DraConfig, chips: NpuDriver, gateway: KubeGateway) 
     )
     chips.watch(state.update)
     publisher.start()
+    tor.start()
     try:
         plugin.start()
     except Exception:
+        tor.stop()
         publisher.stop()
         chips.close()
         raise
@@ -128,4 +135,4 @@ def start_dra_driver(config: DraConfig, chips: NpuDriver, gateway: KubeGateway) 
         first.product,
         len(preparer.prepared()),
     )
-    return DraDriver(config, chips, state, preparer, publisher, plugin)
+    return DraDriver(config, chips, state, preparer, publisher, plugin, tor)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from agent.chips import NodeChips
 from contract.dra import SLICE_KIND, slice_name
-from contract.objects import Obj
+from contract.objects import Obj, node_address
 from dra_driver.slices import desired_slice, dropped_fields, ring_free
 from infra.kube.port import Conflict, KubeError, KubeGateway, NotFound, Selection
 from infra.kube.reflector import Backoff, Change, Reflector
@@ -40,6 +40,7 @@ class SlicePublisher:
         prepared_chips: Callable[[], frozenset[int]],
         *,
         ring_free_hint: bool = True,
+        tor_ip: Callable[[], str | None] = lambda: None,
         backoff: Backoff | None = None,
     ) -> None:
         self._gateway = gateway
@@ -49,6 +50,7 @@ class SlicePublisher:
         self._chips = chips
         self._prepared_chips = prepared_chips
         self._ring_free_hint = ring_free_hint
+        self._tor_ip = tor_ip
         self._backoff = backoff or Backoff(0.2, 10.0)
         self._node_uid = ""
         self._wanted = threading.Event()
@@ -56,6 +58,7 @@ class SlicePublisher:
         self._thread: threading.Thread | None = None
         self._sent: tuple[Obj, Obj] | None = None  # (spec sent, spec stored) of the last write
         self.dropped: list[str] = []
+        self.address = ""  # the node's InternalIP, read with its UID
         self.writes = 0
         self.failures = 0
         self.slices: Reflector[Obj] = Reflector(
@@ -106,14 +109,18 @@ class SlicePublisher:
     def desired(self) -> Obj:
         chips = self._chips()
         free = ring_free(chips, self._prepared_chips()) if self._ring_free_hint else None
-        return desired_slice(self.driver, self.node, self._node_uid, chips, free=free)
+        return desired_slice(
+            self.driver, self.node, self._node_uid, chips, free=free, tor_ip=self._tor_ip()
+        )
 
     def publish(self) -> None:
         """One pass: the slice made what it should be (KubeError when a call fails)."""
         if not self.slices.synced:
             self.slices.relist()
         if not self._node_uid:
-            self._node_uid = str(self._gateway.get_node(self.node)["metadata"].get("uid", ""))
+            node = self._gateway.get_node(self.node)
+            self._node_uid = str(node["metadata"].get("uid", ""))
+            self.address = node_address(node)
         for other in self.slices.values():
             name = other["metadata"]["name"]
             if name != self.name:

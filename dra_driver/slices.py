@@ -6,7 +6,8 @@ Each device is ``npu-<physical id>`` with attributes in the driver's own domain:
 ``physicalID``, ``logicID``, ``hccsRing`` (the HCCS ring the chip is on: what a claim's
 ``matchAttribute`` keeps one request in), ``healthy`` (an unhealthy chip stays listed, false:
 the DeviceClass selects healthy chips only; taints need the DRADeviceTaints gate of 1.36),
-``serverIndex`` and ``superPodID`` on SuperPoD servers, and ``ringFree`` (the healthy chips of
+``serverIndex`` and ``superPodID`` on SuperPoD servers, ``torIP`` (its leaf switch, from the
+imported ToR topology), and ``ringFree`` (the healthy chips of
 its ring not prepared for a claim: the hint the exact-fit ladder's ``firstAvailable`` rungs
 select on). Shapes: ``shared/reference/dra.md`` §3.1, §3.2, §6.1 (from ``k8s.io/api``
 ``resource/v1/types.go``).
@@ -68,7 +69,11 @@ def ring_free(chips: NodeChips, prepared: Collection[int]) -> dict[int, int]:
 
 
 def _device(
-    chip: Chip, chips: NodeChips, product: Product | None, free: Mapping[int, int] | None
+    chip: Chip,
+    chips: NodeChips,
+    product: Product | None,
+    free: Mapping[int, int] | None,
+    tor_ip: str | None,
 ) -> Obj:
     attributes: dict[str, Any] = {
         "model": {"string": chips.resource},
@@ -87,6 +92,8 @@ def _device(
         attributes["superPodID"] = {"int": chips.super_pod_id}
     if chips.server_index is not None:
         attributes["serverIndex"] = {"int": chips.server_index}
+    if tor_ip:
+        attributes["torIP"] = {"string": tor_ip}
     return {"name": device_name(chip.id), "attributes": attributes}
 
 
@@ -98,9 +105,11 @@ def desired_slice(
     *,
     generation: int = 1,
     free: Mapping[int, int] | None = None,
+    tor_ip: str | None = None,
 ) -> Obj:
-    """The node's one slice (``free``: the ``ringFree`` hint per ring, when published);
-    owned by the Node, so deleting the Node collects it."""
+    """The node's one slice (``free``: the ``ringFree`` hint per ring, when published;
+    ``tor_ip``: the node's leaf switch, when known); owned by the Node, so deleting the Node
+    collects it."""
     product = product_of(chips)
     ordered = sorted(chips.chips, key=lambda c: (ring_of(product, c.id) or 0, c.id))
     return {
@@ -122,7 +131,7 @@ def desired_slice(
             "driver": driver,
             "nodeName": node,
             "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
-            "devices": [_device(c, chips, product, free) for c in ordered[:MAX_DEVICES]],
+            "devices": [_device(c, chips, product, free, tor_ip) for c in ordered[:MAX_DEVICES]],
         },
     }
 

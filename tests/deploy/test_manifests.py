@@ -80,7 +80,10 @@ WATCHED: dict[str, set[tuple[str, str | None]]] = {
         # The PodGroups of each API the cluster serves (Selection(podgroups(source))).
         *{(f"podgroups.{group}", None) for group, _ in PODGROUP_APIS.values()},
     },
-    "ascend-npu-dra-driver": {("resourceslices.resource.k8s.io", None)},
+    "ascend-npu-dra-driver": {
+        ("resourceslices.resource.k8s.io", None),
+        ("configmaps", "kube-system"),  # basic-tor-node-cm
+    },
 }
 RESOURCE_OF_KIND = {
     "Pod": "pods",

@@ -14,7 +14,7 @@ from deviceplugin_api.dra.v1 import api_pb2 as v1
 from deviceplugin_api.dra.v1 import api_pb2_grpc as v1_grpc
 from deviceplugin_api.dra_health.v1alpha1 import api_pb2 as health
 from deviceplugin_api.dra_health.v1alpha1 import api_pb2_grpc as health_grpc
-from simulation.cluster import wait_for
+from simulation.cluster import tor_configmap, wait_for
 from simulation.dra_cluster import DraCluster, dra_cluster, pod_with_claim
 
 NODE = "node-00"
@@ -215,3 +215,11 @@ def test_a_kubelet_that_knows_none_of_the_services_refuses_and_the_driver_says_w
         assert not plugin.registered.is_set()
         assert "is a DRA service this kubelet knows" in plugin.last_status
         assert node.kubelet.plugin(node.driver.config.driver) is None
+
+
+def test_each_chip_names_its_nodes_leaf_switch_once_the_topology_is_imported() -> None:
+    with dra_cluster(2) as cluster:
+        assert "torIP" not in device(cluster, "node-01", "npu-0")
+        cluster.store.put("ConfigMap", tor_configmap(nodes=2, per_tor=1))
+        assert wait_for(lambda: device(cluster, "node-01", "npu-0").get("torIP") == "1.0.0.1")
+        assert wait_for(lambda: device(cluster, NODE, "npu-7").get("torIP") == "1.0.0.0")

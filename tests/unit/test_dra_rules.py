@@ -31,7 +31,8 @@ def attributes(published: Any, device: str) -> dict[str, Any]:
 
 
 def test_a_slice_lists_every_chip_in_ring_order_with_its_ring_and_health() -> None:
-    published = desired_slice(DRIVER, "node-a", "uid-a", node(frozenset({5}), super_pod=12))
+    chips = node(frozenset({5}), super_pod=12)
+    published = desired_slice(DRIVER, "node-a", "uid-a", chips, tor_ip="10.0.1.254")
     spec = published["spec"]
     assert spec["nodeName"] == "node-a" and spec["pool"]["name"] == "node-a"
     assert [d["name"] for d in spec["devices"]] == [f"npu-{i}" for i in range(8)]
@@ -44,6 +45,7 @@ def test_a_slice_lists_every_chip_in_ring_order_with_its_ring_and_health() -> No
         "healthy": False,
         "superPodID": 12,
         "serverIndex": 3,
+        "torIP": "10.0.1.254",
     }
     assert attributes(published, "npu-2")["hccsRing"] == 0
     owner = published["metadata"]["ownerReferences"][0]

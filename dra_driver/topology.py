@@ -1,0 +1,66 @@
+"""The leaf switch (ToR) this node hangs under, for its chips' ``torIP`` attribute: from the
+ToR topology an admin imports (``kube-system/basic-tor-node-cm``), watched by name (one
+object: the API server's watch cache serves every node's watch of it), this node found by
+its InternalIP. A malformed topology is logged once and gives no ``torIP``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from contract.annotations import TOPOLOGY_CONFIGMAP, TOPOLOGY_KEY
+from contract.chip_names import InvalidInput
+from contract.objects import Obj
+from contract.tor_topology import parse_topology
+from infra.kube.port import KubeGateway, Selection
+from infra.kube.reflector import Change, Reflector
+
+log = logging.getLogger(__name__)
+
+
+def _data(configmap: Obj) -> Mapping[str, str]:
+    return {k: v for k, v in (configmap.get("data") or {}).items() if isinstance(v, str)}
+
+
+class TorAddress:
+    def __init__(
+        self, gateway: KubeGateway, node_ip: Callable[[], str], on_change: Callable[[], None]
+    ) -> None:
+        self._node_ip = node_ip
+        self._on_change = on_change
+        self._said = ""
+        namespace, name = TOPOLOGY_CONFIGMAP
+        self.reflector: Reflector[Mapping[str, str]] = Reflector(
+            gateway,
+            Selection("ConfigMap", namespace, fields=f"metadata.name={name}"),
+            _data,
+            self._changed,
+            name="tor-topology",
+        )
+
+    def _changed(self, changes: list[Change[Mapping[str, str]]]) -> None:
+        self._on_change()
+
+    def start(self) -> None:
+        self.reflector.start()
+
+    def stop(self) -> None:
+        self.reflector.stop()
+
+    def tor_ip(self) -> str | None:
+        """This node's ToR IP; None when no topology names it."""
+        data = self.reflector.get("/".join(TOPOLOGY_CONFIGMAP))
+        ip = self._node_ip()
+        if data is None or not ip:
+            return None
+        try:
+            server = parse_topology(data.get(TOPOLOGY_KEY, "")).server(ip)
+        except InvalidInput as bad:
+            if str(bad) != self._said:
+                log.error("%s/%s ignored: %s", *TOPOLOGY_CONFIGMAP, bad)
+                self._said = str(bad)
+            return None
+        self._said = ""
+        if server is None or not server.tor_ip:
+            return None
+        return server.tor_ip
