@@ -39,9 +39,12 @@ class Schedule:
     nodes: int  # 910 servers
     faults: tuple[Fault, ...]
     inference_nodes: int  # 310P nodes serving vNPUs and whole chips
+    network: bool  # a ToR topology and SuperPoDs, and gangs asking them
 
     @staticmethod
-    def draw(seed: int, seconds: float, nodes: int, inference_nodes: int = 1) -> Schedule:
+    def draw(
+        seed: int, seconds: float, nodes: int, inference_nodes: int = 1, network: bool = True
+    ) -> Schedule:
         """Faults at random moments over the first part of the run (the rest settles)."""
         rng = random.Random(seed)
         faults = []
@@ -50,7 +53,7 @@ class Schedule:
             kind = rng.choice(FAULT_KINDS)
             faults.append(Fault(round(at, 2), kind, rng.randrange(64), round(rng.uniform(1, 5), 2)))
             at += rng.expovariate(1 / 3.0)  # several may overlap
-        return Schedule(seed, seconds, nodes, tuple(faults), inference_nodes)
+        return Schedule(seed, seconds, nodes, tuple(faults), inference_nodes, network)
 
     def dump(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -59,5 +62,7 @@ class Schedule:
     def load(path: Path) -> Schedule:
         data = json.loads(path.read_text())
         faults = tuple(Fault(**f) for f in data.pop("faults"))
-        data.setdefault("inference_nodes", 0)  # written before the run had inference nodes
+        # Schedules written before the run had inference nodes, switches and SuperPoDs.
+        data.setdefault("inference_nodes", 0)
+        data.setdefault("network", False)
         return Schedule(faults=faults, **data)

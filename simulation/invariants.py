@@ -128,3 +128,36 @@ def bindings(pods: Mapping[str, Obj]) -> Broken:
         if bound and count and choice is not None and choice not in notes:
             broken.append(("no NPU pod bound without the scheduler's chips", f"{key} on {bound}"))
     return broken
+
+
+def network(
+    pods: Mapping[str, Obj],
+    gangs: Mapping[str, tuple[str, list[str]]],
+    tor_of: Mapping[str, int],
+    super_pod_of: Mapping[str, int],
+) -> Broken:
+    """A switch-affinity gang (``tor-gang``: two pods, fewer than a ToR's servers) runs
+    under one ToR; a SuperPoD gang (``sp-gang``) in one SuperPoD. ``gangs``: job → its shape
+    and pod keys; ``tor_of``, ``super_pod_of``: node → its ToR, its SuperPoD."""
+    rules = {
+        "tor-gang": ("a switch-affinity gang runs under one ToR", tor_of),
+        "sp-gang": ("a SuperPoD gang runs in one SuperPoD", super_pod_of),
+    }
+    broken: Broken = []
+    for job, (shape, keys) in sorted(gangs.items()):
+        if shape not in rules:
+            continue
+        invariant, place_of = rules[shape]
+        nodes = sorted(
+            {
+                str(node)
+                for key in keys
+                if (pod := _live(pods, key)) is not None
+                and (node := (pod.get("spec") or {}).get("nodeName"))
+            }
+        )
+        places = {place_of.get(n) for n in nodes}
+        if len(places) > 1 or None in places:
+            where = ", ".join(f"{n} ({place_of.get(n)})" for n in nodes)
+            broken.append((invariant, f"{job} on {where}"))
+    return broken

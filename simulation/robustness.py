@@ -4,9 +4,9 @@ The simulated cluster (real agents, kubelet simulators over real sockets, the lo
 server; 910 servers and 310P nodes serving dynamic vNPUs), two scheduler replicas as
 processes of their own electing a leader on a Lease (the stand-in kube-scheduler calls
 whichever is ready, as a Service routes to ready pods), and the workload of
-``simulation.workload`` (910 pods and gangs, vNPU and inference pods, jobs that end, fail,
-and retry through ``fault-retry-times``), while faults drawn from the seed strike at random
-moments, several at once:
+``simulation.workload`` (910 pods and gangs, plain, under one ToR or in one SuperPoD, vNPU
+and inference pods, jobs that end, fail, and retry through ``fault-retry-times``), while
+faults drawn from the seed strike at random moments, several at once:
 
 - ``api-down``: the API server unreachable for a while (every call fails, watches cut);
 - ``watches-cut``: every open watch stream broken;
@@ -25,7 +25,8 @@ moments, several at once:
 Invariants, each a typed check with its evidence (``Violation``), after every step: no chip in
 two live containers; every bound NPU pod carries the scheduler's chips; every container's
 devices are the chips its pod records (``AscendReal``); no AI core of a 310P chip given twice,
-each vNPU on the chip chosen; no gang partly running past its TTL. After the last fault, every
+each vNPU on the chip chosen; a switch-affinity gang under one ToR, a SuperPoD gang in one
+SuperPoD; no gang partly running past its TTL. After the last fault, every
 pod runs or carries a reason within a bound, and a fault-retry-times job whose pod failed is
 restarted (or given up) within it. At the end, every DeviceInfo published says what the
 node's kubelet can still give, and each replica's view equals a fresh read of the cluster
@@ -56,7 +57,13 @@ from contract.groups import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
 from contract.objects import Obj
 from infra.kube.port import KubeError
 from simulation import invariants
-from simulation.cluster import VNPU_CHIPS, SimulatedCluster, simulated_cluster, wait_for
+from simulation.cluster import (
+    VNPU_CHIPS,
+    SimulatedCluster,
+    simulated_cluster,
+    tor_configmap,
+    wait_for,
+)
 from simulation.fault_schedule import Fault, Schedule
 from simulation.kube_scheduler import (
     Backoff,
@@ -88,6 +95,7 @@ class Report:
     placed: int = 0
     faults: Counter[str] = field(default_factory=Counter)
     checks: int = 0
+    started: Counter[str] = field(default_factory=Counter)  # jobs that ran, by shape
     retry_restarts: int = 0  # fault-retry-times jobs the scheduler restarted
     retry_given_up: int = 0  # … and gave up, out of restarts
     views_compared: int = 0  # replicas' views compared with a fresh read at the end
@@ -109,7 +117,9 @@ class Run:
             cluster, self.config, backoff=Backoff(0.5, 2.0), seed=schedule.seed
         )
         self.report = Report(schedule)
-        self.workload = Workload(cluster, self.rng, inference=schedule.inference_nodes > 0)
+        self.workload = Workload(
+            cluster, self.rng, inference=schedule.inference_nodes > 0, network=schedule.network
+        )
         self.waiting_since: dict[str, float] = {}
         self._restore: list[tuple[float, Fault]] = []
         self._down_agents: set[str] = set()
@@ -305,12 +315,20 @@ class Run:
             *invariants.containers(self.cluster.admitted, pods),
             *invariants.cores(self.cluster.admitted, pods, AI_CORES),
             *invariants.bindings(pods),
+            *invariants.network(pods, self._gangs(), TOR_OF, SUPER_POD_OF),
         ]:
             self._violate(invariant, evidence)
         self._check_gangs(now)
         if after_faults:
             self._check_waiting(now, pods)
             self._check_restarts(now)
+
+    def _gangs(self) -> dict[str, tuple[str, list[str]]]:
+        return {
+            job.key: (job.shape, [f"{NAMESPACE}/{p}" for p in job.pods])
+            for job in self.workload.jobs.values()
+            if job.size > 1
+        }
 
     def _check_gangs(self, now: float) -> None:
         for job in self.workload.jobs.values():
@@ -368,6 +386,7 @@ class Run:
                     for n, s in self.cluster.nodes.items()
                 ),
             )
+        self.report.started = self.workload.started
         self.report.retry_restarts = self.workload.restarted
         self.report.retry_given_up = self.workload.given_up
         self._compare_views()
@@ -399,14 +418,29 @@ class Run:
             self.report.views_compared += 1
 
 
+def _node(i: int) -> str:
+    return f"node-{i:02d}"
+
+
+PER_TOR, PER_SUPER_POD = 4, 3  # servers under a ToR; servers in a SuperPoD
+TOR_OF = {_node(i): i // PER_TOR for i in range(100)}
+SUPER_POD_OF = {_node(i): i // PER_SUPER_POD for i in range(100)}
+
+
 @contextmanager
 def robustness_run(schedule: Schedule, workdir: Path) -> Iterator[Run]:
+    """The cluster of the schedule; with a network, ToRs of 4 servers (the imported ToR
+    topology) and SuperPoDs of 3, which the two divide differently."""
+    nodes = [_node(i) for i in range(schedule.nodes)]
     with simulated_cluster(
         schedule.nodes,
         serve=False,
         every_kubelet_random=True,
         vnpu_nodes=schedule.inference_nodes,
+        super_pods={n: SUPER_POD_OF[n] for n in nodes} if schedule.network else None,
     ) as cluster:
+        if schedule.network:
+            cluster.store.put("ConfigMap", tor_configmap(schedule.nodes, PER_TOR))
         yield Run(cluster, schedule, workdir)
 
 
@@ -419,7 +453,9 @@ def describe(report: Report) -> str:
     lines = [
         f"seed {report.schedule.seed}, {report.schedule.seconds:.0f} s, "
         f"{report.schedule.nodes} + {report.schedule.inference_nodes} nodes: "
-        f"{report.placed} pods placed, fault-retry-times jobs restarted "
+        f"{report.placed} pods placed (jobs run: "
+        f"{', '.join(f'{k} {v}' for k, v in sorted(report.started.items()))}), "
+        f"fault-retry-times jobs restarted "
         f"{report.retry_restarts} (given up {report.retry_given_up}), "
         f"{sum(report.faults.values())} faults "
         f"({', '.join(f'{k} {v}' for k, v in sorted(report.faults.items()))}), "

@@ -1,6 +1,8 @@
 """The robustness run's workload: jobs of the shapes users submit, and their controllers.
 
-- 910 pods of 1, 2, 4 or 8 chips, and 2 × 8-chip gangs (Kueue pod groups);
+- 910 pods of 1, 2, 4 or 8 chips, and 2 × 8-chip gangs (Kueue pod groups): plain, with
+  switch affinity (``tor-affinity: large-model-schema``: the pods under one ToR) or in a SuperPoD
+  (``sp-block``: one block of a SuperPoD), the last two when the cluster has a network;
 - on 310P nodes, vNPU pods (1, 2 or 4 AI cores) and inference pods of a whole chip (8);
 - jobs that end (their pods succeed, or fail) and are deleted by their controller;
 - jobs whose pod the kubelet failed (Allocate refused): their controller restarts them
@@ -14,9 +16,15 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass
 
-from contract.annotations import FAULT_RECORD, FAULT_RETRY_LABEL
+from contract.annotations import (
+    FAULT_RECORD,
+    FAULT_RETRY_LABEL,
+    SP_BLOCK_ANNOTATION,
+    TOR_AFFINITY_LABEL,
+)
 from contract.chip_names import RESOURCE_NAME, InvalidInput
 from contract.groups import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
 from contract.vnpu import NPU_CORE_RESOURCE
@@ -26,6 +34,8 @@ from simulation.cluster import SimulatedCluster
 from simulation.memory import pod_object
 
 NAMESPACE = "work"
+LARGE_MODEL = "large-model-schema"  # waits rather than spread over ToRs
+SP_BLOCK = "16"  # chips: a block of two 8-chip servers
 CRASH = 0.01  # per step, the chance that a running fault-retry-times job's pod crashes
 
 
@@ -38,6 +48,7 @@ class Job:
     npu: int = 8
     resource: str = RESOURCE_NAME
     retries: int | None = None  # fault-retry-times: the scheduler restarts it
+    shape: str = "one"  # one, gang, tor-gang, sp-gang, vnpu
     started: float | None = None
     partial_since: float | None = None  # some of its pods run, not all
     failed_since: float | None = None  # a pod of a fault-retry-times job failed
@@ -53,11 +64,15 @@ class Job:
 
 
 class Workload:
-    def __init__(self, cluster: SimulatedCluster, rng: random.Random, inference: bool) -> None:
+    def __init__(
+        self, cluster: SimulatedCluster, rng: random.Random, inference: bool, network: bool
+    ) -> None:
         self.cluster = cluster
         self.rng = rng
         self.inference = inference
+        self.network = network
         self.jobs: dict[str, Job] = {}
+        self.started: Counter[str] = Counter()  # jobs whose pods all ran, by shape
         self.restarted = 0  # fault-retry-times jobs the scheduler restarted
         self.given_up = 0  # fault-retry-times jobs out of restarts
         self._counter = 0
@@ -80,18 +95,31 @@ class Workload:
         if self.inference:
             shapes.append("vnpu")
             weights.append(2)
+        if self.network:
+            shapes += ["tor-gang", "sp-gang"]
+            weights += [1, 1]
         shape = self.rng.choices(shapes, weights)[0]
         lives = self.rng.uniform(5, 25)
         fails = self.rng.random() < 0.1
         retries = self.rng.choice((1, 2)) if shape != "vnpu" and self.rng.random() < 0.2 else None
-        if shape == "gang":
-            group = f"gang-{n}"
+        if shape.endswith("gang"):
+            group = f"{shape}-{n}"
             pods = [f"{group}-{i}" for i in range(2)]
-            job = Job(f"{NAMESPACE}/{group}", pods, now + lives, fails, retries=retries)
+            job = Job(
+                f"{NAMESPACE}/{group}", pods, now + lives, fails, retries=retries, shape=shape
+            )
         elif shape == "vnpu":
             name = f"vnpu-{n}"
             cores = self.rng.choice((1, 2, 2, 4, 8))
-            job = Job(f"{NAMESPACE}/{name}", [name], now + lives, fails, cores, NPU_CORE_RESOURCE)
+            job = Job(
+                f"{NAMESPACE}/{name}",
+                [name],
+                now + lives,
+                fails,
+                cores,
+                NPU_CORE_RESOURCE,
+                shape="vnpu",
+            )
         else:
             name = f"pod-{n}"
             npu = self.rng.choice((1, 1, 2, 4, 8))
@@ -110,6 +138,10 @@ class Workload:
                 meta["annotations"][KUEUE_TOTAL_ANNOTATION] = str(job.size)
             if job.retries is not None:
                 meta["labels"][FAULT_RETRY_LABEL] = str(job.retries)
+            if job.shape == "tor-gang":
+                meta["labels"][TOR_AFFINITY_LABEL] = LARGE_MODEL
+            elif job.shape == "sp-gang":
+                meta["annotations"][SP_BLOCK_ANNOTATION] = SP_BLOCK
             self.cluster.store.put("Pod", pod)
 
     def end(self, job: Job, fails: bool | None = None) -> None:
@@ -150,6 +182,7 @@ class Workload:
             ):
                 job.started = now
                 job.ends_at = max(job.ends_at, now + 3)
+                self.started[job.shape] += 1
 
     def _phase(self, name: str) -> str | None:
         """The pod's phase; None when it is gone."""

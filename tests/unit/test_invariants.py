@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from simulation.cluster import Admitted
-from simulation.invariants import bindings, containers, cores
+from simulation.invariants import bindings, containers, cores, network
 from simulation.kubelet import Allocation
 from simulation.memory import pod_object
 
@@ -93,3 +93,26 @@ def test_a_vnpu_pod_bound_without_the_schedulers_choice_is_caught() -> None:
         "no NPU pod bound without the scheduler's chips"
     ]
     assert bindings({"ns/v": vnpu_pod("v", "0-vir02", "Ascend310P-2c-100-0")}) == []
+
+
+def bound(name: str, node: str) -> dict[str, object]:
+    return pod_object("work", name, node, 8, phase="Running")
+
+
+def test_a_switch_gang_across_tors_and_a_superpod_gang_across_superpods_are_caught() -> None:
+    tor_of = {"n0": 0, "n1": 0, "n2": 1}
+    super_pod_of = {"n0": 0, "n1": 1, "n2": 1}
+    pods = {f"work/{n}": bound(n, node) for n, node in (("t0", "n0"), ("t1", "n1"))}
+    pods |= {f"work/{n}": bound(n, node) for n, node in (("s0", "n1"), ("s1", "n2"))}
+    gangs = {
+        "work/tor": ("tor-gang", ["work/t0", "work/t1"]),
+        "work/sp": ("sp-gang", ["work/s0", "work/s1"]),
+        "work/plain": ("gang", ["work/t0", "work/s1"]),
+    }
+    assert network(pods, gangs, tor_of, super_pod_of) == []
+    pods["work/t1"] = bound("t1", "n2")
+    pods["work/s0"] = bound("s0", "n0")
+    assert [i for i, _ in network(pods, gangs, tor_of, super_pod_of)] == [
+        "a SuperPoD gang runs in one SuperPoD",
+        "a switch-affinity gang runs under one ToR",
+    ]
