@@ -10,6 +10,7 @@ dynamic vNPUs (``huawei.com/npu-core``, created at Allocate through the fake dri
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
@@ -28,7 +29,7 @@ from contract.chip_names import ASCEND310P, RESOURCE_NAME
 from contract.deviceinfo import configmap_name, decode
 from contract.objects import Obj, npu_request
 from infra.kube.client import KubernetesGateway
-from infra.kube.port import KubeError
+from infra.kube.port import KubeError, NotFound
 from scheduler_core.engine.policies import policy_by_name
 from scheduler_core.engine.rescheduling import GRACE_OVER_TIME
 from scheduler_core.service.extender import Extender
@@ -253,10 +254,15 @@ class SimulatedCluster:
                     reason="UnexpectedAdmissionError",
                     message=f"Allocate failed due to {failed}, which is unexpected",
                 )
-                self.store.put("Pod", self._fresh(pod))
+                with contextlib.suppress(NotFound):  # deleted meanwhile: nothing to fail
+                    self.store.put("Pod", self._fresh(pod))
+                continue
+            try:
+                running = self.store.get_pod(meta["namespace"], meta["name"])
+            except NotFound:  # deleted while it was being admitted: its devices go back
+                self.nodes[node].kubelet.release(key)
                 continue
             self.admitted[key] = Admitted(key, node, allocation)
-            running = self.store.get_pod(meta["namespace"], meta["name"])
             running["status"]["phase"] = "Running"
             self.store.put("Pod", running)
             done.append(self.admitted[key])
