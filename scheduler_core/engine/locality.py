@@ -387,6 +387,15 @@ def _join(
             raise Unplaceable(str(failed)) from None
         return _shared_choice(ask, topology, network, shared, node_of_ip=node_of_ip, schema=schema)
     near = _near(candidates, network, running)
+    # A SuperPoD job, or a large-model job under switch affinity, was placed whole in its
+    # SuperPoDs or under its ToRs: the rest of it goes there or waits (a leader that took
+    # over lost the reservation its first ranks were bound from, not the rule).
+    if ask.annotations.get(SP_BLOCK_ANNOTATION) is not None and network.super_pods:
+        own_pods = {network.super_pods[n] for n in running if n in network.super_pods}
+        near = [n for n in near if network.super_pods.get(n, -1) in own_pods]
+    elif schema == tor.LARGE_MODEL and topology is not None:
+        own_tors = network.tors_of(running)
+        near = [n for n in near if network.tor_of(n) in own_tors]
     if len(near) < ask.size:
         raise Unplaceable(f"{len(near)} of {ask.size} nodes are free for the rest of {ask.job}")
     nodes = tuple(near[: ask.size])

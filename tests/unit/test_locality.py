@@ -132,3 +132,22 @@ def test_a_mindie_job_goes_through_the_mindie_selection() -> None:
     job = Ask("ns/infer", 2, 8, 8, {"app": "mindie", "jobID": "j1"}, {"sp-block": "16"})
     choice = choose(job, [f"n{i}" for i in range(7)], network, Settings())
     assert set(choice.nodes) <= {"n0", "n1", "n2", "n3"}
+
+
+def test_the_rest_of_a_superpod_job_waits_for_its_superpod_rather_than_leave_it() -> None:
+    network = Network(super_pods={"a": 0, "b": 0, "c": 1})
+    superpod_job = Ask("ns/sp", 1, 8, 8, {}, {"sp-block": "16"})
+    running: dict[str, dict[str, str]] = {"a": {}}
+    with pytest.raises(Unplaceable):
+        choose(superpod_job, ["c"], network, Settings(), running=running)
+    assert choose(superpod_job, ["c", "b"], network, Settings(), running=running).nodes == ("b",)
+    assert choose(ask(1), ["c"], network, Settings(), running=running).nodes == ("c",)
+
+
+def test_the_rest_of_a_large_model_job_waits_for_its_tor_rather_than_leave_it() -> None:
+    network = Network(TOPOLOGY, ADDRESSES)
+    large = Ask("ns/big", 1, 8, 8, {"tor-affinity": "large-model-schema"}, {})
+    running: dict[str, dict[str, str]] = {"a0": {}}
+    with pytest.raises(Unplaceable):
+        choose(large, ["b0", "c0"], network, Settings(), running=running)
+    assert choose(large, ["b0", "a1"], network, Settings(), running=running).nodes == ("a1",)
