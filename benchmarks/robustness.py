@@ -2,8 +2,8 @@
 
 Run: ``.venv/bin/python -m benchmarks.robustness --seed 7 --minutes 10 --nodes 6`` (faults
 in the first 60 % of the run, the rest settles), or ``--replay FILE`` to run a schedule a
-failed run wrote again. Prints the figures; on a violation, writes the schedule to
-``robustness-<seed>.json`` and exits 1.
+failed run wrote again; ``--workdir DIR`` keeps the replicas' logs. Prints the figures; on
+a violation, writes the schedule to ``robustness-<seed>.json`` and exits 1.
 """
 
 from __future__ import annotations
@@ -22,13 +22,20 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=1.0)
     parser.add_argument("--nodes", type=int, default=6)
     parser.add_argument("--replay", type=Path, help="a schedule written by a failed run")
+    parser.add_argument(
+        "--workdir", type=Path, help="keep the replicas' logs and state here (else a temporary one)"
+    )
     args = parser.parse_args()
     if args.replay is not None:
         schedule = Schedule.load(args.replay)
     else:
         schedule = Schedule.draw(args.seed, args.minutes * 60, args.nodes)
-    with tempfile.TemporaryDirectory() as workdir:
-        report = run_schedule(schedule, Path(workdir))
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        report = run_schedule(schedule, args.workdir)
+    else:
+        with tempfile.TemporaryDirectory() as workdir:
+            report = run_schedule(schedule, Path(workdir))
     print(describe(report))
     if report.violations:
         written = Path(f"robustness-{schedule.seed}.json")

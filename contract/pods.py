@@ -80,6 +80,7 @@ class PodView:
     resource: str = RESOURCE_NAME  # the NPU resource it asks for
     annotations: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
+    controlled: bool = False  # a controller owns it (makes it again if it is deleted)
     # The pod's whole annotations when ``annotations`` keeps only some (a cache's view):
     # parsed, not kept.
     source: InitVar[Mapping[str, str] | None] = None
@@ -227,8 +228,16 @@ def pod_view(pod: Obj, keep: Collection[str] | None = None) -> PodView:
         resource=resource,
         annotations=kept,
         labels=_strings(meta.get("labels")),
+        controlled=_controlled(meta.get("ownerReferences")),
         source=notes,
         env_rank=_env_rank(pod),
+    )
+
+
+def _controlled(owners: object) -> bool:
+    """Whether one of the pod's ``ownerReferences`` is its controller."""
+    return isinstance(owners, list) and any(
+        isinstance(owner, dict) and owner.get("controller") is True for owner in owners
     )
 
 

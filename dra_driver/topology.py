@@ -5,17 +5,13 @@ its InternalIP. A malformed topology is logged once and gives no ``torIP``."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 
-from contract.annotations import TOPOLOGY_CONFIGMAP, TOPOLOGY_KEY
-from contract.chip_names import InvalidInput
+from contract.annotations import TOPOLOGY_CONFIGMAP
 from contract.objects import Obj
-from contract.tor_topology import parse_topology
 from infra.kube.port import KubeGateway, Selection
 from infra.kube.reflector import Change, Reflector
-
-log = logging.getLogger(__name__)
+from infra.tor_topology import TopologyReader
 
 
 def _data(configmap: Obj) -> Mapping[str, str]:
@@ -28,7 +24,7 @@ class TorAddress:
     ) -> None:
         self._node_ip = node_ip
         self._on_change = on_change
-        self._said = ""
+        self._topology = TopologyReader()
         namespace, name = TOPOLOGY_CONFIGMAP
         self.reflector: Reflector[Mapping[str, str]] = Reflector(
             gateway,
@@ -53,14 +49,8 @@ class TorAddress:
         ip = self._node_ip()
         if data is None or not ip:
             return None
-        try:
-            server = parse_topology(data.get(TOPOLOGY_KEY, "")).server(ip)
-        except InvalidInput as bad:
-            if str(bad) != self._said:
-                log.error("%s/%s ignored: %s", *TOPOLOGY_CONFIGMAP, bad)
-                self._said = str(bad)
-            return None
-        self._said = ""
+        topology = self._topology.read(data)
+        server = topology.server(ip) if topology is not None else None
         if server is None or not server.tor_ip:
             return None
         return server.tor_ip

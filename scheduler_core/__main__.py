@@ -273,7 +273,10 @@ def build_parser() -> CommandParser:
         "--gang-ttl",
         type=float,
         default=60.0,
-        help="seconds a gang reservation waits for its pods to bind",
+        help=(
+            "seconds a gang reservation waits for its pods to bind; a gang partly running "
+            "this long whose rest cannot be placed is restarted whole"
+        ),
     )
     serve.add_argument(
         "--hold-limit",

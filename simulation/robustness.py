@@ -96,8 +96,8 @@ class Report:
     faults: Counter[str] = field(default_factory=Counter)
     checks: int = 0
     started: Counter[str] = field(default_factory=Counter)  # jobs that ran, by shape
-    retry_restarts: int = 0  # fault-retry-times jobs the scheduler restarted
-    retry_given_up: int = 0  # … and gave up, out of restarts
+    restarts: int = 0  # jobs the scheduler restarted (fault-retry-times, gangs stuck partly)
+    retry_given_up: int = 0  # fault-retry-times jobs given up, out of restarts
     views_compared: int = 0  # replicas' views compared with a fresh read at the end
     violations: list[Violation] = field(default_factory=list)
     longest_wait_after_faults: float = 0.0
@@ -387,7 +387,7 @@ class Run:
                 ),
             )
         self.report.started = self.workload.started
-        self.report.retry_restarts = self.workload.restarted
+        self.report.restarts = self.workload.restarted
         self.report.retry_given_up = self.workload.given_up
         self._compare_views()
         for replica in self.replicas:
@@ -455,8 +455,8 @@ def describe(report: Report) -> str:
         f"{report.schedule.nodes} + {report.schedule.inference_nodes} nodes: "
         f"{report.placed} pods placed (jobs run: "
         f"{', '.join(f'{k} {v}' for k, v in sorted(report.started.items()))}), "
-        f"fault-retry-times jobs restarted "
-        f"{report.retry_restarts} (given up {report.retry_given_up}), "
+        f"jobs the scheduler restarted {report.restarts} (fault-retry-times given up "
+        f"{report.retry_given_up}), "
         f"{sum(report.faults.values())} faults "
         f"({', '.join(f'{k} {v}' for k, v in sorted(report.faults.items()))}), "
         f"{report.checks} invariant checks, {report.views_compared} replica views compared, "

@@ -11,6 +11,12 @@
   restarts the job (deletes its pods) while it has restarts left, the controller makes the
   pods again; once the scheduler's record (``vcjob-fault-npu-cm``) says none are left, the
   controller gives the job up.
+
+Each pod is owned by its job (a Volcano Job, ``controller: true``). Like Volcano's job
+controller (``pkg/controllers/job/job_controller_actions.go``, ``syncJob``), the controller
+makes again the pods of a live job that are gone: all of them at once when the scheduler
+deleted them all (a restart), one gone alone once it has stayed gone for ``RESYNC``
+seconds (not while the scheduler's deletions of a restart are still landing).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ NAMESPACE = "work"
 LARGE_MODEL = "large-model-schema"  # waits rather than spread over ToRs
 SP_BLOCK = "16"  # chips: a block of two 8-chip servers
 CRASH = 0.01  # per step, the chance that a running fault-retry-times job's pod crashes
+RESYNC = 2.0  # seconds a pod of a live job stays gone before its controller makes it again
 
 
 @dataclass
@@ -52,6 +59,7 @@ class Job:
     started: float | None = None
     partial_since: float | None = None  # some of its pods run, not all
     failed_since: float | None = None  # a pod of a fault-retry-times job failed
+    missing_since: float | None = None  # some of its pods are gone, not all
     generation: int = 0
 
     @property
@@ -73,7 +81,7 @@ class Workload:
         self.network = network
         self.jobs: dict[str, Job] = {}
         self.started: Counter[str] = Counter()  # jobs whose pods all ran, by shape
-        self.restarted = 0  # fault-retry-times jobs the scheduler restarted
+        self.restarted = 0  # jobs the scheduler restarted (all their pods deleted)
         self.given_up = 0  # fault-retry-times jobs out of restarts
         self._counter = 0
 
@@ -127,12 +135,22 @@ class Workload:
         self.jobs[job.name] = job
         self._create(job)
 
-    def _create(self, job: Job) -> None:
-        """The job's pods, as its controller creates them (new UIDs each generation)."""
-        for name in job.pods:
+    def _create(self, job: Job, names: list[str] | None = None) -> None:
+        """The job's pods (``names``: only those), as its controller creates them (new
+        UIDs each generation)."""
+        for name in job.pods if names is None else names:
             pod = pod_object(NAMESPACE, name, None, job.npu, resource=job.resource)
             meta = pod["metadata"]
             meta["uid"] = f"uid-{name}-{job.generation}"
+            meta["ownerReferences"] = [
+                {
+                    "apiVersion": "batch.volcano.sh/v1alpha1",
+                    "kind": "Job",
+                    "name": job.name,
+                    "uid": f"uid-job-{job.name}",
+                    "controller": True,
+                }
+            ]
             if job.size > 1:
                 meta["labels"][KUEUE_GROUP_LABEL] = job.name
                 meta["annotations"][KUEUE_TOTAL_ANNOTATION] = str(job.size)
@@ -172,10 +190,19 @@ class Workload:
         left = self._restarts_left()  # read before the pods: a restart deletes, then records
         for job in list(self.jobs.values()):
             phases = [self._phase(name) for name in job.pods]
-            if job.retries is not None:
+            if all(phase is None for phase in phases):  # the scheduler restarted it
+                for name in job.pods:
+                    self.cluster.refused.pop(f"{NAMESPACE}/{name}", None)
+                self.restarted += 1
+                self._again(job)
+            elif job.retries is not None:
                 self._follow_retrying(job, phases, left.get(job.key), now)
             elif "Failed" in phases:
                 self._restart(job)
+            if None in phases and "Failed" not in phases and any(phases):
+                self._resync(job, phases, now)
+            else:
+                job.missing_since = None
         for job in self.jobs.values():
             if job.started is None and all(
                 f"{NAMESPACE}/{p}" in self.cluster.admitted for p in job.pods
@@ -204,21 +231,25 @@ class Workload:
 
     def _again(self, job: Job) -> None:
         job.generation += 1
-        job.started = job.failed_since = job.partial_since = None
+        job.started = job.failed_since = job.partial_since = job.missing_since = None
         self._create(job)
+
+    def _resync(self, job: Job, phases: list[str | None], now: float) -> None:
+        """Some of a live job's pods are gone: made again once gone for ``RESYNC``."""
+        job.missing_since = job.missing_since or now
+        if now - job.missing_since < RESYNC:
+            return
+        job.generation += 1
+        job.missing_since = None
+        self._create(job, [name for name, phase in zip(job.pods, phases, strict=True) if not phase])
 
     def _follow_retrying(
         self, job: Job, phases: list[str | None], left: int | None, now: float
     ) -> None:
-        """A fault-retry-times job: the scheduler deletes its pods to restart it; the
-        controller makes them again once all are gone, and gives the job up once the
-        scheduler has no restarts left for it."""
-        if all(phase is None for phase in phases):
-            for name in job.pods:
-                self.cluster.refused.pop(f"{NAMESPACE}/{name}", None)
-            self.restarted += 1
-            self._again(job)
-        elif "Failed" in phases:
+        """A fault-retry-times job: the scheduler deletes its pods to restart it (the
+        controller makes them again once all are gone); the controller gives the job up
+        once the scheduler has no restarts left for it."""
+        if "Failed" in phases:
             if left == 0:
                 self.given_up += 1
                 self.end(job, fails=True)

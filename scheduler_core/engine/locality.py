@@ -387,19 +387,28 @@ def _join(
             raise Unplaceable(str(failed)) from None
         return _shared_choice(ask, topology, network, shared, node_of_ip=node_of_ip, schema=schema)
     near = _near(candidates, network, running)
-    # A SuperPoD job, or a large-model job under switch affinity, was placed whole in its
-    # SuperPoDs or under its ToRs: the rest of it goes there or waits (a leader that took
-    # over lost the reservation its first ranks were bound from, not the rule).
-    if ask.annotations.get(SP_BLOCK_ANNOTATION) is not None and network.super_pods:
-        own_pods = {network.super_pods[n] for n in running if n in network.super_pods}
-        near = [n for n in near if network.super_pods.get(n, -1) in own_pods]
-    elif schema == tor.LARGE_MODEL and topology is not None:
-        own_tors = network.tors_of(running)
-        near = [n for n in near if network.tor_of(n) in own_tors]
+    domain = rest_domain(ask, network, running)
+    if domain is not None:
+        near = [n for n in near if n in domain]
     if len(near) < ask.size:
         raise Unplaceable(f"{len(near)} of {ask.size} nodes are free for the rest of {ask.job}")
     nodes = tuple(near[: ask.size])
     return Choice(nodes, tuple({} for _ in nodes), how="beside-running")
+
+
+def rest_domain(ask: Ask, network: Network, running: Iterable[str]) -> frozenset[str] | None:
+    """The nodes the missing ranks of a job with pods on ``running`` may take; None: any.
+    A SuperPoD job, or a large-model job under switch affinity, was placed whole in its
+    SuperPoDs or under its ToRs: the rest of it goes there or waits (a leader that took
+    over lost the reservation its first ranks were bound from, not the rule)."""
+    running = list(running)
+    if ask.annotations.get(SP_BLOCK_ANNOTATION) is not None and network.super_pods:
+        own_pods = {network.super_pods[n] for n in running if n in network.super_pods}
+        return frozenset(n for n, p in network.super_pods.items() if p in own_pods)
+    if tor.affinity_of(ask.labels, network.topology) == tor.LARGE_MODEL:
+        own_tors = network.tors_of(running)
+        return frozenset(n for n in network.addresses if network.tor_of(n) in own_tors)
+    return None
 
 
 def _near(candidates: Sequence[str], network: Network, used: Iterable[str]) -> list[str]:

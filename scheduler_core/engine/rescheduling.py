@@ -57,6 +57,10 @@ class FaultJob:
         return {p.rank: p.node for p in self.pods}
 
 
+FAULT_RESTART_REASON = "NPUFaultRestart"  # a fault job's pod deleted so the job restarts
+GANG_RESTART_REASON = "NPUGangRestart"  # a gang partly running too long, restarted whole
+
+
 @dataclass(frozen=True, slots=True)
 class Deletion:
     namespace: str
@@ -64,6 +68,7 @@ class Deletion:
     uid: str
     grace_seconds: int | None  # None: the pod's own grace period
     why: str = field(default="", compare=False)  # for the pod's Event
+    reason: str = field(default=FAULT_RESTART_REASON, compare=False)  # the Event's reason
 
 
 def find_faults(

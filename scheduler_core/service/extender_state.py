@@ -223,7 +223,8 @@ class ExtenderState:
                 self.session.release_task(bind.job, bind.task)
             self.vnpu.expire(now)
             reserved = len(self.gangs.reservations)
-            self.gangs.expire(self.session, self.pods.pending, now)
+            partial = self.pods.pending.keys() & self.pods.bound.keys()
+            self.gangs.expire(self.session, self.pods.pending, now, partial)
             self.network_stale |= reserved != len(self.gangs.reservations)
 
     def network_view(self) -> locality.Network:
@@ -257,6 +258,17 @@ class ExtenderState:
             )
 
     # ---- fault rescheduling --------------------------------------------------------
+
+    def restart_deletions(self) -> list[Deletion]:
+        """The pods to delete so their jobs restart: fault jobs (``fault_deletions``) and
+        gangs partly running too long (``gang_deletions``)."""
+        return self.fault_deletions() + self.gang_deletions()
+
+    def gang_deletions(self) -> list[Deletion]:
+        """Gangs partly running for longer than the TTL whose rest cannot be placed
+        (``Gangs.restarts``); fault jobs coming back are ruled by their own hold."""
+        with self.lock:
+            return self.gangs.restarts(self.pods.members, self.clock(), coming_back=self.faults.get)
 
     def fault_deletions(self) -> list[Deletion]:
         """Find fault jobs in the last view and say which pods to delete so they restart.

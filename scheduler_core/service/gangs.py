@@ -6,6 +6,14 @@ A gang is reserved as N nodes at once, only when all N pods exist; members bind 
 that reservation, which expires after ``ttl`` seconds if they never do. While a gang waits,
 up to N whole free nodes are held back from one-pod jobs, oldest gang first, for at most
 ``hold_limit`` seconds, so a stream of small pods cannot starve it.
+
+A gang partly running (a reservation that expired half bound, a leader that took over
+without the reservation its first ranks came from) waits for the rest of its nodes where
+the network lets the rest go (its SuperPoDs, its ToRs for a large model): there its nodes
+are held, the freest first, so they drain for it. If the rest still cannot be placed once
+the gang has run partly for ``ttl`` seconds, the gang restarts whole (``restarts``): its
+running ranks only wait for peers that do not come (HCCL gives up on them anyway), on nodes
+a whole placement may not want.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from contract.annotations import (
 from contract.pods import PodView
 from scheduler_core.engine import locality, tor
 from scheduler_core.engine.model import Job, Placement, Task
-from scheduler_core.engine.rescheduling import FaultJob, JobPod
+from scheduler_core.engine.rescheduling import GANG_RESTART_REASON, Deletion, FaultJob, JobPod
 from scheduler_core.engine.session import Session
 from scheduler_core.engine.superpod import SuperPodInvalid
 from scheduler_core.engine.tor import TorInvalid
@@ -148,20 +156,32 @@ class RankTaken:
     notes: Mapping[str, str]  # the pod's annotations beyond the chips
 
 
+def _freest(session: Session, nodes: Collection[str]) -> list[str]:
+    """The nodes the session offers, most usable chips first: whole free nodes, then those
+    closest to it."""
+    offered = [n for n in nodes if n in session.nodes]
+    return sorted(offered, key=lambda n: (-len(session.usable(n)), n))
+
+
 def capacity(product: str) -> int:
     return product_by_name(product).capacity
 
 
 class Gangs:
     def __init__(self, ttl: float, hold_limit: float) -> None:
-        self._ttl = ttl
+        self.ttl = ttl
         self._hold_limit = hold_limit
         self.reservations: dict[str, Reservation] = {}
         self._waiting: dict[str, float] = {}  # gang → since when it waits
+        self._rest_in: dict[str, frozenset[str]] = {}  # waiting gang → where its rest may go
+        self._partial: dict[str, float] = {}  # gang → since when some ranks run, not all
 
-    def expire(self, session: Session, pending: Collection[str], now: float) -> None:
+    def expire(
+        self, session: Session, pending: Collection[str], now: float, partial: Collection[str]
+    ) -> None:
         """Drop the expired reservations (their unbound placements' chips come back) and
-        the waiting gangs that no longer have pending pods."""
+        the waiting gangs that no longer have pending pods; ``partial``: the gangs with
+        pods bound and pods pending now."""
         for gang, reservation in list(self.reservations.items()):
             if now <= reservation.expires:
                 continue
@@ -176,6 +196,43 @@ class Gangs:
                 if p.task not in reservation.bound:
                     session.release_task(reservation.job, p.task)
         self._waiting = {g: since for g, since in self._waiting.items() if g in pending}
+        self._rest_in = {g: nodes for g, nodes in self._rest_in.items() if g in self._waiting}
+        self._partial = {g: self._partial.get(g, now) for g in partial}
+
+    def restarts(
+        self,
+        members: Mapping[str, list[PodView]],
+        now: float,
+        coming_back: Callable[[str], object],
+    ) -> list[Deletion]:
+        """The pods to delete so the gangs stuck partly running restart whole: running for
+        more than the TTL without their rest, which has no reservation and which the last
+        try could not place (``members``: each gang's pods; ``coming_back``: a fault job's
+        restart, which its own hold rules). All its pods go, so its controller makes the
+        gang again whole, as Volcano's ``RestartJob`` policy would; a gang with a pod no
+        controller owns is left as it is (nobody would make that pod again), and said. Each
+        gang is acted on once per TTL: its clock starts again."""
+        deletions = []
+        for gang, since in self._partial.items():
+            if now - since <= self.ttl or gang not in self._waiting or gang in self.reservations:
+                continue
+            self._partial[gang] = now
+            if coming_back(gang):
+                continue
+            live = [p for p in members.get(gang, []) if p.live]
+            said = (
+                f"gang {gang}: {sum(bool(p.node) for p in live)} of its pods ran longer than "
+                f"{self.ttl:.0f} s without the rest, which could not be placed"
+            )
+            if not all(p.controlled for p in live):
+                log.warning("%s; not restarted: a pod of it has no controller", said)
+                continue
+            why = f"{said}: restarted whole"
+            deletions += [
+                Deletion(p.namespace, p.name, p.uid, 0, why, GANG_RESTART_REASON)
+                for p in sorted(live, key=lambda p: p.key)
+            ]
+        return deletions
 
     def held_nodes(
         self,
@@ -195,7 +252,9 @@ class Gangs:
             if now - since > self._hold_limit:
                 continue
             size = len(pending.get(gang, [])) or 1
-            for name in list(itertools.islice((n for n in whole if n not in held), size)):
+            rest_in = self._rest_in.get(gang)
+            pool = whole if rest_in is None else _freest(session, rest_in)
+            for name in list(itertools.islice((n for n in pool if n not in held), size)):
                 held[name] = f"held for gang {gang}, waiting since {int(now - since)} s"
         return held
 
@@ -261,11 +320,16 @@ class Gangs:
             return NotReserved(str(invalid))
         except locality.Unplaceable as why:
             self._waiting.setdefault(gang, now)
+            if running:
+                rest_in = locality.rest_domain(ask, network, running.values())
+                if rest_in is not None:
+                    self._rest_in[gang] = rest_in
             return NotReserved(f"gang {gang} does not fit yet: {why}")
         self._waiting.pop(gang, None)
+        self._rest_in.pop(gang, None)
         reservation = Reservation(
             dict(zip(missing, decision.placements, strict=True)),
-            now + self._ttl,
+            now + self.ttl,
             dict(zip(missing, choice.notes, strict=True)),
             choice.shared,
             request.labels.get(TOR_AFFINITY_LABEL, tor.DISABLED),

@@ -31,21 +31,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from contract import deviceinfo, tor_topology
+from contract import deviceinfo
 from contract.annotations import (
     FAULT_RECORD,
     FAULT_RETRY_LABEL,
     GANG_LABEL,
     TOPOLOGY_CONFIGMAP,
-    TOPOLOGY_KEY,
 )
-from contract.chip_names import InvalidInput
 from contract.groups import PODGROUP_APIS, podgroups
 from contract.objects import Obj, vnpu_creation_failed
 from contract.pods import PodView, cached_pod_view
 from infra.events import pod_ref
 from infra.kube.port import KubeGateway, Selection
 from infra.kube.reflector import Change, Reflector, stop_all
+from infra.tor_topology import TopologyReader
 from scheduler_core.service.cluster_view import trim_node
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.jobs import PodGroupInfo, podgroup_info
@@ -104,7 +103,7 @@ class ClusterInformers:
         self._on_pods = on_pods  # every new version of a pod, before the extender sees it
         self._view = LiveView(self_maintain)
         self._lock = threading.Lock()
-        self._topology_error = ""
+        self._topology = TopologyReader()
         self._gateway = gateway
         self._sources_said = False
 
@@ -247,21 +246,7 @@ class ClusterInformers:
             )
 
     def _topologies(self, changes: list[Change[Data]]) -> None:
-        self._extender.state.set_topology(self._parse_topology(changes[-1].new))
-
-    def _parse_topology(self, data: Data | None) -> tor_topology.Topology | None:
-        """The ToR topology, if imported; a malformed one is reported once and ignored."""
-        if data is None:
-            return None
-        try:
-            topology = tor_topology.parse_topology(data.get(TOPOLOGY_KEY, ""))
-        except InvalidInput as bad:
-            if str(bad) != self._topology_error:
-                log.error("%s/%s ignored: %s", *TOPOLOGY_CONFIGMAP, bad)
-            self._topology_error = str(bad)
-            return None
-        self._topology_error = ""
-        return topology
+        self._extender.state.set_topology(self._topology.read(changes[-1].new))
 
     def tick(self) -> None:
         """Time passed: nodes whose DeviceInfo aged out of (or into) its validity."""

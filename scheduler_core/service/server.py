@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 VERBS = ("filter", "prioritize", "bind")
 TYPED_VERBS = frozenset({"filter", "prioritize"})
 KNOWN_VERBS = frozenset(VERBS) | {f"volcano/{v}" for v in VolcanoVerbs.VERBS}
-MALFORMED_REASON, FAULT_RESTART = "NPUAnnotationMalformed", "NPUFaultRestart"
+MALFORMED_REASON = "NPUAnnotationMalformed"
 CHIP_CUT_ERROR = "chipDyCutErr"  # upstream's reason for deleting a pod whose vNPU failed
 COMPARE = "debug/compare"  # POST: this replica's view against a fresh read (guarded)
 STALE_PERIODS = 3  # not ready once the last good read is this many periods old
@@ -164,7 +164,6 @@ class SchedulerService:
         self._written: dict[tuple[str, str], dict[str, str]] = {}
         self._write_errors: dict[tuple[str, str], str] = {}
         self._delete_errors: dict[str, str] = {}  # pod → the last error deleting it
-        self._topology_error = ""
         self._restored = False
         self._last_read: float | None = None
         self._reading = threading.Lock()  # one read or maintenance pass at a time
@@ -224,24 +223,25 @@ class SchedulerService:
         self._restored = True
 
     def _reschedule(self) -> None:
-        for deletion in self.extender.state.fault_deletions():
+        for deletion in self.extender.state.restart_deletions():
             key = f"{deletion.namespace}/{deletion.name}"
             try:
                 self.gateway.delete_pod(
                     deletion.namespace, deletion.name, deletion.uid, deletion.grace_seconds
                 )
                 log.warning(
-                    "deleted %s of a fault job (grace %s)",
+                    "deleted %s (grace %s): %s",
                     key,
                     deletion.grace_seconds,
+                    deletion.why,
                     extra={"pod": key},
                 )
                 about = pod_ref(deletion.namespace, deletion.name, deletion.uid)
-                self.extender.state.events.warn(about, FAULT_RESTART, deletion.why)
+                self.extender.state.events.warn(about, deletion.reason, deletion.why)
             except NotFound:
                 pass  # already gone (or replaced: the UID precondition keeps the new one)
             except KubeError as failed:
-                log.warning("fault job pod %s not deleted: %s", key, failed)
+                log.warning("pod %s of a restarting job not deleted: %s", key, failed)
         record, configs = self.extender.state.fault_records()
         # No record before a first fault or restart.
         if configs or rescheduling.RETRIES_KEY in record or FAULT_RECORD in self._written:

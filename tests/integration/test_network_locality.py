@@ -67,12 +67,26 @@ class Cluster:
         size: int,
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
+        *,
         ranked: bool = True,
+        controlled: bool = False,
     ) -> list[dict[str, Any]]:
+        """The gang's pods (``controlled``: owned by a Volcano Job, as its controller makes
+        them)."""
         pods = []
         for r in range(size):
             pod = pod_object("ns", f"{name}-{r}", None, 8)
             pod["metadata"]["labels"] = {"ascend.npu/gang": name, **(labels or {})}
+            if controlled:
+                pod["metadata"]["ownerReferences"] = [
+                    {
+                        "apiVersion": "batch.volcano.sh/v1alpha1",
+                        "kind": "Job",
+                        "name": name,
+                        "uid": f"uid-job-{name}",
+                        "controller": True,
+                    }
+                ]
             pod["metadata"]["annotations"] = {"ascend.npu/gang-size": str(size)}
             pod["metadata"]["annotations"].update(annotations or {})
             if ranked:
@@ -96,6 +110,12 @@ class Cluster:
         ]
         pod["status"]["phase"] = "Running"
         self.api.put("Pod", pod)
+
+    def running_elsewhere(self, name: str, node: str) -> None:
+        """A pod of another job running on all of ``node``'s chips."""
+        chips = ",".join(f"Ascend910-{i}" for i in range(8))
+        notes = {"huawei.com/Ascend910": chips, "huawei.com/AscendReal": chips}
+        self.api.put("Pod", pod_object("ns", name, node, 8, annotations=notes, phase="Running"))
 
     def annotations(self, name: str) -> dict[str, str]:
         return dict(self.api.get_pod("ns", name)["metadata"]["annotations"])
@@ -466,3 +486,73 @@ def test_nodes_reporting_no_super_pod_are_not_grouped_into_one_and_refuse_super_
     assert answer.NodeNames == []
     assert "node x0 is not super-pod node or superPodID is not set" in answer.FailedNodes["x0"]
     assert schedule(extender, api.get_pod("ns", "plain"), names) is not None, "placed as usual"
+
+
+def _half_bound_large_model_gang(c: Cluster, controlled: bool) -> list[dict[str, Any]]:
+    """A 2-pod large-model gang whose reservation expired with rank 0 running on t1-s0,
+    the other nodes of ToR 0 then taken by other jobs: the rest cannot be placed (it may
+    only go under ToR 1), though ToR 0 is free."""
+    pods = c.gang("job", 2, labels={"tor-affinity": "large-model-schema"}, controlled=controlled)
+    assert c.schedule(pods[0]) == node_name(1, 0)  # best fit: the last of equal ToRs
+    c.run("job-0")
+    c.service.refresh()  # the gang runs partly from now
+    c.clock.now += 61  # past the gang TTL: rank 1's place is given back
+    for s in (1, 2, 3):
+        c.running_elsewhere(f"other-{s}", node_name(1, s))
+    c.service.refresh()
+    assert c.schedule(pods[1]) is None
+    return pods
+
+
+def test_the_rest_of_a_large_model_gang_has_the_freest_node_of_its_tor_held_for_it() -> None:
+    # t1-s2 frees all but one chip: it is held for the rest (not a whole node of ToR 0,
+    # where the rest may not go), so one-pod jobs let it drain and go to ToR 0.
+    c = Cluster(2)
+    _half_bound_large_model_gang(c, controlled=False)
+    c.api.delete("Pod", "ns", "other-2")
+    c.api.put(
+        "Pod",
+        pod_object(
+            "ns",
+            "one-chip",
+            node_name(1, 2),
+            1,
+            annotations={
+                "huawei.com/Ascend910": "Ascend910-0",
+                "huawei.com/AscendReal": "Ascend910-0",
+            },
+            phase="Running",
+        ),
+    )
+    c.service.refresh()
+    c.api.put("Pod", pod_object("ns", "small", None, 1))
+    answer = c.filter(c.api.get_pod("ns", "small"))
+    assert answer.FailedNodes[node_name(1, 2)].startswith("held for gang ns/job")
+    assert node_name(0, 0) in answer.passing
+    c.api.delete("Pod", "ns", "one-chip")
+    c.service.refresh()
+    assert c.schedule(c.api.get_pod("ns", "job-1")) == node_name(1, 2)
+
+
+def test_a_gang_partly_running_past_its_ttl_with_no_place_for_the_rest_restarts_whole() -> None:
+    c = Cluster(2)
+    _half_bound_large_model_gang(c, controlled=True)
+    c.service.refresh()  # the rest waits; the gang has run partly for over the TTL
+    assert {p["metadata"]["name"] for p in c.api.list_pods(None)[0]} == {
+        f"other-{s}" for s in (1, 2, 3)
+    }
+    c.extender.state.events.flush()
+    restarted = [e for e in c.api.events if e["reason"] == "NPUGangRestart"]
+    assert sorted(e["involvedObject"]["name"] for e in restarted) == ["job-0", "job-1"]
+    assert "gang ns/job: 1 of its pods ran longer than 60 s" in restarted[0]["message"]
+    # Its controller makes it again: whole, it goes under ToR 0.
+    pods = c.gang("job", 2, labels={"tor-affinity": "large-model-schema"}, controlled=True)
+    assert [c.schedule(p) for p in pods] == [node_name(0, 0), node_name(0, 1)]
+
+
+def test_a_gang_partly_running_whose_pods_no_controller_owns_is_left_running() -> None:
+    c = Cluster(2)
+    _half_bound_large_model_gang(c, controlled=False)
+    c.clock.now += 61
+    c.service.refresh()
+    assert {"job-0", "job-1"} <= {p["metadata"]["name"] for p in c.api.list_pods(None)[0]}
