@@ -134,6 +134,7 @@ class Admitted:
     pod: str
     node: str
     allocation: Allocation
+    uid: str = ""  # the pod's: one made again under its name is another pod
 
 
 @dataclass
@@ -262,7 +263,7 @@ class SimulatedCluster:
             except NotFound:  # deleted while it was being admitted: its devices go back
                 self.nodes[node].kubelet.release(key)
                 continue
-            self.admitted[key] = Admitted(key, node, allocation)
+            self.admitted[key] = Admitted(key, node, allocation, str(meta.get("uid") or ""))
             running["status"]["phase"] = "Running"
             self.store.put("Pod", running)
             done.append(self.admitted[key])
@@ -275,10 +276,21 @@ class SimulatedCluster:
 
     def reap(self) -> list[str]:
         """Each kubelet frees the device IDs of its pods deleted from the API server (by the
-        scheduler restarting a fault job, for instance); returns their keys."""
+        scheduler restarting a fault job, for instance), known by UID as a kubelet knows
+        them: a pod made again under the same name is not the one that ran; returns their
+        keys."""
         pods, _ = self.store.list_pods(None)
-        present = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods}
-        gone = [key for key in self.admitted if key not in present]
+        present = {
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}": str(
+                p["metadata"].get("uid") or ""
+            )
+            for p in pods
+        }
+        gone = [
+            key
+            for key, admitted in self.admitted.items()
+            if key not in present or present[key] != admitted.uid
+        ]
         for key in gone:
             admitted = self.admitted.pop(key)
             self.nodes[admitted.node].kubelet.release(key)
