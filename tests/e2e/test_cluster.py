@@ -105,6 +105,25 @@ def test_a_deleted_pod_frees_its_chips_for_the_next_one() -> None:
         assert "ns/next" in cluster.admitted
 
 
+def test_a_pod_made_again_under_its_name_is_a_new_pod_to_its_kubelet() -> None:
+    # Deleted and made again by its controller (a new UID) before the kubelet looked: the
+    # old container goes with its chips and the new pod is admitted (the robustness run's
+    # seed 44, where the old container stayed "running" under the new pod's name).
+    with simulated_cluster(1) as cluster:
+        scheduler = KubeScheduler(cluster)
+        submit(cluster, "job-0", 8)
+        run(cluster, scheduler)
+        assert "ns/job-0" in cluster.admitted
+        cluster.store.delete("Pod", "ns", "job-0")
+        submit(cluster, "job-0", 8, uid="uid-made-again")
+        assert cluster.reap() == ["ns/job-0"]
+        assert wait_for(lambda: cluster.published_free("node-00") == 8)
+        cluster.service.refresh()
+        run(cluster, scheduler)
+        check_invariants(cluster, scheduler)
+        assert cluster.admitted["ns/job-0"].uid == "uid-made-again"
+
+
 def test_a_tor_affine_job_restarts_after_a_chip_fault_and_only_the_faulty_rank_moves() -> None:
     # Two ToRs of 4 (node-00..03, node-04..07). Six pods, large-model-schema: the two whole
     # ToRs are not more than row + 1 = 2, so logical ToRs: ToR 0 whole + node-04, node-05.
