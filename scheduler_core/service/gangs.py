@@ -209,7 +209,8 @@ class Gangs:
         more than the TTL without their rest, which has no reservation and which the last
         try could not place (``members``: each gang's pods; ``coming_back``: a fault job's
         restart, which its own hold rules). All its pods go, so its controller makes the
-        gang again whole, as Volcano's ``RestartJob`` policy would; a gang with a pod no
+        gang again whole, as Volcano's ``RestartJob`` action does (every pod killed:
+        ``pkg/controllers/job/state/running.go``); a gang with a pod no
         controller owns is left as it is (nobody would make that pod again), and said. Each
         gang is acted on once per TTL: its clock starts again."""
         deletions = []
