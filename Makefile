@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test testbed lint typecheck unit quick bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,12 +20,21 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict agent chip_topology contract deviceplugin_api dra_driver infra scheduler_core simulation tests benchmarks
+	$(BIN)/mypy --strict agent chip_topology contract deviceplugin_api dra_driver infra scheduler_core simulation testbed tests benchmarks
 
-unit: $(STAMP)
+# The real components the tests run (testbed/versions.toml), built from their Go modules into
+# .testbed/bin; what is built for the pinned versions is skipped.
+testbed: $(STAMP)
+	$(BIN)/python -m testbed.build
+
+unit: $(STAMP) testbed
 	$(BIN)/pytest -q
 
-test: lint typecheck unit
+# Everything but the tests on the real control plane (tests/real); kustomize still renders.
+quick: $(STAMP) testbed
+	$(BIN)/pytest -q --ignore=tests/real
+
+test: testbed lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.placement_speed
@@ -38,4 +47,4 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.vnpu
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis .testbed

@@ -7,7 +7,7 @@ from contract.chip_names import ASCEND310, ASCEND310P, RESOURCE_NAME, InvalidInp
 from contract.vnpu import NPU_CORE_ANNOTATION
 
 # Pod annotations the scheduler and the agent write, and nobody else may (the admission
-# policy in daemonset/ holds them: keep WRITTEN_BY_US and it in step).
+# policy in daemonset/base/ holds them: keep WRITTEN_BY_US and it in step).
 CHIPS_ANNOTATION = RESOURCE_NAME  # the scheduler's chips: Ascend910-4,Ascend910-5
 PREDICATE_TIME = "predicate-time"  # UnixNano when scheduled; CONSUMED once allocated
 CONSUMED = str(2**64 - 1)  # strconv.FormatUint(math.MaxUint64, 10)

@@ -14,6 +14,8 @@ agent has published its DeviceInfo, then runs until stdin closes.
 from __future__ import annotations
 
 import argparse
+import datetime
+import functools
 import json
 import queue
 import sys
@@ -26,13 +28,28 @@ from kubernetes import client
 
 from agent.builder import NodeAgent
 from contract.objects import Obj, npu_request
-from infra.kube.client import KubernetesGateway
+from infra.kube.client import KubernetesGateway, api_client
 from infra.kube.port import Selection
 from infra.kube.reflector import Change, Reflector, stop_all
 from simulation.cluster import bound_in, start_agent, state_file, wait_for
 from simulation.kubelet import KubeletError, KubeletSimulator
+from simulation.node_status import NodeRegistration, RegisteredNode
 
 AGENT_SEES_BINDING = 5.0  # seconds a kubelet waits for its agent's watch to catch up
+
+
+def running_status() -> Obj:
+    """A started pod's status as the kubelet writes it: Running, its containers ready (the
+    StatefulSet and Deployment controllers count a pod only once it is Ready)."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "phase": "Running",
+        "startTime": now,
+        "conditions": [
+            {"type": kind, "status": "True", "lastTransitionTime": now}
+            for kind in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
+        ],
+    }
 
 
 @dataclass
@@ -48,15 +65,26 @@ class HostedNode:
 class NodeHost:
     """The nodes of one process; ``admitted`` counts the pods their kubelets started."""
 
-    def __init__(self, api_url: str, root: Path, names: list[str]) -> None:
-        self._gateway = KubernetesGateway.for_url(api_url)
-        configuration = client.Configuration()
-        configuration.host = api_url
-        self._core = client.CoreV1Api(client.ApiClient(configuration))
+    def __init__(
+        self,
+        api: client.ApiClient,
+        root: Path,
+        names: list[str],
+        *,
+        register: bool = False,
+        agent_kubeconfigs: bool = False,
+    ) -> None:
+        """``register``: each kubelet registers its Node, reports its devices and heartbeats
+        its Lease, as on a real API server (the loopback one holds its nodes already).
+        ``agent_kubeconfigs``: each agent talks to the API server as ``<root>/<node>/
+        agent.kubeconfig`` says (its ServiceAccount's token, as in its pod), not as ``api``."""
+        self._gateway = KubernetesGateway(api)
+        self._core = client.CoreV1Api(api)
         self._lock = threading.Lock()
         self.admitted = 0
         self.refused = 0
         self.nodes: dict[str, HostedNode] = {}
+        self.registrations: list[NodeRegistration] = []
         self._workers: list[threading.Thread] = []
         for i, name in enumerate(names):
             home = root / name
@@ -64,7 +92,18 @@ class NodeHost:
             (home / "state.yaml").write_text(state_file())
             kubelet = KubeletSimulator(home / "plugins", home / "podres.sock", i % 2 == 0, i)
             kubelet.start()
-            agent = start_agent(name, home, self._gateway)
+            if register:
+                registration = NodeRegistration(
+                    api,
+                    RegisteredNode(name, {"accelerator": "huawei-Ascend910"}, f"192.168.0.{i + 1}"),
+                    functools.partial(_devices, kubelet),
+                )
+                registration.start()
+                self.registrations.append(registration)
+            gateway = self._gateway
+            if agent_kubeconfigs:
+                gateway = KubernetesGateway.from_environment(home / "agent.kubeconfig")
+            agent = start_agent(name, home, gateway)
             self.nodes[name] = self._watch(name, kubelet, agent)
 
     def _watch(self, name: str, kubelet: KubeletSimulator, agent: NodeAgent) -> HostedNode:
@@ -72,7 +111,9 @@ class NodeHost:
 
         def changed(changes: list[Change[Obj]]) -> None:
             for change in changes:
-                if change.new is not None and change.new["status"].get("phase") == "Pending":
+                if change.new is None:
+                    kubelet.release(change.key)  # its containers end: the devices are free
+                elif change.new["status"].get("phase") == "Pending":
                     arrivals.put(change.key)
 
         pods = Reflector(
@@ -107,7 +148,7 @@ class NodeHost:
             wait_for(lambda: bound_in(cache, key, node.name), AGENT_SEES_BINDING)
         namespace, name = key.split("/", 1)
         resource, count = npu_request(pod)
-        status: Obj = {"phase": "Running"}
+        status: Obj = running_status()
         if count:
             try:
                 node.kubelet.allocate(key, "main", resource, count)
@@ -129,6 +170,14 @@ class NodeHost:
             else:
                 self.refused += 1
 
+    def visible(self) -> dict[str, str]:
+        """``ASCEND_VISIBLE_DEVICES`` of each container the kubelets started, by pod key."""
+        return {
+            allocation.pod: allocation.response.envs.get("ASCEND_VISIBLE_DEVICES", "")
+            for node in self.nodes.values()
+            for allocation in node.kubelet.allocations
+        }
+
     def published(self) -> bool:
         """Every agent has written its DeviceInfo at least once."""
         return all(
@@ -136,11 +185,18 @@ class NodeHost:
         )
 
     def stop(self) -> None:
+        for registration in self.registrations:
+            registration.stop()
         for node in self.nodes.values():
             node.arrivals.put(None)
         stop_all(n.pods for n in self.nodes.values())
         with ThreadPoolExecutor(len(self.nodes) or 1) as pool:  # nodes stop side by side
             list(pool.map(_stop_node, self.nodes.values()))
+
+
+def _devices(kubelet: KubeletSimulator) -> dict[str, int]:
+    """The healthy devices the node's device plugins registered, by resource."""
+    return {resource: kubelet.allocatable(resource) for resource in kubelet.resources()}
 
 
 def _stop_node(node: HostedNode) -> None:
@@ -150,17 +206,43 @@ def _stop_node(node: HostedNode) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--api", required=True, help="the API server's URL")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--api", help="a plain-HTTP API server's URL (the loopback one)")
+    where.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="a real API server: each kubelet registers its node and heartbeats its Lease",
+    )
+    parser.add_argument(
+        "--agent-kubeconfigs",
+        action="store_true",
+        help="each agent as <root>/<node>/agent.kubeconfig says (with --kubeconfig)",
+    )
     parser.add_argument("--root", type=Path, required=True, help="a directory for the nodes")
     parser.add_argument("--nodes", type=int, required=True)
     args = parser.parse_args()
-    host = NodeHost(args.api, args.root, [f"node-{i:02d}" for i in range(args.nodes)])
+    names = [f"node-{i:02d}" for i in range(args.nodes)]
+    if args.kubeconfig is not None:
+        host = NodeHost(
+            api_client(args.kubeconfig),
+            args.root,
+            names,
+            register=True,
+            agent_kubeconfigs=args.agent_kubeconfigs,
+        )
+    else:
+        configuration = client.Configuration()
+        configuration.host = args.api
+        configuration.retries = False  # as KubernetesGateway.for_url: fail fast, retry above
+        host = NodeHost(client.ApiClient(configuration), args.root, names)
     if not wait_for(host.published, 60):
         raise SystemExit("the agents did not publish their DeviceInfo")
     print("ready", flush=True)
-    for line in sys.stdin:  # "count" asks how many pods the kubelets admitted
-        if line.strip() == "count":
+    for line in sys.stdin:
+        if line.strip() == "count":  # how many pods the kubelets admitted
             print(json.dumps({"admitted": host.admitted, "refused": host.refused}), flush=True)
+        elif line.strip() == "visible":  # what each container sees: ASCEND_VISIBLE_DEVICES
+            print(json.dumps(host.visible()), flush=True)
     host.stop()
 
 

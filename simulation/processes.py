@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import psutil
 from kubernetes import client
@@ -55,8 +55,30 @@ def service_process(
     """The scheduler service as its own process against the API server at ``api_url``: the
     process and the service's URL, once it is ready."""
     port = free_port()
-    command = service_command(api_url, workdir, port, *flags)
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with _serving(service_command(api_url, workdir, port, *flags), port) as served:
+        yield served
+
+
+@contextmanager
+def service_process_with(
+    config_file: Path, port: int, log: Path, *flags: str
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """The scheduler service as its own process with the kubeconfig ``config_file`` (a real
+    API server's), on ``127.0.0.1:port``, its output in ``log``: the process and its URL, once
+    it is ready."""
+    with (
+        log.open("a") as output,
+        _serving(service_command_with(config_file, port, *flags), port, output) as served,
+    ):
+        yield served
+
+
+@contextmanager
+def _serving(
+    command: list[str], port: int, output: IO[str] | None = None
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    sink: IO[str] | int = subprocess.PIPE if output is None else output
+    process = subprocess.Popen(command, stdout=sink, stderr=sink, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -74,6 +96,12 @@ def service_command(api_url: str, workdir: Path, port: int, *flags: str) -> list
     ``api_url`` (its kubeconfig written in ``workdir``)."""
     config_file = workdir / "kubeconfig"
     config_file.write_text(kubeconfig(api_url))
+    return service_command_with(config_file, port, *flags)
+
+
+def service_command_with(config_file: Path, port: int, *flags: str) -> list[str]:
+    """``python -m scheduler_core serve`` on ``127.0.0.1:port`` with the kubeconfig
+    ``config_file``."""
     return [
         sys.executable,
         "-m",

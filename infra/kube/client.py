@@ -45,6 +45,19 @@ def _call(what: str, fn: Callable[[], T]) -> T:
         ) from None
 
 
+def api_client(kubeconfig: Path | None = None) -> client.ApiClient:
+    """The official client for a kubeconfig file, or in-cluster without one."""
+    configuration = client.Configuration()
+    try:
+        if kubeconfig is not None:
+            config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+        else:
+            config.load_incluster_config(client_configuration=configuration)
+    except config.ConfigException as failed:
+        raise KubeError(f"no Kubernetes configuration: {failed}") from None
+    return client.ApiClient(configuration)
+
+
 def _json(response: Any) -> Obj:
     body = json.loads(response.data)
     if not isinstance(body, dict):
@@ -105,17 +118,7 @@ class KubernetesGateway:
     @staticmethod
     def from_environment(kubeconfig: Path | None = None) -> KubernetesGateway:
         """In-cluster service account, or a kubeconfig file when one is given."""
-        configuration = client.Configuration()
-        try:
-            if kubeconfig is not None:
-                config.load_kube_config(
-                    config_file=str(kubeconfig), client_configuration=configuration
-                )
-            else:
-                config.load_incluster_config(client_configuration=configuration)
-        except config.ConfigException as failed:
-            raise KubeError(f"no Kubernetes configuration: {failed}") from None
-        return KubernetesGateway(client.ApiClient(configuration))
+        return KubernetesGateway(api_client(kubeconfig))
 
     def _read(self, what: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
         """One call, its answer as the API server's JSON."""

@@ -1,5 +1,5 @@
 """The admission policies, evaluated as the API server would: every CEL expression of
-daemonset/admission-policy.yaml (and of the DRA overlay's, in test_dra_admission_policy.py)
+daemonset/base/admission-policy.yaml (and of the DRA overlay's, in test_dra_admission_policy.py)
 on AdmissionRequests that must be allowed and refused.
 
 The evaluator is cel-python; of the Kubernetes CEL libraries only ``<list>.join(<sep>)``
@@ -22,7 +22,7 @@ from contract.annotations import WRITTEN_BY_US
 
 ROOT = Path(__file__).parents[2]
 POLICY_FILES = (
-    ROOT / "daemonset" / "admission-policy.yaml",
+    ROOT / "daemonset" / "base" / "admission-policy.yaml",
     ROOT / "daemonset" / "overlays" / "dra" / "dra-admission-policy.yaml",
 )
 POLICIES = {

@@ -20,9 +20,11 @@ from contract.groups import PODGROUP_APIS
 from contract.objects import PLACED_RESOURCES
 from infra.kube.port import KubeGateway
 from scheduler_core.service.volcano import VolcanoVerbs
+from testbed.manifests import kustomize
 
 ROOT = Path(__file__).parents[2]
 MANIFESTS = ROOT / "daemonset"
+BASE = MANIFESTS / "base"
 KUBERNETES = "1.33"
 
 Rule = tuple[str, str, str | None]
@@ -76,7 +78,7 @@ WATCHED: dict[str, set[tuple[str, str | None]]] = {
         ("pods", None),
         ("nodes", None),
         ("configmaps", "kube-system"),  # DeviceInfo, basic-tor-node-cm
-        ("configmaps", "volcano-system"),  # vcjob-fault-npu-cm
+        ("configmaps", None),  # vcjob-fault-npu-cm, by name (resourceNames)
         # The PodGroups of each API the cluster serves (Selection(podgroups(source))).
         *{(f"podgroups.{group}", None) for group, _ in PODGROUP_APIS.values()},
     },
@@ -99,57 +101,25 @@ COMPONENTS = {
 }
 # Where each component's RBAC is (the DRA driver's in its overlay).
 RBAC_FILES = {
-    "ascend-npu-agent": MANIFESTS / "agent-rbac.yaml",
-    "ascend-npu-scheduler": MANIFESTS / "scheduler-rbac.yaml",
+    "ascend-npu-agent": BASE / "agent-rbac.yaml",
+    "ascend-npu-scheduler": BASE / "scheduler-rbac.yaml",
     "ascend-npu-dra-driver": MANIFESTS / "overlays" / "dra" / "dra-rbac.yaml",
 }
 
 
 def documents(name: str) -> Iterator[dict[str, Any]]:
-    with (MANIFESTS / name).open() as handle:
+    with (BASE / name).open() as handle:
         yield from (d for d in yaml.safe_load_all(handle) if d)
 
 
 def manifest_files() -> list[str]:
-    return sorted(p.name for p in MANIFESTS.glob("*.yaml") if p.name != "kustomization.yaml")
+    return sorted(p.name for p in BASE.glob("*.yaml") if p.name != "kustomization.yaml")
 
 
 OVERLAYS = ("kube-scheduler", "volcano", "dra")
 # The Kubernetes each overlay needs at least (DRA's resource.k8s.io/v1 came with 1.34).
 OVERLAY_KUBERNETES = {"dra": "1.34"}
 SCHEDULER = "ascend-npu-scheduler"
-
-
-def _merge(base: Any, patch: Any) -> Any:
-    """A strategic merge as kustomize does it for these manifests: maps merge, lists of
-    named items merge by name, other lists are replaced."""
-    if isinstance(base, dict) and isinstance(patch, dict):
-        return {k: _merge(base[k], v) if k in base else v for k, v in {**base, **patch}.items()}
-    if isinstance(base, list) and isinstance(patch, list) and all("name" in i for i in patch):
-        merged = {i["name"]: i for i in base}
-        for item in patch:
-            merged[item["name"]] = _merge(merged.get(item["name"], {}), item)
-        return list(merged.values())
-    return patch
-
-
-def render(directory: Path) -> list[dict[str, Any]]:
-    """What ``kubectl apply -k directory`` applies: its resources (files, or directories
-    with a kustomization of their own), then its patches, matched by kind and name."""
-    (kustomization,) = yaml.safe_load_all((directory / "kustomization.yaml").read_text())
-    rendered: list[dict[str, Any]] = []
-    for entry in kustomization["resources"]:
-        path = (directory / entry).resolve()
-        if path.is_dir():
-            rendered += render(path)
-        else:
-            rendered += [d for d in yaml.safe_load_all(path.read_text()) if d]
-    for patch_entry in kustomization.get("patches", []):
-        (patch,) = yaml.safe_load_all((directory / patch_entry["path"]).read_text())
-        key = (patch["kind"], patch["metadata"]["name"])
-        (index,) = [i for i, d in enumerate(rendered) if (d["kind"], d["metadata"]["name"]) == key]
-        rendered[index] = _merge(rendered[index], patch)
-    return rendered
 
 
 @pytest.mark.parametrize("name", manifest_files())
@@ -160,7 +130,7 @@ def test_every_manifest_is_valid_for_kubernetes_in_strict_mode(name: str) -> Non
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_each_overlay_renders_to_manifests_valid_in_strict_mode(overlay: str) -> None:
-    rendered = render(MANIFESTS / "overlays" / overlay)
+    rendered = kustomize(MANIFESTS / "overlays" / overlay)
     for document in rendered:
         version = OVERLAY_KUBERNETES.get(overlay, KUBERNETES)
         kubernetes_validate.validate(document, version, strict=True)
@@ -176,7 +146,7 @@ def test_the_base_applies_every_manifest_beside_it() -> None:
 
 
 def test_the_kube_scheduler_overlay_runs_kube_scheduler_beside_the_service() -> None:
-    rendered = render(MANIFESTS / "overlays" / "kube-scheduler")
+    rendered = kustomize(MANIFESTS / "overlays" / "kube-scheduler")
     deployment = next(
         d for d in rendered if (d["kind"], d["metadata"]["name"]) == ("Deployment", SCHEDULER)
     )

@@ -1,0 +1,169 @@
+"""``python -m testbed.build``: the real components the tests run, built from their Go modules.
+
+Each component of ``testbed/versions.toml`` has a Go module of its own under ``testbed/go/<name>``
+(``go.mod`` and ``go.sum`` committed; one module each, so that Kubernetes, etcd, Helm and
+Prometheus do not force their dependencies' versions on one another). A component is built into
+``.testbed/bin`` when its binaries are missing or its stamp (version and ``go.sum``) differs;
+otherwise it is skipped. A version changed in ``versions.toml`` moves its module first (``go get``
+and ``go mod tidy``; for Kubernetes also the ``replace`` block that points its ~30 staging
+modules at their published versions, as every project that builds ``k8s.io/kubernetes`` as a
+dependency does: ``k8s.io/kubernetes vX.Y.Z`` ↔ ``k8s.io/api v0.Y.Z``).
+
+Exit status 2 when a module cannot be had (the go command's own answer is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTBED = ROOT / "testbed"
+BIN = ROOT / ".testbed" / "bin"
+STAMPS = ROOT / ".testbed" / "stamps"
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    module: str
+    version: str
+    commands: tuple[str, ...]
+    binary: str | None  # the binary's name when it is not the command's last path element
+
+    @property
+    def home(self) -> Path:
+        return TESTBED / "go" / self.name
+
+    def binaries(self) -> list[Path]:
+        if self.binary is not None:
+            return [BIN / self.binary]
+        return [BIN / command.rsplit("/", 1)[-1] for command in self.commands]
+
+    def packages(self) -> list[str]:
+        return [self.module if c == "." else f"{self.module}/{c}" for c in self.commands]
+
+
+def components(path: Path = TESTBED / "versions.toml") -> list[Component]:
+    table = tomllib.loads(path.read_text())
+    return [
+        Component(
+            name,
+            str(entry["module"]),
+            str(entry["version"]),
+            tuple(str(c) for c in entry["commands"]),
+            entry.get("binary"),
+        )
+        for name, entry in table.items()
+    ]
+
+
+def required(component: Component) -> str | None:
+    """The version of the component's module its go.mod requires now."""
+    pattern = re.compile(rf"^\s*(?:require\s+)?{re.escape(component.module)}\s+(v\S+)", re.M)
+    found = pattern.search((component.home / "go.mod").read_text())
+    return found.group(1) if found else None
+
+
+def _go(component: Component, *args: str) -> None:
+    environment = {**os.environ, "GOFLAGS": "-buildvcs=false"}
+    done = subprocess.run(
+        ["go", *args],
+        cwd=component.home,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr)
+        raise SystemExit(
+            f"testbed: `go {' '.join(args)}` failed for {component.name} "
+            f"({component.module} {component.version}); the go command's answer is above"
+        )
+
+
+def _staging_replaces(version: str) -> str:
+    """The replace block for k8s.io/kubernetes ``version``: each staging module of its go.mod
+    at the matching published v0 version."""
+    listed = subprocess.run(
+        ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{version}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    gomod = Path(re.search(r'"GoMod":\s*"([^"]+)"', listed.stdout).group(1))  # type: ignore[union-attr]
+    staging = re.findall(r"^\s*(k8s\.io/\S+)\s+=>\s+\./staging/", gomod.read_text(), re.M)
+    published = "v0." + version.removeprefix("v1.")
+    lines = "".join(f"\t{module} => {module} {published}\n" for module in staging)
+    return f"replace (\n{lines})\n"
+
+
+def move(component: Component) -> None:
+    """Bring the component's module to the version versions.toml names."""
+    print(f"testbed: moving {component.name} to {component.module} {component.version}", flush=True)
+    gomod = component.home / "go.mod"
+    if component.module == "k8s.io/kubernetes":
+        text = re.sub(r"\nreplace \(\n.*?\n\)\n", "\n", gomod.read_text(), flags=re.S)
+        gomod.write_text(text.rstrip() + "\n\n" + _staging_replaces(component.version))
+    _go(component, "get", f"{component.module}@{component.version}")
+    _go(component, "mod", "tidy")
+
+
+def _stamp(component: Component) -> str:
+    digest = hashlib.sha256((component.home / "go.sum").read_bytes()).hexdigest()
+    return f"{component.module} {component.version} {digest}\n"
+
+
+def up_to_date(component: Component) -> bool:
+    stamp = STAMPS / component.name
+    return (
+        all(binary.exists() for binary in component.binaries())
+        and stamp.exists()
+        and stamp.read_text() == _stamp(component)
+    )
+
+
+def build(component: Component) -> None:
+    if required(component) != component.version:
+        move(component)
+    if up_to_date(component):
+        print(f"testbed: {component.name} {component.version} is built", flush=True)
+        return
+    BIN.mkdir(parents=True, exist_ok=True)
+    STAMPS.mkdir(parents=True, exist_ok=True)
+    names = ", ".join(binary.name for binary in component.binaries())
+    print(
+        f"testbed: building {names} from {component.module} {component.version} "
+        "(minutes on a new machine: modules download, then compile)",
+        flush=True,
+    )
+    started = time.monotonic()
+    output = str(component.binaries()[0]) if component.binary else f"{BIN}/"
+    _go(component, "build", "-trimpath", "-ldflags=-s -w", "-o", output, *component.packages())
+    (STAMPS / component.name).write_text(_stamp(component))
+    print(f"testbed: built {names} in {time.monotonic() - started:.0f} s", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m testbed.build", description=__doc__)
+    parser.add_argument("names", nargs="*", help="components to build (default: all)")
+    args = parser.parse_args()
+    chosen = [c for c in components() if not args.names or c.name in args.names]
+    unknown = set(args.names) - {c.name for c in chosen}
+    if unknown:
+        parser.error(f"unknown component(s): {', '.join(sorted(unknown))}")
+    for component in chosen:
+        build(component)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""The project deployed on the real control plane as an admin deploys it, with simulated nodes.
+
+- The overlay is rendered by the real kustomize and applied server-side, as ``kubectl apply
+  --server-side -k`` does: RBAC, admission policies, ConfigMaps, DaemonSets and Deployments.
+- The scheduler service runs under its ServiceAccount's token, kube-scheduler under the same
+  token and with the KubeSchedulerConfiguration the overlay ships (only its extender's address
+  rewritten to where the service listens here, and its client connection to this API server).
+- The nodes (``python -m simulation.node_host --kubeconfig``): per node the agent on the fake
+  driver and the project's kubelet simulator, which registers the Node, reports its devices and
+  heartbeats its Lease. Each agent runs under a token of the agent's ServiceAccount bound to the
+  agent DaemonSet's pod on its node, as the kubelet mounts it (the node's name is in the token,
+  which the agent's admission policy checks).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simulation.processes import Part, service_process_with
+from testbed.control_plane import ControlPlane, Process, free_port, wait_until
+from testbed.manifests import MANIFESTS, kustomize
+from testbed.rest import Obj, RestError
+
+NAMESPACE = "kube-system"
+SCHEDULER_ACCOUNT = "ascend-npu-scheduler"
+AGENT_ACCOUNT = "ascend-npu-agent"
+FIELD_MANAGER = "testbed"
+NODE_LABELS = {"accelerator": "huawei-Ascend910"}
+
+
+def apply(plane: ControlPlane, documents: list[Obj]) -> None:
+    """Server-side apply of each document (``kubectl apply --server-side``): the API server's
+    own validation, defaulting and admission decide."""
+    admin = plane.rest()
+    for document in documents:
+        admin.apply(document)
+
+
+def shipped_kube_scheduler_configuration() -> dict[str, Any]:
+    """The KubeSchedulerConfiguration the kube-scheduler overlay ships (its ConfigMap)."""
+    rendered = kustomize(MANIFESTS / "overlays" / "kube-scheduler")
+    (configmap,) = [
+        d
+        for d in rendered
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "ascend-npu-kube-scheduler-config"
+    ]
+    configuration: dict[str, Any] = yaml.safe_load(configmap["data"]["kube-scheduler.yaml"])
+    return configuration
+
+
+def extender_configuration(
+    url: str, *, node_cache: bool | None = None, leader_elect: bool | None = None
+) -> dict[str, Any]:
+    """The shipped configuration with its extender at ``url`` (``node_cache``: override
+    ``nodeCacheCapable``; ``leader_elect``: override its leader election)."""
+    configuration = copy.deepcopy(shipped_kube_scheduler_configuration())
+    (extender,) = configuration["extenders"]
+    extender["urlPrefix"] = url
+    if node_cache is not None:
+        extender["nodeCacheCapable"] = node_cache
+    if leader_elect is not None:
+        configuration["leaderElection"]["leaderElect"] = leader_elect
+    return configuration
+
+
+def bound_agent_token(plane: ControlPlane, node: str) -> str:
+    """A token of the agent's ServiceAccount bound to an agent pod on ``node`` (the node's
+    name in the token, as the kubelet's projected token for a DaemonSet pod carries it)."""
+    admin = plane.rest()
+    name = f"{AGENT_ACCOUNT}-{node}"
+    pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    pod = {
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "testbed-agent"}},
+        "spec": {
+            "nodeName": node,
+            "serviceAccountName": AGENT_ACCOUNT,
+            "containers": [{"name": "agent", "image": "ascend-npu-k8s:testbed"}],
+            "tolerations": [{"operator": "Exists"}],
+        },
+    }
+    try:
+        created = admin.create(pods, pod)
+    except RestError as exists:
+        if exists.status != 409:
+            raise
+        created = admin.get(f"{pods}/{name}")
+    return plane.token(NAMESPACE, AGENT_ACCOUNT, bound_to=created)
+
+
+@dataclass
+class Deployed:
+    plane: ControlPlane
+    nodes: Part
+    service_url: str
+    scheduler_kubeconfig: Path
+    kube_scheduler: Process | None
+
+
+def node_names(count: int) -> list[str]:
+    return [f"node-{i:02d}" for i in range(count)]
+
+
+@contextmanager
+def deployed(
+    plane: ControlPlane,
+    workdir: Path,
+    nodes: int,
+    *,
+    overlay: str = "kube-scheduler",
+    node_cache: bool | None = None,
+    service_flags: tuple[str, ...] = (),
+) -> Iterator[Deployed]:
+    """The overlay applied, ``nodes`` simulated 910 nodes, the scheduler service and (for
+    the kube-scheduler overlay) kube-scheduler as shipped; stops what it started."""
+    apply(plane, kustomize(MANIFESTS / "overlays" / overlay))
+    scheduler_kubeconfig = plane.service_account(NAMESPACE, SCHEDULER_ACCOUNT)
+    root = workdir / "nodes"
+    admin = plane.rest()
+    for name in node_names(nodes):
+        # Registered here first so that each agent's token can be bound to a pod on it; the
+        # node's kubelet simulator then finds it and reports its status.
+        try:
+            admin.create("/api/v1/nodes", {"metadata": {"name": name, "labels": NODE_LABELS}})
+        except RestError as exists:
+            if exists.status != 409:
+                raise
+        token = bound_agent_token(plane, name)
+        (root / name).mkdir(parents=True, exist_ok=True)
+        plane.token_kubeconfig(token, f"agent-{name}").replace(root / name / "agent.kubeconfig")
+    host = Part(
+        "simulation.node_host",
+        "--kubeconfig",
+        str(plane.admin),
+        "--agent-kubeconfigs",
+        "--root",
+        str(root),
+        "--nodes",
+        str(nodes),
+    )
+    kube_scheduler: Process | None = None
+    try:
+        with service_process_with(
+            scheduler_kubeconfig,
+            free_port(),
+            workdir / "scheduler-service.log",
+            "--refresh-period",
+            "0.5",
+            *service_flags,
+        ) as (_service, url):
+            if overlay == "kube-scheduler":
+                configuration = extender_configuration(url, node_cache=node_cache)
+                kube_scheduler = plane.start_scheduler(
+                    configuration, kubeconfig=scheduler_kubeconfig
+                )
+            yield Deployed(plane, host, url, scheduler_kubeconfig, kube_scheduler)
+    finally:
+        if kube_scheduler is not None:
+            kube_scheduler.stop()
+            del plane.processes[kube_scheduler.name]
+        host.stop()
+
+
+def wait_pods(
+    plane: ControlPlane, namespace: str, selector: str, count: int, timeout: float = 120
+) -> list[Obj]:
+    """The pods of ``selector`` once ``count`` of them run."""
+    admin = plane.rest()
+    found: list[Obj] = []
+
+    def running() -> bool:
+        nonlocal found
+        listed = admin.get(f"/api/v1/namespaces/{namespace}/pods", labelSelector=selector)
+        found = [p for p in listed["items"] if p["status"].get("phase") == "Running"]
+        return len(found) >= count
+
+    wait_until(running, timeout, f"{count} running pods of {selector}")
+    return found
