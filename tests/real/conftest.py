@@ -1,5 +1,5 @@
-"""The real control plane under the tests (``testbed``): one per test session, shared by the
-tests of this folder, each test in namespaces and on nodes of its own.
+"""The real control plane under the tests (``testbed``): one per test module, so that each
+module's nodes, scheduler service and controllers see only their own cluster.
 
 The binaries come from ``make testbed``; ``make test`` builds them first. A missing binary is an
 error, not a skip: these tests are the ones that meet the real components.
@@ -15,7 +15,7 @@ import pytest
 from testbed.control_plane import ControlPlane, scratch
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def control_plane() -> Iterator[ControlPlane]:
     workdir = scratch("cp")
     plane = ControlPlane(workdir)
