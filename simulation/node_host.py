@@ -23,6 +23,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client
 
@@ -113,7 +114,10 @@ class NodeHost:
             for change in changes:
                 if change.new is None:
                     kubelet.release(change.key)  # its containers end: the devices are free
-                elif change.new["status"].get("phase") == "Pending":
+                elif (
+                    change.new["metadata"].get("deletionTimestamp")
+                    or change.new["status"].get("phase") == "Pending"
+                ):
                     arrivals.put(change.key)
 
         pods = Reflector(
@@ -132,13 +136,28 @@ class NodeHost:
 
     def _admit_loop(self, node: HostedNode) -> None:
         while (key := node.arrivals.get()) is not None:
-            if key in node.seen:
-                continue
             pod = node.pods.get(key)
-            if pod is None or pod["status"].get("phase") != "Pending":
+            if pod is None:
                 continue
-            node.seen.add(key)
-            self._admit(node, key, pod)
+            uid = pod["metadata"].get("uid", key)  # a pod made again under its name is new
+            if pod["metadata"].get("deletionTimestamp"):
+                self._terminate(node, key, pod)
+            elif uid not in node.seen and pod["status"].get("phase") == "Pending":
+                node.seen.add(uid)
+                self._admit(node, key, pod)
+
+    def _terminate(self, node: HostedNode, key: str, pod: Obj) -> None:
+        """A pod being deleted gracefully: its containers stop, then the kubelet removes the
+        object for good (grace 0, on the pod's UID), as the kubelet's status manager does
+        (pkg/kubelet/status/status_manager.go, canBeDeleted and the Delete after it); on a
+        real API server a bound pod stays until its kubelet does this."""
+        node.kubelet.release(key)
+        namespace, name = key.split("/", 1)
+        body: Any = {"gracePeriodSeconds": 0, "preconditions": {"uid": pod["metadata"]["uid"]}}
+        try:
+            self._core.delete_namespaced_pod(name, namespace, body=body, _preload_content=False)
+        except client.ApiException:
+            return  # gone already, or made again under its name (another UID)
 
     def _admit(self, node: HostedNode, key: str, pod: Obj) -> None:
         # The agent's own watch of the same pods delivers the binding as quickly on a real

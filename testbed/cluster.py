@@ -2,9 +2,10 @@
 
 - The overlay is rendered by the real kustomize and applied server-side, as ``kubectl apply
   --server-side -k`` does: RBAC, admission policies, ConfigMaps, DaemonSets and Deployments.
-- The scheduler service runs under its ServiceAccount's token, kube-scheduler under the same
-  token and with the KubeSchedulerConfiguration the overlay ships (only its extender's address
-  rewritten to where the service listens here, and its client connection to this API server).
+- The scheduler service runs under its ServiceAccount's token, kube-scheduler under its own
+  (the overlay's) with the KubeSchedulerConfiguration the overlay ships (only its extender's
+  address rewritten to where the service listens here, its client connection to this API
+  server).
 - The nodes (``python -m simulation.node_host --kubeconfig``): per node the agent on the fake
   driver and the project's kubelet simulator, which registers the Node, reports its devices and
   heartbeats its Lease. Each agent runs under a token of the agent's ServiceAccount bound to the
@@ -30,6 +31,7 @@ from testbed.rest import Obj, RestError
 
 NAMESPACE = "kube-system"
 SCHEDULER_ACCOUNT = "ascend-npu-scheduler"
+KUBE_SCHEDULER_ACCOUNT = "ascend-npu-kube-scheduler"
 AGENT_ACCOUNT = "ascend-npu-agent"
 FIELD_MANAGER = "testbed"
 NODE_LABELS = {"accelerator": "huawei-Ascend910"}
@@ -157,7 +159,8 @@ def deployed(
             if overlay == "kube-scheduler":
                 configuration = extender_configuration(url, node_cache=node_cache)
                 kube_scheduler = plane.start_scheduler(
-                    configuration, kubeconfig=scheduler_kubeconfig
+                    configuration,
+                    kubeconfig=plane.service_account(NAMESPACE, KUBE_SCHEDULER_ACCOUNT),
                 )
             yield Deployed(plane, host, url, scheduler_kubeconfig, kube_scheduler)
     finally:

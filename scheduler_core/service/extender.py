@@ -44,12 +44,14 @@ from scheduler_core.service.wire import (
     ExtenderArgs,
     ExtenderBindingResult,
     ExtenderFilterResult,
+    ExtenderPreemptionResult,
     HostPriority,
     PodRequest,
     Unready,
     binding_args,
     extender_args,
     pod_request,
+    preemption_args,
 )
 
 log = logging.getLogger(__name__)
@@ -125,6 +127,25 @@ class Extender:
         kind = self._kind(request)
         with self.state.lock:
             return kind.scores(request, names)
+
+    def preempt(self, args: Mapping[str, Any]) -> ExtenderPreemptionResult:
+        """kube-scheduler's preempt verb: keep only the candidate nodes where freeing the
+        victims could help, with the victims kube-scheduler chose. Its dry run
+        (``framework/preemption/preemption.go``) counts chips with the in-tree
+        NodeResourcesFit alone: a full node never reached the filter, so a request no node can
+        serve (or a node of another kind) would otherwise cost a victim for nothing (seen on
+        the real kube-scheduler). The nodes the filter marks unresolvable are dropped; the
+        rest keep their victims, which the next cycle's filter checks by ring."""
+        pod, victims = preemption_args(args)
+        names = list(victims)
+        try:
+            request = pod_request(pod, self.state.job_of)
+        except (Unready, BadPod):
+            return ExtenderPreemptionResult({})  # nothing placeable now: evict nothing
+        kind = self._kind(request)
+        with self.state.lock:
+            _, _, never = kind.filter(request, names)
+        return ExtenderPreemptionResult({n: victims[n] for n in names if n not in never})
 
     def bind(self, args: Mapping[str, Any]) -> ExtenderBindingResult:
         binding = binding_args(args)

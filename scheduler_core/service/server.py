@@ -44,7 +44,7 @@ from scheduler_core.service.wire import BadRequest, ExtenderArgs, decode_extende
 
 log = logging.getLogger(__name__)
 
-VERBS = ("filter", "prioritize", "bind")
+VERBS = ("filter", "prioritize", "preempt", "bind")
 TYPED_VERBS = frozenset({"filter", "prioritize"})
 KNOWN_VERBS = frozenset(VERBS) | {f"volcano/{v}" for v in VolcanoVerbs.VERBS}
 MALFORMED_REASON = "NPUAnnotationMalformed"
@@ -319,6 +319,9 @@ class SchedulerService:
                 failed = bool(answer.Error)
             elif verb == "prioritize":
                 answer = self.extender.prioritize(body)
+                failed = False
+            elif verb == "preempt":
+                answer = self.extender.preempt(body)
                 failed = False
             else:
                 answer = self.extender.bind(body)

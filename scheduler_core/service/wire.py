@@ -280,6 +280,57 @@ def _listed(items: list[Any]) -> Candidates:
     return Candidates(list(objects), objects)
 
 
+class MetaPod(msgspec.Struct):
+    UID: str = ""
+
+
+class MetaVictims(msgspec.Struct):
+    Pods: list[MetaPod] = msgspec.field(default_factory=list)
+    NumPDBViolations: int = 0
+
+
+class Victims(msgspec.Struct):
+    Pods: list[Any] = msgspec.field(default_factory=list)
+    NumPDBViolations: int = 0
+
+
+class ExtenderPreemptionArgs(msgspec.Struct):
+    """kube-scheduler's ``ExtenderPreemptionArgs``: the victims its dry run chose on each
+    candidate node, by UID with the node cache (``NodeNameToMetaVictims``), else as pods."""
+
+    Pod: Any = None
+    NodeNameToVictims: dict[str, Victims] | None = None
+    NodeNameToMetaVictims: dict[str, MetaVictims] | None = None
+
+
+class ExtenderPreemptionResult(msgspec.Struct):
+    """The candidates the extender keeps; always by UID (``extender.go`` converts back)."""
+
+    NodeNameToMetaVictims: dict[str, MetaVictims] = msgspec.field(default_factory=dict)
+
+
+def preemption_args(args: Mapping[str, Any]) -> tuple[Obj, dict[str, MetaVictims]]:
+    """The pod and each candidate node's victims (by UID) of an ``ExtenderPreemptionArgs``;
+    BadRequest naming what is wrong."""
+    try:
+        typed = msgspec.convert(args, type=ExtenderPreemptionArgs)
+    except msgspec.ValidationError as bad:
+        raise BadRequest(f"not an ExtenderPreemptionArgs: {bad}") from None
+    if typed.Pod is None:
+        raise BadRequest("Pod is missing")
+    pod = check_pod(typed.Pod)
+    if typed.NodeNameToMetaVictims is not None:
+        return pod, typed.NodeNameToMetaVictims
+    victims: dict[str, MetaVictims] = {}
+    for node, listed in (typed.NodeNameToVictims or {}).items():
+        uids = []
+        for i, victim in enumerate(listed.Pods):
+            meta = field_of(victim, "metadata", dict, f"NodeNameToVictims[{node}].Pods[{i}].")
+            uids.append(MetaPod(field_of(meta, "uid", str, "metadata.")))
+        victims[node] = MetaVictims(uids, listed.NumPDBViolations)
+    return pod, victims
+
+
 class ExtenderBindingArgs(msgspec.Struct):
     """kube-scheduler's ``ExtenderBindingArgs``."""
 

@@ -145,20 +145,29 @@ def test_the_base_applies_every_manifest_beside_it() -> None:
     assert sorted(kustomization["resources"]) == manifest_files()
 
 
-def test_the_kube_scheduler_overlay_runs_kube_scheduler_beside_the_service() -> None:
+def test_the_kube_scheduler_overlay_runs_kube_scheduler_under_its_own_account() -> None:
     rendered = kustomize(MANIFESTS / "overlays" / "kube-scheduler")
-    deployment = next(
-        d for d in rendered if (d["kind"], d["metadata"]["name"]) == ("Deployment", SCHEDULER)
-    )
-    spec = deployment["spec"]["template"]["spec"]
-    containers = {c["name"]: c for c in spec["containers"]}
-    assert set(containers) == {"scheduler", "kube-scheduler"}
-    image = containers["kube-scheduler"]["image"]
+    deployments = {d["metadata"]["name"]: d for d in rendered if d["kind"] == "Deployment"}
+    service = deployments[SCHEDULER]["spec"]["template"]["spec"]
+    assert [c["name"] for c in service["containers"]] == ["scheduler"]
+    spec = deployments["ascend-npu-kube-scheduler"]["spec"]["template"]["spec"]
+    # Not the extender's account: its admission policy refuses kube-scheduler's evictions.
+    assert spec["serviceAccountName"] == "ascend-npu-kube-scheduler"
+    (container,) = spec["containers"]
+    image = container["image"]
     assert image.startswith("registry.k8s.io/kube-scheduler:v1."), "the upstream image, pinned"
-    mount = containers["kube-scheduler"]["volumeMounts"][0]
-    flag = next(a for a in containers["kube-scheduler"]["command"] if a.startswith("--config="))
+    mount = container["volumeMounts"][0]
+    flag = next(a for a in container["command"] if a.startswith("--config="))
     assert flag.removeprefix("--config=").startswith(mount["mountPath"] + "/")
-    assert {v["name"] for v in spec["volumes"]} >= {"config", "kube-scheduler-config"}
+    assert {v["name"] for v in spec["volumes"]} == {"kube-scheduler-config"}
+    bound = {
+        s["name"]
+        for d in rendered
+        if d["kind"] in ("ClusterRoleBinding", "RoleBinding")
+        and d["roleRef"]["name"] == "system:kube-scheduler"
+        for s in d["subjects"]
+    }
+    assert bound == {"ascend-npu-kube-scheduler"}
 
 
 def rules_in_manifest(component: str) -> set[tuple[str, str, str | None]]:
@@ -300,11 +309,8 @@ def test_the_kube_scheduler_configuration_uses_only_documented_fields() -> None:
 def test_the_kube_scheduler_configuration_wires_every_extender_verb() -> None:
     config = kube_scheduler_configuration()
     (extender,) = config["extenders"]
-    assert (extender["filterVerb"], extender["prioritizeVerb"], extender["bindVerb"]) == (
-        "filter",
-        "prioritize",
-        "bind",
-    )
+    verbs = ("filterVerb", "prioritizeVerb", "preemptVerb", "bindVerb")
+    assert tuple(extender[v] for v in verbs) == ("filter", "prioritize", "preempt", "bind")
     assert extender["nodeCacheCapable"] is True
     assert extender["managedResources"] == [
         {"name": resource, "ignoredByScheduler": False} for resource in PLACED_RESOURCES

@@ -10,6 +10,7 @@ kubelet's random device IDs), and no chip may be given twice.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -67,11 +68,19 @@ def check_chips(cluster: Deployed, pods: list[Obj]) -> None:
             assert owner == key, f"chip {chip} of {node} given twice"
 
 
-@pytest.fixture(scope="module")
-def cluster(control_plane: ControlPlane) -> Iterator[Deployed]:
+@pytest.fixture(scope="module", params=[True, False], ids=["node-cache", "node-list"])
+def cluster(request: pytest.FixtureRequest) -> Iterator[Deployed]:
+    """As shipped (``nodeCacheCapable: true``: node names go to the extender), and without
+    the node cache (kube-scheduler's default: whole Node objects, read back as a NodeList),
+    each on a control plane of its own."""
     workdir = scratch("ks")
-    with deployed(control_plane, workdir, nodes=6) as running:
-        yield running
+    plane = ControlPlane(workdir / "plane").start()
+    try:
+        with deployed(plane, workdir, nodes=6, node_cache=request.param) as running:
+            yield running
+    finally:
+        plane.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def test_an_indexed_job_runs_on_the_extenders_chips(cluster: Deployed) -> None:
