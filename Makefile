@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test testbed lint typecheck unit quick bench clean
+.PHONY: demo demo-real test testbed lint typecheck unit quick bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/python -m simulation
+
+# The same demo on the real control plane (kube-apiserver, etcd, kube-scheduler: make testbed).
+demo-real: $(STAMP) testbed
+	$(BIN)/python -m simulation --real
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -8,14 +8,22 @@ import sys
 from collections.abc import Sequence
 
 from simulation.demo import run
+from testbed import demo as real_demo
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m simulation", description=__doc__)
     parser.add_argument("--nodes", type=int, default=5)
     parser.add_argument("--policy", choices=["huawei", "binpack"], default="huawei")
+    parser.add_argument(
+        "--real",
+        action="store_true",
+        help="on the test bed's real control plane (make testbed) instead of the embedded one",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
+    if args.real:
+        return real_demo.run(args.nodes)
     return run(args.nodes, args.policy)
 
 
