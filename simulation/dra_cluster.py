@@ -80,7 +80,8 @@ def pod_with_claim(namespace: str, name: str, template: str) -> Obj:
 class DraScheduler:
     """kube-scheduler's ``DynamicResources`` and the resourceclaim controller, for pods with
     claims (nothing else is scheduled here): each pending pod in turn, on the feasible node
-    of the highest score (the first by name on a tie)."""
+    of the highest score (the first by name on a tie, for repeatable tests: kube-scheduler
+    takes one of the tied nodes at random, ``pkg/scheduler/schedule_one.go``'s node heap)."""
 
     store: MemoryCluster
     allocator: Allocator = field(init=False)

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
@@ -47,7 +47,6 @@ from deviceplugin_api.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from deviceplugin_api.pluginregistration.v1 import api_pb2 as reg
 from deviceplugin_api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from infra.kube.port import NotFound, Selection
-from simulation.memory import MemoryCluster
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +55,15 @@ DIAL_TIMEOUT, INFO_TIMEOUT, NOTIFY_TIMEOUT, CALL_TIMEOUT = 10.0, 1.0, 5.0, 45.0
 WIPE_DELAY = 30.0
 CDI_VERSIONS = ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0")
 CDI_EDIT_FIELDS = frozenset({"env", "deviceNodes", "mounts", "hooks", "additionalGIDs"})
+
+
+class ClaimStore(Protocol):
+    """What the kubelet's DRA side reads and deletes: the in-memory cluster, or a real API
+    server (``testbed.dra.ApiStore``)."""
+
+    def get_object(self, kind: str, namespace: str, name: str) -> Obj: ...
+
+    def delete_collection(self, what: Selection) -> int: ...
 
 
 class PrepareFailed(RuntimeError):
@@ -109,7 +117,7 @@ class KubeletDra:
         self,
         node: str,
         registry_dir: Path,
-        store: MemoryCluster,
+        store: ClaimStore,
         cdi_root: Path,
         *,
         wipe_delay: float = WIPE_DELAY,
