@@ -12,8 +12,11 @@
   ``prioritizeNodes``: extender score × weight × 10 added to the in-tree scores, a prioritize
   error ignored; ``selectHost``: the best score, ties at random), the pod assumed on its node,
   then the binding cycle run asynchronously (the next pod's cycle starts meanwhile); a failed
-  bind forgets the assumed pod. DefaultPreemption considers only Unschedulable nodes: the
-  stand-in records those as the pod's preemption candidates rather than evicting.
+  bind forgets the assumed pod. DefaultPreemption considers only Unschedulable nodes (a node
+  that failed an in-tree filter, never sent to the extender, is one); the stand-in records
+  those as the pod's preemption candidates rather than evicting. The real kube-scheduler then
+  asks the extender's ``preemptVerb``, which drops the nodes it holds unresolvable: that step
+  and the evictions run on the real kube-scheduler only (``tests/real/test_preemption.py``).
 - ``pkg/scheduler/backend/queue``: a failed pod backs off 1 s, doubling to 10 s.
 """
 
