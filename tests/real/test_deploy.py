@@ -1,0 +1,771 @@
+"""The manifests as shipped, on the real control plane: each overlay and the base rendered by
+the real kustomize and applied server-side (and again, changing nothing); the RBAC of each
+component's ServiceAccount, as the real authorizer answers for its real token, granting every
+call the code makes and nothing else; and the admission policies evaluated by the real API
+server on the requests tests/deploy evaluates offline, made by the identities that make them.
+
+What cannot be a real request is left to the offline tests: a constraint naming another
+request of the claim is refused by the claim's own validation before admission, and so is a
+slice moved to another node (spec.nodeName is immutable), checked here only as refused.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contract.annotations import (
+    CHIPS_ANNOTATION,
+    FAULT_CONFIG_PREFIX,
+    FAULT_RECORD,
+    PREDICATE_TIME,
+    REAL_ANNOTATION,
+    TOR_SHARE_CONFIGMAP,
+    WRITTEN_BY_US,
+)
+from contract.chip_names import RESOURCE_NAME
+from contract.deviceinfo import configmap_name
+from contract.dra import DEFAULT_DRIVER
+from contract.vnpu import NPU_CORE_RESOURCE
+from scheduler_core.service.server import Election
+from testbed.cluster import AGENT_ACCOUNT, NAMESPACE, SCHEDULER_ACCOUNT, apply, bound_agent_token
+from testbed.control_plane import ControlPlane, wait_until
+from testbed.manifests import MANIFESTS, kustomize
+from testbed.rest import Obj, Rest, RestError
+from tests.deploy.test_manifests import (
+    CLUSTER_WIDE_CALLS,
+    COMPONENTS,
+    OVERLAYS,
+    RBAC_OF_CALL,
+    WATCHED,
+    calls_in_code,
+)
+
+DRA_ACCOUNT = "ascend-npu-dra-driver"
+TEAM = "team"
+NODE_A, NODE_B = "node-a", "node-b"
+DEADLINE = 120.0  # seconds: a shared 2-core machine
+CHOSEN = {CHIPS_ANNOTATION: "Ascend910-0", PREDICATE_TIME: "1"}
+CLAIM_CLASS = "ascend910.npu.ascend.example.com"
+RING = "npu.ascend.example.com/hccsRing"
+SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+SSRR = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
+# Rules RBAC limits to named objects (resourceNames): the scheduler watches its fault record
+# by name and elects its leader on its own Lease.
+RESOURCE_NAMES = {
+    (SCHEDULER_ACCOUNT, "configmaps", "list", None): FAULT_RECORD[1],
+    (SCHEDULER_ACCOUNT, "configmaps", "watch", None): FAULT_RECORD[1],
+    (SCHEDULER_ACCOUNT, "leases.coordination.k8s.io", "get", NAMESPACE): Election().name,
+    (SCHEDULER_ACCOUNT, "leases.coordination.k8s.io", "update", NAMESPACE): Election().name,
+}
+
+
+# --- requests and their answers ----------------------------------------------------------
+
+
+def attempt(
+    rest: Rest,
+    method: str,
+    path: str,
+    body: Obj | None = None,
+    *,
+    patch: str = "merge",
+    dry_run: bool = False,
+) -> tuple[int, str]:
+    """The status code and message of a call (200 when it succeeded)."""
+    types = {"merge": "application/merge-patch+json", "json": "application/json-patch+json"}
+    content = types[patch] if method == "PATCH" else "application/json"
+    try:
+        rest.request(
+            method, path, body, query={"dryRun": "All"} if dry_run else None, content_type=content
+        )
+    except RestError as refused:
+        return refused.status, refused.message
+    return 200, ""
+
+
+def allowed(rest: Rest, method: str, path: str, body: Obj | None = None, **kw: Any) -> None:
+    status, message = attempt(rest, method, path, body, **kw)
+    assert status == 200, f"{method} {path}: {status} {message}"
+
+
+def denied_by_policy(
+    rest: Rest,
+    policy: str,
+    method: str,
+    path: str,
+    body: Obj | None = None,
+    *,
+    status: int = 403,
+    says: str = "",
+    **kw: Any,
+) -> None:
+    """Refused by ``policy`` (not by RBAC, not by validation): the API server's message is
+    "ValidatingAdmissionPolicy '<policy>' with binding '<binding>' denied request: ..."
+    (staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/dispatcher.go)."""
+    code, message = attempt(rest, method, path, body, **kw)
+    assert (code, f"ValidatingAdmissionPolicy '{policy}'" in message) == (status, True), (
+        f"{method} {path}: {code} {message}"
+    )
+    assert says in message, message
+
+
+def denied_by_rbac(rest: Rest, method: str, path: str, body: Obj | None = None) -> None:
+    """Refused by the authorizer: 403 with RBAC's "cannot <verb> resource" message."""
+    code, message = attempt(rest, method, path, body)
+    assert code == 403 and " cannot " in message, f"{method} {path}: {code} {message}"
+
+
+# --- objects -------------------------------------------------------------------------------
+
+
+def pod(
+    name: str,
+    node: str | None = None,
+    *,
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    limits: dict[str, str] | None = None,
+) -> Obj:
+    container: Obj = {"name": "main", "image": "ascend-training:latest"}
+    if limits:
+        container["resources"] = {"limits": limits}
+    spec: Obj = {
+        "containers": [container],
+        # The nodes have no kubelet: tolerate their unreachable taints (no eviction).
+        "tolerations": [{"operator": "Exists"}],
+    }
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations or {}, "labels": labels or {}},
+        "spec": spec,
+    }
+
+
+def configmap(name: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {}}
+
+
+def a_slice(name: str, node: str, devices: int = 0) -> Obj:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": DEFAULT_DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": f"npu-{i}"} for i in range(devices)],
+        },
+    }
+
+
+def claim(name: str, count: int | None, *, ring: bool = False, mode: str | None = None) -> Obj:
+    exactly: Obj = {"deviceClassName": CLAIM_CLASS}
+    if count is not None:
+        exactly["count"] = count
+    if mode is not None:
+        exactly["allocationMode"] = mode
+    devices: Obj = {"requests": [{"name": "npus", "exactly": exactly}]}
+    if ring:
+        devices["constraints"] = [{"requests": ["npus"], "matchAttribute": RING}]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"devices": devices},
+    }
+
+
+PODS = f"/api/v1/namespaces/{TEAM}/pods"
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+
+
+# --- the cluster ---------------------------------------------------------------------------
+
+
+def marks(admin: Rest, documents: list[Obj]) -> dict[str, str]:
+    """What changes when an object is written: its generation where it has one (status
+    writes of the controllers leave it), else its resourceVersion."""
+    found = {}
+    for document in documents:
+        meta = document["metadata"]
+        path = admin.path(
+            document["apiVersion"], document["kind"], meta["name"], meta.get("namespace", "")
+        )
+        stored = admin.get(path)["metadata"]
+        found[path] = str(stored.get("generation") or stored["resourceVersion"])
+    return found
+
+
+def apply_twice(plane: ControlPlane, documents: list[Obj]) -> None:
+    apply(plane, documents)
+    first = marks(plane.rest(), documents)
+    apply(plane, documents)
+    assert marks(plane.rest(), documents) == first, "a second apply changes nothing"
+
+
+def test_the_base_applies_server_side_and_again_changing_nothing(
+    control_plane: ControlPlane,
+) -> None:
+    apply_twice(control_plane, kustomize(MANIFESTS / "base"))
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_each_overlay_applies_server_side_and_again_changing_nothing(
+    control_plane: ControlPlane, overlay: str
+) -> None:
+    rendered = kustomize(MANIFESTS / "overlays" / overlay)
+    if overlay == "volcano":
+        # Volcano's own install makes its namespace; the overlay only replaces its ConfigMap.
+        assert {d["metadata"].get("namespace") for d in rendered} >= {"volcano-system"}
+        control_plane.rest().ensure_namespace("volcano-system")
+    apply_twice(control_plane, rendered)
+
+
+def bound_token(plane: ControlPlane, account: str, node: str) -> Path:
+    """A kubeconfig holding a token of ``kube-system/account`` bound to a pod of that account
+    on ``node``: the API server names the node in it (``authentication.kubernetes.io/
+    node-name``, pkg/serviceaccount/claims.go), as in the kubelet's projected token."""
+    if account == AGENT_ACCOUNT:
+        return plane.token_kubeconfig(bound_agent_token(plane, node), f"{account}-{node}")
+    admin = plane.rest()
+    name = f"{account}-{node}"
+    body = pod(name, node)
+    body["spec"]["serviceAccountName"] = account
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    try:
+        created = admin.create(path, body)
+    except RestError as exists:
+        if exists.status != 409:
+            raise
+        created = admin.get(f"{path}/{name}")
+    token = plane.token(NAMESPACE, account, bound_to=created)
+    return plane.token_kubeconfig(token, name)
+
+
+@dataclass
+class Cluster:
+    plane: ControlPlane
+    admin: Rest
+    alice: Rest  # a tenant: pods, bindings and claims in its namespace
+    scheduler: Rest
+    agent: Rest  # bound to node-a
+    agent_unbound: Rest
+    dra: Rest  # bound to node-a
+    dra_unbound: Rest
+
+
+def wait_refused(rest: Rest, policy: str, method: str, path: str, body: Obj) -> None:
+    """A policy's binding takes effect once the API server's policy informer has it (a
+    moment after its creation): wait until a request it refuses is refused (dry run)."""
+
+    def refused() -> bool:
+        _, message = attempt(rest, method, path, body, dry_run=True)
+        return f"ValidatingAdmissionPolicy '{policy}'" in message
+
+    wait_until(refused, DEADLINE, f"the policy {policy} in force")
+
+
+@pytest.fixture(scope="module")
+def cluster(control_plane: ControlPlane) -> Iterator[Cluster]:
+    plane = control_plane
+    admin = plane.rest()
+    admin.ensure_namespace("volcano-system")
+    for overlay in OVERLAYS:
+        apply(plane, kustomize(MANIFESTS / "overlays" / overlay))
+    for node in (NODE_A, NODE_B):
+        try:
+            admin.create("/api/v1/nodes", {"metadata": {"name": node}})
+        except RestError as exists:
+            if exists.status != 409:
+                raise
+    admin.ensure_namespace(TEAM)
+    try:  # pods need their namespace's default ServiceAccount; made here, not awaited
+        admin.create(
+            f"/api/v1/namespaces/{TEAM}/serviceaccounts", {"metadata": {"name": "default"}}
+        )
+    except RestError as exists:
+        if exists.status != 409:
+            raise
+    tenant_rules = [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "create", "patch", "update"]},
+        {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceclaims", "resourceclaimtemplates"],
+            "verbs": ["create"],
+        },
+    ]
+    for document in (
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "tenant", "namespace": TEAM},
+            "rules": tenant_rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "tenant", "namespace": TEAM},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+            "subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}
+            ],
+        },
+    ):
+        admin.apply(document)
+    found = Cluster(
+        plane=plane,
+        admin=admin,
+        alice=plane.rest(plane.user("alice", "alice")),
+        scheduler=plane.rest(plane.service_account(NAMESPACE, SCHEDULER_ACCOUNT)),
+        agent=plane.rest(bound_token(plane, AGENT_ACCOUNT, NODE_A)),
+        agent_unbound=plane.rest(plane.service_account(NAMESPACE, AGENT_ACCOUNT)),
+        dra=plane.rest(bound_token(plane, DRA_ACCOUNT, NODE_A)),
+        dra_unbound=plane.rest(plane.service_account(NAMESPACE, DRA_ACCOUNT)),
+    )
+    wait_refused(
+        found.alice, "ascend-npu-annotations", "POST", PODS, pod("probe", annotations=CHOSEN)
+    )
+    # Each probe is a request its policy refuses for the most basic of its reasons (an
+    # unbound token, a ConfigMap not the scheduler's, a count never allowed).
+    label = {"metadata": {"labels": {"probe": "1"}}}
+    unbound = found.agent_unbound
+    wait_refused(unbound, "ascend-npu-agent-scope", "PATCH", f"/api/v1/nodes/{NODE_A}", label)
+    system = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
+    wait_refused(found.scheduler, "ascend-npu-scheduler-scope", "POST", system, configmap("probe"))
+    wait_refused(
+        found.dra_unbound, "ascend-npu-dra-slices", "POST", SLICES, a_slice("probe", NODE_A)
+    )
+    claims = f"/apis/resource.k8s.io/v1/namespaces/{TEAM}/resourceclaims"
+    wait_refused(found.alice, "ascend-npu-claims", "POST", claims, claim("probe", 3))
+    yield found
+
+
+# --- RBAC ----------------------------------------------------------------------------------
+
+Rule = tuple[str, str, str | None]
+
+
+def needed(component: str) -> set[Rule]:
+    """What the component's code calls, as tests/deploy/test_manifests.py derives it."""
+    rules: set[Rule] = set()
+    for call in calls_in_code(component):
+        rules |= CLUSTER_WIDE_CALLS.get(component, {}).get(call) or RBAC_OF_CALL[call]
+    return rules | {(r, verb, ns) for r, ns in WATCHED[component] for verb in ("list", "watch")}
+
+
+def identity(cluster: Cluster, component: str) -> Rest:
+    return {
+        SCHEDULER_ACCOUNT: cluster.scheduler,
+        AGENT_ACCOUNT: cluster.agent,
+        DRA_ACCOUNT: cluster.dra,
+    }[component]
+
+
+def may(rest: Rest, resource: str, verb: str, namespace: str | None, name: str = "") -> bool:
+    """SelfSubjectAccessReview: whether the caller may (namespace "" is every namespace)."""
+    plural, _, group = resource.partition(".")
+    plural, _, sub = plural.partition("/")
+    attributes = {
+        "group": group,
+        "resource": plural,
+        "subresource": sub,
+        "verb": verb,
+        "namespace": namespace or "",
+        "name": name,
+    }
+    review = rest.create(SSAR, {"spec": {"resourceAttributes": attributes}})
+    return bool(review["status"]["allowed"])
+
+
+@pytest.mark.parametrize("component", sorted(COMPONENTS))
+def test_each_component_may_make_every_call_its_code_makes(
+    cluster: Cluster, component: str
+) -> None:
+    rest = identity(cluster, component)
+    refused = [
+        rule
+        for rule in sorted(needed(component), key=str)
+        if not may(rest, *rule, name=RESOURCE_NAMES.get((component, *rule), ""))
+    ]
+    assert not refused, f"{component} may not: {refused}"
+
+
+Flat = tuple[str, str, str, str]  # (group, resource, verb, name or "")
+
+
+def flatten(rules: list[Obj]) -> set[Flat]:
+    return {
+        (group, resource, verb, name)
+        for rule in rules
+        for group in rule.get("apiGroups", [])
+        for resource in rule.get("resources", [])
+        for verb in rule["verbs"]
+        for name in rule.get("resourceNames") or [""]
+    }
+
+
+def rules_in(rest: Rest, namespace: str) -> set[Flat]:
+    """SelfSubjectRulesReview: every resource rule the caller holds in ``namespace``."""
+    review = rest.create(SSRR, {"spec": {"namespace": namespace}})
+    assert not review["status"].get("incomplete"), review["status"]
+    return flatten(review["status"]["resourceRules"])
+
+
+@pytest.mark.parametrize("component", sorted(COMPONENTS))
+@pytest.mark.parametrize("namespace", [NAMESPACE, TEAM])
+def test_each_component_holds_no_rule_its_code_does_not_need(
+    cluster: Cluster, component: str, namespace: str
+) -> None:
+    # What every ServiceAccount holds (system:basic-user: its own access reviews), read from
+    # an account bound to nothing.
+    nobody = cluster.plane.rest(cluster.plane.service_account(NAMESPACE, "testbed-nobody"))
+    baseline = rules_in(nobody, namespace)
+    held = rules_in(identity(cluster, component), namespace) - baseline
+    expected = set()
+    for resource, verb, where in needed(component):
+        if where in (None, namespace):
+            plural, _, group = resource.partition(".")
+            name = RESOURCE_NAMES.get((component, resource, verb, where), "")
+            expected.add((group, plural, verb, name))
+    # Exactly: kube-scheduler (the kube-scheduler overlay) has an account of its own.
+    assert held == expected
+
+
+def test_the_agent_is_refused_what_it_does_not_do(cluster: Cluster) -> None:
+    agent, admin = cluster.agent, cluster.admin
+    allowed(admin, "POST", PODS, pod("agent-victim", NODE_A))
+    denied_by_rbac(agent, "GET", "/api/v1/secrets")
+    denied_by_rbac(agent, "GET", f"/api/v1/namespaces/{NAMESPACE}/secrets")
+    denied_by_rbac(agent, "DELETE", f"{PODS}/agent-victim")  # even its own node's pod
+    denied_by_rbac(agent, "GET", "/api/v1/nodes")
+    denied_by_rbac(agent, "POST", f"/api/v1/namespaces/{TEAM}/configmaps", configmap("x"))
+    # RBAC grants patching nodes (its own); the admission policy holds the others.
+    denied_by_policy(
+        agent,
+        "ascend-npu-agent-scope",
+        "PATCH",
+        f"/api/v1/nodes/{NODE_B}",
+        {"metadata": {"labels": {"x": "y"}}},
+    )
+
+
+def test_the_scheduler_is_refused_what_it_does_not_do(cluster: Cluster) -> None:
+    scheduler = cluster.scheduler
+    denied_by_rbac(scheduler, "GET", f"/api/v1/namespaces/{NAMESPACE}/secrets/anything")
+    denied_by_rbac(scheduler, "GET", "/api/v1/secrets")
+    denied_by_rbac(scheduler, "DELETE", f"/api/v1/nodes/{NODE_B}")
+    denied_by_rbac(scheduler, "PATCH", f"/api/v1/nodes/{NODE_B}", {"metadata": {"labels": {}}})
+    denied_by_rbac(scheduler, "DELETE", f"/api/v1/namespaces/{NAMESPACE}/configmaps/anything")
+    assert cluster.admin.get(f"/api/v1/nodes/{NODE_B}")["metadata"]["name"] == NODE_B
+
+
+def test_the_dra_driver_is_refused_what_it_does_not_do(cluster: Cluster) -> None:
+    dra = cluster.dra
+    denied_by_rbac(dra, "GET", "/api/v1/pods")
+    denied_by_rbac(dra, "GET", f"/api/v1/namespaces/{NAMESPACE}/secrets/anything")
+    denied_by_rbac(dra, "PATCH", f"/api/v1/nodes/{NODE_A}", {"metadata": {"labels": {}}})
+    denied_by_rbac(dra, "POST", f"/api/v1/namespaces/{NAMESPACE}/configmaps", configmap("x"))
+    denied_by_rbac(dra, "DELETE", f"/apis/resource.k8s.io/v1/namespaces/{TEAM}/resourceclaims/c")
+
+
+# --- the annotations policy ----------------------------------------------------------------
+
+ANNOTATIONS = "ascend-npu-annotations"
+REFUSAL = "only the Ascend NPU scheduler and agent may set or change the annotations "
+
+
+def test_a_tenant_creates_its_pods_but_none_carrying_our_annotations(cluster: Cluster) -> None:
+    alice = cluster.alice
+    allowed(alice, "POST", PODS, pod("plain"))
+    allowed(alice, "POST", PODS, pod("own", annotations={"a": "b"}))
+    denied_by_policy(
+        alice,
+        ANNOTATIONS,
+        "POST",
+        PODS,
+        pod("chosen", annotations=CHOSEN),
+        says=REFUSAL + "huawei.com/Ascend910, predicate-time",
+    )
+    for key in WRITTEN_BY_US:
+        denied_by_policy(
+            alice, ANNOTATIONS, "POST", PODS, pod("one", annotations={key: "0"}), says=key
+        )
+
+
+def test_a_tenant_may_not_change_or_remove_what_the_scheduler_wrote(cluster: Cluster) -> None:
+    alice, admin = cluster.alice, cluster.admin
+    allowed(alice, "POST", PODS, pod("placed"))
+    written = {**CHOSEN, REAL_ANNOTATION: "Ascend910-0"}
+    path = f"{PODS}/placed"
+    allowed(cluster.scheduler, "PATCH", path, {"metadata": {"annotations": written}})
+    denied_by_policy(
+        alice,
+        ANNOTATIONS,
+        "PATCH",
+        path,
+        {"metadata": {"annotations": {REAL_ANNOTATION: "Ascend910-1"}}},
+        says=REAL_ANNOTATION,
+    )
+    denied_by_policy(
+        alice,
+        ANNOTATIONS,
+        "PATCH",
+        path,
+        {"metadata": {"annotations": {PREDICATE_TIME: None}}},
+        says=PREDICATE_TIME,
+    )
+    # Other annotations and labels, ours left as they are: the tenant's and anyone's.
+    allowed(alice, "PATCH", path, {"metadata": {"annotations": {"x": "2"}}})
+    allowed(admin, "PATCH", path, {"metadata": {"labels": {"team": "a"}}})
+    annotations = admin.get(path)["metadata"]["annotations"]
+    assert {k: annotations[k] for k in written} == written
+    assert annotations["x"] == "2"
+
+
+def binding(name: str, node: str, annotations: dict[str, str] | None = None) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+
+
+def test_only_the_scheduler_binds_with_our_annotations(cluster: Cluster) -> None:
+    alice, admin = cluster.alice, cluster.admin
+    for name in ("bound-by-alice", "bound-by-scheduler"):
+        allowed(alice, "POST", PODS, pod(name))
+    # A Binding's annotations land on the pod (pkg/registry/core/pod/storage/storage.go,
+    # setPodNodeAndMetadata): the policy holds the binding subresource too.
+    path = f"{PODS}/bound-by-alice/binding"
+    denied_by_policy(alice, ANNOTATIONS, "POST", path, binding("bound-by-alice", NODE_A, CHOSEN))
+    allowed(alice, "POST", path, binding("bound-by-alice", NODE_A))
+    path = f"{PODS}/bound-by-scheduler/binding"
+    allowed(cluster.scheduler, "POST", path, binding("bound-by-scheduler", NODE_A, CHOSEN))
+    placed = admin.get(f"{PODS}/bound-by-scheduler")
+    assert placed["spec"]["nodeName"] == NODE_A
+    assert {k: placed["metadata"]["annotations"][k] for k in CHOSEN} == CHOSEN
+
+
+# --- the agent's scope ---------------------------------------------------------------------
+
+AGENT_SCOPE = "ascend-npu-agent-scope"
+
+
+def test_the_agent_writes_only_the_pods_of_its_node(cluster: Cluster) -> None:
+    agent, admin = cluster.agent, cluster.admin
+    for name, node in (("on-a", NODE_A), ("on-b", NODE_B)):
+        allowed(admin, "POST", PODS, pod(name, node))
+        path = f"{PODS}/{name}"
+        allowed(cluster.scheduler, "PATCH", path, {"metadata": {"annotations": CHOSEN}})
+    consumed = {"metadata": {"annotations": {PREDICATE_TIME: str(2**64 - 1)}}}
+    allowed(agent, "PATCH", f"{PODS}/on-a", consumed)
+    assert admin.get(f"{PODS}/on-a")["metadata"]["annotations"][PREDICATE_TIME] == str(2**64 - 1)
+    denied_by_policy(
+        agent,
+        AGENT_SCOPE,
+        "PATCH",
+        f"{PODS}/on-b",
+        consumed,
+        says=f"the agent of {NODE_A} may write only the pods of its node",
+    )
+    denied_by_policy(
+        cluster.agent_unbound,
+        AGENT_SCOPE,
+        "PATCH",
+        f"{PODS}/on-a",
+        consumed,
+        says="the agent's service-account token must be bound to its node",
+    )
+
+
+def test_the_agent_labels_only_its_own_node(cluster: Cluster) -> None:
+    agent = cluster.agent
+    label = {"metadata": {"labels": {"servertype": "Ascend910B-20"}}}
+    allowed(agent, "PATCH", f"/api/v1/nodes/{NODE_A}", label)
+    denied_by_policy(
+        agent, AGENT_SCOPE, "PATCH", f"/api/v1/nodes/{NODE_B}", label, says="only its own node"
+    )
+    denied_by_policy(cluster.agent_unbound, AGENT_SCOPE, "PATCH", f"/api/v1/nodes/{NODE_A}", label)
+    # The policy holds the agent alone: anyone else is left to RBAC.
+    allowed(cluster.admin, "PATCH", f"/api/v1/nodes/{NODE_B}", label)
+
+
+def test_the_agent_writes_only_its_nodes_deviceinfo(cluster: Cluster) -> None:
+    agent = cluster.agent
+    configmaps = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
+    own = configmap(configmap_name(NODE_A))
+    allowed(agent, "POST", configmaps, own)
+    stored = agent.get(f"{configmaps}/{configmap_name(NODE_A)}")
+    stored["data"] = {"DeviceInfoCfg": "{}"}
+    allowed(agent, "PUT", f"{configmaps}/{configmap_name(NODE_A)}", stored)
+    denied_by_policy(
+        agent, AGENT_SCOPE, "POST", configmaps, configmap(configmap_name(NODE_B)), says=NODE_A
+    )
+    denied_by_policy(agent, AGENT_SCOPE, "POST", configmaps, configmap("coredns"))
+
+
+# --- the scheduler's scope -----------------------------------------------------------------
+
+SCHEDULER_SCOPE = "ascend-npu-scheduler-scope"
+
+
+def test_the_scheduler_writes_only_its_own_configmaps(cluster: Cluster) -> None:
+    scheduler, admin = cluster.scheduler, cluster.admin
+    for namespace, name in (TOR_SHARE_CONFIGMAP, FAULT_RECORD):
+        configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
+        allowed(scheduler, "POST", configmaps, configmap(name))
+        stored = admin.get(f"{configmaps}/{name}")
+        stored["data"] = {"k": "v"}
+        allowed(scheduler, "PUT", f"{configmaps}/{name}", stored)
+    allowed(
+        scheduler,
+        "POST",
+        f"/api/v1/namespaces/{TEAM}/configmaps",
+        configmap(f"{FAULT_CONFIG_PREFIX}train"),
+    )
+    system = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
+    allowed(admin, "POST", system, configmap("someones"))
+    stored = admin.get(f"{system}/someones")
+    stored["data"] = {"taken": "over"}
+    denied_by_policy(
+        scheduler,
+        SCHEDULER_SCOPE,
+        "PUT",
+        f"{system}/someones",
+        stored,
+        says="may not write the ConfigMap kube-system/someones",
+    )
+    denied_by_policy(scheduler, SCHEDULER_SCOPE, "POST", system, configmap("tor-share-cm"))
+    volcano = f"/api/v1/namespaces/{TOR_SHARE_CONFIGMAP[0]}/configmaps"
+    denied_by_policy(scheduler, SCHEDULER_SCOPE, "POST", volcano, configmap("other"))
+
+
+def failed(admin: Rest, name: str, phase: str) -> None:
+    """The pod's status as the kubelet writes it when its admission fails
+    (pkg/kubelet/lifecycle/predicate.go: UnexpectedAdmissionError)."""
+    status = {"phase": phase}
+    if phase == "Failed":
+        status["reason"] = "UnexpectedAdmissionError"
+    admin.patch(f"{PODS}/{name}/status", {"status": status})
+
+
+def test_the_scheduler_deletes_only_fault_job_pods_and_failed_npu_core_pods(
+    cluster: Cluster,
+) -> None:
+    scheduler, admin = cluster.scheduler, cluster.admin
+    cases = {
+        "fault-force": (pod("fault-force", labels={"fault-scheduling": "force"}), None, True),
+        "fault-grace": (pod("fault-grace", labels={"fault-scheduling": "grace"}), None, True),
+        "fault-off": (pod("fault-off", labels={"fault-scheduling": "off"}), None, False),
+        "any-other": (pod("any-other"), None, False),
+        "core-failed": (
+            pod("core-failed", NODE_A, limits={NPU_CORE_RESOURCE: "2"}),
+            "Failed",
+            True,
+        ),
+        "core-running": (
+            pod("core-running", NODE_A, limits={NPU_CORE_RESOURCE: "2"}),
+            "Running",
+            False,
+        ),
+        "chips-failed": (pod("chips-failed", NODE_A, limits={RESOURCE_NAME: "2"}), "Failed", False),
+    }
+    for name, (body, phase, _) in cases.items():
+        allowed(admin, "POST", PODS, body)
+        if phase:
+            failed(admin, name, phase)
+    for name, (_, _, deletable) in cases.items():
+        if deletable:
+            allowed(scheduler, "DELETE", f"{PODS}/{name}")
+        else:
+            denied_by_policy(scheduler, SCHEDULER_SCOPE, "DELETE", f"{PODS}/{name}", says=name)
+            assert admin.get(f"{PODS}/{name}")["metadata"]["name"] == name
+
+
+# --- the DRA overlay's policies ------------------------------------------------------------
+
+CLAIMS = "ascend-npu-claims"
+DRA_SLICES = "ascend-npu-dra-slices"
+
+
+@pytest.mark.parametrize(
+    ("case", "obj", "admitted"),
+    [
+        ("one chip", claim("one", 1), True),
+        ("one chip, count left to its default", claim("default", None), True),
+        ("two chips on one ring", claim("two-ring", 2, ring=True), True),
+        ("two chips anywhere", claim("two", 2), False),
+        ("three chips", claim("three", 3, ring=True), False),
+        ("four chips on one ring", claim("four-ring", 4, ring=True), True),
+        ("four chips anywhere", claim("four", 4), False),
+        ("the whole node", claim("eight", 8), True),
+        ("every matching chip", claim("all", None, mode="All"), False),
+        ("sixteen chips", claim("sixteen", 16), False),
+    ],
+)
+def test_a_claim_asks_a_legal_count_and_keeps_two_or_four_chips_on_one_ring(
+    cluster: Cluster, case: str, obj: Obj, admitted: bool
+) -> None:
+    claims = f"/apis/resource.k8s.io/v1/namespaces/{TEAM}/resourceclaims"
+    if admitted:
+        allowed(cluster.alice, "POST", claims, obj)
+    else:
+        # reason: Invalid in the policy: 422, as the claim's own validation answers.
+        denied_by_policy(cluster.alice, CLAIMS, "POST", claims, obj, status=422)
+
+
+def test_every_deployed_claim_template_is_admitted_and_a_ladder_rung_needs_its_ring(
+    cluster: Cluster,
+) -> None:
+    templates = [
+        d for d in kustomize(MANIFESTS / "overlays" / "dra") if d["kind"] == "ResourceClaimTemplate"
+    ]
+    path = f"/apis/resource.k8s.io/v1/namespaces/{TEAM}/resourceclaimtemplates"
+    for template in templates:
+        copied = copy.deepcopy(template)
+        copied["metadata"]["namespace"] = TEAM
+        allowed(cluster.alice, "POST", path, copied)
+    (ladder,) = [t for t in templates if t["metadata"]["name"] == "npu-2-fit"]
+    unconstrained = copy.deepcopy(ladder)
+    unconstrained["metadata"] = {"name": "npu-2-fit-anywhere", "namespace": TEAM}
+    del unconstrained["spec"]["spec"]["devices"]["constraints"]
+    denied_by_policy(cluster.alice, CLAIMS, "POST", path, unconstrained, status=422)
+
+
+def test_a_nodes_dra_driver_writes_only_its_nodes_slices(cluster: Cluster) -> None:
+    dra, admin = cluster.dra, cluster.admin
+    allowed(dra, "POST", SLICES, a_slice("own", NODE_A))
+    stored = admin.get(f"{SLICES}/own")  # the driver lists and watches; it gets none
+    stored["spec"]["devices"] = [{"name": "npu-0"}]
+    allowed(dra, "PUT", f"{SLICES}/own", stored)
+    denied_by_policy(dra, DRA_SLICES, "POST", SLICES, a_slice("others", NODE_B))
+    denied_by_policy(cluster.dra_unbound, DRA_SLICES, "POST", SLICES, a_slice("unbound", NODE_A))
+    # Another node's slice, as its own driver (here the admin) wrote it.
+    allowed(admin, "POST", SLICES, a_slice("node-b-slice", NODE_B))
+    stored = admin.get(f"{SLICES}/node-b-slice")
+    stored["spec"]["devices"] = []
+    denied_by_policy(dra, DRA_SLICES, "PUT", f"{SLICES}/node-b-slice", stored)
+    denied_by_policy(dra, DRA_SLICES, "DELETE", f"{SLICES}/node-b-slice")
+    # Moving its slice to another node: refused, by the slice's validation (nodeName is
+    # immutable) before the policy is asked.
+    moved = admin.get(f"{SLICES}/own")
+    moved["spec"]["nodeName"] = NODE_B
+    moved["spec"]["pool"]["name"] = NODE_B
+    status, message = attempt(dra, "PUT", f"{SLICES}/own", moved)
+    assert status == 422 and "spec.nodeName" in message and "immutable" in message, message
+    assert admin.get(f"{SLICES}/own")["spec"]["nodeName"] == NODE_A
+    allowed(dra, "DELETE", f"{SLICES}/own")
+    # Others' writes are RBAC's: a tenant may not write slices at all.
+    denied_by_rbac(cluster.alice, "POST", SLICES, a_slice("tenant", NODE_A))
