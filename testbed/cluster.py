@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from contract.chip_names import RESOURCE_NAME
 from simulation.processes import Part, service_process_with
 from testbed.control_plane import ControlPlane, Process, free_port, wait_until
 from testbed.manifests import MANIFESTS, kustomize
@@ -35,6 +36,7 @@ KUBE_SCHEDULER_ACCOUNT = "ascend-npu-kube-scheduler"
 AGENT_ACCOUNT = "ascend-npu-agent"
 FIELD_MANAGER = "testbed"
 NODE_LABELS = {"accelerator": "huawei-Ascend910"}
+SCHEDULER_PROFILE = "ascend-npu-scheduler"  # the overlay's kube-scheduler profile
 
 
 def apply(plane: ControlPlane, documents: list[Obj]) -> None:
@@ -43,6 +45,28 @@ def apply(plane: ControlPlane, documents: list[Obj]) -> None:
     admin = plane.rest()
     for document in documents:
         admin.apply(document)
+
+
+def npu_pod(chips: int, labels: dict[str, str], annotations: dict[str, str] | None = None) -> Obj:
+    """A pod (or a controller's pod template) asking ``chips`` 910 chips of the extender's
+    profile (``schedulerName: ascend-npu-scheduler``, as the overlay ships it)."""
+    return {
+        "metadata": {"labels": labels, "annotations": annotations or {}},
+        "spec": {
+            "schedulerName": SCHEDULER_PROFILE,
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "ascend-training:latest",
+                    "resources": {
+                        "requests": {RESOURCE_NAME: str(chips)},
+                        "limits": {RESOURCE_NAME: str(chips)},
+                    },
+                }
+            ],
+        },
+    }
 
 
 def shipped_kube_scheduler_configuration() -> dict[str, Any]:

@@ -14,29 +14,18 @@ import json
 import shutil
 
 from contract.annotations import CHIPS_ANNOTATION, GANG_LABEL, GANG_SIZE_ANNOTATION
-from contract.chip_names import RESOURCE_NAME
-from testbed.cluster import deployed, wait_pods
+from testbed.cluster import deployed, npu_pod, wait_pods
 from testbed.control_plane import ControlPlane, scratch, version
 from testbed.rest import Obj
 
-SCHEDULER_NAME = "ascend-npu-scheduler"
 WORKLOAD = (("one", 1), ("two", 2), ("four", 4), ("eight", 8), ("two-b", 2), ("one-b", 1))
 
 
 def _pod(name: str, chips: int, labels: dict[str, str], annotations: dict[str, str]) -> Obj:
-    return {
-        "metadata": {"name": name, "labels": {"demo": "yes", **labels}, "annotations": annotations},
-        "spec": {
-            "schedulerName": SCHEDULER_NAME,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "ascend-training:latest",
-                    "resources": {"limits": {RESOURCE_NAME: str(chips)}},
-                }
-            ],
-        },
-    }
+    pod = npu_pod(chips, {"demo": "yes", **labels}, annotations)
+    pod["metadata"]["name"] = name
+    pod["spec"]["restartPolicy"] = "Always"
+    return pod
 
 
 def _chips(annotated: str) -> list[int]:

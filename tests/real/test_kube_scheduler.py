@@ -16,32 +16,9 @@ from collections.abc import Iterator
 import pytest
 
 from contract.annotations import CHIPS_ANNOTATION, GANG_LABEL, GANG_SIZE_ANNOTATION
-from contract.chip_names import RESOURCE_NAME
-from testbed.cluster import Deployed, deployed, wait_pods
+from testbed.cluster import Deployed, deployed, npu_pod, wait_pods
 from testbed.control_plane import ControlPlane, scratch
 from testbed.rest import Obj
-
-SCHEDULER_NAME = "ascend-npu-scheduler"
-
-
-def template(chips: int, labels: dict[str, str], annotations: dict[str, str] | None = None) -> Obj:
-    return {
-        "metadata": {"labels": labels, "annotations": annotations or {}},
-        "spec": {
-            "schedulerName": SCHEDULER_NAME,
-            "restartPolicy": "Never",
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "ascend-training:latest",
-                    "resources": {
-                        "requests": {RESOURCE_NAME: str(chips)},
-                        "limits": {RESOURCE_NAME: str(chips)},
-                    },
-                }
-            ],
-        },
-    }
 
 
 def chips_of(pod: Obj) -> set[int]:
@@ -92,7 +69,7 @@ def test_an_indexed_job_runs_on_the_extenders_chips(cluster: Deployed) -> None:
             "completionMode": "Indexed",
             "completions": 3,
             "parallelism": 3,
-            "template": template(2, {"job": "train"}),
+            "template": npu_pod(2, {"job": "train"}),
         },
     }
     plane.rest().create(f"/apis/batch/v1/namespaces/{ns}/jobs", job)
@@ -116,7 +93,7 @@ def test_a_statefulset_and_a_deployment_run_on_the_extenders_chips(cluster: Depl
                 "replicas": 2,
                 "serviceName": "infer",
                 "selector": {"matchLabels": {"app": "infer"}},
-                "template": _restartable(template(4, {"app": "infer"})),
+                "template": _restartable(npu_pod(4, {"app": "infer"})),
             },
         },
     )
@@ -127,7 +104,7 @@ def test_a_statefulset_and_a_deployment_run_on_the_extenders_chips(cluster: Depl
             "spec": {
                 "replicas": 3,
                 "selector": {"matchLabels": {"app": "serve"}},
-                "template": _restartable(template(1, {"app": "serve"})),
+                "template": _restartable(npu_pod(1, {"app": "serve"})),
             },
         },
     )
@@ -148,7 +125,7 @@ def test_a_gang_of_whole_nodes_starts_together(cluster: Deployed) -> None:
             "completionMode": "Indexed",
             "completions": 2,
             "parallelism": 2,
-            "template": template(8, {"job": "big", GANG_LABEL: "big"}, {GANG_SIZE_ANNOTATION: "2"}),
+            "template": npu_pod(8, {"job": "big", GANG_LABEL: "big"}, {GANG_SIZE_ANNOTATION: "2"}),
         },
     }
     plane.rest().create(f"/apis/batch/v1/namespaces/{ns}/jobs", job)

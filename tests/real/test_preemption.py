@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from testbed.cluster import Deployed, deployed, wait_pods
+from testbed.cluster import Deployed, deployed, npu_pod, wait_pods
 from testbed.control_plane import ControlPlane, scratch, wait_until
-from tests.real.test_kube_scheduler import check_chips, template
+from tests.real.test_kube_scheduler import check_chips
 
 NODES = 2
 
@@ -58,7 +58,7 @@ def test_preemption_evicts_only_where_the_extender_left_the_node_resolvable(
     ns = admin.ensure_namespace("preemption")
     pods = f"/api/v1/namespaces/{ns}/pods"
     for i in range(NODES):
-        pod = template(8, {"tier": "low"})
+        pod = npu_pod(8, {"tier": "low"})
         pod["metadata"]["name"] = f"low-{i}"
         pod["spec"]["priorityClassName"] = "low"
         admin.create(pods, pod)
@@ -66,14 +66,14 @@ def test_preemption_evicts_only_where_the_extender_left_the_node_resolvable(
     check_chips(cluster, low)
 
     # 3 chips: no 8-chip 910 server serves it, full or empty: unresolvable everywhere.
-    never = template(3, {"tier": "high"})
+    never = npu_pod(3, {"tier": "high"})
     never["metadata"]["name"] = "never"
     never["spec"]["priorityClassName"] = "high"
     admin.create(pods, never)
     wait_until(lambda: failed_scheduling(cluster, ns, "never"), 60, "never: FailedScheduling")
 
     # 8 chips: every node fails only for want of free chips: preemption frees one.
-    whole = template(8, {"tier": "high"})
+    whole = npu_pod(8, {"tier": "high"})
     whole["metadata"]["name"] = "whole"
     whole["spec"]["priorityClassName"] = "high"
     admin.create(pods, whole)
