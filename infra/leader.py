@@ -132,7 +132,7 @@ class GatewayLeaseLock:
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
             "metadata": {"name": name, "namespace": namespace},
-            "spec": _spec(election_record),
+            "spec": _spec(election_record, None),
         }
         sent = self._monotonic()
         try:
@@ -148,7 +148,7 @@ class GatewayLeaseLock:
             raise _Stopped
         if self._current is None:
             return False
-        body = {**self._current, "spec": _spec(updated_record)}
+        body = {**self._current, "spec": _spec(updated_record, self._current)}
         sent = self._monotonic()
         try:
             self._current = self._gateway.update_lease(body)
@@ -176,12 +176,21 @@ class GatewayLeaseLock:
             log.info("lease %s/%s not released: %s", self.namespace, self.name, failed)
 
 
-def _spec(record: Any) -> Obj:
+def _spec(record: Any, previous: Obj | None) -> Obj:
+    """The Lease's spec for ``record``; ``leaseTransitions`` counted as client-go counts it
+    (``tools/leaderelection/leaderelection.go`` ``tryAcquireOrRenew``: kept while the same
+    holder renews, one more whenever another takes it). The Python client's record has no
+    such field: without this, every write dropped it (seen on the real API server)."""
+    prior = (previous or {}).get("spec") or {}
+    transitions = int(prior.get("leaseTransitions") or 0)
+    if previous is not None and prior.get("holderIdentity") != record.holder_identity:
+        transitions += 1
     return {
         "holderIdentity": record.holder_identity,
         "leaseDurationSeconds": int(float(record.lease_duration)),
         "acquireTime": to_micro_time(record.acquire_time),
         "renewTime": to_micro_time(record.renew_time),
+        "leaseTransitions": transitions,
     }
 
 

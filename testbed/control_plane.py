@@ -159,6 +159,7 @@ class ControlPlane:
 
     workdir: Path
     admission_plugins_off: tuple[str, ...] = ()
+    apiserver_flags: tuple[str, ...] = ()  # more flags of kube-apiserver's own
     etcd_url: str = ""
     url: str = ""
     processes: dict[str, Process] = field(default_factory=dict)
@@ -228,7 +229,7 @@ class ControlPlane:
         ]
         if self.admission_plugins_off:
             command.append(f"--disable-admission-plugins={','.join(self.admission_plugins_off)}")
-        return command
+        return [*command, *self.apiserver_flags]
 
     def _start_apiserver(self) -> None:
         process = Process("kube-apiserver", self._apiserver_command(), self.workdir)
