@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from contract.chip_names import RESOURCE_NAME
-from simulation.processes import Part, service_process_with
+from simulation.processes import Part, ready, service_command_with
 from testbed.control_plane import ControlPlane, Process, free_port, wait_until
 from testbed.manifests import MANIFESTS, kustomize
 from testbed.rest import Obj, RestError
@@ -124,9 +124,16 @@ def bound_agent_token(plane: ControlPlane, node: str) -> str:
 class Deployed:
     plane: ControlPlane
     nodes: Part
+    service: Process
     service_url: str
     scheduler_kubeconfig: Path
     kube_scheduler: Process | None
+
+    def start_service(self) -> None:
+        """Start the scheduler service again (same port, same flags) and wait until it is
+        ready."""
+        self.service.start()
+        self.service.wait_healthy(lambda: ready(self.service_url))
 
 
 def node_names(count: int) -> list[str]:
@@ -170,27 +177,29 @@ def deployed(
         "--nodes",
         str(nodes),
     )
+    port = free_port()
+    command = service_command_with(
+        scheduler_kubeconfig, port, "--refresh-period", "0.5", *service_flags
+    )
+    service = Process("scheduler-service", command, workdir)
     kube_scheduler: Process | None = None
     try:
-        with service_process_with(
-            scheduler_kubeconfig,
-            free_port(),
-            workdir / "scheduler-service.log",
-            "--refresh-period",
-            "0.5",
-            *service_flags,
-        ) as (_service, url):
-            if overlay == "kube-scheduler":
-                configuration = extender_configuration(url, node_cache=node_cache)
-                kube_scheduler = plane.start_scheduler(
-                    configuration,
-                    kubeconfig=plane.service_account(NAMESPACE, KUBE_SCHEDULER_ACCOUNT),
-                )
-            yield Deployed(plane, host, url, scheduler_kubeconfig, kube_scheduler)
+        running = Deployed(
+            plane, host, service, f"http://127.0.0.1:{port}", scheduler_kubeconfig, None
+        )
+        service.wait_healthy(lambda: ready(running.service_url))
+        if overlay == "kube-scheduler":
+            configuration = extender_configuration(running.service_url, node_cache=node_cache)
+            running.kube_scheduler = kube_scheduler = plane.start_scheduler(
+                configuration,
+                kubeconfig=plane.service_account(NAMESPACE, KUBE_SCHEDULER_ACCOUNT),
+            )
+        yield running
     finally:
         if kube_scheduler is not None:
             kube_scheduler.stop()
             del plane.processes[kube_scheduler.name]
+        service.stop()
         host.stop()
 
 
