@@ -1,0 +1,676 @@
+"""The real kube-scheduler placing NPU pods, with the project's extender and without it.
+
+Run: ``.venv/bin/python -m benchmarks.real_scheduler [--nodes 1000 5000 --pods 1000]``. Per
+node count: etcd and kube-apiserver of the test bed (no controller manager, no
+``TaintNodesByCondition``: the nodes need no kubelet), ``--nodes`` Ready node objects with
+``huawei.com/Ascend910: 8`` and their agents' DeviceInfo ConfigMaps, and the scheduler service
+(``python -m scheduler_core serve``). Then kube-scheduler v1.36 places ``--pods`` pods of 1, 2,
+4 or 8 chips (seeded), all created at once from threads:
+
+- (a) with the extender, as shipped (``daemonset/overlays/kube-scheduler``: filter, prioritize
+  and bind by the service, ``nodeCacheCapable``);
+- (b) the same profile without extenders: the resource fit alone, kube-scheduler binding.
+
+Printed: throughput, pods bound per second for a backlog of ``--pods`` pods created while
+kube-scheduler is paused (SIGSTOP; Python cannot create pods as fast as kube-scheduler binds
+them), from its release to the last pod bound (bindings seen on a watch); per-pod latency p50 /
+p99, creation → bound, of ``--latency-pods`` pods created at ``--rate`` per second; the ratios;
+where (a)'s time goes (the service's own time per verb from its ``/metrics``, kube-scheduler's
+scheduling-algorithm time per attempt from its ``/metrics``); and how many node names reach
+``/filter`` per pod (a short third run through a counting proxy).
+Goal (the issue): (a) ≥ 0.8 × (b) at 5,000 nodes. Results: ``benchmarks/data/real_scheduler.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import random
+import shutil
+import signal
+import socket
+import ssl
+import statistics
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.deviceinfo_publisher import configmap
+from contract.annotations import CHIPS_ANNOTATION
+from contract.chip_names import RESOURCE_NAME
+from contract.deviceinfo import DeviceInfo
+from simulation.processes import free_port, service_process_with
+from testbed.cluster import extender_configuration
+from testbed.control_plane import ControlPlane, Process, scratch, wait_until
+from testbed.rest import Obj, RestError
+
+SCHEDULER_NAME = "ascend-npu-scheduler"  # the shipped profile's
+SIZES = (1, 2, 4, 8)
+THREADS = 8
+HEARTBEAT_SWEEP = 120.0  # seconds per rewrite of every DeviceInfo
+DATA = Path(__file__).parent / "data" / "real_scheduler.json"
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def pod_sizes(pods: int, seed: int) -> list[int]:
+    """Chips of each pod ``pod-<i>``, seeded."""
+    rng = random.Random(seed)
+    return [rng.choice(SIZES) for _ in range(pods)]
+
+
+def feasible_nodes_to_find(nodes: int) -> int:
+    """kube-scheduler's numFeasibleNodesToFind with the default percentageOfNodesToScore
+    (pkg/scheduler/schedule_one.go): it stops filtering once this many nodes fit."""
+    if nodes < 100:
+        return nodes
+    return max(100, nodes * max(5, 50 - nodes // 125) // 100)
+
+
+# --- the cluster ---------------------------------------------------------------------------
+
+
+def node_object(name: str) -> Obj:
+    """A Ready node as its kubelet would register it (status included at creation)."""
+    resources = {RESOURCE_NAME: "8", "cpu": "192", "memory": "1536Gi", "pods": "110"}
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
+    }
+
+
+def deviceinfo(name: str) -> Obj:
+    """The agent's DeviceInfo ConfigMap of ``name``: all 8 chips healthy, written now."""
+    now = int(time.time())
+    return configmap(
+        name, DeviceInfo(frozenset(range(8)), frozenset(), frozenset(), update_time=now)
+    )
+
+
+def populate(plane: ControlPlane, count: int) -> list[str]:
+    """``count`` nodes and their DeviceInfo ConfigMaps, from threads."""
+    names = [f"node-{i:05d}" for i in range(count)]
+    local = threading.local()
+
+    def make(name: str) -> None:
+        if not hasattr(local, "rest"):
+            local.rest = plane.rest()
+        local.rest.create("/api/v1/nodes", node_object(name))
+        local.rest.create("/api/v1/namespaces/kube-system/configmaps", deviceinfo(name))
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(make, names))
+    return names
+
+
+@contextmanager
+def heartbeats(
+    plane: ControlPlane, names: list[str], sweep: float = HEARTBEAT_SWEEP
+) -> Iterator[None]:
+    """The agents' DeviceInfo rewritten with a new UpdateTime, one sweep over all nodes per
+    ``sweep`` seconds: the service leaves out a node whose DeviceInfo is over MAX_AGE (300 s)
+    old (contract/deviceinfo.py). Real agents write every 60 s (agent/deviceinfo_publisher.py
+    HEARTBEAT); half that rate keeps the added API load down."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        rest = plane.rest()
+        base = "/api/v1/namespaces/kube-system/configmaps"
+        while not stop.is_set():
+            began = time.monotonic()
+            for i, name in enumerate(names):
+                wanted = began + sweep * i / len(names)
+                if stop.wait(max(0.0, wanted - time.monotonic())):
+                    return
+                body = deviceinfo(name)
+                rest.request("PUT", f"{base}/{body['metadata']['name']}", body)
+
+    thread = threading.Thread(target=beat, name="heartbeats", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+def npu_pod(namespace: str, name: str, chips: int) -> Obj:
+    requests = {RESOURCE_NAME: str(chips)}
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "schedulerName": SCHEDULER_NAME,
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "ascend-training:latest",
+                    "resources": {"requests": requests, "limits": requests},
+                }
+            ],
+        },
+    }
+
+
+def namespace(plane: ControlPlane, name: str) -> str:
+    """A namespace with its ``default`` ServiceAccount (no controller manager makes it, and
+    the ServiceAccount admission plugin refuses pods without it)."""
+    admin = plane.rest()
+    admin.ensure_namespace(name)
+    try:
+        admin.create(
+            f"/api/v1/namespaces/{name}/serviceaccounts", {"metadata": {"name": "default"}}
+        )
+    except RestError as exists:
+        if exists.status != 409:
+            raise
+    return name
+
+
+def clear(plane: ControlPlane, ns: str, timeout: float = 300) -> None:
+    """Delete every pod of ``ns`` at once (no kubelet to wait for: grace 0)."""
+    admin = plane.rest()
+    admin.request("DELETE", f"/api/v1/namespaces/{ns}/pods", query={"gracePeriodSeconds": "0"})
+    wait_until(
+        lambda: not admin.get(f"/api/v1/namespaces/{ns}/pods", limit="1")["items"],
+        timeout,
+        f"pods of {ns} deleted",
+    )
+
+
+# --- watching the bindings -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bound:
+    at: float  # time.monotonic() when the watch showed spec.nodeName
+    node: str
+    chips: str  # the extender's chips annotation, "" without it
+
+
+class BindWatch:
+    """A watch on the pods of a namespace: when each first shows a node. Watched again from
+    the last version seen when the API server ends it; a failure ends ``wait`` at once."""
+
+    def __init__(self, plane: ControlPlane, ns: str) -> None:
+        user = yaml.safe_load(plane.admin.read_text())["users"][0]["user"]
+        self._context = ssl.create_default_context(cafile=str(plane.ca.cert))
+        self._context.load_cert_chain(user["client-certificate"], user["client-key"])
+        parsed = urllib.parse.urlsplit(plane.url)
+        self._address = (parsed.hostname or "127.0.0.1", parsed.port or 443)
+        self._path = f"/api/v1/namespaces/{ns}/pods"
+        self.bound: dict[str, Bound] = {}
+        self.failure = ""
+        self._changed = threading.Condition()
+        self._stopped = threading.Event()
+        self._connection: http.client.HTTPSConnection | None = None
+        self._version = str(plane.rest().get(self._path)["metadata"]["resourceVersion"])
+        self._thread = threading.Thread(target=self._run, name="bind-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stopped.is_set():
+                self._watch()
+        except Exception as failed:  # reported to wait()
+            if not self._stopped.is_set():
+                with self._changed:
+                    self.failure = repr(failed)
+                    self._changed.notify_all()
+
+    def _watch(self) -> None:
+        connection = http.client.HTTPSConnection(*self._address, context=self._context)
+        self._connection = connection
+        try:
+            query = f"watch=1&allowWatchBookmarks=true&resourceVersion={self._version}"
+            connection.request("GET", f"{self._path}?{query}")
+            response = connection.getresponse()
+            if response.status != 200:
+                raise RuntimeError(f"watch: HTTP {response.status}: {response.read()[:300]!r}")
+            for line in response:
+                if line.strip():
+                    self._event(json.loads(line))
+        finally:
+            connection.close()
+
+    def _event(self, event: Obj) -> None:
+        pod = event["object"]
+        if event["type"] == "ERROR":
+            raise RuntimeError(f"watch: {pod.get('message')}")
+        self._version = pod["metadata"]["resourceVersion"]
+        node = pod.get("spec", {}).get("nodeName")
+        name = pod["metadata"].get("name")
+        if event["type"] in ("ADDED", "MODIFIED") and node and name not in self.bound:
+            chips = (pod["metadata"].get("annotations") or {}).get(CHIPS_ANNOTATION, "")
+            with self._changed:
+                self.bound[name] = Bound(time.monotonic(), node, chips)
+                self._changed.notify_all()
+
+    def wait(self, count: int, timeout: float) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: len(self.bound) >= count or self.failure, timeout)
+            if self.failure:
+                raise RuntimeError(self.failure)
+            if len(self.bound) < count:
+                raise TimeoutError(f"{len(self.bound)} of {count} pods bound in {timeout:.0f} s")
+
+    def stop(self) -> None:
+        self._stopped.set()
+        connection = self._connection
+        if connection is not None and connection.sock is not None:
+            with contextlib.suppress(OSError):
+                connection.sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(timeout=10)
+
+
+# --- the node names kube-scheduler sends ---------------------------------------------------
+
+
+class CountingProxy:
+    """Forwards the extender's verbs to the service, noting how many node names each
+    ``/filter`` carries (``NodeNames`` when nodeCacheCapable, else ``Nodes.items``)."""
+
+    def __init__(self, target: str) -> None:
+        self.names_per_filter: list[int] = []
+        parsed = urllib.parse.urlsplit(target)
+        host, port = parsed.hostname or "127.0.0.1", parsed.port or 80
+        counts = self.names_per_filter
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if self.path.rstrip("/").endswith("/filter"):
+                    args = json.loads(body)
+                    names = args.get("NodeNames")
+                    if names is None:
+                        names = (args.get("Nodes") or {}).get("items") or []
+                    counts.append(len(names))
+                upstream = http.client.HTTPConnection(host, port, timeout=30)
+                try:
+                    upstream.request("POST", self.path, body, {"Content-Type": "application/json"})
+                    answer = upstream.getresponse()
+                    data = answer.read()
+                finally:
+                    upstream.close()
+                self.send_response(answer.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+# --- metrics -------------------------------------------------------------------------------
+
+
+def scrape(url: str, context: ssl.SSLContext | None = None) -> dict[str, float]:
+    """A Prometheus text exposition as {series: value}."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10, context=context) as response:
+        text = response.read().decode()
+    series: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            try:
+                series[name] = float(value)
+            except ValueError:
+                continue
+    return series
+
+
+def mean_ms(before: dict[str, float], after: dict[str, float], stem: str) -> float:
+    """Mean of a histogram ``stem`` (``name{labels}``) between two scrapes, in ms."""
+    name, _, labels = stem.partition("{")
+    suffix = "{" + labels if labels else ""
+    total = after.get(f"{name}_sum{suffix}", 0.0) - before.get(f"{name}_sum{suffix}", 0.0)
+    count = after.get(f"{name}_count{suffix}", 0.0) - before.get(f"{name}_count{suffix}", 0.0)
+    return total / count * 1e3 if count else 0.0
+
+
+def scheduler_metrics(plane: ControlPlane, name: str) -> dict[str, float]:
+    """kube-scheduler's /metrics, read as the admin (its secure port authenticates and
+    authorizes through the API server)."""
+    port = next(
+        a.split("=", 1)[1] for a in plane.processes[name].command if a.startswith("--secure-port=")
+    )
+    user = yaml.safe_load(plane.admin.read_text())["users"][0]["user"]
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # its serving certificate is self-signed
+    context.load_cert_chain(user["client-certificate"], user["client-key"])
+    return scrape(f"https://127.0.0.1:{port}", context)
+
+
+ALGORITHM = "scheduler_scheduling_algorithm_duration_seconds"
+
+
+# --- one run -------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    mode: str  # "extender" or "resource-only"
+    pods: int
+    seconds: float  # the backlog released → its last pod bound
+    pods_per_second: float
+    latency_pods: int
+    rate: float  # pods created per second in the latency run
+    p50_ms: float  # creation → bound, in the latency run
+    p99_ms: float
+    algorithm_ms: float  # kube-scheduler's filter + score per attempt (extender calls included)
+    service_ms: dict[str, float] = field(default_factory=dict)  # the service's time per verb
+    placed: dict[str, Bound] = field(default_factory=dict, repr=False)  # the backlog's pods
+
+
+@contextmanager
+def kube_scheduler(
+    plane: ControlPlane, configuration: dict[str, Any], name: str
+) -> Iterator[Process]:
+    process = plane.start_scheduler(configuration, name)
+    try:
+        yield process
+    finally:
+        process.stop()
+        del plane.processes[name]
+
+
+def create_pods(
+    plane: ControlPlane, ns: str, sizes: list[int], prefix: str, rate: float | None = None
+) -> dict[str, float]:
+    """Pods ``<prefix>-<i>`` of ``sizes`` chips, from threads, at once or ``rate`` per
+    second: when each creation began (time.monotonic())."""
+    created: dict[str, float] = {}
+    local = threading.local()
+    began = time.monotonic()
+
+    def create(item: tuple[int, int]) -> None:
+        i, chips = item
+        if rate:
+            time.sleep(max(0.0, began + i / rate - time.monotonic()))
+        if not hasattr(local, "rest"):
+            local.rest = plane.rest()
+        pod = f"{prefix}-{i:05d}"
+        created[pod] = time.monotonic()
+        local.rest.create(f"/api/v1/namespaces/{ns}/pods", npu_pod(ns, pod, chips))
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(create, enumerate(sizes)))
+    return created
+
+
+def place(
+    plane: ControlPlane,
+    *,
+    configuration: dict[str, Any],
+    mode: str,
+    sizes: list[int],
+    service: str | None,
+    latency_pods: int,
+    rate: float,
+    timeout: float,
+) -> Run:
+    """kube-scheduler with ``configuration``: (1) throughput: one pod per entry of ``sizes``
+    (chips) created while kube-scheduler is paused (SIGSTOP), so that pod creation does not
+    bound the figure, then released; (2) latency: ``latency_pods`` pods created at ``rate``
+    per second. The pods are deleted after each."""
+    ns = namespace(plane, f"run-{mode}")
+    with kube_scheduler(plane, configuration, f"kube-scheduler-{mode}") as process:
+        # One pod first: kube-scheduler's informers have synced and the extender answers.
+        warm = BindWatch(plane, ns)
+        try:
+            plane.rest().create(f"/api/v1/namespaces/{ns}/pods", npu_pod(ns, "warm", 1))
+            warm.wait(1, 120)
+        finally:
+            warm.stop()
+        clear(plane, ns)
+        before = scheduler_metrics(plane, process.name)
+        served = scrape(service) if service else {}
+        watch = BindWatch(plane, ns)
+        try:
+            process.signal(signal.SIGSTOP)
+            try:
+                create_pods(plane, ns, sizes, "pod")
+            finally:
+                process.signal(signal.SIGCONT)
+            released = time.monotonic()
+            watch.wait(len(sizes), timeout)
+        finally:
+            watch.stop()
+        after = scheduler_metrics(plane, process.name)
+        served_after = scrape(service) if service else {}
+        placed = dict(watch.bound)
+        clear(plane, ns)
+        latency = [0.0]
+        if latency_pods:
+            paced = BindWatch(plane, ns)
+            try:
+                created = create_pods(plane, ns, sizes[:latency_pods], "paced", rate)
+                paced.wait(len(created), timeout)
+            finally:
+                paced.stop()
+            latency = [(paced.bound[p].at - created[p]) * 1e3 for p in created]
+            clear(plane, ns)
+    seconds = max(b.at for b in placed.values()) - released
+    verbs = ("filter", "prioritize", "bind")
+    stem = "ascend_scheduler_request_seconds"
+    return Run(
+        mode,
+        len(sizes),
+        seconds,
+        len(sizes) / seconds,
+        latency_pods,
+        rate,
+        statistics.median(latency),
+        percentile(latency, 99),
+        mean_ms(before, after, ALGORITHM),
+        {v: mean_ms(served, served_after, f'{stem}{{verb="{v}"}}') for v in verbs}
+        if service
+        else {},
+        placed,
+    )
+
+
+@dataclass
+class Scale:
+    nodes: int
+    setup_seconds: float
+    extender: Run
+    plain: Run
+    names_per_filter: list[int]  # from the counting run
+    feasible_to_find: int  # kube-scheduler's numFeasibleNodesToFind at this size
+
+    def summary(self) -> dict[str, Any]:
+        names = self.names_per_filter
+        out: dict[str, Any] = {
+            "nodes": self.nodes,
+            "setup_seconds": round(self.setup_seconds, 1),
+            "extender_over_plain": round(
+                self.extender.pods_per_second / self.plain.pods_per_second, 3
+            ),
+            "plain_over_extender": round(
+                self.plain.pods_per_second / self.extender.pods_per_second, 3
+            ),
+            "names_per_filter": {
+                "calls": len(names),
+                "min": min(names, default=0),
+                "median": statistics.median(names) if names else 0,
+                "max": max(names, default=0),
+            },
+            "feasible_nodes_to_find": self.feasible_to_find,
+        }
+        for run in (self.extender, self.plain):
+            fields = asdict(run)
+            del fields["placed"]
+            out[run.mode] = {
+                k: round(v, 2) if isinstance(v, float) else v for k, v in fields.items()
+            }
+            if run.service_ms:
+                out[run.mode]["service_ms"] = {k: round(v, 2) for k, v in run.service_ms.items()}
+        return out
+
+
+def measure(
+    nodes: int,
+    pods: int,
+    seed: int,
+    *,
+    count_pods: int = 50,
+    latency_pods: int = 150,
+    rate: float = 10.0,
+    timeout: float = 600,
+) -> Scale:
+    """Both runs (and the counting run) on a control plane of ``nodes`` nodes of its own."""
+    sizes = pod_sizes(pods, seed)
+    workdir = scratch("rs")
+    plane = ControlPlane(workdir, admission_plugins_off=("TaintNodesByCondition",))
+    try:
+        plane.start(controllers=False)
+        started = time.monotonic()
+        names = populate(plane, nodes)
+        port = free_port()
+        log = workdir / "scheduler-service.log"
+        with (
+            heartbeats(plane, names),
+            service_process_with(plane.admin, port, log) as (_process, url),
+        ):
+            wait_until(
+                lambda: scrape(url).get("ascend_scheduler_npu_nodes") == nodes,
+                120,
+                f"the service sees {nodes} NPU nodes",
+            )
+            setup = time.monotonic() - started
+
+            def run(configuration: dict[str, Any], mode: str, count: int, paced: int) -> Run:
+                service = url if mode == "extender" else None
+                return place(
+                    plane,
+                    configuration=configuration,
+                    mode=mode,
+                    sizes=sizes[:count],
+                    service=service,
+                    latency_pods=paced,
+                    rate=rate,
+                    timeout=timeout,
+                )
+
+            shipped = extender_configuration(url, leader_elect=False)
+            extender = run(shipped, "extender", pods, latency_pods)
+            proxy = CountingProxy(url)
+            try:
+                run(extender_configuration(proxy.url, leader_elect=False), "counted", count_pods, 0)
+            finally:
+                proxy.stop()
+            plain_configuration = {k: v for k, v in shipped.items() if k != "extenders"}
+            plain = run(plain_configuration, "resource-only", pods, latency_pods)
+        return Scale(
+            nodes, setup, extender, plain, proxy.names_per_filter, feasible_nodes_to_find(nodes)
+        )
+    finally:
+        plane.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def table(scales: list[Scale]) -> str:
+    rows = [
+        "| nodes | kube-scheduler | pods/s (backlog) | latency p50 / p99 (paced) "
+        "| algorithm ms/pod | ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for scale in scales:
+        ratio = scale.extender.pods_per_second / scale.plain.pods_per_second
+        for run, label, shown in (
+            (scale.extender, "(a) with extender", f"(a)/(b) {ratio:.2f}"),
+            (scale.plain, "(b) resource fit only", f"(b)/(a) {1 / ratio:.2f}"),
+        ):
+            rows.append(
+                f"| {scale.nodes:,} | {label} | {run.pods_per_second:.1f} | {run.p50_ms:.0f} / "
+                f"{run.p99_ms:.0f} ms | {run.algorithm_ms:.1f} | {shown} |"
+            )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--count-pods", type=int, default=50, help="pods of the counting run")
+    parser.add_argument("--latency-pods", type=int, default=150, help="pods of the paced run")
+    parser.add_argument("--rate", type=float, default=10.0, help="pods/s of the paced run")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=DATA)
+    args = parser.parse_args()
+    scales = []
+    for nodes in args.nodes:
+        scale = measure(
+            nodes,
+            args.pods,
+            args.seed,
+            count_pods=args.count_pods,
+            latency_pods=args.latency_pods,
+            rate=args.rate,
+        )
+        scales.append(scale)
+        summary = scale.summary()
+        print(f"{nodes:,} nodes (setup {scale.setup_seconds:.0f} s): {json.dumps(summary)}")
+    print(table(scales))
+    for scale in scales:
+        names = scale.names_per_filter
+        print(
+            f"{scale.nodes:,} nodes: node names per /filter median "
+            f"{statistics.median(names):.0f} (min {min(names)}, max {max(names)}, "
+            f"{len(names)} calls); numFeasibleNodesToFind = {scale.feasible_to_find}"
+        )
+        service = scale.extender.service_ms
+        print(
+            f"{scale.nodes:,} nodes: the service's own time per call: "
+            + ", ".join(f"{verb} {ms:.1f} ms" for verb, ms in service.items())
+        )
+    results = {
+        "command": "python -m benchmarks.real_scheduler "
+        + " ".join(
+            f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+            for k, v in vars(args).items()
+            if k != "out"
+        ),
+        "seed": args.seed,
+        "scales": [s.summary() for s in scales],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
