@@ -52,11 +52,10 @@ from contract.annotations import CHIPS_ANNOTATION
 from contract.chip_names import RESOURCE_NAME
 from contract.deviceinfo import DeviceInfo
 from simulation.processes import free_port, service_process_with
-from testbed.cluster import extender_configuration
+from testbed.cluster import extender_configuration, npu_pod
 from testbed.control_plane import ControlPlane, Process, scratch, wait_until
 from testbed.rest import Obj, RestError
 
-SCHEDULER_NAME = "ascend-npu-scheduler"  # the shipped profile's
 SIZES = (1, 2, 4, 8)
 THREADS = 8
 HEARTBEAT_SWEEP = 120.0  # seconds per rewrite of every DeviceInfo
@@ -153,22 +152,10 @@ def heartbeats(
         thread.join(timeout=30)
 
 
-def npu_pod(namespace: str, name: str, chips: int) -> Obj:
-    requests = {RESOURCE_NAME: str(chips)}
-    return {
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "schedulerName": SCHEDULER_NAME,
-            "restartPolicy": "Never",
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "ascend-training:latest",
-                    "resources": {"requests": requests, "limits": requests},
-                }
-            ],
-        },
-    }
+def named_pod(namespace: str, name: str, chips: int) -> Obj:
+    pod = npu_pod(chips, {})
+    pod["metadata"].update(name=name, namespace=namespace)
+    return pod
 
 
 def namespace(plane: ControlPlane, name: str) -> str:
@@ -424,7 +411,7 @@ def create_pods(
             local.rest = plane.rest()
         pod = f"{prefix}-{i:05d}"
         created[pod] = time.monotonic()
-        local.rest.create(f"/api/v1/namespaces/{ns}/pods", npu_pod(ns, pod, chips))
+        local.rest.create(f"/api/v1/namespaces/{ns}/pods", named_pod(ns, pod, chips))
 
     with ThreadPoolExecutor(THREADS) as pool:
         list(pool.map(create, enumerate(sizes)))
@@ -451,7 +438,7 @@ def place(
         # One pod first: kube-scheduler's informers have synced and the extender answers.
         warm = BindWatch(plane, ns)
         try:
-            plane.rest().create(f"/api/v1/namespaces/{ns}/pods", npu_pod(ns, "warm", 1))
+            plane.rest().create(f"/api/v1/namespaces/{ns}/pods", named_pod(ns, "warm", 1))
             warm.wait(1, 120)
         finally:
             warm.stop()
@@ -551,8 +538,11 @@ def measure(
     latency_pods: int = 150,
     rate: float = 10.0,
     timeout: float = 600,
+    client_qps: float | None = None,
 ) -> Scale:
-    """Both runs (and the counting run) on a control plane of ``nodes`` nodes of its own."""
+    """Both runs (and the counting run) on a control plane of ``nodes`` nodes of its own.
+    ``client_qps``: kube-scheduler's client rate limit (``clientConnection.qps``, burst twice
+    that) in both runs; unset, its default (50, burst 100), as the overlay ships it."""
     sizes = pod_sizes(pods, seed)
     workdir = scratch("rs")
     plane = ControlPlane(workdir, admission_plugins_off=("TaintNodesByCondition",))
@@ -587,6 +577,8 @@ def measure(
                 )
 
             shipped = extender_configuration(url, leader_elect=False)
+            if client_qps is not None:
+                shipped["clientConnection"] = {"qps": client_qps, "burst": int(2 * client_qps)}
             extender = run(shipped, "extender", pods, latency_pods)
             proxy = CountingProxy(url)
             try:
@@ -630,6 +622,11 @@ def main() -> None:
     parser.add_argument("--latency-pods", type=int, default=150, help="pods of the paced run")
     parser.add_argument("--rate", type=float, default=10.0, help="pods/s of the paced run")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--client-qps",
+        type=float,
+        help="kube-scheduler's clientConnection.qps in both runs (default: its own, 50)",
+    )
     parser.add_argument("--out", type=Path, default=DATA)
     args = parser.parse_args()
     scales = []
@@ -641,6 +638,7 @@ def main() -> None:
             count_pods=args.count_pods,
             latency_pods=args.latency_pods,
             rate=args.rate,
+            client_qps=args.client_qps,
         )
         scales.append(scale)
         summary = scale.summary()
@@ -663,7 +661,7 @@ def main() -> None:
         + " ".join(
             f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
             for k, v in vars(args).items()
-            if k != "out"
+            if k != "out" and v is not None
         ),
         "seed": args.seed,
         "scales": [s.summary() for s in scales],

@@ -278,10 +278,12 @@ class ControlPlane:
         kubeconfig: Path | None = None,
     ) -> Process:
         """kube-scheduler with ``configuration`` (a KubeSchedulerConfiguration), its client
-        connection set to this control plane as ``kubeconfig``'s user (default: the user
-        ``system:kube-scheduler`` of the cluster's default RBAC)."""
+        connection's kubeconfig set to this control plane as ``kubeconfig``'s user (default:
+        the user ``system:kube-scheduler`` of the cluster's default RBAC); its other client
+        settings (``qps``, ``burst``) kept."""
         kubeconfig = kubeconfig or self.user("kube-scheduler", "system:kube-scheduler")
-        configuration = {**configuration, "clientConnection": {"kubeconfig": str(kubeconfig)}}
+        connection = {**configuration.get("clientConnection", {}), "kubeconfig": str(kubeconfig)}
+        configuration = {**configuration, "clientConnection": connection}
         path = self.workdir / f"{name}.yaml"
         path.write_text(yaml.safe_dump(configuration))
         port = free_port()

@@ -24,6 +24,11 @@ from contract.objects import Obj
 from infra.kube.port import Conflict, Gone, KubeError, NotFound, Page, Selection, WatchEvent
 
 REQUEST_TIMEOUT = 10.0
+# Connections kept to the API server. The client's default is 5 per core (10 on two cores):
+# kube-scheduler binds asynchronously, and with more binds in flight than that each extra one
+# opened, and dropped, a TLS connection of its own ("Connection pool is full" under the real
+# kube-scheduler at 1,000 pods).
+CONNECTIONS = 64
 T = TypeVar("T")
 
 
@@ -48,6 +53,7 @@ def _call(what: str, fn: Callable[[], T]) -> T:
 def api_client(kubeconfig: Path | None = None) -> client.ApiClient:
     """The official client for a kubeconfig file, or in-cluster without one."""
     configuration = client.Configuration()
+    configuration.connection_pool_maxsize = CONNECTIONS
     try:
         if kubeconfig is not None:
             config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
