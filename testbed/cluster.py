@@ -96,18 +96,19 @@ def extender_configuration(
     return configuration
 
 
-def bound_agent_token(plane: ControlPlane, node: str) -> str:
-    """A token of the agent's ServiceAccount bound to an agent pod on ``node`` (the node's
-    name in the token, as the kubelet's projected token for a DaemonSet pod carries it)."""
+def bound_token(plane: ControlPlane, account: str, node: str) -> str:
+    """A token of ServiceAccount ``kube-system/<account>`` bound to a pod of it on ``node``
+    (the node's name in the token, as the kubelet's projected token for a DaemonSet's pod
+    carries it, and as the admission policies of the agent and the DRA driver check)."""
     admin = plane.rest()
-    name = f"{AGENT_ACCOUNT}-{node}"
+    name = f"{account}-{node}"
     pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
     pod = {
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "testbed-agent"}},
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": f"testbed-{account}"}},
         "spec": {
             "nodeName": node,
-            "serviceAccountName": AGENT_ACCOUNT,
-            "containers": [{"name": "agent", "image": "ascend-npu-k8s:testbed"}],
+            "serviceAccountName": account,
+            "containers": [{"name": "main", "image": "ascend-npu-k8s:testbed"}],
             "tolerations": [{"operator": "Exists"}],
         },
     }
@@ -117,7 +118,11 @@ def bound_agent_token(plane: ControlPlane, node: str) -> str:
         if exists.status != 409:
             raise
         created = admin.get(f"{pods}/{name}")
-    return plane.token(NAMESPACE, AGENT_ACCOUNT, bound_to=created)
+    return plane.token(NAMESPACE, account, bound_to=created)
+
+
+def bound_agent_token(plane: ControlPlane, node: str) -> str:
+    return bound_token(plane, AGENT_ACCOUNT, node)
 
 
 @dataclass

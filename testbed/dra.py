@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import datetime
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -28,8 +27,9 @@ from infra.kube.port import NotFound, Selection
 from simulation.cluster import state_file
 from simulation.dra_cluster import driver_command
 from simulation.kubelet_dra import Container, KubeletDra
+from simulation.node_host import running_status
 from simulation.node_status import NodeRegistration, RegisteredNode
-from testbed.cluster import apply
+from testbed.cluster import apply, bound_token
 from testbed.control_plane import ControlPlane, Process, wait_until
 from testbed.manifests import MANIFESTS, kustomize
 from testbed.rest import Obj, Rest, RestError
@@ -83,40 +83,7 @@ class ApiStore:
 
 
 def bound_driver_token(plane: ControlPlane, node: str) -> str:
-    """A token of the DRA driver's ServiceAccount bound to a pod of it on ``node``, as the
-    kubelet's projected token for the DaemonSet's pod carries the node's name."""
-    admin = plane.rest()
-    pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
-    name = f"{DRA_ACCOUNT}-{node}"
-    pod = {
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "testbed-dra"}},
-        "spec": {
-            "nodeName": node,
-            "serviceAccountName": DRA_ACCOUNT,
-            "containers": [{"name": "dra-driver", "image": "ascend-npu-k8s:testbed"}],
-            "tolerations": [{"operator": "Exists"}],
-        },
-    }
-    try:
-        created = admin.create(pods, pod)
-    except RestError as exists:
-        if exists.status != 409:
-            raise
-        created = admin.get(f"{pods}/{name}")
-    return plane.token(NAMESPACE, DRA_ACCOUNT, bound_to=created)
-
-
-def running_status() -> Obj:
-    """The status the kubelet writes once the pod's containers started."""
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {
-        "phase": "Running",
-        "startTime": now,
-        "conditions": [
-            {"type": kind, "status": "True", "lastTransitionTime": now}
-            for kind in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
-        ],
-    }
+    return bound_token(plane, DRA_ACCOUNT, node)
 
 
 @dataclass

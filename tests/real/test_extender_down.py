@@ -38,19 +38,19 @@ def test_no_pod_is_bound_while_the_extender_is_down_and_all_are_once_it_is_back(
         pod["metadata"]["name"] = name
         admin.create(pods, pod)
 
-    def refused_twice() -> bool:
+    def refused_thrice() -> bool:
         events = admin.get(
             f"/api/v1/namespaces/{ns}/events", fieldSelector="reason=FailedScheduling"
         )
         # kube-scheduler's events API folds repeats into a series (core/v1 shows its count).
         counts = [
-            max(e.get("count") or 1, (e.get("series") or {}).get("count", 1))
+            max(int(e.get("count") or 1), int((e.get("series") or {}).get("count", 1)))
             for e in events["items"]
             if f"{cluster.service_url}/filter" in e["message"]
         ]
         return sum(counts) >= 3  # a's and b's first tries, and a retry after the backoff
 
-    wait_until(refused_twice, 90, "kube-scheduler reports the extender's failure")
+    wait_until(refused_thrice, 90, "kube-scheduler reports the extender's failure")
     assert all(not p["spec"].get("nodeName") for p in admin.get(pods)["items"]), "none bound"
 
     cluster.start_service()
