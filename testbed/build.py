@@ -38,6 +38,7 @@ class Component:
     version: str
     commands: tuple[str, ...]
     binary: str | None  # the binary's name when it is not the command's last path element
+    unavailable: str | None = None  # why it cannot be built here (said at every build)
 
     @property
     def home(self) -> Path:
@@ -61,6 +62,7 @@ def components(path: Path = TESTBED / "versions.toml") -> list[Component]:
             str(entry["version"]),
             tuple(str(c) for c in entry["commands"]),
             entry.get("binary"),
+            entry.get("unavailable"),
         )
         for name, entry in table.items()
     ]
@@ -133,6 +135,13 @@ def up_to_date(component: Component) -> bool:
 
 
 def build(component: Component) -> None:
+    if component.unavailable is not None:
+        print(
+            f"testbed: {component.name} ({component.module} {component.version}) is not built: "
+            f"{component.unavailable}",
+            flush=True,
+        )
+        return
     if required(component) != component.version:
         move(component)
     if up_to_date(component):
