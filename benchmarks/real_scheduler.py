@@ -54,7 +54,7 @@ from contract.deviceinfo import DeviceInfo
 from simulation.processes import free_port, service_process_with
 from testbed.cluster import extender_configuration, npu_pod
 from testbed.control_plane import ControlPlane, Process, scratch, wait_until
-from testbed.rest import Obj, RestError
+from testbed.rest import Obj
 
 SIZES = (1, 2, 4, 8)
 THREADS = 8
@@ -156,21 +156,6 @@ def named_pod(namespace: str, name: str, chips: int) -> Obj:
     pod = npu_pod(chips, {})
     pod["metadata"].update(name=name, namespace=namespace)
     return pod
-
-
-def namespace(plane: ControlPlane, name: str) -> str:
-    """A namespace with its ``default`` ServiceAccount (no controller manager makes it, and
-    the ServiceAccount admission plugin refuses pods without it)."""
-    admin = plane.rest()
-    admin.ensure_namespace(name)
-    try:
-        admin.create(
-            f"/api/v1/namespaces/{name}/serviceaccounts", {"metadata": {"name": "default"}}
-        )
-    except RestError as exists:
-        if exists.status != 409:
-            raise
-    return name
 
 
 def clear(plane: ControlPlane, ns: str, timeout: float = 300) -> None:
@@ -433,7 +418,7 @@ def place(
     (chips) created while kube-scheduler is paused (SIGSTOP), so that pod creation does not
     bound the figure, then released; (2) latency: ``latency_pods`` pods created at ``rate``
     per second. The pods are deleted after each."""
-    ns = namespace(plane, f"run-{mode}")
+    ns = plane.rest().ensure_namespace(f"run-{mode}")  # with its default ServiceAccount
     with kube_scheduler(plane, configuration, f"kube-scheduler-{mode}") as process:
         # One pod first: kube-scheduler's informers have synced and the extender answers.
         warm = BindWatch(plane, ns)

@@ -121,9 +121,16 @@ class Rest:
         )
 
     def ensure_namespace(self, name: str) -> str:
-        try:
-            self.create("/api/v1/namespaces", {"metadata": {"name": name}})
-        except RestError as exists:
-            if exists.status != 409:
-                raise
+        """The namespace, with its ``default`` ServiceAccount: kube-controller-manager makes
+        that one asynchronously, and until it has, the ServiceAccount admission plugin refuses
+        every pod there (``error looking up service account``); made here if still missing."""
+        for path, body in (
+            ("/api/v1/namespaces", {"metadata": {"name": name}}),
+            (f"/api/v1/namespaces/{name}/serviceaccounts", {"metadata": {"name": "default"}}),
+        ):
+            try:
+                self.create(path, body)
+            except RestError as exists:
+                if exists.status != 409:
+                    raise
         return name

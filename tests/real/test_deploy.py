@@ -289,13 +289,6 @@ def cluster(control_plane: ControlPlane) -> Iterator[Cluster]:
             if exists.status != 409:
                 raise
     admin.ensure_namespace(TEAM)
-    try:  # pods need their namespace's default ServiceAccount; made here, not awaited
-        admin.create(
-            f"/api/v1/namespaces/{TEAM}/serviceaccounts", {"metadata": {"name": "default"}}
-        )
-    except RestError as exists:
-        if exists.status != 409:
-            raise
     tenant_rules = [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "create", "patch", "update"]},
         {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},

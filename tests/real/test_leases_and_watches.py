@@ -297,18 +297,6 @@ class Collection:
         self.path = f"/api/v1/namespaces/{namespace}/{plural}"
         self.what = Selection(kind, namespace, labels=LABEL)
         self.sentinels = 0
-        if kind == "Pod":
-            # The ServiceAccount admission plugin refuses pods until the namespace's default
-            # account exists; made here, not awaited from kube-controller-manager, whose
-            # watches may still be backing off after an API-server restart.
-            try:
-                self.rest.create(
-                    f"/api/v1/namespaces/{namespace}/serviceaccounts",
-                    {"metadata": {"name": "default"}},
-                )
-            except RestError as exists:
-                if exists.status != 409:
-                    raise
 
     def create(self, name: str) -> Obj:
         meta = {"name": name, "labels": dict([LABEL.split("=")])}
