@@ -27,4 +27,3 @@ def test_kubernetes_staging_modules_are_replaced_by_their_matching_release() -> 
     )
     assert len(replaced) >= 30, "every staging module of k8s.io/kubernetes"
     assert {version for _, version in replaced} == {staging}
-
