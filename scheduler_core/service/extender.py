@@ -57,6 +57,7 @@ from scheduler_core.service.wire import (
 log = logging.getLogger(__name__)
 
 BIND_REFUSED = "NPUBindRefused"
+NOMINATION_GRACE = 30.0  # seconds a nominated pod waits for its node before preempting again
 
 
 class Extender:
@@ -76,6 +77,8 @@ class Extender:
         self._chips = Chips(self.state)
         self._gang = GangMember(self.state)
         self._dynamic = DynamicVnpu(self.state)
+        # (pod UID, nominated node) → when preempt first saw the pod nominated there.
+        self._nominated: dict[tuple[str, str], float] = {}
 
     def _kind(self, request: PodRequest) -> Kind:
         if request.npu == 0:
@@ -135,17 +138,35 @@ class Extender:
         NodeResourcesFit alone: a full node never reached the filter, so a request no node can
         serve (or a node of another kind) would otherwise cost a victim for nothing (seen on
         the real kube-scheduler). The nodes the filter marks unresolvable are dropped; the
-        rest keep their victims, which the next cycle's filter checks by ring."""
+        rest keep their victims, which the next cycle's filter checks by ring.
+
+        A pod already nominated to a node by an earlier preemption evicts nothing elsewhere
+        for ``NOMINATION_GRACE`` seconds, unless that node can never host it: kube-scheduler
+        lets it preempt again as soon as its victims are gone (``PodEligibleToPreemptOthers``
+        looks only for victims still terminating), and the deletion it saw may not have reached
+        this view yet; a second victim would then die for chips already free (seen once on the
+        real kube-scheduler under load)."""
         pod, victims = preemption_args(args)
         names = list(victims)
         try:
             request = pod_request(pod, self.state.job_of)
         except (Unready, BadPod):
             return ExtenderPreemptionResult({})  # nothing placeable now: evict nothing
+        nominated = str((pod.get("status") or {}).get("nominatedNodeName") or "")
         kind = self._kind(request)
         with self.state.lock:
-            _, _, never = kind.filter(request, names)
+            _, _, never = kind.filter(request, [*names, nominated] if nominated else names)
+        if nominated and nominated not in never and self._awaiting(request.uid, nominated):
+            return ExtenderPreemptionResult({})
         return ExtenderPreemptionResult({n: victims[n] for n in names if n not in never})
+
+    def _awaiting(self, uid: str, node: str) -> bool:
+        """Whether a pod nominated to ``node`` is still within its grace there."""
+        now = self.state.clock()
+        self._nominated = {
+            k: since for k, since in self._nominated.items() if now - since < 2 * NOMINATION_GRACE
+        }
+        return now - self._nominated.setdefault((uid, node), now) < NOMINATION_GRACE
 
     def bind(self, args: Mapping[str, Any]) -> ExtenderBindingResult:
         binding = binding_args(args)

@@ -343,3 +343,39 @@ def test_changes_from_before_a_bind_landed_do_not_offer_that_binds_chips_again()
         views={"n0": NodeView("n0", stale.nodes[0])}, pods={"ns/first": pod_view(first)}
     )
     assert h.filter(pending(h.api, "second", 1)).NodeNames == []
+
+
+def preemption(pod: dict[str, Any], victims: dict[str, list[str]]) -> dict[str, Any]:
+    """kube-scheduler's ExtenderPreemptionArgs with the node cache: victims by UID."""
+    return {
+        "Pod": pod,
+        "NodeNameToMetaVictims": {
+            node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": 0}
+            for node, uids in victims.items()
+        },
+    }
+
+
+def test_preempt_keeps_only_nodes_where_evicting_can_help() -> None:
+    h = Harness(2)
+    for i in range(2):
+        h.schedule(pending(h.api, f"low{i}", 8))
+    victims = {"n0": ["uid-low0"], "n1": ["uid-low1"]}
+    never = h.extender.preempt(preemption(pending(h.api, "never", 3), victims))
+    assert never.NodeNameToMetaVictims == {}, "3 chips: no 910 server serves it, full or empty"
+    whole = h.extender.preempt(preemption(pending(h.api, "whole", 8), victims))
+    assert sorted(whole.NodeNameToMetaVictims) == ["n0", "n1"]
+    assert whole.NodeNameToMetaVictims["n0"].Pods[0].UID == "uid-low0"
+
+
+def test_a_nominated_pod_evicts_nothing_elsewhere_while_its_node_may_still_take_it() -> None:
+    h = Harness(2)
+    for i in range(2):
+        h.schedule(pending(h.api, f"low{i}", 8))
+    pod = pending(h.api, "whole", 8)
+    pod["status"]["nominatedNodeName"] = "n0"  # its victim on n0 gone, this view not yet
+    answer = h.extender.preempt(preemption(pod, {"n1": ["uid-low1"]}))
+    assert answer.NodeNameToMetaVictims == {}, "no second victim for the same pod"
+    h.clock.now += 31  # its node never came free: it may preempt elsewhere again
+    answer = h.extender.preempt(preemption(pod, {"n1": ["uid-low1"]}))
+    assert list(answer.NodeNameToMetaVictims) == ["n1"]

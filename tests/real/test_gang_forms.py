@@ -30,16 +30,14 @@ CRD = Path(__file__).parent / "data" / "coscheduling-podgroup-crd.yaml"
 def cluster(control_plane: ControlPlane) -> Iterator[Deployed]:
     admin = control_plane.rest()
     admin.apply(yaml.safe_load(CRD.read_text()))
+    crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.x-k8s.io"
+
+    def established() -> bool:
+        conditions = (admin.get(crd).get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
     wait_until(
-        lambda: any(
-            c["type"] == "Established" and c["status"] == "True"
-            for c in admin.get(
-                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
-                "podgroups.scheduling.x-k8s.io"
-            )
-            .get("status", {})
-            .get("conditions", [])
-        ),
+        established,
         60,
         "the PodGroup CRD is established",
     )
@@ -87,14 +85,21 @@ def test_gangs_of_kueue_and_coscheduling_start_whole_or_wait_whole(cluster: Depl
     )
     admin.create(jobs, indexed_job("co", 3, {COSCHEDULING_GROUP_LABEL: "pg"}, {}))
 
-    def waiting() -> bool:
-        events = admin.get(f"/api/v1/namespaces/{ns}/events", fieldSelector="reason=NPUGangWaiting")
-        return bool(events["items"])
+    def all_refused() -> bool:
+        """The Job controller has made all three pods (it creates them in batches) and
+        kube-scheduler has tried each and been refused."""
+        group = admin.get(pods, labelSelector="job=co")["items"]
+        events = admin.get(
+            f"/api/v1/namespaces/{ns}/events", fieldSelector="reason=FailedScheduling"
+        )
+        tried = {e["involvedObject"]["name"] for e in events["items"]}
+        return len(group) == 3 and {p["metadata"]["name"] for p in group} <= tried
 
-    wait_until(waiting, 60, "the coscheduling gang waits (Event NPUGangWaiting)")
+    wait_until(all_refused, 90, "kube-scheduler tried each pod of the gang and was refused")
     group = admin.get(pods, labelSelector="job=co")["items"]
-    assert len(group) == 3
     assert not any(p["spec"].get("nodeName") for p in group), "no part of the gang binds"
+    waiting = admin.get(f"/api/v1/namespaces/{ns}/events", fieldSelector="reason=NPUGangWaiting")
+    assert waiting["items"], "the extender says why (Event NPUGangWaiting)"
 
     # The Kueue job ends: four whole nodes free, and the gang of three starts on three.
     admin.request("DELETE", f"{jobs}/kq", {"propagationPolicy": "Background"})
