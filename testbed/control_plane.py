@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -28,7 +29,8 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -410,9 +412,32 @@ def _post(url: str, body: dict[str, Any]) -> Any:
         return json.loads(response.read())
 
 
+@contextmanager
+def running(prefix: str, *, controllers: bool = True, **options: Any) -> Iterator[ControlPlane]:
+    """A control plane started in a scratch directory of its own (``options``: the
+    ControlPlane's), stopped and removed afterwards."""
+    workdir = scratch(prefix)
+    plane = ControlPlane(workdir, **options)
+    try:
+        plane.start(controllers=controllers)
+        yield plane
+    finally:
+        plane.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def scratch(prefix: str = "testbed") -> Path:
     """A short directory under /tmp (unix socket paths must stay under 107 bytes)."""
     return Path(tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("TESTBED_TMP", "/tmp")))
 
 
-__all__ = ["ControlPlane", "KeyPair", "Process", "TestbedMissing", "binary", "scratch", "version"]
+__all__ = [
+    "ControlPlane",
+    "KeyPair",
+    "Process",
+    "TestbedMissing",
+    "binary",
+    "running",
+    "scratch",
+    "version",
+]

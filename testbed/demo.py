@@ -11,11 +11,10 @@ given twice.
 from __future__ import annotations
 
 import json
-import shutil
 
 from contract.annotations import CHIPS_ANNOTATION, GANG_LABEL, GANG_SIZE_ANNOTATION
 from testbed.cluster import deployed, npu_pod, wait_pods
-from testbed.control_plane import ControlPlane, scratch, version
+from testbed.control_plane import running, version
 from testbed.rest import Obj
 
 WORKLOAD = (("one", 1), ("two", 2), ("four", 4), ("eight", 8), ("two-b", 2), ("one-b", 1))
@@ -33,37 +32,30 @@ def _chips(annotated: str) -> list[int]:
 
 
 def run(nodes: int) -> int:
-    workdir = scratch("demo")
-    plane = ControlPlane(workdir / "plane")
     print(f"starting kube-apiserver, etcd, kube-controller-manager {version('kubernetes')} ...")
-    try:
-        plane.start()
-        with deployed(plane, workdir, nodes) as cluster:
-            print(f"{nodes} nodes registered; kube-scheduler runs the shipped configuration")
-            admin = plane.rest()
-            ns = admin.ensure_namespace("demo")
-            pods = f"/api/v1/namespaces/{ns}/pods"
-            for name, chips in WORKLOAD:
-                admin.create(pods, _pod(name, chips, {}, {}))
-            for rank in range(2):
-                gang = {GANG_LABEL: "gang16"}
-                admin.create(pods, _pod(f"gang16-{rank}", 8, gang, {GANG_SIZE_ANNOTATION: "2"}))
-            running = wait_pods(plane, ns, "demo=yes", len(WORKLOAD) + 2, timeout=180)
-            seen: dict[str, str] = json.loads(cluster.nodes.ask("visible"))
-            mismatches, held = 0, set()
-            print(f"{'pod':10} {'node':8} {'extender chose':16} container sees")
-            for pod in sorted(running, key=lambda p: str(p["metadata"]["name"])):
-                key = f"{ns}/{pod['metadata']['name']}"
-                chosen = _chips(pod["metadata"]["annotations"][CHIPS_ANNOTATION])
-                visible = sorted(int(c) for c in seen.get(key, "").split(",") if c)
-                node = pod["spec"]["nodeName"]
-                mismatches += chosen != visible
-                twice = any((node, c) in held for c in chosen)
-                mismatches += twice
-                held |= {(node, c) for c in chosen}
-                print(f"{pod['metadata']['name']:10} {node:8} {chosen!s:16} {visible}")
-            print(f"{len(running)} pods running, {mismatches} mismatches or chips given twice")
-            return 1 if mismatches else 0
-    finally:
-        plane.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    with running("demo") as plane, deployed(plane, plane.workdir, nodes) as cluster:
+        print(f"{nodes} nodes registered; kube-scheduler runs the shipped configuration")
+        admin = plane.rest()
+        ns = admin.ensure_namespace("demo")
+        pods = f"/api/v1/namespaces/{ns}/pods"
+        for name, chips in WORKLOAD:
+            admin.create(pods, _pod(name, chips, {}, {}))
+        for rank in range(2):
+            gang = {GANG_LABEL: "gang16"}
+            admin.create(pods, _pod(f"gang16-{rank}", 8, gang, {GANG_SIZE_ANNOTATION: "2"}))
+        started = wait_pods(plane, ns, "demo=yes", len(WORKLOAD) + 2, timeout=180)
+        seen: dict[str, str] = json.loads(cluster.nodes.ask("visible"))
+        mismatches, held = 0, set()
+        print(f"{'pod':10} {'node':8} {'extender chose':16} container sees")
+        for pod in sorted(started, key=lambda p: str(p["metadata"]["name"])):
+            key = f"{ns}/{pod['metadata']['name']}"
+            chosen = _chips(pod["metadata"]["annotations"][CHIPS_ANNOTATION])
+            visible = sorted(int(c) for c in seen.get(key, "").split(",") if c)
+            node = pod["spec"]["nodeName"]
+            mismatches += chosen != visible
+            twice = any((node, c) in held for c in chosen)
+            mismatches += twice
+            held |= {(node, c) for c in chosen}
+            print(f"{pod['metadata']['name']:10} {node:8} {chosen!s:16} {visible}")
+        print(f"{len(started)} pods running, {mismatches} mismatches or chips given twice")
+        return 1 if mismatches else 0

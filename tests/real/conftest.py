@@ -7,21 +7,14 @@ error, not a skip: these tests are the ones that meet the real components.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 
 import pytest
 
-from testbed.control_plane import ControlPlane, scratch
+from testbed.control_plane import ControlPlane, running
 
 
 @pytest.fixture(scope="module")
 def control_plane() -> Iterator[ControlPlane]:
-    workdir = scratch("cp")
-    plane = ControlPlane(workdir)
-    try:
-        plane.start()
+    with running("cp") as plane:
         yield plane
-    finally:
-        plane.stop()
-        shutil.rmtree(workdir, ignore_errors=True)

@@ -6,24 +6,19 @@ again (``pkg/scheduler/backend/queue``: backoff 1 s doubling to 10 s)."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 
 import pytest
 
 from testbed.cluster import Deployed, deployed, npu_pod
-from testbed.control_plane import ControlPlane, scratch, wait_until
+from testbed.control_plane import ControlPlane, wait_until
 from tests.real.test_kube_scheduler import check_chips
 
 
 @pytest.fixture(scope="module")
 def cluster(control_plane: ControlPlane) -> Iterator[Deployed]:
-    workdir = scratch("down")
-    try:
-        with deployed(control_plane, workdir, nodes=1) as running:
-            yield running
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    with deployed(control_plane, control_plane.workdir, nodes=1) as running:
+        yield running
 
 
 def test_no_pod_is_bound_while_the_extender_is_down_and_all_are_once_it_is_back(

@@ -6,7 +6,6 @@ scheduler-plugins coscheduling PodGroup (its CRD installed as such a cluster ser
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from contract.groups import (
     KUEUE_TOTAL_ANNOTATION,
 )
 from testbed.cluster import Deployed, deployed, npu_pod, wait_pods
-from testbed.control_plane import ControlPlane, scratch, wait_until
+from testbed.control_plane import ControlPlane, wait_until
 from testbed.rest import Obj
 from tests.real.test_kube_scheduler import check_chips
 
@@ -41,12 +40,8 @@ def cluster(control_plane: ControlPlane) -> Iterator[Deployed]:
         60,
         "the PodGroup CRD is established",
     )
-    workdir = scratch("gang")
-    try:
-        with deployed(control_plane, workdir, nodes=4) as running:
-            yield running
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    with deployed(control_plane, control_plane.workdir, nodes=4) as running:
+        yield running
 
 
 def indexed_job(name: str, size: int, labels: dict[str, str], annotations: dict[str, str]) -> Obj:

@@ -10,14 +10,13 @@ kubelet's random device IDs), and no chip may be given twice.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 
 import pytest
 
 from contract.annotations import CHIPS_ANNOTATION, GANG_LABEL, GANG_SIZE_ANNOTATION
 from testbed.cluster import Deployed, deployed, npu_pod, wait_pods
-from testbed.control_plane import ControlPlane, scratch
+from testbed.control_plane import running
 from testbed.rest import Obj
 
 
@@ -50,14 +49,11 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Deployed]:
     """As shipped (``nodeCacheCapable: true``: node names go to the extender), and without
     the node cache (kube-scheduler's default: whole Node objects, read back as a NodeList),
     each on a control plane of its own."""
-    workdir = scratch("ks")
-    plane = ControlPlane(workdir / "plane").start()
-    try:
-        with deployed(plane, workdir, nodes=6, node_cache=request.param) as running:
-            yield running
-    finally:
-        plane.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    with (
+        running("ks") as plane,
+        deployed(plane, plane.workdir, nodes=6, node_cache=request.param) as cluster,
+    ):
+        yield cluster
 
 
 def test_an_indexed_job_runs_on_the_extenders_chips(cluster: Deployed) -> None:

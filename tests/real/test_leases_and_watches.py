@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import threading
@@ -38,7 +37,7 @@ from infra.kube.port import KubeError, Selection, WatchEvent
 from infra.kube.reflector import Backoff, Change, Reflector
 from simulation.memory import pod_object
 from simulation.processes import free_port, ready, service_command_with
-from testbed.control_plane import ControlPlane, scratch, wait_until
+from testbed.control_plane import ControlPlane, running, wait_until
 from testbed.rest import RestError
 
 # A scheduler replica's leader election, seconds: short, yet with room for a loaded 2-core
@@ -54,16 +53,10 @@ LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
 
 @pytest.fixture(scope="module")
 def plane() -> Iterator[ControlPlane]:
-    workdir = scratch("lw")
     # ConfigMap watches served by etcd itself (the watch cache off for them), pod watches by
     # the API server's watch cache: both paths of k8s.io/apiserver pkg/storage.
-    started = ControlPlane(workdir, apiserver_flags=("--watch-cache-sizes=configmaps#0",))
-    try:
-        started.start()
+    with running("lw", apiserver_flags=("--watch-cache-sizes=configmaps#0",)) as started:
         yield started
-    finally:
-        started.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 # ---- leader election ----------------------------------------------------------------------

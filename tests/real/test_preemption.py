@@ -9,13 +9,12 @@ resolvable).
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 
 import pytest
 
 from testbed.cluster import Deployed, deployed, npu_pod, wait_pods
-from testbed.control_plane import ControlPlane, scratch, wait_until
+from testbed.control_plane import running, wait_until
 from tests.real.test_kube_scheduler import check_chips
 
 NODES = 2
@@ -24,14 +23,11 @@ NODES = 2
 @pytest.fixture(params=[True, False], ids=["node-cache", "node-list"])
 def cluster(request: pytest.FixtureRequest) -> Iterator[Deployed]:
     """With the node cache the victims go to the extender by UID, without it as pods."""
-    workdir = scratch("pre")
-    plane = ControlPlane(workdir / "plane").start()
-    try:
-        with deployed(plane, workdir, nodes=NODES, node_cache=request.param) as running:
-            yield running
-    finally:
-        plane.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    with (
+        running("pre") as plane,
+        deployed(plane, plane.workdir, nodes=NODES, node_cache=request.param) as cluster,
+    ):
+        yield cluster
 
 
 def failed_scheduling(cluster: Deployed, namespace: str, pod: str) -> bool:
