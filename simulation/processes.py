@@ -227,6 +227,21 @@ def _ready(url: str) -> bool:
 
 
 LEASE, RENEW, RETRY = 3, 2, 1  # a robustness run's leader election, seconds
+
+
+def election_flags(lease: float, renew: float, retry: float) -> list[str]:
+    """The service's flags for leader election with these timings (seconds)."""
+    return [
+        "--leader-elect=true",
+        "--leader-elect-lease-duration",
+        str(lease),
+        "--leader-elect-renew-deadline",
+        str(renew),
+        "--leader-elect-retry-period",
+        str(retry),
+    ]
+
+
 GANG_TTL = 30.0
 
 
@@ -251,13 +266,7 @@ class Replica:
             self._api_url,
             self._workdir,
             port,
-            "--leader-elect=true",
-            "--leader-elect-lease-duration",
-            str(LEASE),
-            "--leader-elect-renew-deadline",
-            str(RENEW),
-            "--leader-elect-retry-period",
-            str(RETRY),
+            *election_flags(LEASE, RENEW, RETRY),
             "--refresh-period",
             "0.5",
             "--gang-ttl",

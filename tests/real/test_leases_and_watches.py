@@ -36,7 +36,7 @@ from infra.kube.client import KubernetesGateway, api_client
 from infra.kube.port import KubeError, Selection, WatchEvent
 from infra.kube.reflector import Backoff, Change, Reflector
 from simulation.memory import pod_object
-from simulation.processes import free_port, ready, service_command_with
+from simulation.processes import election_flags, free_port, ready, service_command_with
 from testbed.control_plane import ControlPlane, running, wait_until
 from testbed.rest import RestError
 
@@ -72,15 +72,9 @@ class ServiceReplica:
         command = service_command_with(
             kubeconfig,
             port,
-            "--leader-elect=true",
+            *election_flags(LEASE, RENEW, RETRY),
             "--leader-elect-resource-name",
             lease,
-            "--leader-elect-lease-duration",
-            str(LEASE),
-            "--leader-elect-renew-deadline",
-            str(RENEW),
-            "--leader-elect-retry-period",
-            str(RETRY),
             "--refresh-period",
             "0.5",
             "--log-format",
@@ -266,7 +260,7 @@ def test_a_leader_paused_past_its_lease_never_decides_beside_the_new_leader(
         following = time.monotonic() + 2 * LEASE  # and follows from then on, for two leases
         while time.monotonic() < following:
             answered.extend([paused.filter(), 200 if paused.ready() else 503])
-            time.sleep(0.5)
+            time.sleep(0.5)  # a sample each half second of a fixed window: not a wait
         assert answered and 200 not in answered, "the woken leader never decided"
         assert holder(plane, lease) == new["holderIdentity"]
         renewed = lease_spec(plane, lease)
