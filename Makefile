@@ -3,16 +3,22 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# The demo needs only the runtime's dependencies (about 200 MB); the tests add their tools.
+DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo demo-real test testbed lint typecheck unit quick bench clean
+.PHONY: demo demo-real test testbed manifests lint typecheck unit quick bench clean
 
-$(STAMP): pyproject.toml
+$(DEMO_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(DEMO_STAMP)
+
+$(STAMP): $(DEMO_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/python -m simulation
 
 # The same demo on the real control plane (kube-apiserver, etcd, kube-scheduler: make testbed).
@@ -30,6 +36,10 @@ typecheck: $(STAMP)
 # .testbed/bin; what is built for the pinned versions is skipped.
 testbed: $(STAMP)
 	$(BIN)/python -m testbed.build
+
+# daemonset/ rendered from the Helm chart (charts/ascend-npu), its one source.
+manifests: $(STAMP) testbed
+	$(BIN)/python -m testbed.manifests
 
 unit: $(STAMP) testbed
 	$(BIN)/pytest -q

@@ -8,7 +8,6 @@ import sys
 from collections.abc import Sequence
 
 from simulation.demo import run
-from testbed import demo as real_demo
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -23,6 +22,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     if args.real:
+        # Imported here: the real demo needs the test tools (`make demo` installs only the
+        # runtime's dependencies).
+        from testbed import demo as real_demo  # noqa: PLC0415
+
         return real_demo.run(args.nodes)
     return run(args.nodes, args.policy)
 

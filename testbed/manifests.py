@@ -26,3 +26,105 @@ def kustomize(directory: Path) -> list[dict[str, Any]]:
     if done.returncode != 0:
         raise RuntimeError(f"kustomize build {directory} failed: {done.stderr.strip()}")
     return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+CHART = ROOT / "charts" / "ascend-npu"
+RELEASE = "ascend-npu"
+NAMESPACE = "kube-system"
+# The version the static manifests name for kube-scheduler: the test bed's (tested); the
+# kube-scheduler overlay's kustomization says how to set the cluster's own.
+KUBE_VERSION = "1.36.3"
+GENERATED = (
+    "# Generated from charts/ascend-npu by `make manifests` (python -m testbed.manifests):\n"
+    "# edit the chart, not this file.\n"
+)
+# What each folder of daemonset/ holds: the chart rendered with these values, the documents of
+# these templates. The base is every path's common part; each overlay adds its templates;
+# overlays/volcano/uninstall holds what Helm runs before an uninstall (the Job taking our
+# entry out of Volcano's configuration), which kubectl would otherwise run at once.
+LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "base": (
+        ("schedulerPath=none",),
+        (
+            "agent-config",
+            "scheduler-config",
+            "agent-rbac",
+            "agent-daemonset",
+            "agent-daemonset-vnpu",
+            "scheduler-rbac",
+            "scheduler-deployment",
+            "scheduler-networkpolicy",
+            "admission-policy",
+        ),
+    ),
+    "overlays/kube-scheduler": (
+        ("schedulerPath=kube-scheduler",),
+        ("kube-scheduler-config", "kube-scheduler-rbac", "kube-scheduler-deployment"),
+    ),
+    "overlays/volcano": (("schedulerPath=volcano",), ("volcano-extender",)),
+    "overlays/volcano/uninstall": (("schedulerPath=volcano",), ("volcano-extender",)),
+    "overlays/dra": (
+        ("schedulerPath=none", "dra.enabled=true"),
+        (
+            "dra-rbac",
+            "dra-daemonset",
+            "dra-device-classes",
+            "dra-claim-templates",
+            "dra-admission-policy",
+        ),
+    ),
+}
+
+
+def helm_template(*values: str, namespace: str = NAMESPACE) -> str:
+    """``helm template`` of the chart with ``--set`` values, as text."""
+    command = [str(binary("helm")), "template", RELEASE, str(CHART), "--namespace", namespace]
+    command += ["--kube-version", KUBE_VERSION]
+    for value in values:
+        command += ["--set", value]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"helm template {' '.join(values)} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def _by_template(rendered: str, uninstall: bool) -> dict[str, str]:
+    """The rendered documents grouped by the template they came from, as static YAML: Helm's
+    own labels swapped for kustomize's; the hooks an uninstall runs alone, or all but them."""
+    files: dict[str, list[str]] = {}
+    for document in rendered.split("\n---\n"):
+        lines = document.strip("\n-").splitlines()
+        if not lines or not lines[0].startswith("# Source: "):
+            continue
+        name = Path(lines[0].removeprefix("# Source: ")).stem
+        if any("helm.sh/hook: pre-delete" in line for line in lines) != uninstall:
+            continue
+        kept = [
+            line.replace(
+                "app.kubernetes.io/managed-by: Helm", "app.kubernetes.io/managed-by: kustomize"
+            )
+            for line in lines[1:]
+            if "helm.sh/chart:" not in line
+        ]
+        files.setdefault(name, []).append("\n".join(kept) + "\n")
+    return {name: "---\n".join(documents) for name, documents in files.items()}
+
+
+def static_manifests() -> dict[Path, str]:
+    """Every file of daemonset/ the chart generates, by its path, with its text."""
+    out: dict[Path, str] = {}
+    for folder, (values, templates) in LAYOUT.items():
+        rendered = _by_template(helm_template(*values), folder.endswith("uninstall"))
+        for template in templates:
+            out[MANIFESTS / folder / f"{template}.yaml"] = GENERATED + rendered[template]
+    return out
+
+
+def main() -> None:
+    for path, text in static_manifests().items():
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

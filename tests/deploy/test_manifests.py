@@ -55,13 +55,18 @@ RBAC_OF_CALL: dict[str, set[Rule]] = {
 # The scheduler also writes ConfigMaps outside kube-system: volcano-system/tor-share-cm,
 # volcano-system/vcjob-fault-npu-cm (read back at start) and fault-config-<job> in each fault
 # job's namespace.
-CLUSTER_WIDE_CALLS = {
+CLUSTER_WIDE_CALLS: dict[str, dict[str, set[Rule]]] = {
     "ascend-npu-scheduler": {
         "create_configmap": {("configmaps", "create", None)},
         "update_configmap": {("configmaps", "update", None)},
     },
     # Whether the DRA driver publishes the node's chips: a GET of its slice.
     "ascend-npu-agent": {"get_object": {("resourceslices.resource.k8s.io", "get", None)}},
+    # Volcano's one scheduler ConfigMap, read and updated by the overlay's Job.
+    "ascend-npu-volcano-config": {
+        "get_configmap": {("configmaps", "get", "volcano-system")},
+        "update_configmap": {("configmaps", "update", "volcano-system")},
+    },
     # Claims read back at prepare; the node's slice written.
     "ascend-npu-dra-driver": {
         "get_object": {("resourceclaims.resource.k8s.io", "get", None)},
@@ -82,6 +87,7 @@ WATCHED: dict[str, set[tuple[str, str | None]]] = {
         # The PodGroups of each API the cluster serves (Selection(podgroups(source))).
         *{(f"podgroups.{group}", None) for group, _ in PODGROUP_APIS.values()},
     },
+    "ascend-npu-volcano-config": set(),
     "ascend-npu-dra-driver": {
         ("resourceslices.resource.k8s.io", None),
         ("configmaps", "kube-system"),  # basic-tor-node-cm
@@ -93,16 +99,21 @@ RESOURCE_OF_KIND = {
     "ConfigMap": "configmaps",
     "SLICE_KIND": "resourceslices.resource.k8s.io",
 }
-# The code each deployed component runs (the simulation harness is not deployed).
+# The code each deployed component runs (the simulation harness is not deployed); the
+# Volcano overlay's Job runs one module of scheduler_core, the service all the others.
+VOLCANO_CONFIG = "scheduler_core/volcano_config.py"
 COMPONENTS = {
     "ascend-npu-agent": ["agent", "infra/events.py"],
     "ascend-npu-scheduler": ["scheduler_core", "infra/events.py", "infra/leader.py"],
+    "ascend-npu-volcano-config": [VOLCANO_CONFIG],
     "ascend-npu-dra-driver": ["dra_driver"],
 }
+NOT_RUN_BY = {"ascend-npu-scheduler": {ROOT / VOLCANO_CONFIG}}
 # Where each component's RBAC is (the DRA driver's in its overlay).
 RBAC_FILES = {
     "ascend-npu-agent": BASE / "agent-rbac.yaml",
     "ascend-npu-scheduler": BASE / "scheduler-rbac.yaml",
+    "ascend-npu-volcano-config": MANIFESTS / "overlays" / "volcano" / "volcano-extender.yaml",
     "ascend-npu-dra-driver": MANIFESTS / "overlays" / "dra" / "dra-rbac.yaml",
 }
 
@@ -193,22 +204,23 @@ def calls_in_code(component: str) -> set[str]:
         if not name.startswith("_")
     }
     assert methods == set(RBAC_OF_CALL), "every gateway call must have its RBAC rule here"
-    paths = [ROOT / part for part in COMPONENTS[component]]
-    text = "".join(
-        module.read_text()
-        for path in paths
-        for module in (path.rglob("*.py") if path.is_dir() else [path])
-    )
+    text = source_of(component)
     return {m for m in methods if re.search(rf"gateway\.{m}\(", text)}
+
+
+def source_of(component: str) -> str:
+    """The text of every module the component runs."""
+    return "".join(
+        module.read_text()
+        for path in (ROOT / part for part in COMPONENTS[component])
+        for module in (path.rglob("*.py") if path.is_dir() else [path])
+        if module not in NOT_RUN_BY.get(component, set())
+    )
 
 
 def watched_in_code(component: str) -> set[str]:
     """The resources the component's code selects to list and watch."""
-    text = "".join(
-        module.read_text()
-        for path in (ROOT / part for part in COMPONENTS[component])
-        for module in (path.rglob("*.py") if path.is_dir() else [path])
-    )
+    text = source_of(component)
     named = re.findall(r'Selection\(\s*(?:"(\w+)"|(SLICE_KIND)\b)', text)
     kinds = {RESOURCE_OF_KIND[literal or constant] for literal, constant in named}
     if re.search(r"Selection\(\s*podgroups\(", text):
@@ -317,11 +329,15 @@ def test_the_kube_scheduler_configuration_wires_every_extender_verb() -> None:
     ], "every resource the extender chooses chips or AI cores for; the kubelet counts them"
 
 
+def volcano_plugin() -> Any:
+    """The extender plugin entry the Volcano overlay merges into Volcano's configuration."""
+    path = MANIFESTS / "overlays" / "volcano" / "volcano-extender.yaml"
+    (config_map,) = [d for d in yaml.safe_load_all(path.read_text()) if d["kind"] == "ConfigMap"]
+    return yaml.safe_load(config_map["data"]["extender.yaml"])
+
+
 def test_the_volcano_configuration_names_only_verbs_the_service_serves() -> None:
-    path = MANIFESTS / "overlays" / "volcano" / "volcano-scheduler-config.yaml"
-    (config_map,) = yaml.safe_load_all(path.read_text())
-    config = yaml.safe_load(config_map["data"]["volcano-scheduler.conf"])
-    plugin = next(p for tier in config["tiers"] for p in tier["plugins"] if p["name"] == "extender")
+    plugin = volcano_plugin()
     verbs = [v for k, v in plugin["arguments"].items() if k.endswith("Verb")]
     assert sorted(verbs) == sorted(VolcanoVerbs.VERBS)
     for verb in verbs:
@@ -452,24 +468,20 @@ def test_the_vnpu_agent_differs_from_the_base_only_in_its_nodes_name_and_mode() 
     assert yaml.safe_load(text) == base
 
 
-def readme_yaml_blocks() -> list[Any]:
-    text = (ROOT / "README.md").read_text()
+def readme_yaml_blocks(page: str) -> list[Any]:
+    text = (ROOT / "docs" / page).read_text()
     return [yaml.safe_load(block.split("```")[0]) for block in text.split("```yaml\n")[1:]]
 
 
 def test_the_readmes_scheduler_snippets_are_the_tested_configurations() -> None:
-    blocks = readme_yaml_blocks()
+    blocks = readme_yaml_blocks("scheduler.md")
     extenders = kube_scheduler_configuration()["extenders"]
     assert {"extenders": extenders} in blocks, "the kube-scheduler snippet"
-    path = MANIFESTS / "overlays" / "volcano" / "volcano-scheduler-config.yaml"
-    (config_map,) = yaml.safe_load_all(path.read_text())
-    config = yaml.safe_load(config_map["data"]["volcano-scheduler.conf"])
-    plugin = next(p for tier in config["tiers"] for p in tier["plugins"] if p["name"] == "extender")
-    assert [plugin] in blocks, "the Volcano snippet"
+    assert [volcano_plugin()] in blocks, "the Volcano snippet"
 
 
 def test_the_readmes_jobs_are_the_tested_jobs() -> None:
-    blocks = readme_yaml_blocks()
+    blocks = readme_yaml_blocks("jobs.md")
     for path in sorted((ROOT / "tests" / "data" / "jobs").glob("*.yaml")):
         submitted = next(d for d in yaml.safe_load_all(path.read_text()) if d)
         assert submitted in blocks, path.name
@@ -478,7 +490,7 @@ def test_the_readmes_jobs_are_the_tested_jobs() -> None:
 def test_the_readmes_dra_pod_names_a_deployed_claim_template_its_container_uses() -> None:
     (pod,) = [
         b
-        for b in readme_yaml_blocks()
+        for b in readme_yaml_blocks("dra.md")
         if isinstance(b, dict) and b.get("kind") == "Pod" and "resourceClaims" in b["spec"]
     ]
     kubernetes_validate.validate(pod, OVERLAY_KUBERNETES["dra"], strict=True)
