@@ -22,12 +22,29 @@ from agent.builder import AgentConfig, KubeSettings, start_node_agent
 from agent.chips import DriverError, NodeChips
 from agent.deviceinfo_publisher import configmap, device_info
 from agent.driver import FakeDriver, NpuDriver
+from agent.plugin_server import KUBELET_SOCKET
 from agent.repair import POD_RESOURCES_SOCKET
+from contract.chip_names import KINDS
 from contract.deviceinfo import MAX_AGE
 from contract.pods import holders_by_node, pod_view
+from contract.vnpu import CORE_SPECS, NPU_CORE
 from infra import config
-from infra.cli import add_version, settle, stop_on_signals, wait_until
-from infra.config import CommandParser, parse_bool
+from infra.cli import (
+    add_version,
+    bool_flag,
+    exit_on_bind_error,
+    flag_bool,
+    float_at_least,
+    int_at_least,
+    int_between,
+    listen_address_or_off,
+    settle,
+    socket_directory,
+    stop_on_signals,
+    unix_socket_path,
+    wait_until,
+)
+from infra.config import CommandParser
 from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError, KubeGateway, Selection, list_all
 from infra.logs import configure as configure_logs
@@ -38,41 +55,44 @@ log = logging.getLogger("agent")
 DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 EXIT_BAD_INPUT = 2
 COMMANDS = ("serve", "devices", "deviceinfo", "status")
-
-
-def _hot_reset(text: str) -> int:
-    value = int(text)
-    if value not in (-1, 0, 1, 2):
-        raise argparse.ArgumentTypeError(f"hot reset {value} is not one of -1, 0, 1, 2")
-    return value
-
+# The longest socket name the agent makes in --plugin-dir: one per resource it serves
+# (agent/resources.py), a pre-created vNPU type the longest of them.
+LONGEST_SOCKET = max(
+    (
+        KUBELET_SOCKET,
+        f"{NPU_CORE}.sock",
+        *(f"{kind.name}-{spec}.sock" for kind in KINDS.values() for spec in CORE_SPECS.values()),
+    ),
+    key=len,
+)
 
 # Huawei's device-plugin flags accepted for their DaemonSets' sake, with no effect here:
-# (flag, Huawei's spelling, type, default, why setting it changes nothing).
+# (flag, Huawei's spelling, type, default, why setting it changes nothing). The ranges are
+# Huawei's checkParam's (Ascend/mind-cluster component/ascend-device-plugin/main.go).
 NO_EFFECT: tuple[tuple[str, str, Callable[[str], object], object, str], ...] = (
-    ("--auto-stowing", "-autoStowing", parse_bool, True, "recovered chips are always free again"),
-    ("--share-dev-count", "-shareDevCount", int, 1, "a chip goes to one container"),
-    ("--use-310p-mixed-insert", "-use310PMixedInsert", parse_bool, False, "310P is not served"),
-    ("--linkdown-timeout", "-linkdownTimeout", int, 30, "link state is reported as read"),
-    ("--fd-flag", "-fdFlag", parse_bool, False, "the FusionDirector edge mode is not built"),
-    ("--log-max-age", "-maxAge", int, 7, "log files rotate by size only"),
+    ("--auto-stowing", "-autoStowing", flag_bool, True, "recovered chips are always free again"),
+    ("--share-dev-count", "-shareDevCount", int_between(1, 100), 1, "a chip goes to one container"),
+    ("--use-310p-mixed-insert", "-use310PMixedInsert", flag_bool, False, "310P is not served"),
+    (
+        "--linkdown-timeout",
+        "-linkdownTimeout",
+        int_between(1, 30),
+        30,
+        "link state is reported as read",
+    ),
+    ("--fd-flag", "-fdFlag", flag_bool, False, "the FusionDirector edge mode is not built"),
+    ("--log-max-age", "-maxAge", int_between(7, 700), 7, "log files rotate by size only"),
     ("--edge-log-file", "-edgeLogFile", str, "", "the edge mode is not built"),
 )
 
 
 def _heartbeat(text: str) -> float:
-    value = float(text)
-    if not 1 <= value < MAX_AGE:
+    value = float_at_least(1)(text)
+    if value >= MAX_AGE:
         raise argparse.ArgumentTypeError(
-            f"heartbeat {value} s must be at least 1 s and below the {MAX_AGE} s staleness limit"
+            f"expected seconds below the {MAX_AGE} s after which schedulers ignore DeviceInfo, "
+            f"got {text!r}"
         )
-    return value
-
-
-def _period(text: str) -> int:
-    value = int(text)
-    if not 3 <= value <= 1800:
-        raise argparse.ArgumentTypeError(f"list-watch period {value} s is outside [3, 1800]")
     return value
 
 
@@ -105,11 +125,16 @@ def build_parser() -> CommandParser:
         help="YAML settings keyed by flag name (env ASCEND_AGENT_<FLAG> and flags override)",
     )
     driver_flags(serve)
-    serve.add_argument("--plugin-dir", type=Path, default=DEFAULT_PLUGIN_DIR)
+    serve.add_argument(
+        "--plugin-dir",
+        type=socket_directory(LONGEST_SOCKET),
+        default=DEFAULT_PLUGIN_DIR,
+        help="the kubelet's device-plugin directory (kubelet.sock; the agent's sockets)",
+    )
     serve.add_argument(
         "--list-watch-period",
         "-listWatchPeriod",
-        type=_period,
+        type=int_between(3, 1800),
         default=5,
         dest="period",
         help="seconds between driver health polls (npu-smi) [3, 1800]",
@@ -117,16 +142,14 @@ def build_parser() -> CommandParser:
     serve.add_argument(
         "--ascend-runtime",
         "-useAscendDocker",
-        type=parse_bool,
-        default=None,
+        **bool_flag(None),
         help="answer with ASCEND_VISIBLE_DEVICES for the Ascend container runtime "
         "(default: env ASCEND_DOCKER_RUNTIME == True, as Huawei's plugin decides)",
     )
     serve.add_argument(
         "--volcano-type",
         "-volcanoType",
-        type=parse_bool,
-        default=False,
+        **bool_flag(False),
         help="give containers the scheduler's chips from pod annotations (needs --kube)",
     )
     serve.add_argument(
@@ -155,22 +178,21 @@ def build_parser() -> CommandParser:
     serve.add_argument(
         "--preset-virtual-device",
         "-presetVirtualDevice",
-        type=parse_bool,
-        default=True,
+        **bool_flag(True),
         help="true: serve pre-created vNPUs as their own resources (huawei.com/Ascend310P-2c); "
         "false: dynamic vNPU on 310P, served as huawei.com/npu-core (needs -volcanoType)",
     )
     serve.add_argument(
         "--hot-reset",
         "-hotReset",
-        type=_hot_reset,
+        type=int_between(-1, 2),
         default=-1,
         help="0: reset an unhealthy 310/310P chip once no pod uses it; -1: never "
         "(1 and 2, training modes, have no effect here)",
     )
     serve.add_argument(
         "--pod-resources-socket",
-        type=Path,
+        type=unix_socket_path,
         default=POD_RESOURCES_SOCKET,
         help="the kubelet's PodResources socket (repairs missing chip records)",
     )
@@ -186,18 +208,30 @@ def build_parser() -> CommandParser:
         default="info",
         help="debug, info, warning, error, critical (or Huawei's -1..3)",
     )
-    serve.add_argument("--log-format", choices=["text", "json"], default="text")
+    serve.add_argument(
+        "--log-format", choices=["text", "json"], default="text", help="log line format"
+    )
     serve.add_argument(
         "--log-file", "-logFile", type=Path, help="log there, rotated at 20 MB (default: stderr)"
     )
     serve.add_argument(
-        "--log-backups", "-maxBackups", type=int, default=30, help="rotated log files kept"
+        "--log-backups",
+        "-maxBackups",
+        type=int_between(1, 30),  # Huawei's range (main.go, as NO_EFFECT's)
+        default=30,
+        help="rotated log files kept",
     )
     for long, huawei, kind, default, _ in NO_EFFECT:
-        serve.add_argument(long, huawei, type=kind, default=default, help=argparse.SUPPRESS)
+        # Go's flag package takes a bool flag bare (-autoStowing), as bool_flag does.
+        takes = (
+            bool_flag(bool(default)) if kind is flag_bool else {"type": kind, "default": default}
+        )
+        serve.add_argument(long, huawei, **takes, help=argparse.SUPPRESS)
     serve.add_argument(
         "--metrics-listen",
+        type=listen_address_or_off,
         default="",
+        metavar="HOST:PORT",
         help="HOST:PORT for /metrics, /healthz and /readyz (off when empty)",
     )
     devices = parser.add_command("devices", help="print the chips the driver discovers, as JSON")
@@ -210,15 +244,23 @@ def build_parser() -> CommandParser:
         default="off",
         help="with the API: also show which pod holds which chip",
     )
-    status.add_argument("--kubeconfig", type=Path)
-    status.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    status.add_argument("--node-name", default=os.environ.get("NODE_NAME", "this-node"))
+    status.add_argument("--kubeconfig", type=Path, help="kubeconfig file (--kube)")
+    status.add_argument(
+        "-o", "--output", choices=["text", "json"], default="text", help="output format"
+    )
+    status.add_argument(
+        "--node-name",
+        default=os.environ.get("NODE_NAME", "this-node"),
+        help="this node's name, whose pods are shown (default: env NODE_NAME)",
+    )
     info = parser.add_command(
         "deviceinfo", help="print the DeviceInfo ConfigMap this node publishes"
     )
     driver_flags(info)
     info.add_argument("--node", required=True, help="the node name (NODE_NAME in the DaemonSet)")
-    info.add_argument("--update-time", type=int, default=None, help="UpdateTime (default: now)")
+    info.add_argument(
+        "--update-time", type=int_at_least(0), help="UpdateTime, Unix seconds (default: now)"
+    )
     return parser
 
 
@@ -340,7 +382,8 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     stop = stop_on_signals()
     try:
-        agent = start_node_agent(config, make_driver(args, args.period), gateway)
+        with exit_on_bind_error({"--metrics-listen": config.metrics_listen}):
+            agent = start_node_agent(config, make_driver(args, args.period), gateway)
     except DriverError as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -373,10 +416,7 @@ def _agent_config(args: argparse.Namespace) -> AgentConfig:
             heartbeat=args.deviceinfo_heartbeat,
             sub_health_codes=args.sub_health_codes,
         )
-    listen = None
-    if args.metrics_listen:
-        host, _, port = args.metrics_listen.rpartition(":")
-        listen = (host or "0.0.0.0", int(port))
+    _check_paths(args)
     ascend_runtime = (
         args.ascend_runtime
         if args.ascend_runtime is not None
@@ -389,10 +429,24 @@ def _agent_config(args: argparse.Namespace) -> AgentConfig:
         ascend_runtime,
         float(args.period),
         kube,
-        listen,
+        args.metrics_listen,
         preset_virtual=args.preset_virtual_device,
         hot_reset=args.hot_reset == 0,
     )
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """What the file system already says about the socket paths (ValueError names the flag):
+    a plugin directory that is a file, or one the agent may not write its sockets in; a
+    PodResources path that is not a socket (a missing one is waited for: the kubelet makes it)."""
+    plugin_dir: Path = args.plugin_dir
+    if plugin_dir.exists() and not plugin_dir.is_dir():
+        raise ValueError(f"--plugin-dir {plugin_dir}: not a directory")
+    if plugin_dir.is_dir() and not os.access(plugin_dir, os.W_OK | os.X_OK):
+        raise ValueError(f"--plugin-dir {plugin_dir}: not writable, the sockets cannot be made")
+    socket: Path = args.pod_resources_socket
+    if args.kube != "off" and socket.exists() and not socket.is_socket():
+        raise ValueError(f"--pod-resources-socket {socket}: not a socket")
 
 
 def fault_codes(text: str) -> frozenset[str]:

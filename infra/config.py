@@ -13,7 +13,7 @@ import argparse
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -22,29 +22,42 @@ class ConfigError(ValueError):
     """A configuration value that cannot be used; the message names its source and key."""
 
 
-TRUE_WORDS = ("true", "1", "yes", "on")
-FALSE_WORDS = ("false", "0", "no", "off")
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Each option's default after its help (an empty or unset one left out, a switch's
+    written as it is typed), and descriptions and epilogs as written (the ``place``
+    command's example request)."""
 
-
-def parse_bool(text: str) -> bool:
-    """A switch's value, as both commands take it (flags, files and the environment)."""
-    lowered = text.lower()
-    if lowered in TRUE_WORDS:
-        return True
-    if lowered in FALSE_WORDS:
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or "default" in text
+            or default is None
+            or default is argparse.SUPPRESS
+            or (isinstance(default, (str, frozenset, tuple)) and not default)
+        ):
+            return text
+        shown = str(default).lower() if isinstance(default, bool) else str(default)
+        return f"{text} (default: {shown.replace('%', '%%')})"
 
 
 class CommandParser(argparse.ArgumentParser):
     """An ArgumentParser that keeps the options and subcommands it is given, so the
-    configuration layer reads them without argparse's private attributes."""
+    configuration layer reads them without argparse's private attributes; its help shows
+    the defaults, and a bad command line is refused in one line naming the flag."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.options: dict[str, argparse.Action] = {}  # long name without dashes → action
         self.commands: dict[str, CommandParser] = {}
         self._subparsers: Any = None  # argparse's subparsers action, made at the first command
+        kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        # argparse prints its usage (a screenful for serve) before the error: one line as
+        # every other refusal of these commands, "error: --listen: expected HOST:PORT, ...".
+        self.exit(2, f"error: {message.removeprefix('argument ')}\n")
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
         action = super().add_argument(*args, **kwargs)

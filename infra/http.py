@@ -24,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from infra.cli import ListenError
+
 log = logging.getLogger(__name__)
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4"
@@ -69,11 +71,15 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], handler: type, limits: Limits, name: str) -> None:
-        super().__init__(address, handler)
+        # Before the bind in super().__init__: a bind that fails calls server_close, which
+        # shuts the pool down.
         self._pool = ThreadPoolExecutor(limits.max_connections, thread_name_prefix=name)
         self._max_connections = limits.max_connections
         self._open: set[Any] = set()
         self._lock = threading.Lock()
+        if ":" in address[0]:  # an IPv6 host ([::]:8888 on the command line)
+            self.address_family = socket.AF_INET6
+        super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._lock:
@@ -162,7 +168,8 @@ class HttpServer:
         self._server: _Server | None = None
 
     def start(self, host: str, port: int) -> str:
-        """Serve on a thread of its own; the URL (with the port chosen when ``port`` is 0)."""
+        """Serve on a thread of its own; the URL (with the port chosen when ``port`` is 0).
+        ListenError when ``host:port`` cannot be bound (in use, not this machine's, ...)."""
         get, post, limits, guard = self._get, self._post, self._limits, self._guard
 
         class Handler(BaseHTTPRequestHandler):
@@ -229,7 +236,10 @@ class HttpServer:
                 body = self.rfile.read(length)  # times out on a body shorter than announced
                 self._answer(lambda: post(self.path, body))
 
-        server = _Server((host, port), Handler, limits, self.name)
+        try:
+            server = _Server((host, port), Handler, limits, self.name)
+        except OSError as failed:  # socket.gaierror too: a host name that does not resolve
+            raise ListenError((host, port), failed) from failed
         if self._tls is not None:
             # The handshake happens on a worker's first read, never on the accepting thread.
             server.socket = self._tls.wrap_socket(
@@ -240,7 +250,8 @@ class HttpServer:
         accept.daemon = True
         accept.start()
         scheme = "https" if self._tls is not None else "http"
-        return f"{scheme}://{host}:{server.server_address[1]}"
+        shown = f"[{host}]" if ":" in host else host
+        return f"{scheme}://{shown}:{server.server_address[1]}"
 
     def stop(self) -> None:
         if self._server is not None:

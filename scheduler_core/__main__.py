@@ -22,8 +22,18 @@ from contract import deviceinfo
 from contract.chip_names import InvalidInput
 from contract.pods import pod_view
 from infra import config
-from infra.cli import add_version, wait_until
-from infra.config import CommandParser, parse_bool
+from infra.cli import (
+    add_version,
+    bool_flag,
+    exit_on_bind_error,
+    float_above,
+    float_at_least,
+    int_at_least,
+    listen_address,
+    listen_address_or_off,
+    wait_until,
+)
+from infra.config import CommandParser
 from infra.http import tls_context
 from infra.kube.client import KubernetesGateway
 from infra.kube.location import MODES, kubeconfig_for
@@ -34,13 +44,45 @@ from scheduler_core.engine import locality, rescheduling
 from scheduler_core.engine.model import Job, NodeState, Task
 from scheduler_core.engine.policies import DEFAULT_POLICY, POLICIES, policy_by_name
 from scheduler_core.engine.session import Session
-from scheduler_core.request_json import decision_to_json, parse_request
+from scheduler_core.request_json import (
+    JOB_KEYS,
+    NODE_KEYS,
+    REQUEST_KEYS,
+    TASK_KEYS,
+    decision_to_json,
+    parse_request,
+)
 from scheduler_core.service import live_view
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import OPEN, Access, Election, SchedulerService
 from scheduler_core.service.status import cluster_json, cluster_lines
 
 EXIT_BAD_INPUT = 2
+EXIT_NO_FIT = 1  # place: the answer is printed, and says why nothing fits
+
+PLACE_HELP = f"""\
+input (stdin), one request:
+  {{"nodes": [{{"name": "n1", "product": "module910x8", "allocatable": 8,
+              "free": ["Ascend910-0", "Ascend910-4", "Ascend910-5"],
+              "unhealthy": [], "network_unhealthy": []}}],
+   "job": {{"name": "train", "product": "module910x8",
+           "tasks": [{{"name": "train-0", "npu": 2}}]}}}}
+  keys (any other is refused):
+    request  {", ".join(REQUEST_KEYS)}
+    node     {", ".join(NODE_KEYS)}
+    job      {", ".join(JOB_KEYS)}
+    task     {", ".join(TASK_KEYS)}
+
+output (stdout), one decision:
+  {{"feasible": true, "placements": [{{"task": "train-0", "node": "n1",
+   "chips": ["Ascend910-4", "Ascend910-5"]}}], "scores": {{"n1": 261.0}}, "rejected": {{}}}}
+  or {{"feasible": false, "reason": "...", "rejected": {{"n1": "..."}}}}
+
+exit codes:
+  0  the job fits: the placements are printed
+  {EXIT_NO_FIT}  nothing fits: the decision is printed with the reason
+  {EXIT_BAD_INPUT}  bad input or flags: one line on stderr names the field, nothing on stdout
+"""
 
 
 def _place(policy_name: str) -> int:
@@ -53,7 +95,7 @@ def _place(policy_name: str) -> int:
     decision = session.place(request.job, explain=True)
     kind = product_by_name(request.job.product).kind
     print(json.dumps(decision_to_json(decision, kind)))
-    return 0
+    return 0 if decision.feasible else EXIT_NO_FIT
 
 
 def _demo_cluster() -> list[NodeState]:
@@ -125,6 +167,7 @@ def _access(args: argparse.Namespace) -> Access:
 def _serve(args: argparse.Namespace) -> int:
     configure(args.log_level, args.log_format == "json")
     try:
+        _check_addresses(args.listen, args.metrics_listen)
         access = _access(args)
         election = _election(args)
         gateway = KubernetesGateway.from_environment(kubeconfig_for(args.kube, args.kubeconfig))
@@ -149,15 +192,12 @@ def _serve(args: argparse.Namespace) -> int:
     service = SchedulerService(
         gateway, extender, args.refresh_period, args.self_maintain, election=election
     )
-    host, _, port = args.listen.rpartition(":")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    metrics_at = None
-    if args.metrics_listen:
-        metrics_host, _, metrics_port = args.metrics_listen.rpartition(":")
-        metrics_at = (metrics_host or "0.0.0.0", int(metrics_port))
-    url = service.start(host or "0.0.0.0", int(port), access, metrics_at)
+    with exit_on_bind_error({"--listen": args.listen, "--metrics-listen": args.metrics_listen}):
+        host, port = args.listen
+        url = service.start(host, port, access, args.metrics_listen)
     logging.getLogger("scheduler_core").info("serving the extender on %s", url)
     wait_until(stop)
     service.stop()
@@ -192,12 +232,11 @@ def _election(args: argparse.Namespace) -> Election | None:
     return Election(args.leader_elect_resource_namespace, args.leader_elect_resource_name, timing)
 
 
-def _seconds(text: str) -> float:
-    """Whole seconds of at least one, as the client's leader election takes them."""
-    value = float(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} seconds: at least 1")
-    return value
+def _check_addresses(listen: tuple[str, int], metrics: tuple[str, int] | None) -> None:
+    """ValueError when both servers would bind one address: the second bind would fail
+    with "address already in use" and seem to blame another process."""
+    if metrics == listen and listen[1] != 0:
+        raise ValueError(f"--metrics-listen {metrics[0]}:{metrics[1]} is --listen's address too")
 
 
 def _shared_tor_num(text: str) -> int:
@@ -209,25 +248,39 @@ def _shared_tor_num(text: str) -> int:
 def build_parser() -> CommandParser:
     parser = CommandParser(prog="python -m scheduler_core", description=__doc__)
     add_version(parser)
-    for name, text in (
-        ("place", "place the job of a JSON request read on stdin"),
-        ("demo", "place an example workload and draw the rings"),
-        ("serve", "run the kube-scheduler extender service"),
-        ("status", "show every NPU node's chips as the scheduler sees them"),
+    for name, text, epilog in (
+        ("place", "place the job of a JSON request read on stdin", PLACE_HELP),
+        ("demo", "place an example workload and draw the rings", None),
+        ("serve", "run the kube-scheduler extender service", None),
+        ("status", "show every NPU node's chips as the scheduler sees them", None),
     ):
-        command = parser.add_command(name, required=True, help=text)
-        command.add_argument("--policy", choices=sorted(POLICIES), default=DEFAULT_POLICY.name)
+        command = parser.add_command(name, required=True, help=text, epilog=epilog)
+        command.add_argument(
+            "--policy",
+            choices=sorted(POLICIES),
+            default=DEFAULT_POLICY.name,
+            help="huawei: Huawei's tables (compatible decisions); binpack: ring-aware best fit",
+        )
     serve, status = parser.commands["serve"], parser.commands["status"]
     serve.add_argument(
         "--config",
         type=Path,
         help="YAML settings keyed by flag name (env ASCEND_SCHEDULER_<FLAG> and flags override)",
     )
-    serve.add_argument("--listen", default="0.0.0.0:8888", help="HOST:PORT")
+    serve.add_argument(
+        "--listen",
+        type=listen_address,
+        default="0.0.0.0:8888",
+        metavar="HOST:PORT",
+        help="HOST:PORT of the extender verbs (and /metrics, /healthz, /readyz)",
+    )
     serve.add_argument(
         "--metrics-listen",
+        type=listen_address_or_off,
         default="",
-        help="HOST:PORT serving /metrics, /healthz and /readyz alone (besides --listen)",
+        metavar="HOST:PORT",
+        help="HOST:PORT serving /metrics, /healthz and /readyz alone (besides --listen; "
+        "empty: off)",
     )
     serve.add_argument("--tls-cert-file", type=Path, help="serve HTTPS with this certificate")
     serve.add_argument("--tls-private-key-file", type=Path, help="the certificate's key")
@@ -249,29 +302,52 @@ def build_parser() -> CommandParser:
             default="auto",
             help="auto: --kubeconfig, $KUBECONFIG, ~/.kube/config, else in-cluster (as kubectl)",
         )
-        command.add_argument("--kubeconfig", type=Path)
+        command.add_argument("--kubeconfig", type=Path, help="kubeconfig file (--kube auto)")
         command.add_argument(
             "--self-maintain-available-card",
             dest="self_maintain",
-            type=parse_bool,
-            default=True,
-            help="compute free chips from pods (default) or trust the agents' published lists",
+            **bool_flag(True),
+            help="compute free chips from pods (true) or trust the agents' published lists",
         )
-    serve.add_argument("--refresh-period", type=float, default=1.0, help="seconds between reads")
+    serve.add_argument(
+        "--refresh-period",
+        type=float_above(0),
+        default=1.0,
+        help="seconds between reads of nodes, DeviceInfo and pods",
+    )
     serve.add_argument(
         "--leader-elect",
-        type=parse_bool,
-        default=False,
+        **bool_flag(False),
         help="elect one leader among the replicas on a Lease; only it answers the verbs",
     )
-    serve.add_argument("--leader-elect-lease-duration", type=_seconds, default=15.0)
-    serve.add_argument("--leader-elect-renew-deadline", type=_seconds, default=10.0)
-    serve.add_argument("--leader-elect-retry-period", type=_seconds, default=2.0)
-    serve.add_argument("--leader-elect-resource-name", default="ascend-npu-scheduler")
-    serve.add_argument("--leader-elect-resource-namespace", default="kube-system")
+    # At least a second each, as the client's leader election takes them (infra/leader.py).
+    serve.add_argument(
+        "--leader-elect-lease-duration",
+        type=float_at_least(1),
+        default=15.0,
+        help="seconds a leader's Lease lasts unrenewed",
+    )
+    serve.add_argument(
+        "--leader-elect-renew-deadline",
+        type=float_at_least(1),
+        default=10.0,
+        help="seconds the leader tries to renew before it steps down",
+    )
+    serve.add_argument(
+        "--leader-elect-retry-period",
+        type=float_at_least(1),
+        default=2.0,
+        help="seconds between tries to acquire or renew the Lease",
+    )
+    serve.add_argument(
+        "--leader-elect-resource-name", default="ascend-npu-scheduler", help="the Lease's name"
+    )
+    serve.add_argument(
+        "--leader-elect-resource-namespace", default="kube-system", help="the Lease's namespace"
+    )
     serve.add_argument(
         "--gang-ttl",
-        type=float,
+        type=float_above(0),
         default=60.0,
         help=(
             "seconds a gang reservation waits for its pods to bind; a gang partly running "
@@ -280,7 +356,7 @@ def build_parser() -> CommandParser:
     )
     serve.add_argument(
         "--hold-limit",
-        type=float,
+        type=float_at_least(0),
         default=600.0,
         help="seconds whole nodes may be held back for a waiting gang",
     )
@@ -294,31 +370,37 @@ def build_parser() -> CommandParser:
         "--shared-tor-num",
         type=_shared_tor_num,
         default=2,
-        help="switch affinity 2.0: shared ToRs one job may use",
+        help="switch affinity 2.0: shared ToRs one job may use (1 or 2)",
     )
+    # At least 1: upstream reads 0 or less as "unset" (scheduler_core/engine/superpod.py), so a
+    # 0 or -3 written here would silently be the defaults.
     serve.add_argument(
         "--reserve-nodes",
-        type=int,
+        type=int_at_least(1),
         default=2,
         help="nodes of each SuperPoD kept spare for faults until needed",
     )
     serve.add_argument(
         "--super-pod-size",
-        type=int,
+        type=int_at_least(1),
         default=48,
         help="nodes of a physical SuperPoD (an sp-block may not be larger)",
     )
     serve.add_argument(
         "--grace-over-time",
-        type=float,
+        type=float_at_least(0),
         default=rescheduling.GRACE_OVER_TIME,
         help="seconds a grace-rescheduled job's pods get before they are deleted at once",
     )
     serve.add_argument(
         "--log-level", type=log_level, default="info", help="debug, info, warning, error, critical"
     )
-    status.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    serve.add_argument("--log-format", choices=["text", "json"], default="json")
+    status.add_argument(
+        "-o", "--output", choices=["text", "json"], default="text", help="output format"
+    )
+    serve.add_argument(
+        "--log-format", choices=["text", "json"], default="json", help="log line format"
+    )
     return parser
 
 

@@ -1,7 +1,9 @@
 """The JSON placement request / answer of ``python -m scheduler_core place``.
 
 Every malformed value raises InvalidInput whose message starts with the path of the
-offending field (``nodes[1].free[2]: ...``) so a script's author sees what to fix.
+offending field (``nodes[1].free[2]: ...``) so a script's author sees what to fix; so does
+a key the request does not define (a misspelt ``unhealty`` would otherwise leave a faulty
+chip free).
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ class PlacementRequest:
     job: Job
 
 
+# The keys each object of a request may have (``place --help`` lists them).
+REQUEST_KEYS = ("nodes", "job")
+NODE_KEYS = ("name", "product", "allocatable", "free", "unhealthy", "network_unhealthy")
+JOB_KEYS = ("name", "product", "selector", "tasks", "namespace", "labels")
+TASK_KEYS = ("name", "npu")
+
+
 def _field(obj: Mapping[str, Any], key: str, path: str, kind: type, required: bool = True) -> Any:
     if key not in obj:
         if required:
@@ -43,9 +52,18 @@ def _field(obj: Mapping[str, Any], key: str, path: str, kind: type, required: bo
     return value
 
 
-def _object(value: Any, path: str) -> Mapping[str, Any]:
+def _object(value: Any, path: str, keys: tuple[str, ...]) -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise InvalidInput(f"{path}: expected an object")
+    unknown = sorted(k for k in value if k not in keys)
+    if unknown:
+        named = ", ".join(quoted(k) for k in unknown[:5])
+        if len(unknown) > 5:
+            named += f" and {len(unknown) - 5} more"
+        raise InvalidInput(
+            f"{path}: unknown key{'s' if len(unknown) > 1 else ''} {named} "
+            f"(allowed: {', '.join(keys)})"
+        )
     return value
 
 
@@ -71,7 +89,7 @@ def _strings(obj: Mapping[str, Any], key: str, path: str) -> dict[str, str]:
 
 
 def _node(raw: Any, path: str) -> NodeState:
-    obj = _object(raw, path)
+    obj = _object(raw, path, NODE_KEYS)
     name = _field(obj, "name", path, str)
     product_name = _field(obj, "product", path, str)
     try:
@@ -100,7 +118,7 @@ def _node(raw: Any, path: str) -> NodeState:
 
 
 def _task(raw: Any, path: str) -> Task:
-    obj = _object(raw, path)
+    obj = _object(raw, path, TASK_KEYS)
     name = _field(obj, "name", path, str)
     npu = _field(obj, "npu", path, int)
     try:
@@ -110,7 +128,7 @@ def _task(raw: Any, path: str) -> Task:
 
 
 def _job(raw: Any) -> Job:
-    obj = _object(raw, "job")
+    obj = _object(raw, "job", JOB_KEYS)
     selector = _strings(obj, "selector", "job")
     product = _field(obj, "product", "job", str, required=False)
     try:
@@ -138,7 +156,7 @@ def parse_request(text: str) -> PlacementRequest:
         raise InvalidInput("request: nested too deep") from None
     except ValueError:  # a number of more digits than Python converts (4,300)
         raise InvalidInput("request: a number has too many digits") from None
-    obj = _object(raw, "request")
+    obj = _object(raw, "request", REQUEST_KEYS)
     nodes = _field(obj, "nodes", "request", list)
     parsed = tuple(_node(n, f"nodes[{i}]") for i, n in enumerate(nodes))
     seen: set[str] = set()

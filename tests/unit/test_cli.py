@@ -77,7 +77,7 @@ def test_an_infeasible_request_prints_the_reason(
     request = one_task(8)
     request["job"]["tasks"].append({"name": "t1", "npu": 8})
     code, answer, _ = run(request, monkeypatch, capsys)
-    assert code == 0
+    assert code == 1, "nothing fits: the answer is printed, the exit code says so"
     assert answer["feasible"] is False
     assert "task t1" in answer["reason"] and "0/3 nodes are available" in answer["reason"]
 
