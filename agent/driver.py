@@ -114,7 +114,7 @@ def _load(text: str) -> Any:
 
 
 def parse_fake_state(text: str) -> NodeChips:
-    """The fake driver's YAML (format in the README). Errors name the offending field."""
+    """The fake driver's YAML (format in docs/agent.md). Errors name the offending field."""
     try:
         raw = _load(text)
     except yaml.YAMLError as bad:
