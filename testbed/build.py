@@ -120,9 +120,23 @@ def move(component: Component) -> None:
     _go(component, "mod", "tidy")
 
 
+def _ldflags(component: Component) -> str:
+    """Kubernetes' binaries say their version as its release build stamps it
+    (kubernetes/hack/lib/version.sh: ``-X`` of client-go's and component-base's version
+    variables); unstamped, the API server reports v0.0.0-master and Helm refuses a chart's
+    kubeVersion against it."""
+    flags = ["-s", "-w"]
+    if component.module == "k8s.io/kubernetes":
+        major, minor = component.version.removeprefix("v").split(".")[:2]
+        values = {"gitVersion": component.version, "gitMajor": major, "gitMinor": minor}
+        for package in ("k8s.io/client-go/pkg/version", "k8s.io/component-base/version"):
+            flags += [f"-X {package}.{key}={value}" for key, value in values.items()]
+    return " ".join(flags)
+
+
 def _stamp(component: Component) -> str:
     digest = hashlib.sha256((component.home / "go.sum").read_bytes()).hexdigest()
-    return f"{component.module} {component.version} {digest}\n"
+    return f"{component.module} {component.version} {digest} {_ldflags(component)}\n"
 
 
 def up_to_date(component: Component) -> bool:
@@ -157,7 +171,15 @@ def build(component: Component) -> None:
     )
     started = time.monotonic()
     output = str(component.binaries()[0]) if component.binary else f"{BIN}/"
-    _go(component, "build", "-trimpath", "-ldflags=-s -w", "-o", output, *component.packages())
+    _go(
+        component,
+        "build",
+        "-trimpath",
+        f"-ldflags={_ldflags(component)}",
+        "-o",
+        output,
+        *component.packages(),
+    )
     (STAMPS / component.name).write_text(_stamp(component))
     print(f"testbed: built {names} in {time.monotonic() - started:.0f} s", flush=True)
 
