@@ -1,7 +1,8 @@
 """``python -m dra_driver serve``: the DRA driver of this node (``NODE_NAME``).
 
 The chips come from the agent's drivers (``--driver npu-smi``, or ``fake`` with a state
-file); the kubelet's paths default to where a kubelet keeps them.
+file); the kubelet's paths default to where a kubelet keeps them. A bad flag value is
+refused in one line naming the flag, with exit status 2.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +28,18 @@ from dra_driver.driver import (
     ServedTwice,
     start_dra_driver,
 )
-from infra.cli import add_version, settle, stop_on_signals, wait_until
+from infra.cli import (
+    add_version,
+    bool_flag,
+    exit_on_bind_error,
+    int_at_least,
+    listen_address_or_off,
+    settle,
+    stop_on_signals,
+    unix_socket_path,
+    wait_until,
+)
+from infra.config import CommandParser
 from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError
 from infra.logs import configure as configure_logs
@@ -34,38 +47,98 @@ from infra.logs import log_level
 
 log = logging.getLogger("dra_driver")
 EXIT_BAD_INPUT = 2
+# A DRA driver's name, as the API server validates a ResourceSlice's spec.driver
+# (k8s.io/api resource/v1 DriverNameMaxLength, "the same as for CSI driver names", and
+# pkg/apis/resource/validation: a DNS subdomain once lower-cased).
+DRIVER_NAME_MAX = 63
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m dra_driver", description=__doc__)
+def driver_name(text: str) -> str:
+    """An argparse ``type=``: a DNS subdomain of at most 63 characters (npu.example.com)."""
+    if len(text) > DRIVER_NAME_MAX or not _DNS_SUBDOMAIN.fullmatch(text.lower()):
+        raise argparse.ArgumentTypeError(
+            f"expected a DNS subdomain of at most {DRIVER_NAME_MAX} characters "
+            f"(npu.example.com), got {text!r}"
+        )
+    return text
+
+
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog="python -m dra_driver", description=__doc__)
     add_version(parser)
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="publish the chips and serve the kubelet")
-    serve.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""))
-    serve.add_argument("--driver-name", default=DEFAULT_DRIVER, help="the DRA driver's name")
+    serve = parser.add_command(
+        "serve", required=True, help="publish the chips and serve the kubelet"
+    )
+    serve.add_argument(
+        "--node-name",
+        default=os.environ.get("NODE_NAME", ""),
+        help="this node's name (default: env NODE_NAME, from the downward API)",
+    )
+    serve.add_argument(
+        "--driver-name", type=driver_name, default=DEFAULT_DRIVER, help="the DRA driver's name"
+    )
     driver_flags(serve)
-    serve.add_argument("--plugins-dir", type=Path, default=PLUGINS_DIR)
-    serve.add_argument("--registry-dir", type=Path, default=REGISTRY_DIR)
-    serve.add_argument("--cdi-root", type=Path, default=CDI_ROOT)
+    serve.add_argument(
+        "--plugins-dir",
+        type=Path,
+        default=PLUGINS_DIR,
+        help="the kubelet's plugins directory (DRIVER/dra.sock is served there)",
+    )
+    serve.add_argument(
+        "--registry-dir",
+        type=Path,
+        default=REGISTRY_DIR,
+        help="the kubelet's plugin registration directory (DRIVER-reg.sock)",
+    )
+    serve.add_argument(
+        "--cdi-root", type=Path, default=CDI_ROOT, help="where the CDI specs are written"
+    )
     serve.add_argument(
         "--ascend-runtime",
-        action="store_true",
+        **bool_flag(False),
         help="CDI specs set ASCEND_VISIBLE_DEVICES for the Ascend runtime (else device nodes)",
     )
     serve.add_argument(
         "--no-ring-free", action="store_true", help="do not publish the ringFree attribute"
     )
-    serve.add_argument("--kube", choices=MODES, default="in-cluster")
-    serve.add_argument("--kubeconfig", type=Path)
-    serve.add_argument("--log-level", type=log_level, default="info")
+    serve.add_argument(
+        "--kube",
+        choices=MODES,
+        default="in-cluster",
+        help="in-cluster: the pod's service account; kubeconfig: --kubeconfig's file; auto: "
+        "as kubectl finds one",
+    )
+    serve.add_argument("--kubeconfig", type=Path, help="kubeconfig file (--kube kubeconfig)")
+    serve.add_argument(
+        "--metrics-listen",
+        type=listen_address_or_off,
+        default="",
+        metavar="HOST:PORT",
+        help="HOST:PORT for /metrics, /healthz and /readyz (off when empty)",
+    )
+    serve.add_argument(
+        "--log-level",
+        type=log_level,
+        default="info",
+        help="debug, info, warning, error, critical",
+    )
+    serve.add_argument(
+        "--log-format", choices=["text", "json"], default="text", help="log line format"
+    )
+    serve.add_argument(
+        "--log-file", type=Path, help="log there, rotated at 20 MB (default: stderr)"
+    )
+    serve.add_argument(
+        "--log-backups", type=int_at_least(1), default=30, help="rotated log files kept"
+    )
     return parser
 
 
-def _serve(args: argparse.Namespace) -> int:
-    configure_logs(args.log_level, False)
+def _config(args: argparse.Namespace) -> DraConfig:
+    """The typed configuration of ``serve``; ValueError names the flag that is wrong."""
     if not args.node_name:
-        print("error: --node-name (or NODE_NAME) is required", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        raise ValueError("--node-name (or NODE_NAME) is required")
     config = DraConfig(
         args.node_name,
         driver=args.driver_name,
@@ -74,17 +147,43 @@ def _serve(args: argparse.Namespace) -> int:
         cdi_root=args.cdi_root,
         ascend_runtime=args.ascend_runtime,
         ring_free_hint=not args.no_ring_free,
+        metrics_listen=args.metrics_listen,
     )
+    # The sockets' paths depend on the driver's name: checked once both are known.
+    for flag, socket in (
+        ("--plugins-dir", config.plugins_dir / config.driver / "dra.sock"),
+        ("--registry-dir", config.registry_dir / f"{config.driver}-reg.sock"),
+    ):
+        try:
+            unix_socket_path(str(socket))
+        except argparse.ArgumentTypeError as bad:
+            raise ValueError(f"{flag}: {bad}") from None
+    return config
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        config = _config(args)
+        kubeconfig = kubeconfig_for(args.kube, args.kubeconfig)
+    except ValueError as bad:
+        print(f"error: {bad}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        configure_logs(args.log_level, args.log_format == "json", args.log_file, args.log_backups)
+    except OSError as failed:
+        print(f"error: --log-file {args.log_file}: {failed.strerror}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     from infra.kube.client import KubernetesGateway  # noqa: PLC0415
 
+    stop = stop_on_signals()
     try:
-        gateway = KubernetesGateway.from_environment(kubeconfig_for(args.kube, args.kubeconfig))
-        driver = start_dra_driver(config, make_driver(args), gateway)
+        gateway = KubernetesGateway.from_environment(kubeconfig)
+        with exit_on_bind_error({"--metrics-listen": config.metrics_listen}):
+            driver = start_dra_driver(config, make_driver(args), gateway)
     except (DriverError, ServedTwice, KubeError) as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
     settle()
-    stop = stop_on_signals()
     wait_until(stop)
     driver.stop()
     return 0

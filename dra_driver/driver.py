@@ -19,6 +19,7 @@ from agent.plugin_server import RESOURCE_DOMAIN, DeviceState
 from contract.dra import CLAIM_KIND, DEFAULT_DRIVER, DRA_NODE_LABEL
 from dra_driver.cdi import CdiWriter
 from dra_driver.checkpoint import Checkpoint
+from dra_driver.metrics import DraMetrics, MetricsServer, Readings
 from dra_driver.plugin import KubeletPlugin
 from dra_driver.preparer import Preparer
 from dra_driver.publisher import SlicePublisher
@@ -48,6 +49,29 @@ class DraConfig:
     ascend_runtime: bool = False  # CDI env edits for the Ascend runtime, else device nodes
     dev_root: Path = Path("/dev")
     ring_free_hint: bool = True  # publish ringFree (the exact-fit ladder's hint)
+    metrics_listen: tuple[str, int] | None = None  # HOST, PORT of /metrics, /healthz, /readyz
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """What readiness is decided on."""
+
+    registered: bool  # the kubelet accepted the plugin's registration
+    published: bool  # the node's ResourceSlice is stored as it should be
+    watch_failing_for: float  # seconds the slice watch has failed (0: it is well)
+
+
+def why_not_ready(status: Status) -> str | None:
+    """Ready: the kubelet knows the plugin (it can prepare claims), the scheduler sees the
+    node's chips (its slice is published) and the driver sees what happens to that slice
+    (its watch is well: a slice the kubelet deletes is published again). None when ready."""
+    if not status.registered:
+        return "not registered with the kubelet"
+    if status.watch_failing_for > 0:
+        return f"the ResourceSlice watch has failed for {status.watch_failing_for:.0f} s"
+    if not status.published:
+        return "the ResourceSlice is not published"
+    return None
 
 
 @dataclass
@@ -59,9 +83,26 @@ class DraDriver:
     publisher: SlicePublisher
     plugin: KubeletPlugin
     tor: TorAddress
+    metrics: DraMetrics
+    metrics_server: MetricsServer | None = None
+    metrics_url: str = ""  # where /metrics is served ("" when it is not)
+
+    def status(self) -> Status:
+        return Status(
+            self.plugin.registered.is_set(),
+            self.publisher.published,
+            self.publisher.slices.failing_for(),
+        )
+
+    def why_not_ready(self) -> str | None:
+        return why_not_ready(self.status())
 
     def stop(self) -> None:
+        """Everything stopped, the kubelet plugin first (deregistered, its streams ended);
+        bounded: nothing waits for a watch (``SlicePublisher.stop``)."""
         self.plugin.stop()
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
         self.tor.stop()
         self.publisher.stop()
         self.chips.close()
@@ -80,14 +121,19 @@ def check_not_served_by_the_device_plugin(gateway: KubeGateway, node: str, resou
 
 def start_dra_driver(config: DraConfig, chips: NpuDriver, gateway: KubeGateway) -> DraDriver:
     """Every part started; DriverError when the chips cannot be read, ServedTwice when the
-    device plugin serves this node (nothing is left running then)."""
+    device plugin serves this node, OSError (``infra.cli.ListenError``) when the metrics
+    address cannot be bound (nothing is left running then)."""
     first = chips.read()
     check_not_served_by_the_device_plugin(gateway, config.node, first.resource)
     home = config.plugins_dir / config.driver
     cdi = CdiWriter(config.cdi_root, config.driver, config.ascend_runtime, config.dev_root)
+    metrics = DraMetrics()
 
     def republish() -> None:  # the chips or the claims prepared changed (called once started)
         publisher.wake()
+
+    def chips_changed() -> None:  # (called once started)
+        plugin.chips_changed()
 
     preparer = Preparer(
         config.driver,
@@ -98,7 +144,7 @@ def start_dra_driver(config: DraConfig, chips: NpuDriver, gateway: KubeGateway) 
         cdi=cdi,
         on_change=republish,
     )
-    state = DeviceState(first, on_change=(republish,))
+    state = DeviceState(first, on_change=(republish, chips_changed))
     tor = TorAddress(gateway, lambda: publisher.address, republish)
     publisher = SlicePublisher(
         gateway,
@@ -108,6 +154,8 @@ def start_dra_driver(config: DraConfig, chips: NpuDriver, gateway: KubeGateway) 
         preparer.prepared_chips,
         ring_free_hint=config.ring_free_hint,
         tor_ip=tor.tor_ip,
+        on_watch_error=metrics.watch_failed,
+        on_loop_error=metrics.loop_failed,
     )
     plugin = KubeletPlugin(
         config.driver,
@@ -116,23 +164,42 @@ def start_dra_driver(config: DraConfig, chips: NpuDriver, gateway: KubeGateway) 
         preparer=preparer,
         state=state,
         pool=config.node,
+        metrics=metrics,
     )
+    metrics.read(
+        Readings(
+            chips=lambda: state.node,
+            prepared_claims=lambda: len(preparer.prepared()),
+            published_devices=publisher.published_devices,
+            slice_writes=lambda: publisher.writes,
+            slice_write_failures=lambda: publisher.failures,
+            registration_refusals=lambda: plugin.refusals,
+        )
+    )
+    driver = DraDriver(config, chips, state, preparer, publisher, plugin, tor, metrics)
+    if config.metrics_listen is not None:  # first: an address in use leaves nothing running
+        server = MetricsServer(metrics, driver.why_not_ready)
+        try:
+            driver.metrics_url = server.start(*config.metrics_listen)
+        except OSError:
+            chips.close()
+            raise
+        driver.metrics_server = server
     chips.watch(state.update)
     publisher.start()
     tor.start()
     try:
         plugin.start()
     except Exception:
-        tor.stop()
-        publisher.stop()
-        chips.close()
+        driver.stop()
         raise
     log.info(
-        "DRA driver %s on %s: %d chips (%s), %d claims prepared",
+        "DRA driver %s on %s: %d chips (%s), %d claims prepared%s",
         config.driver,
         config.node,
         len(first.chips),
         first.product,
         len(preparer.prepared()),
+        f"; /metrics, /healthz, /readyz at {driver.metrics_url}" if driver.metrics_url else "",
     )
-    return DraDriver(config, chips, state, preparer, publisher, plugin, tor)
+    return driver

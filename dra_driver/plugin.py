@@ -11,6 +11,10 @@ As the Go helper (``k8s.io/dynamic-resource-allocation/kubeletplugin/draplugin.g
   the kubelet should pick them (it takes the first it knows: v1 first);
 - removing the registration socket is deregistering: ``stop`` removes both, registration
   first. A registration the kubelet reports failed is logged and served again afresh.
+
+A health stream waits for the next change of the chips, the resend interval, its end by the
+kubelet or the plugin's stop, whichever comes first: an open stream never holds a stopping
+driver (its thread would keep the process alive until the interval ran out).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from deviceplugin_api.dra_health.v1alpha1 import api_pb2_grpc as health_grpc
 from deviceplugin_api.pluginregistration.v1 import api_pb2 as reg
 from deviceplugin_api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from dra_driver.claims import ClaimRef
+from dra_driver.metrics import DraMetrics
 from dra_driver.preparer import Outcome, Preparer
 from dra_driver.slices import device_name
 
@@ -45,6 +50,7 @@ PLUGIN_TYPE = "DRAPlugin"
 SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth")
 HEALTH_RESEND = 60.0  # seconds: the whole list again even without a change
 REREGISTER_AFTER = 5.0  # seconds before a refused registration is offered again
+STOP_GRACE = 0.2  # seconds calls in flight may finish when the plugin stops
 MAX_MESSAGE = 16 * 1024 * 1024
 
 
@@ -64,15 +70,33 @@ def _fill(answer: Any, outcome: Outcome) -> None:
         )
 
 
+class Counted:
+    """The preparer, each claim's result counted."""
+
+    def __init__(self, preparer: Preparer, metrics: DraMetrics) -> None:
+        self._preparer = preparer
+        self._metrics = metrics
+
+    def prepare(self, claims: Any) -> dict[str, Outcome]:
+        outcomes = self._preparer.prepare(_refs(claims))
+        self._metrics.prepared(o.error for o in outcomes.values())
+        return outcomes
+
+    def unprepare(self, claims: Any) -> dict[str, str]:
+        errors = self._preparer.unprepare(_refs(claims))
+        self._metrics.unprepared(errors.values())
+        return errors
+
+
 class DraV1(v1_grpc.DRAPluginServicer):
-    def __init__(self, preparer: Preparer) -> None:
+    def __init__(self, preparer: Counted) -> None:
         self._preparer = preparer
 
     def NodePrepareResources(  # noqa: N802
         self, request: v1.NodePrepareResourcesRequest, context: grpc.ServicerContext
     ) -> v1.NodePrepareResourcesResponse:
         response = v1.NodePrepareResourcesResponse()
-        for uid, outcome in self._preparer.prepare(_refs(request.claims)).items():
+        for uid, outcome in self._preparer.prepare(request.claims).items():
             _fill(response.claims[uid], outcome)
         return response
 
@@ -80,7 +104,7 @@ class DraV1(v1_grpc.DRAPluginServicer):
         self, request: v1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
     ) -> v1.NodeUnprepareResourcesResponse:
         response = v1.NodeUnprepareResourcesResponse()
-        for uid, error in self._preparer.unprepare(_refs(request.claims)).items():
+        for uid, error in self._preparer.unprepare(request.claims).items():
             response.claims[uid].error = error
         return response
 
@@ -88,14 +112,14 @@ class DraV1(v1_grpc.DRAPluginServicer):
 class DraV1beta1(v1beta1_grpc.DRAPluginServicer):
     """The same service for kubelets 1.32 and 1.33 (no ``share_id``)."""
 
-    def __init__(self, preparer: Preparer) -> None:
+    def __init__(self, preparer: Counted) -> None:
         self._preparer = preparer
 
     def NodePrepareResources(  # noqa: N802
         self, request: v1beta1.NodePrepareResourcesRequest, context: grpc.ServicerContext
     ) -> v1beta1.NodePrepareResourcesResponse:
         response = v1beta1.NodePrepareResourcesResponse()
-        for uid, outcome in self._preparer.prepare(_refs(request.claims)).items():
+        for uid, outcome in self._preparer.prepare(request.claims).items():
             _fill(response.claims[uid], outcome)
         return response
 
@@ -103,7 +127,7 @@ class DraV1beta1(v1beta1_grpc.DRAPluginServicer):
         self, request: v1beta1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
     ) -> v1beta1.NodeUnprepareResourcesResponse:
         response = v1beta1.NodeUnprepareResourcesResponse()
-        for uid, error in self._preparer.unprepare(_refs(request.claims)).items():
+        for uid, error in self._preparer.unprepare(request.claims).items():
             response.claims[uid].error = error
         return response
 
@@ -115,11 +139,26 @@ class Health(health_grpc.DRAResourceHealthServicer):
     def __init__(self, state: DeviceState, pool: str) -> None:
         self._state = state
         self._pool = pool
-        self._stopped = threading.Event()
+        # Its own condition, not the DeviceState's: a wait there ends only on a change of
+        # the chips or its timeout, and a stop or a stream's end must end it too.
+        self._changed = threading.Condition()
+        self._version = 0
+        self._stopped = False
+
+    def chips_changed(self) -> None:
+        """The chips changed (a listener of the DeviceState): every stream sends again."""
+        with self._changed:
+            self._version += 1
+            self._changed.notify_all()
 
     def stop(self) -> None:
-        self._stopped.set()
-        self._state.wake()
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
+
+    def _wake(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
 
     def snapshot(self) -> health.NodeWatchResourcesResponse:
         now = int(time.time())
@@ -139,13 +178,22 @@ class Health(health_grpc.DRAResourceHealthServicer):
     def NodeWatchResources(  # noqa: N802
         self, request: health.NodeWatchResourcesRequest, context: grpc.ServicerContext
     ) -> Iterator[health.NodeWatchResourcesResponse]:
-        seen = -1
-        while context.is_active() and not self._stopped.is_set():
-            version, _ = self._state.wait_change(seen, HEALTH_RESEND if seen >= 0 else 0)
-            if self._stopped.is_set():
-                return
-            seen = version
+        context.add_callback(self._wake)  # the kubelet hung up, or the server cancelled it
+        seen: int | None
+        with self._changed:
+            seen = self._version
+        while seen is not None:
             yield self.snapshot()
+            seen = self._next(seen, context)
+
+    def _next(self, seen: int, context: grpc.ServicerContext) -> int | None:
+        """The version after a change or the resend interval; None when the stream ends."""
+        with self._changed:
+            self._changed.wait_for(
+                lambda: self._stopped or self._version != seen or not context.is_active(),
+                timeout=HEALTH_RESEND,
+            )
+            return None if self._stopped or not context.is_active() else self._version
 
 
 class Registration(reg_grpc.RegistrationServicer):
@@ -192,11 +240,12 @@ class KubeletPlugin:
         preparer: Preparer,
         state: DeviceState,
         pool: str,
+        metrics: DraMetrics,
     ) -> None:
         self.driver = driver
         self.dra_socket = plugins_dir / driver / "dra.sock"
         self.registration_socket = registry_dir / f"{driver}-reg.sock"
-        self._preparer = preparer
+        self._preparer = Counted(preparer, metrics)
         self._health = Health(state, pool)
         self._dra: grpc.Server | None = None
         self._registration: grpc.Server | None = None
@@ -216,6 +265,9 @@ class KubeletPlugin:
 
         self._dra = _serve(self.dra_socket, "dra", add_dra)
         self._serve_registration()
+
+    def chips_changed(self) -> None:
+        self._health.chips_changed()
 
     def _serve_registration(self) -> None:
         registration = Registration(self.driver, self.dra_socket, self._status)
@@ -246,14 +298,18 @@ class KubeletPlugin:
             self._serve_registration()
 
     def stop(self) -> None:
-        """Deregister (the registration socket goes), then stop serving."""
+        """Deregister (the registration socket goes), then stop serving: both servers given
+        the same ``STOP_GRACE`` for the calls in flight (the health streams end at once)."""
         self._stopping.set()
         self._health.stop()
+        stopped = []
         for server, socket in (
             (self._registration, self.registration_socket),
             (self._dra, self.dra_socket),
         ):
             if server is not None:
-                server.stop(grace=0.2).wait()
+                stopped.append(server.stop(grace=STOP_GRACE))
                 socket.unlink(missing_ok=True)
+        for done in stopped:
+            done.wait()
         self._registration = self._dra = None

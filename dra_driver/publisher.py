@@ -10,6 +10,9 @@ driver's 30 s after it went away), replaced when the chips changed (health, or t
 deleted. After each write the stored object is compared with what was sent: fields the API
 server dropped silently (a feature gate it has off) are named in the log once and in
 ``dropped``, and not sent for again and again.
+
+``published``: the last pass ended with the slice stored as it should be, and the watch
+still holds it (a deleted slice is not published until the next pass has written it again).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from contract.dra import SLICE_KIND, slice_name
 from contract.objects import Obj, node_address
 from dra_driver.slices import desired_slice, dropped_fields, ring_free
 from infra.kube.port import Conflict, KubeError, KubeGateway, NotFound, Selection
-from infra.kube.reflector import Backoff, Change, Reflector
+from infra.kube.reflector import STOP_WAIT, Backoff, Change, Reflector
 
 log = logging.getLogger(__name__)
 RESYNC = 30.0  # seconds: the slice checked even without a change
@@ -42,6 +45,8 @@ class SlicePublisher:
         ring_free_hint: bool = True,
         tor_ip: Callable[[], str | None] = lambda: None,
         backoff: Backoff | None = None,
+        on_watch_error: Callable[[], None] = lambda: None,
+        on_loop_error: Callable[[str], None] = lambda name: None,
     ) -> None:
         self._gateway = gateway
         self.driver = driver
@@ -61,11 +66,14 @@ class SlicePublisher:
         self.address = ""  # the node's InternalIP, read with its UID
         self.writes = 0
         self.failures = 0
+        self._passed = False  # the last pass ended with the slice as it should be
         self.slices: Reflector[Obj] = Reflector(
             gateway,
             Selection(SLICE_KIND, fields=f"spec.driver={driver},spec.nodeName={node}"),
             lambda obj: obj,
             self._changed,
+            on_watch_error,
+            on_loop_error,
             name="resourceslices",
         )
 
@@ -82,12 +90,23 @@ class SlicePublisher:
         self._thread = threading.Thread(target=self._run, name="slice-publisher", daemon=True)
         self._thread.start()
 
+    @property
+    def published(self) -> bool:
+        return self._passed and self.slices.get(self.name) is not None
+
+    def published_devices(self) -> int:
+        """Devices in the slice as the API server stores it (0 while there is none)."""
+        stored = self.slices.get(self.name) or {}
+        return len((stored.get("spec") or {}).get("devices") or [])
+
     def stop(self) -> None:
+        """Stop; a pass in flight is waited for ``STOP_WAIT`` at most, the watch not at all
+        (it ends with its next event or bookmark; a stopping driver must not wait)."""
         self._stop.set()
         self._wanted.set()
-        self.slices.stop()
+        self.slices.stop(wait=0)
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=STOP_WAIT)
 
     def _run(self) -> None:
         failures = 0
@@ -102,6 +121,7 @@ class SlicePublisher:
             except KubeError as failed:
                 failures += 1
                 self.failures += 1
+                self._passed = False
                 log.warning("ResourceSlice %s not published: %s", self.name, failed)
                 self._stop.wait(self._backoff.delay(failures, self.slices.rng))
                 self._wanted.set()
@@ -130,6 +150,7 @@ class SlicePublisher:
         wanted = self.desired()
         current = self.slices.get(self.name)
         if current is not None and self._published(current, wanted):
+            self._passed = True
             return
         try:
             if current is None:
@@ -138,10 +159,12 @@ class SlicePublisher:
                 wanted["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
                 stored = self._gateway.replace_object(SLICE_KIND, wanted)
         except (Conflict, NotFound):
+            self._passed = False
             self.slices.relist()  # another writer, or the kubelet's wipe: look again
             self._wanted.set()
             return
         self.writes += 1
+        self._passed = True
         self.slices.apply(stored)
         self._sent = (wanted["spec"], stored.get("spec") or {})
         dropped = dropped_fields(wanted["spec"], stored.get("spec") or {})

@@ -41,7 +41,7 @@ class TorAddress:
         self.reflector.start()
 
     def stop(self) -> None:
-        self.reflector.stop()
+        self.reflector.stop(wait=0)  # a stopping driver does not wait for a quiet watch
 
     def tor_ip(self) -> str | None:
         """This node's ToR IP; None when no topology names it."""

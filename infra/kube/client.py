@@ -61,6 +61,8 @@ def api_client(kubeconfig: Path | None = None) -> client.ApiClient:
             config.load_incluster_config(client_configuration=configuration)
     except config.ConfigException as failed:
         raise KubeError(f"no Kubernetes configuration: {failed}") from None
+    except (TypeError, ValueError, AttributeError) as failed:  # YAML, but not a kubeconfig
+        raise KubeError(f"{kubeconfig}: not a kubeconfig file ({type(failed).__name__})") from None
     return client.ApiClient(configuration)
 
 

@@ -10,6 +10,16 @@ so whatever was missed while disconnected, the store afterwards equals a fresh r
 Objects are converted as they arrive (``convert``: only the fields the caller reads), so
 memory follows what matters, not the API server's objects. ``on_change`` hears every change
 (a list's as one batch) under the reflector's lock, in order.
+
+A caller's own write is kept at once (``apply``), but never over a newer watch event: the
+object a write returned may arrive after the watch has delivered a later change of it (an
+update, or its deletion). As client-go's mutation cache (``k8s.io/client-go/tools/cache/
+mutation_cache.go``, ``NewIntegerResourceVersionMutationCache``), versions are compared as
+integers when both are numbers (etcd's revisions are; Kubernetes calls them opaque, so any
+other form lets the write win) and the newer copy wins. Unlike that cache, which forgets a
+write once the key is missing from its store, a deletion is remembered (a tombstone at the
+delete's version, for ``TOMBSTONE_TTL``) so that an older write's answer arriving after it
+is dropped, not brought back to life.
 """
 
 from __future__ import annotations
@@ -31,6 +41,10 @@ T = TypeVar("T")
 PAGE_SIZE = 500
 WINDOW = (300.0, 600.0)  # seconds a watch stays open, drawn at random (client-go: 5–10 min)
 STOP_WAIT = 1.0
+# Seconds a deletion is remembered: longer than any write's answer can take to come back
+# (the client's request timeout is 10 s). client-go's token controller keeps its mutation
+# cache's entries 60 s (pkg/controller/serviceaccount/tokens_controller.go).
+TOMBSTONE_TTL = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +130,13 @@ class Reflector(Generic[T]):
     backoff: Backoff = field(default_factory=Backoff)
     rng: random.Random = field(default_factory=random.Random)
     counts: Counts = field(default_factory=Counts)
+    clock: Callable[[], float] = time.monotonic  # the tombstones' ages
 
     def __post_init__(self) -> None:
         self.name = self.name or str(self.what)
         self._store: dict[str, _Entry[T]] = {}
+        # key → (the deletion's version, when it was learnt), oldest first
+        self._tombstones: dict[str, tuple[str, float]] = {}
         self._version = ""  # every change up to this one is in the store
         self._lock = threading.RLock()
         self._synced = threading.Event()
@@ -147,6 +164,13 @@ class Reflector(Generic[T]):
     def version(self) -> str:
         with self._lock:
             return self._version
+
+    @property
+    def tombstones(self) -> int:
+        """Deletions remembered now (each for ``TOMBSTONE_TTL``)."""
+        with self._lock:
+            self._prune()
+            return len(self._tombstones)
 
     def compare(self) -> tuple[Drift, dict[str, T]]:
         """The store against a fresh read of the collection (which it leaves as it is): the
@@ -187,12 +211,17 @@ class Reflector(Generic[T]):
 
     def apply(self, obj: Obj, deleted: bool = False) -> None:
         """An object as the caller's own write returned it: kept at once (unless the store
-        has a newer one), so the caller's next decision sees its own write."""
+        has a newer one, or a newer deletion of it), so the caller's next decision sees its
+        own write."""
         with self._lock:
+            self._prune()
             key, version = object_key(obj), _version(obj)
             old = self._store.get(key)
             if old is not None and not newer(version, old.version):
                 return
+            tombstone = self._tombstones.get(key)
+            if tombstone is not None and not newer(version, tombstone[0], strictly=True):
+                return  # deleted since that write: its answer is history
             self._put(key, None if deleted else obj, version, notify=True)
 
     def relist(self) -> None:
@@ -205,7 +234,10 @@ class Reflector(Generic[T]):
             changes = [
                 Change(k, old.value, None) for k, old in self._store.items() if k not in fresh
             ]
+            for change in changes:  # deleted by the list's version at the latest
+                self._bury(change.key, version)
             for key, entry in fresh.items():
+                self._tombstones.pop(key, None)
                 old = self._store.get(key)
                 if old is None or old.version != entry.version:
                     changes.append(Change(key, None if old is None else old.value, entry.value))
@@ -229,12 +261,31 @@ class Reflector(Generic[T]):
         """The lock is held."""
         old = self._store.get(key)
         value = None if obj is None else self._convert(obj)
+        if obj is None:
+            self._bury(key, version)
+        else:
+            self._tombstones.pop(key, None)
         if value is None:
             self._store.pop(key, None)
         else:
             self._store[key] = _Entry(version, value)
         if notify and (old is not None or value is not None):
             self.on_change([Change(key, None if old is None else old.value, value)])
+
+    def _bury(self, key: str, version: str) -> None:
+        """Remember a deletion (the lock is held); moved to the end: the newest."""
+        self._tombstones.pop(key, None)
+        self._tombstones[key] = (version, self.clock())
+        self._prune()
+
+    def _prune(self) -> None:
+        """Forget deletions older than ``TOMBSTONE_TTL`` (the lock is held)."""
+        oldest = self.clock() - TOMBSTONE_TTL
+        while self._tombstones:
+            key, (_, learnt) = next(iter(self._tombstones.items()))
+            if learnt > oldest:
+                return
+            del self._tombstones[key]
 
     def _event(self, event: WatchEvent) -> None:
         version = _version(event.object)
@@ -256,10 +307,12 @@ class Reflector(Generic[T]):
         self._thread = threading.Thread(target=self._run, name=f"watch {self.name}", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: float = STOP_WAIT) -> None:
         """Stop following. A watch blocked in the client ends with its next event or
-        bookmark; the thread is a daemon, so shutdown does not wait for it."""
-        stop_all([self])
+        bookmark (the watch cache sends a quiet watch one a minute: k8s.io/apiserver
+        pkg/storage/cacher/cacher.go, defaultBookmarkFrequency): it is waited for at most
+        ``wait`` seconds; the thread is a daemon, so shutdown does not wait for it."""
+        stop_all([self], wait)
 
     def failing_for(self) -> float:
         """Seconds since the API server failed it with no success after (0: all is well)."""
@@ -315,13 +368,13 @@ class Reflector(Generic[T]):
             self._event(event)
 
 
-def stop_all(reflectors: Iterable[Reflector[Any]]) -> None:
+def stop_all(reflectors: Iterable[Reflector[Any]], wait: float = STOP_WAIT) -> None:
     """Stop several reflectors together: all are told first, then each is waited for within
-    one shared ``STOP_WAIT`` (told and waited for one by one, seven watches took 7 s)."""
+    one shared ``wait`` (told and waited for one by one, seven watches took 7 s)."""
     told = list(reflectors)
     for reflector in told:
         reflector._stop.set()
-    deadline = time.monotonic() + STOP_WAIT
+    deadline = time.monotonic() + wait
     for reflector in told:
         if reflector._thread is not None:
             reflector._thread.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -498,3 +498,22 @@ def test_the_watch_cache_outlives_a_compaction_but_not_a_restart(plane: ControlP
     finally:
         gateway.open.set()
         reflector.stop()
+
+
+@pytest.mark.parametrize("kind", ["ConfigMap", "Pod"])
+def test_a_write_answered_before_its_deletion_was_watched_stays_deleted(
+    plane: ControlPlane, kind: str
+) -> None:
+    """A write's answer applied after the watch delivered the object's deletion (the race a
+    slow writer meets) never brings it back: deletions carry their resourceVersion on the real
+    API server, from etcd (ConfigMaps) and from the watch cache (Pods) alike."""
+    collection = Collection(plane, kind, f"late-{kind.lower()}")
+    reflector, heard = follow(KubernetesGateway.from_environment(plane.admin), collection.what)
+    try:
+        written = collection.create("late")
+        collection.delete("late")
+        wait_until(lambda: deleted(heard, collection.key("late")), SLACK, "the deletion seen")
+        reflector.apply(written)
+        assert reflector.get(collection.key("late")) is None
+    finally:
+        reflector.stop()
