@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # The demo needs only the runtime's dependencies (about 200 MB); the tests add their tools.
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo demo-real test testbed manifests lint typecheck unit quick bench clean
+.PHONY: demo demo-real test testbed manifests lint typecheck unit quick bench clean image image-tools
 
 $(DEMO_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict agent chip_topology contract deviceplugin_api dra_driver infra scheduler_core simulation testbed tests benchmarks
+	$(BIN)/mypy --strict agent chip_topology contract deviceplugin_api dra_driver image infra scheduler_core simulation testbed tests benchmarks
 
 # The real components the tests run (testbed/versions.toml), built from their Go modules into
 # .testbed/bin; what is built for the pinned versions is skipped.
@@ -41,6 +41,16 @@ testbed: $(STAMP)
 manifests: $(STAMP) testbed
 	$(BIN)/python -m testbed.manifests
 
+# What the image's build and its test need from Debian (docs/image.md): installed when missing.
+IMAGE_TOOLS := mmdebstrap skopeo qemu-aarch64-static
+image-tools:
+	@for tool in $(IMAGE_TOOLS); do command -v $$tool >/dev/null || missing=1; done; \
+		[ -z "$$missing" ] || { apt-get update -q && apt-get install -y -q mmdebstrap skopeo qemu-user-static; }
+
+# The container image for amd64 and arm64 (docs/image.md), without a Docker daemon; as root.
+image: $(STAMP) image-tools
+	$(BIN)/python -m image.build
+
 unit: $(STAMP) testbed
 	$(BIN)/pytest -q
 
@@ -48,7 +58,7 @@ unit: $(STAMP) testbed
 quick: $(STAMP) testbed
 	$(BIN)/pytest -q --ignore=tests/real
 
-test: testbed lint typecheck unit
+test: testbed image-tools lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.placement_speed

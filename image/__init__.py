@@ -1,0 +1,1 @@
+"""The container image's recipe (``python -m image.build``; docs/image.md)."""
