@@ -47,6 +47,8 @@ from tests.deploy.test_manifests import (
 )
 
 DRA_ACCOUNT = "ascend-npu-dra-driver"
+VOLCANO_CONFIG_ACCOUNT = "ascend-npu-volcano-config"
+VOLCANO = "volcano-system"
 TEAM = "team"
 NODE_A, NODE_B = "node-a", "node-b"
 DEADLINE = 120.0  # seconds: a shared 2-core machine
@@ -62,6 +64,9 @@ RESOURCE_NAMES = {
     (SCHEDULER_ACCOUNT, "configmaps", "watch", None): FAULT_RECORD[1],
     (SCHEDULER_ACCOUNT, "leases.coordination.k8s.io", "get", NAMESPACE): Election().name,
     (SCHEDULER_ACCOUNT, "leases.coordination.k8s.io", "update", NAMESPACE): Election().name,
+    # The Volcano overlay's Job: Volcano's one scheduler ConfigMap.
+    (VOLCANO_CONFIG_ACCOUNT, "configmaps", "get", VOLCANO): "volcano-scheduler-configmap",
+    (VOLCANO_CONFIG_ACCOUNT, "configmaps", "update", VOLCANO): "volcano-scheduler-configmap",
 }
 
 
@@ -262,6 +267,7 @@ class Cluster:
     agent_unbound: Rest
     dra: Rest  # bound to node-a
     dra_unbound: Rest
+    volcano_config: Rest  # the Volcano overlay's Job
 
 
 def wait_refused(rest: Rest, policy: str, method: str, path: str, body: Obj) -> None:
@@ -279,7 +285,7 @@ def wait_refused(rest: Rest, policy: str, method: str, path: str, body: Obj) -> 
 def cluster(control_plane: ControlPlane) -> Iterator[Cluster]:
     plane = control_plane
     admin = plane.rest()
-    admin.ensure_namespace("volcano-system")
+    admin.ensure_namespace(VOLCANO)
     for overlay in OVERLAYS:
         apply(plane, kustomize(MANIFESTS / "overlays" / overlay))
     for node in (NODE_A, NODE_B):
@@ -325,6 +331,7 @@ def cluster(control_plane: ControlPlane) -> Iterator[Cluster]:
         agent_unbound=plane.rest(plane.service_account(NAMESPACE, AGENT_ACCOUNT)),
         dra=plane.rest(bound_token(plane, DRA_ACCOUNT, NODE_A)),
         dra_unbound=plane.rest(plane.service_account(NAMESPACE, DRA_ACCOUNT)),
+        volcano_config=plane.rest(plane.service_account(NAMESPACE, VOLCANO_CONFIG_ACCOUNT)),
     )
     wait_refused(
         found.alice, "ascend-npu-annotations", "POST", PODS, pod("probe", annotations=CHOSEN)
@@ -362,6 +369,7 @@ def identity(cluster: Cluster, component: str) -> Rest:
         SCHEDULER_ACCOUNT: cluster.scheduler,
         AGENT_ACCOUNT: cluster.agent,
         DRA_ACCOUNT: cluster.dra,
+        VOLCANO_CONFIG_ACCOUNT: cluster.volcano_config,
     }[component]
 
 
@@ -416,7 +424,7 @@ def rules_in(rest: Rest, namespace: str) -> set[Flat]:
 
 
 @pytest.mark.parametrize("component", sorted(COMPONENTS))
-@pytest.mark.parametrize("namespace", [NAMESPACE, TEAM])
+@pytest.mark.parametrize("namespace", [NAMESPACE, TEAM, VOLCANO])
 def test_each_component_holds_no_rule_its_code_does_not_need(
     cluster: Cluster, component: str, namespace: str
 ) -> None:
