@@ -12,6 +12,13 @@ renewal this replica wrote be younger than the renew deadline on the monotonic c
 the election thread be alive. Another candidate takes over only once a whole lease has passed
 since it saw that renewal, so a replica that obeys ``may_decide`` never decides beside it
 (client-go's ``LeaderElector.IsLeader`` plus the renew deadline, ``leaderelection.go``).
+
+A replica that stops gives the Lease up at once, as client-go's ``ReleaseOnCancel`` (which
+kube-scheduler sets: ``cmd/kube-scheduler/app/options/options.go``), so the other takes over at
+its next try rather than a whole lease later. Given its pod, the leader labels it while it may
+decide (``PodLabel``), as Patroni labels its primary's pod (``role``, ``patroni/dcs/
+kubernetes.py``): a Service selecting the label routes to the leader alone, while every
+replica stays Ready (and so may be evicted).
 """
 
 from __future__ import annotations
@@ -101,11 +108,17 @@ class GatewayLeaseLock:
         self.stopped = False
         self._current: Obj | None = None
         self._monotonic = monotonic
+        # One write at a time: the release waits for a renewal in flight, and none follows it.
+        self._writing = threading.Lock()
         # When the last write naming this replica the holder was *sent* (not answered: the
         # write may have landed at any moment after), on the monotonic clock.
         self.renewed_at: float | None = None
 
     def get(self, name: str, namespace: str) -> tuple[bool, Any]:
+        with self._writing:
+            return self._get(name, namespace)
+
+    def _get(self, name: str, namespace: str) -> tuple[bool, Any]:
         if self.stopped:
             raise _Stopped
         try:
@@ -126,6 +139,10 @@ class GatewayLeaseLock:
         )
 
     def create(self, name: str, namespace: str, election_record: Any) -> bool:
+        with self._writing:
+            return self._create(name, namespace, election_record)
+
+    def _create(self, name: str, namespace: str, election_record: Any) -> bool:
         if self.stopped:
             raise _Stopped
         body = {
@@ -144,6 +161,10 @@ class GatewayLeaseLock:
         return True
 
     def update(self, name: str, namespace: str, updated_record: Any) -> bool:
+        with self._writing:
+            return self._update(name, namespace, updated_record)
+
+    def _update(self, name: str, namespace: str, updated_record: Any) -> bool:
         if self.stopped:
             raise _Stopped
         if self._current is None:
@@ -161,19 +182,32 @@ class GatewayLeaseLock:
     def _wrote(self, record: Any, sent: float) -> None:
         self.renewed_at = sent if record.holder_identity == self.identity else None
 
-    def release(self) -> None:
-        """Give the lease up (an empty holder), so another candidate need not wait for it to
-        expire; best effort."""
-        if self._current is None or (self._current.get("spec") or {}).get("holderIdentity") != (
-            self.identity
-        ):
-            return
-        spec = {**self._current["spec"], "holderIdentity": "", "leaseDurationSeconds": 1}
-        self.renewed_at = None
-        try:
-            self._gateway.update_lease({**self._current, "spec": spec})
-        except KubeError as failed:
-            log.info("lease %s/%s not released: %s", self.namespace, self.name, failed)
+    def stop_and_release(self) -> bool:
+        """End every later call of the election, and give the lease up if this replica holds
+        it (an empty holder, a lease of one second), so another candidate need not wait for it
+        to expire; best effort. After a renewal in flight (the lock), on the Lease as it is
+        now, as client-go's ``release`` (``tools/leaderelection/leaderelection.go``)."""
+        with self._writing:
+            self.stopped = True
+            self.renewed_at = None
+            try:
+                lease = self._gateway.get_lease(self.namespace, self.name)
+                spec = lease.get("spec") or {}
+                if spec.get("holderIdentity") != self.identity:
+                    return False
+                now = to_micro_time(str(datetime.now()))
+                released = {
+                    **spec,
+                    "holderIdentity": "",
+                    "leaseDurationSeconds": 1,
+                    "acquireTime": now,
+                    "renewTime": now,
+                }
+                self._gateway.update_lease({**lease, "spec": released})
+            except KubeError as failed:
+                log.warning("lease %s/%s not released: %s", self.namespace, self.name, failed)
+                return False
+            return True
 
 
 def _spec(record: Any, previous: Obj | None) -> Obj:
@@ -194,10 +228,97 @@ def _spec(record: Any, previous: Obj | None) -> Obj:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class PodLabel:
+    """The label ``key: value`` a leader puts on its own pod ``namespace/pod`` (from the
+    downward API) while it may decide, and takes off otherwise."""
+
+    namespace: str
+    pod: str
+    key: str
+    value: str
+
+    def change(self, leads: bool) -> dict[str, str | None]:
+        """The labels to merge into the pod (None removes one)."""
+        return {self.key: self.value if leads else None}
+
+
+class _Labeller:
+    """Keeps the pod's label equal to whether this replica may decide: on each change it is
+    told of, and every ``period`` (a paused leader that wakes past its renew deadline loses it
+    before its election loop learns that it lost). A write that fails is logged once per
+    error and tried again a period later. At start what the pod carries is unknown (a
+    restarted container may have left the label): the first pass writes it either way."""
+
+    def __init__(
+        self, gateway: KubeGateway, label: PodLabel, leads: Callable[[], bool], period: float
+    ) -> None:
+        self._gateway = gateway
+        self.label = label
+        self._leads = leads
+        self._period = period
+        self._written: bool | None = None
+        self._error = ""
+        self._writing = threading.Lock()
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="leader-label", daemon=True)
+        self._thread.start()
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            self._write(self._leads())
+            self._wake.wait(self._period)
+            self._wake.clear()
+
+    def _write(self, leads: bool) -> bool:
+        with self._writing:
+            if leads == self._written:
+                return True
+            where = f"{self.label.namespace}/{self.label.pod}"
+            try:
+                self._gateway.patch_pod_labels(
+                    self.label.namespace, self.label.pod, self.label.change(leads)
+                )
+            except KubeError as failed:
+                if str(failed) != self._error:
+                    log.warning(
+                        "pod %s: leader label not written (trying again): %s", where, failed
+                    )
+                self._error = str(failed)
+                return False
+            self._written, self._error = leads, ""
+            log.info(
+                "pod %s %s %s=%s",
+                where,
+                "labelled" if leads else "not labelled",
+                self.label.key,
+                self.label.value,
+            )
+            return True
+
+    def stop(self, within: float) -> None:
+        """End the loop, then take the label off, trying again until ``within`` seconds."""
+        self._stopped.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+        deadline = time.monotonic() + within
+        while not self._write(False) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
 class LeaderElector:
     """Runs the election on a thread of its own, for ever: leading, losing, following, and
     trying again. ``leading`` is set while the client's loop believes this candidate holds
-    the lease; ``may_decide`` says whether it may act on that belief now."""
+    the lease; ``may_decide`` says whether it may act on that belief now. Given ``label``,
+    the pod it names carries the label while ``may_decide``."""
 
     def __init__(
         self,
@@ -209,6 +330,7 @@ class LeaderElector:
         timing: Timing = Timing(),
         holder: str | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        label: PodLabel | None = None,
     ) -> None:
         self.identity = holder or identity()
         self.leading = threading.Event()
@@ -218,6 +340,9 @@ class LeaderElector:
         self._monotonic = monotonic
         self._thread: threading.Thread | None = None
         self._ended = threading.Event()
+        self._labeller = (
+            None if label is None else _Labeller(gateway, label, self.may_decide, timing.retry)
+        )
 
     def may_decide(self) -> bool:
         """Whether this replica may decide now: it leads, its election is alive, and its last
@@ -236,10 +361,16 @@ class LeaderElector:
         self._on_started()  # e.g. a fresh view of the cluster before the first decision
         self.leading.set()
         log.info("%s leads %s/%s", self.identity, self._lock.namespace, self._lock.name)
+        self._poke()  # the Service's traffic comes once the view is fresh
 
     def _stopped(self) -> None:
         self.leading.clear()
         log.warning("%s lost the lease: no more decisions until it leads again", self.identity)
+        self._poke()
+
+    def _poke(self) -> None:
+        if self._labeller is not None:
+            self._labeller.poke()
 
     def start(self) -> None:
         config = electionconfig.Config(
@@ -268,14 +399,17 @@ class LeaderElector:
 
         self._thread = threading.Thread(target=run, name="leader-election", daemon=True)
         self._thread.start()
+        if self._labeller is not None:
+            self._labeller.start()
 
     def stop(self) -> None:
-        """Stop deciding at once, give the lease up if held, and end the election."""
-        leading = self.leading.is_set()
+        """Stop deciding at once, take the label off the pod, give the lease up if held (so
+        the other replica takes over at its next try), and end the election."""
         self.leading.clear()
-        self._lock.stopped = True
         self._ended.set()
-        if leading:
-            self._lock.release()
+        if self._labeller is not None:
+            self._labeller.stop(within=self._timing.renew_deadline)
+        if self._lock.stop_and_release():
+            log.info("%s released %s/%s", self.identity, self._lock.namespace, self._lock.name)
         if self._thread is not None:
             self._thread.join(timeout=self._timing.retry + 1)

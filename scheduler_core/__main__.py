@@ -54,7 +54,7 @@ from scheduler_core.request_json import (
 )
 from scheduler_core.service import live_view
 from scheduler_core.service.extender import Extender
-from scheduler_core.service.server import OPEN, Access, Election, SchedulerService
+from scheduler_core.service.server import OPEN, Access, Election, PodRef, SchedulerService
 from scheduler_core.service.status import cluster_json, cluster_lines
 
 EXIT_BAD_INPUT = 2
@@ -229,7 +229,12 @@ def _election(args: argparse.Namespace) -> Election | None:
         args.leader_elect_renew_deadline,
         args.leader_elect_retry_period,
     )
-    return Election(args.leader_elect_resource_namespace, args.leader_elect_resource_name, timing)
+    return Election(
+        args.leader_elect_resource_namespace,
+        args.leader_elect_resource_name,
+        timing,
+        pod=PodRef.from_environment(),
+    )
 
 
 def _check_addresses(listen: tuple[str, int], metrics: tuple[str, int] | None) -> None:

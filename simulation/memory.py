@@ -410,6 +410,9 @@ class MemoryCluster:
             "Pod", namespace, name, {"annotations": annotations}, resource_version
         )
 
+    def patch_pod_labels(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> Obj:
+        return self.patch_metadata("Pod", namespace, name, {"labels": labels})
+
     def get_configmap(self, namespace: str, name: str) -> Obj:
         return self.get("ConfigMap", namespace, name)
 

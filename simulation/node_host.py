@@ -7,6 +7,9 @@ the kubelet's pod source does), and admits them one at a time in the order their
 arrive: Allocate over gRPC, then the pod's phase Running through a status patch (Failed with
 ``UnexpectedAdmissionError`` when Allocate fails, as the kubelet does).
 
+Pods matching ``--run-elsewhere`` are not theirs: the test bed's pod runner
+(``testbed/pod_runner.py``) runs those as processes on the same nodes, and writes their status.
+
 ``python -m simulation.node_host --api URL --root DIR --nodes N`` prints ``ready`` once every
 agent has published its DeviceInfo, then runs until stdin closes.
 """
@@ -35,6 +38,7 @@ from infra.kube.reflector import Change, Reflector, stop_all
 from simulation.cluster import bound_in, start_agent, state_file, wait_for
 from simulation.kubelet import KubeletError, KubeletSimulator
 from simulation.node_status import NodeRegistration, RegisteredNode
+from simulation.selectors import Selector
 
 AGENT_SEES_BINDING = 5.0  # seconds a kubelet waits for its agent's watch to catch up
 
@@ -74,11 +78,15 @@ class NodeHost:
         *,
         register: bool = False,
         agent_kubeconfigs: bool = False,
+        run_elsewhere: str = "",
     ) -> None:
         """``register``: each kubelet registers its Node, reports its devices and heartbeats
         its Lease, as on a real API server (the loopback one holds its nodes already).
         ``agent_kubeconfigs``: each agent talks to the API server as ``<root>/<node>/
-        agent.kubeconfig`` says (its ServiceAccount's token, as in its pod), not as ``api``."""
+        agent.kubeconfig`` says (its ServiceAccount's token, as in its pod), not as ``api``.
+        ``run_elsewhere``: a label selector of pods these kubelets leave alone (neither
+        started nor ended here: another runner runs them)."""
+        self._elsewhere = Selector.parse(run_elsewhere, "") if run_elsewhere else None
         self._gateway = KubernetesGateway(api)
         self._core = client.CoreV1Api(api)
         self._lock = threading.Lock()
@@ -123,7 +131,7 @@ class NodeHost:
         pods = Reflector(
             self._gateway,
             Selection("Pod", fields=f"spec.nodeName={name}"),
-            lambda obj: obj,
+            self._ours,
             on_change=changed,
             name=f"kubelet {name}",
         )
@@ -133,6 +141,10 @@ class NodeHost:
         worker.start()
         self._workers.append(worker)
         return node
+
+    def _ours(self, pod: Obj) -> Obj | None:
+        """The pod, when these kubelets run it (None: another runner does)."""
+        return None if self._elsewhere is not None and self._elsewhere.matches(pod) else pod
 
     def _admit_loop(self, node: HostedNode) -> None:
         while (key := node.arrivals.get()) is not None:
@@ -239,6 +251,12 @@ def main() -> None:
     )
     parser.add_argument("--root", type=Path, required=True, help="a directory for the nodes")
     parser.add_argument("--nodes", type=int, required=True)
+    parser.add_argument(
+        "--run-elsewhere",
+        default="",
+        metavar="SELECTOR",
+        help="a label selector of pods another runner runs on these nodes (left alone here)",
+    )
     args = parser.parse_args()
     names = [f"node-{i:02d}" for i in range(args.nodes)]
     if args.kubeconfig is not None:
@@ -248,6 +266,7 @@ def main() -> None:
             names,
             register=True,
             agent_kubeconfigs=args.agent_kubeconfigs,
+            run_elsewhere=args.run_elsewhere,
         )
     else:
         configuration = client.Configuration()

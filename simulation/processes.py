@@ -118,8 +118,13 @@ def service_command_with(config_file: Path, port: int, *flags: str) -> list[str]
 
 
 def ready(url: str) -> bool:
-    """The service at ``url`` answers its readiness probe (a leader, when it elects one)."""
+    """The service at ``url`` answers its readiness probe (its view is fresh)."""
     return _ready(url)
+
+
+def leads(url: str) -> bool:
+    """The service at ``url`` answers the verbs (``/leader``: it leads, or elects none)."""
+    return _answers(url, "leader")
 
 
 def _end(process: subprocess.Popen[str]) -> None:
@@ -219,8 +224,12 @@ def pod_creator(api_url: str) -> Callable[[Obj], None]:
 
 
 def _ready(url: str) -> bool:
+    return _answers(url, "readyz")
+
+
+def _answers(url: str, path: str) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/readyz", timeout=2) as response:
+        with urllib.request.urlopen(f"{url}/{path}", timeout=2) as response:
             return bool(response.status == 200)
     except OSError:
         return False
@@ -314,6 +323,9 @@ class Replica:
 
     def ready(self) -> bool:
         return self.alive() and not self.paused_until and ready(self.url)
+
+    def leads(self) -> bool:
+        return self.alive() and not self.paused_until and leads(self.url)
 
     def stop(self) -> None:
         if self.process is None:

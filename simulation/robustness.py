@@ -167,7 +167,7 @@ class Run:
     # ---- the callers ---------------------------------------------------------------------
 
     def _schedule(self) -> None:
-        leader = next((r for r in self.replicas if r.ready()), None)
+        leader = self._leader()  # the one the Service routes to: it carries the leader label
         if leader is None:
             return
         self.scheduler.extender.config = replace(self.config, url_prefix=leader.url)
@@ -191,7 +191,7 @@ class Run:
     # ---- faults ----------------------------------------------------------------------------
 
     def _leader(self) -> Replica | None:
-        return next((r for r in self.replicas if r.ready()), None)
+        return next((r for r in self.replicas if r.leads()), None)
 
     def _inject(self, fault: Fault) -> None:
         self.report.faults[fault.kind] += 1

@@ -366,6 +366,12 @@ class KubernetesGateway:
             f"patch pod {namespace}/{name}", self._core.patch_namespaced_pod, name, namespace, body
         )
 
+    def patch_pod_labels(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> Obj:
+        body = {"metadata": {"labels": dict(labels)}}
+        return self._read(
+            f"patch pod {namespace}/{name}", self._core.patch_namespaced_pod, name, namespace, body
+        )
+
     def get_configmap(self, namespace: str, name: str) -> Obj:
         return self._read(
             f"get configmap {namespace}/{name}",

@@ -3,8 +3,9 @@
 ``POST /filter``, ``/prioritize``, ``/bind`` take kube-scheduler's extender JSON (Go field
 names: ``Pod``, ``NodeNames``, ``FailedNodes``, ``Host``, ``Score``, ``PodName``, …);
 ``GET /healthz``, ``/readyz`` (ready while every watch is well and was last seen well
-recently, and this replica leads when there is an election) and ``/metrics`` (Prometheus
-text); ``POST /debug/compare`` (guarded as the verbs) answers where this replica's view
+recently, leader or not: every replica may be evicted, see docs/ha.md), ``/leader`` (200 only
+while this replica answers the verbs, as Patroni's ``GET /leader``) and ``/metrics``
+(Prometheus text); ``POST /debug/compare`` (guarded as the verbs) answers where this replica's view
 differs from a fresh read of the cluster (empty: nowhere). The cluster is read once and then
 watched (``informers``): each change reaches the extender as it arrives. Every
 ``refresh_period`` a maintenance pass, which reads nothing, lets time act (DeviceInfo
@@ -18,10 +19,11 @@ from __future__ import annotations
 import gc
 import hmac
 import logging
+import os
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +36,7 @@ from contract.pods import PodView
 from infra.events import pod_ref
 from infra.http import PROMETHEUS_TEXT, Caller, HttpServer, Limits, Response, error
 from infra.kube.port import KubeError, KubeGateway, NotFound
-from infra.leader import LeaderElector, Timing
+from infra.leader import LeaderElector, PodLabel, Timing
 from scheduler_core.engine import rescheduling
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.informers import ClusterInformers
@@ -51,12 +53,14 @@ MALFORMED_REASON = "NPUAnnotationMalformed"
 CHIP_CUT_ERROR = "chipDyCutErr"  # upstream's reason for deleting a pod whose vNPU failed
 COMPARE = "debug/compare"  # POST: this replica's view against a fresh read (guarded)
 STALE_PERIODS = 3  # not ready once the last good read is this many periods old
+# The leader's pod carries it; the Service selects it (daemonset/base/scheduler-deployment.yaml).
+LEADER_LABEL = ("ascend-npu.io/scheduler-role", "leader")
 
 
 @dataclass(frozen=True, slots=True)
 class Access:
-    """Who may call the verbs (``/healthz``, ``/readyz`` and ``/metrics`` stay open to
-    probes and monitoring): with neither a token nor client certificates, anyone who
+    """Who may call the verbs (``/healthz``, ``/readyz``, ``/leader`` and ``/metrics`` stay
+    open to probes and monitoring): with neither a token nor client certificates, anyone who
     reaches the port (the NetworkPolicy in daemonset/ decides who does)."""
 
     tls: ssl.SSLContext | None = None
@@ -100,13 +104,33 @@ def json_response(code: int, value: Any) -> Response:
 
 
 @dataclass(frozen=True, slots=True)
+class PodRef:
+    """This replica's own pod."""
+
+    namespace: str
+    name: str
+
+    @staticmethod
+    def from_environment(environ: Mapping[str, str] = os.environ) -> PodRef | None:
+        """The pod named by the downward API's ``POD_NAME`` and ``POD_NAMESPACE`` (the
+        Deployment sets both), None outside a pod; ValueError when only one is set."""
+        name, namespace = environ.get("POD_NAME", ""), environ.get("POD_NAMESPACE", "")
+        if bool(name) != bool(namespace):
+            missing = "POD_NAMESPACE" if name else "POD_NAME"
+            raise ValueError(f"{missing} is not set: set POD_NAME and POD_NAMESPACE together")
+        return PodRef(namespace, name) if name else None
+
+
+@dataclass(frozen=True, slots=True)
 class Election:
-    """The Lease the replicas of the service elect their leader on."""
+    """The Lease the replicas of the service elect their leader on, and the pod the leader
+    labels (None: none, outside a pod)."""
 
     namespace: str = "kube-system"
     name: str = "ascend-npu-scheduler"
     timing: Timing = field(default_factory=Timing)
     holder: str | None = None  # default: <hostname>_<uuid>
+    pod: PodRef | None = None
 
 
 class NotLeader(Exception):
@@ -126,20 +150,10 @@ class SchedulerService:
     ) -> None:
         self.gateway = gateway
         self.extender = extender
-        # With an election, only the leader answers the verbs and is ready; the others keep
+        # With an election, only the leader answers the verbs and carries the label the
+        # Service selects; every replica is ready while its view is fresh, and the others keep
         # reading the cluster, so a new leader starts warm (and reads it once more first).
-        self.leader = (
-            None
-            if election is None
-            else LeaderElector(
-                gateway,
-                election.namespace,
-                election.name,
-                on_started=self._lead,
-                timing=election.timing,
-                holder=election.holder,
-            )
-        )
+        self.leader = None if election is None else self._elector(gateway, election)
         if self.leader is not None:
             extender.state.fence = self.leader.may_decide  # re-checked before a decision is written
         self.metrics = Metrics(lambda: self.extender.state.binds, extender.state.node_count)
@@ -168,6 +182,26 @@ class SchedulerService:
         self._last_read: float | None = None
         self._reading = threading.Lock()  # one read or maintenance pass at a time
         self._malformed: dict[str, str] = {}  # pod → the version already reported
+
+    def _elector(self, gateway: KubeGateway, election: Election) -> LeaderElector:
+        label = None
+        if election.pod is None:
+            log.warning(
+                "POD_NAME and POD_NAMESPACE are not set (not in a pod): the leader labels no "
+                "pod, so a Service selecting %s=%s finds none; find the leader by GET /leader",
+                *LEADER_LABEL,
+            )
+        else:
+            label = PodLabel(election.pod.namespace, election.pod.name, *LEADER_LABEL)
+        return LeaderElector(
+            gateway,
+            election.namespace,
+            election.name,
+            on_started=self._lead,
+            timing=election.timing,
+            holder=election.holder,
+            label=label,
+        )
 
     def refresh(self) -> None:
         """Read the whole cluster again (the first read; a new leader's), then maintain."""
@@ -372,6 +406,9 @@ class SchedulerService:
         if path == "/readyz":
             ready = self.ready()
             return Response.text(200 if ready else 503, "ready\n" if ready else "not ready\n")
+        if path == "/leader":
+            leads = self.deciding()
+            return Response.text(200 if leads else 503, "leader\n" if leads else "not leader\n")
         if path == "/metrics":
             text = self.metrics.text()
             return Response.text(200, text, PROMETHEUS_TEXT)
@@ -428,11 +465,11 @@ class SchedulerService:
             log.exception("refresh failed")
 
     def ready(self) -> bool:
-        """The cluster has been read, and not too long ago; with an election, this replica
-        leads (so the Service routes the verbs to the leader only)."""
+        """The cluster has been read, and not too long ago: this replica could lead now.
+        Leader or not: were only the leader ready, a PodDisruptionBudget could never let it
+        be evicted (a node drain would hang); the leader label routes the verbs instead."""
         last = self._last_read
-        fresh = last is not None and self._clock() - last <= STALE_PERIODS * self._period
-        return fresh and self.deciding()
+        return last is not None and self._clock() - last <= STALE_PERIODS * self._period
 
     def deciding(self) -> bool:
         """Whether this replica decides now: there is no election, or it leads and has
@@ -440,10 +477,11 @@ class SchedulerService:
         return self.leader is None or self.leader.may_decide()
 
     def stop(self) -> None:
-        self._stop.set()
-        self.informers.stop()
+        # The election first: the other replica takes over while this one winds down.
         if self.leader is not None:
             self.leader.stop()
+        self._stop.set()
+        self.informers.stop()
         for server in (self._server, self._metrics_server):
             if server is not None:
                 server.stop()

@@ -34,6 +34,7 @@ RBAC_OF_CALL: dict[str, set[Rule]] = {
     "get_pod": {("pods", "get", None)},
     "delete_pod": {("pods", "delete", None)},
     "patch_pod_annotations": {("pods", "patch", None)},
+    "patch_pod_labels": {("pods", "patch", None)},
     "bind_pod": {("pods/binding", "create", None)},
     "get_configmap": {("configmaps", "get", "kube-system")},
     "create_configmap": {("configmaps", "create", "kube-system")},

@@ -1,10 +1,12 @@
-"""Two replicas of the scheduler service elect a leader on a Lease: only the leader answers
-the verbs and is ready; when it stops, the standby takes over within the lease duration, and
-a stream of binds across the takeover places every pod with no chip held twice."""
+"""Two replicas of the scheduler service elect a leader on a Lease: both are ready while their
+view is fresh, only the leader answers the verbs (``/leader`` says which) and labels its pod
+for the Service; when it stops, it takes the label off and releases the Lease, and the standby
+takes over; a stream of binds across the takeover places every pod with no chip held twice."""
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import urllib.error
@@ -18,8 +20,9 @@ import pytest
 from contract.objects import Obj
 from infra.kube.port import KubeError, WatchEvent
 from infra.leader import Timing, from_micro_time
+from scheduler_core.__main__ import main
 from scheduler_core.service.extender import Extender
-from scheduler_core.service.server import Election, SchedulerService
+from scheduler_core.service.server import LEADER_LABEL, Election, PodRef, SchedulerService
 from simulation.cluster import wait_for
 from simulation.memory import MemoryCluster, pod_object
 from tests.integration.test_extender import add_node
@@ -37,6 +40,8 @@ class Replica:
         self._store = store
         self.cut = False
         self.broken = False
+        self.labels_refused = False
+        self.label_writes = 0  # tried
         self.running = threading.Event()
         self.running.set()
 
@@ -50,6 +55,10 @@ class Replica:
                 self.running.wait()
                 if self.broken:
                     raise RuntimeError(f"{call}: an election bug")
+            if call == "patch_pod_labels":
+                self.label_writes += 1
+                if self.labels_refused:
+                    raise KubeError(f"{call}: HTTP 403 Forbidden")
             return method(*args, **kwargs)
 
         return through
@@ -69,22 +78,32 @@ def post(url: str, verb: str, body: dict[str, Any]) -> tuple[int, Any]:
         return 0, {}  # the replica is gone: the Service routes nothing there
 
 
-def ready(url: str) -> bool:
+def answers(url: str, path: str) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/readyz", timeout=5) as answer:
+        with urllib.request.urlopen(f"{url}/{path}", timeout=5) as answer:
             return bool(answer.status == 200)
-    except urllib.error.URLError:  # not ready (503), or gone
+    except urllib.error.URLError:  # 503, or gone
         return False
 
 
-def start_replica(store: MemoryCluster, name: str) -> tuple[Replica, SchedulerService, str]:
-    gateway = Replica(store)
+def leads(url: str) -> bool:
+    return answers(url, "leader")
+
+
+def ready(url: str) -> bool:
+    return answers(url, "readyz")
+
+
+def start_replica(
+    store: MemoryCluster, name: str, pod: PodRef | None = None, gateway: Replica | None = None
+) -> tuple[Replica, SchedulerService, str]:
+    gateway = gateway or Replica(store)
     service = SchedulerService(
         gateway,
         Extender(gateway),
         refresh_period=0.2,
         clock=lambda: 1_700_000_000.0,
-        election=Election(timing=FAST, holder=f"replica-{name}"),
+        election=Election(timing=FAST, holder=f"replica-{name}", pod=pod),
     )
     return gateway, service, service.start()
 
@@ -103,15 +122,15 @@ def replicas() -> Iterator[tuple[MemoryCluster, list[tuple[Replica, SchedulerSer
 
 def one_leader(urls: list[str]) -> int:
     """Which replica leads, once exactly one does."""
-    assert wait_for(lambda: sum(ready(u) for u in urls) == 1), "one leader, one standby"
-    return next(i for i, url in enumerate(urls) if ready(url))
+    assert wait_for(lambda: sum(leads(u) for u in urls) == 1), "one leader, one standby"
+    return next(i for i, url in enumerate(urls) if leads(url))
 
 
 def schedule(urls: list[str], pod: Obj) -> str:
-    """kube-scheduler's calls through the Service: to whichever replica answers (is ready)."""
+    """kube-scheduler's calls through the Service: to whichever replica answers (leads)."""
     names = [f"n{i}" for i in range(4)]
     while True:
-        assert wait_for(lambda: any(ready(u) for u in urls)), "a leader within the lease"
+        assert wait_for(lambda: any(leads(u) for u in urls)), "a leader within the lease"
         for url in urls:
             status, answer = post(url, "filter", {"Pod": pod, "NodeNames": names})
             if status != 200:
@@ -139,7 +158,7 @@ def test_the_standby_takes_over_within_the_lease_and_no_chip_is_held_twice(
             started[leader][1].stop()
         store.put("Pod", pod_object("ns", f"p{i:02d}", None, 2))
         schedule(urls, store.get_pod("ns", f"p{i:02d}"))
-    assert ready(urls[standby])
+    assert leads(urls[standby])
     assert store.get_lease("kube-system", "ascend-npu-scheduler")["spec"]["holderIdentity"] == (
         f"replica-{'ab'[standby]}"
     )
@@ -203,7 +222,8 @@ def test_a_lease_written_with_an_offset_is_respected_then_taken_over_once_it_exp
     try:
         status, _ = post(url, "filter", {"Pod": {"metadata": {}}, "NodeNames": []})
         assert status == 503, "the other holder's lease has not expired"
-        assert wait_for(lambda: ready(url)), "taken over once the lease expired"
+        assert ready(url), "ready all the same: its view is fresh"
+        assert wait_for(lambda: leads(url)), "taken over once the lease expired"
         assert holder(store) == "replica-a"
         assert any(t.name == "leader-election" for t in threading.enumerate())
     finally:
@@ -215,15 +235,15 @@ def test_a_replica_whose_election_fails_stops_deciding_until_it_leads_again(
 ) -> None:
     _, started = replicas
     urls = [url for _, _, url in started]
-    assert wait_for(lambda: sum(ready(u) for u in urls) == 1)
+    assert wait_for(lambda: sum(leads(u) for u in urls) == 1)
     for gateway, _, _ in started:
         gateway.broken = True
-    assert wait_for(lambda: not any(ready(u) for u in urls)), "no election, no leader"
+    assert wait_for(lambda: not any(leads(u) for u in urls)), "no election, no leader"
     statuses = [post(url, "filter", {"Pod": {"metadata": {}}, "NodeNames": []})[0] for url in urls]
     assert statuses == [503, 503]
     for gateway, _, _ in started:
         gateway.broken = False
-    assert wait_for(lambda: sum(ready(u) for u in urls) == 1), "the election runs again"
+    assert wait_for(lambda: sum(leads(u) for u in urls) == 1), "the election runs again"
 
 
 def test_a_leader_paused_past_its_lease_never_decides_beside_the_new_leader(
@@ -272,3 +292,134 @@ def test_a_choice_made_before_the_lease_was_lost_is_not_written_and_its_chips_co
     assert store.get_pod("ns", "p")["spec"].get("nodeName") is None
     extender.state.fence = lambda: True
     assert extender.bind(binding).Error == "", "all 8 chips came back"
+
+
+# ---- readiness and the leader label -------------------------------------------------------
+
+KEY, VALUE = LEADER_LABEL
+
+
+def scheduler_pod(store: MemoryCluster, name: str, labels: dict[str, str] | None = None) -> PodRef:
+    store.put("Pod", pod_object("kube-system", name, "n0", 0, phase="Running", labels=labels))
+    return PodRef("kube-system", name)
+
+
+def label_of(store: MemoryCluster, pod: str) -> str | None:
+    labels = store.get_pod("kube-system", pod)["metadata"].get("labels") or {}
+    value = labels.get(KEY)
+    return None if value is None else str(value)
+
+
+@pytest.fixture
+def labelled() -> Iterator[tuple[MemoryCluster, list[tuple[Replica, SchedulerService, str]]]]:
+    """Two replicas, each told its pod (``sched-a``, ``sched-b``) as the downward API tells it."""
+    store = MemoryCluster()
+    add_node(store, "n0")
+    started = [start_replica(store, n, scheduler_pod(store, f"sched-{n}")) for n in ("a", "b")]
+    yield store, started
+    for gateway, service, _ in started:
+        gateway.running.set()
+        service.stop()
+
+
+def test_both_are_ready_the_leader_alone_labelled_and_when_it_stops_label_and_lease_move(
+    labelled: tuple[MemoryCluster, list[tuple[Replica, SchedulerService, str]]],
+) -> None:
+    store, started = labelled
+    urls = [url for _, _, url in started]
+    leader = one_leader(urls)
+    assert wait_for(lambda: all(ready(u) for u in urls)), "both Ready: either may be evicted"
+    body = {"Pod": {"metadata": {}}, "NodeNames": []}
+    assert post(urls[1 - leader], "filter", body)[0] == 503, "the standby decides nothing"
+    pods = ["sched-a", "sched-b"]
+    assert wait_for(lambda: label_of(store, pods[leader]) == VALUE), "the leader's pod labelled"
+    assert label_of(store, pods[1 - leader]) is None
+    started[leader][1].stop()  # SIGTERM: stop deciding, take the label off, release the Lease
+    assert label_of(store, pods[leader]) is None, "taken off before it returns"
+    assert store.get_lease("kube-system", "ascend-npu-scheduler")["spec"]["holderIdentity"] in (
+        "",
+        f"replica-{'ab'[1 - leader]}",
+    ), "released, not left to expire"
+    assert wait_for(lambda: label_of(store, pods[1 - leader]) == VALUE), "the other labels its own"
+    assert leads(urls[1 - leader])
+
+
+def test_a_label_left_on_the_pod_is_taken_off_by_a_replica_that_does_not_lead() -> None:
+    store = MemoryCluster()
+    add_node(store, "n0")
+    now = datetime.now(UTC).isoformat()
+    lease = {"holderIdentity": "other", "leaseDurationSeconds": 60}
+    store.put(
+        "Lease",
+        {
+            "metadata": {"namespace": "kube-system", "name": "ascend-npu-scheduler"},
+            "spec": {**lease, "acquireTime": now, "renewTime": now},
+        },
+    )
+    pod = scheduler_pod(store, "sched-a", {KEY: VALUE})  # left by a container that restarted
+    _, service, url = start_replica(store, "a", pod)
+    try:
+        assert wait_for(lambda: label_of(store, "sched-a") is None), "taken off at start"
+        assert ready(url) and not leads(url)
+    finally:
+        service.stop()
+
+
+def test_a_label_write_that_fails_is_logged_once_and_retried_and_the_leader_still_decides(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = MemoryCluster()
+    add_node(store, "n0")
+    refusing = Replica(store)
+    refusing.labels_refused = True
+    with caplog.at_level(logging.WARNING, logger="infra.leader"):
+        _, service, url = start_replica(store, "a", scheduler_pod(store, "sched-a"), refusing)
+    try:
+        assert wait_for(lambda: leads(url))
+        store.put("Pod", pod_object("ns", "p", None, 1))
+        probe = {"Pod": store.get_pod("ns", "p"), "NodeNames": ["n0"]}
+        assert post(url, "filter", probe)[0] == 200, "it decides without its label"
+        tries = refusing.label_writes
+        assert wait_for(lambda: refusing.label_writes >= tries + 2), "tried again, a period on"
+        refused = [r for r in caplog.records if "leader label not written" in r.message]
+        assert len(refused) == 1, "one line per error, not one per try"
+        refusing.labels_refused = False
+        assert wait_for(lambda: label_of(store, "sched-a") == VALUE), "written once allowed"
+    finally:
+        service.stop()
+
+
+def test_outside_a_pod_no_label_is_written_and_that_is_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = MemoryCluster()
+    add_node(store, "n0")
+    with caplog.at_level(logging.WARNING, logger="scheduler_core.service.server"):
+        _, service, url = start_replica(store, "a")
+    try:
+        assert wait_for(lambda: leads(url))
+        said = [r for r in caplog.records if "POD_NAME and POD_NAMESPACE are not set" in r.message]
+        assert len(said) == 1
+    finally:
+        service.stop()
+
+
+@pytest.mark.parametrize(
+    ("environ", "pod"),
+    [
+        ({"POD_NAME": "s-1", "POD_NAMESPACE": "kube-system"}, PodRef("kube-system", "s-1")),
+        ({}, None),
+    ],
+)
+def test_the_pod_comes_from_the_downward_api(environ: dict[str, str], pod: PodRef | None) -> None:
+    assert PodRef.from_environment(environ) == pod
+
+
+def test_a_pod_name_without_its_namespace_is_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("POD_NAME", "s-1")
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    assert main(["serve", "--leader-elect=true", "--kube=kubeconfig", "--kubeconfig=x"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == "error: POD_NAMESPACE is not set: set POD_NAME and POD_NAMESPACE together"

@@ -1,11 +1,11 @@
 """Leader election on real Leases and the reflector's watches against a real API server and etcd.
 
-- Two scheduler-service replicas elect a leader on a ``coordination.k8s.io/v1`` Lease: one is
-  ready and answers the verbs; a leader killed (SIGKILL) or paused past its lease (SIGSTOP) is
-  replaced, the Lease's holder moving from one identity to the other, the new holder acquiring
-  no earlier than a whole lease after the last renewal it saw (client-go
-  ``tools/leaderelection/leaderelection.go``, ``tryAcquireOrRenew``); a paused leader that wakes
-  decides nothing more.
+- Two scheduler-service replicas elect a leader on a ``coordination.k8s.io/v1`` Lease: both
+  are ready, one leads (``/leader``) and answers the verbs; a leader killed (SIGKILL) or
+  paused past its lease (SIGSTOP) is replaced, the Lease's holder moving from one identity to
+  the other, the new holder acquiring no earlier than a whole lease after the last renewal it
+  saw (client-go ``tools/leaderelection/leaderelection.go``, ``tryAcquireOrRenew``); a paused
+  leader that wakes decides nothing more.
 - ``infra.kube.reflector.Reflector`` follows ConfigMaps and pods of a namespace: both watch paths
   of the API server are met, because this module's API server runs with the watch cache off for
   ConfigMaps (``--watch-cache-sizes=configmaps#0``): a ConfigMap watch is served by etcd itself
@@ -36,7 +36,7 @@ from infra.kube.client import KubernetesGateway, api_client
 from infra.kube.port import KubeError, Selection, WatchEvent
 from infra.kube.reflector import Backoff, Change, Reflector
 from simulation.memory import pod_object
-from simulation.processes import election_flags, free_port, ready, service_command_with
+from simulation.processes import election_flags, free_port, service_command_with
 from testbed.control_plane import ControlPlane, running, wait_until
 from testbed.rest import RestError
 
@@ -86,12 +86,15 @@ class ServiceReplica:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def ready(self) -> bool:
-        return self.alive() and ready(self.url)
+    def leads(self) -> bool:
+        return self.alive() and self._answers("leader")
 
     def serving(self) -> bool:
+        return self._answers("healthz")
+
+    def _answers(self, path: str) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.url}/healthz", timeout=5) as answer:
+            with urllib.request.urlopen(f"{self.url}/{path}", timeout=5) as answer:
                 return bool(answer.status == 200)
         except OSError:
             return False
@@ -147,18 +150,18 @@ def two_replicas(plane: ControlPlane, lease: str) -> Iterator[list[ServiceReplic
 
 
 def one_leader(plane: ControlPlane, replicas: list[ServiceReplica], lease: str) -> int:
-    """Which replica leads, once both serve, exactly one is ready, and the Lease names it (its
+    """Which replica leads, once both serve, exactly one leads, and the Lease names it (its
     log says that the Lease's holder is this replica's identity)."""
 
     def settled() -> bool:
         assert all(r.alive() for r in replicas), "a replica exited"
-        if not all(r.serving() for r in replicas) or sum(r.ready() for r in replicas) != 1:
+        if not all(r.serving() for r in replicas) or sum(r.leads() for r in replicas) != 1:
             return False
-        leader = next(i for i, r in enumerate(replicas) if r.ready())
+        leader = next(i for i, r in enumerate(replicas) if r.leads())
         return replicas[leader].said(f"{holder(plane, lease)} leads")
 
     wait_until(settled, STARTUP, "one leader, one standby")
-    return next(i for i, r in enumerate(replicas) if r.ready())
+    return next(i for i, r in enumerate(replicas) if r.leads())
 
 
 def lease_spec(plane: ControlPlane, lease: str) -> Obj:
@@ -224,7 +227,7 @@ def test_one_replica_leads_and_a_killed_leader_is_replaced_within_the_lease(
         last, new, took = next_holder(plane, lease, old)
         check_takeover(last, new, old)
         assert took <= TAKEOVER + SLACK
-        wait_until(standby.ready, SLACK, "the standby ready once it holds the Lease")
+        wait_until(standby.leads, SLACK, "the standby leads once it holds the Lease")
         assert standby.said(f"{new['holderIdentity']} leads")
         assert standby.filter() == 200
         assert holder(plane, lease) == new["holderIdentity"]
@@ -252,14 +255,14 @@ def test_a_leader_paused_past_its_lease_never_decides_beside_the_new_leader(
         answered: list[int] = []
 
         def lost() -> bool:
-            answered.extend([paused.filter(), 200 if paused.ready() else 503])
+            answered.extend([paused.filter(), 200 if paused.leads() else 503])
             assert standby.filter() == 200, "the new leader keeps deciding"
             return paused.said(f"{old} lost the lease")
 
         wait_until(lost, RENEW + SLACK, "the woken leader learns it lost")
         following = time.monotonic() + 2 * LEASE  # and follows from then on, for two leases
         while time.monotonic() < following:
-            answered.extend([paused.filter(), 200 if paused.ready() else 503])
+            answered.extend([paused.filter(), 200 if paused.leads() else 503])
             time.sleep(0.5)  # a sample each half second of a fixed window: not a wait
         assert answered and 200 not in answered, "the woken leader never decided"
         assert holder(plane, lease) == new["holderIdentity"]
