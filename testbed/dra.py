@@ -197,6 +197,9 @@ def _stop_host(host: DraHost) -> None:
 def dra_testbed(plane: ControlPlane, root: Path, nodes: list[str]) -> Iterator[DraTestbed]:
     """The DRA overlay applied, ``nodes`` 8-chip 910 servers each with its driver's slice
     published and its plugin registered, kube-scheduler running; stops what it started."""
+    # The claim templates and the tests' pods live in `default`, whose ServiceAccount the
+    # controller manager makes asynchronously (a pod before it is refused: seen under load).
+    plane.rest().ensure_namespace("default")
     apply(plane, dra_documents())
     with ExitStack() as stack:
         stack.callback(shutil.rmtree, root, True)

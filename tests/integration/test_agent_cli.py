@@ -47,7 +47,10 @@ def serve(plugins: Path, state: Path, *extra: str) -> subprocess.Popen[str]:
         "-useAscendDocker=true",
         *extra,
     ]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Its output goes to a file beside the state: a pipe nobody reads fills up under a loaded
+    # machine's retry warnings and blocks the agent in its logging (seen: no exit in 20 s).
+    with (state.parent / "agent.log").open("a") as log:
+        return subprocess.Popen(command, stdout=log, stderr=log, text=True)
 
 
 def test_devices_prints_the_chips_of_a_recorded_npu_smi_run(tmp_path: Path) -> None:
