@@ -47,8 +47,8 @@ from infra.cli import (
 from infra.config import CommandParser
 from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError, KubeGateway, Selection, list_all
+from infra.logs import add_log_options
 from infra.logs import configure as configure_logs
-from infra.logs import log_level
 
 log = logging.getLogger("agent")
 
@@ -201,26 +201,7 @@ def build_parser() -> CommandParser:
         default=os.environ.get("NODE_NAME", ""),
         help="this node's name (default: env NODE_NAME, from the downward API)",
     )
-    serve.add_argument(
-        "--log-level",
-        "-logLevel",
-        type=log_level,
-        default="info",
-        help="debug, info, warning, error, critical (or Huawei's -1..3)",
-    )
-    serve.add_argument(
-        "--log-format", choices=["text", "json"], default="text", help="log line format"
-    )
-    serve.add_argument(
-        "--log-file", "-logFile", type=Path, help="log there, rotated at 20 MB (default: stderr)"
-    )
-    serve.add_argument(
-        "--log-backups",
-        "-maxBackups",
-        type=int_between(1, 30),  # Huawei's range (main.go, as NO_EFFECT's)
-        default=30,
-        help="rotated log files kept",
-    )
+    add_log_options(serve, huawei_spellings=True)
     for long, huawei, kind, default, _ in NO_EFFECT:
         # Go's flag package takes a bool flag bare (-autoStowing), as bool_flag does.
         takes = (

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.allocation.base import Allocator
 from agent.allocation.cores import CoreHandshake
@@ -22,7 +23,7 @@ from agent.chips import DriverError, NodeChips
 from agent.device_plugin import DevicePlugin
 from agent.deviceinfo_publisher import HEARTBEAT, DeviceInfoPublisher
 from agent.driver import NpuDriver
-from agent.metrics import AgentMetrics, MetricsServer
+from agent.metrics import AgentMetrics
 from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
 from agent.repair import POD_RESOURCES_SOCKET, RepairLoop, kubelet_devices
@@ -32,6 +33,9 @@ from contract.dra import DEFAULT_DRIVER, DRA_NODE_LABEL, SLICE_KIND, slice_name
 from contract.objects import node_address
 from infra.events import EventRecorder
 from infra.kube.port import KubeError, KubeGateway, NotFound
+
+if TYPE_CHECKING:
+    from infra.http import ProbeServer
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +74,7 @@ class NodeAgent:
     cache: PodCache | None = None
     publisher: DeviceInfoPublisher | None = None
     repair: RepairLoop | None = None
-    metrics_server: MetricsServer | None = None
+    metrics_server: ProbeServer | None = None
     upkeep: Upkeep | None = None
     cores: CoreHandshake | None = None
 
@@ -217,7 +221,7 @@ def _check_dynamic(config: AgentConfig, driver: NpuDriver) -> None:
         raise DriverError("dynamic vNPU: the driver reports no AI-core count per chip")
 
 
-def _start(plugin: DevicePlugin, served: MetricsServer | None) -> None:
+def _start(plugin: DevicePlugin, served: ProbeServer | None) -> None:
     """Start the plugin (its health endpoints already answer: not ready until registered)."""
     try:
         plugin.start()
@@ -227,10 +231,14 @@ def _start(plugin: DevicePlugin, served: MetricsServer | None) -> None:
         raise
 
 
-def _metrics_server(config: AgentConfig, plugin: DevicePlugin) -> MetricsServer | None:
+def _metrics_server(config: AgentConfig, plugin: DevicePlugin) -> ProbeServer | None:
     if config.metrics_listen is None:
         return None
-    server = MetricsServer(plugin.metrics, plugin.ready)
+    # An HTTP server (http.server, email, html: 1 MiB) only for an agent that serves these
+    # endpoints.
+    from infra.http import ProbeServer  # noqa: PLC0415
+
+    server = ProbeServer(plugin.metrics.text, lambda: None if plugin.ready() else "not registered")
     server.start(*config.metrics_listen)
     return server
 

@@ -7,14 +7,8 @@ registered with the kubelet.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
-
 from agent.allocation.base import FailureReason
 from infra.metrics import LATENCY_BUCKETS, Counter, Gauge, Histogram, exposition, registry
-
-if TYPE_CHECKING:
-    from infra.http import Response
 
 
 class AgentMetrics:
@@ -75,32 +69,3 @@ class AgentMetrics:
 
     def text(self) -> str:
         return exposition(self.registry)
-
-
-class MetricsServer:
-    def __init__(self, metrics: AgentMetrics, ready: Callable[[], bool]) -> None:
-        # An HTTP server (http.server, email, html: 1 MiB) only for an agent that serves
-        # these endpoints.
-        from infra.http import HttpServer  # noqa: PLC0415
-
-        self._metrics = metrics
-        self._ready = ready
-        self._server = HttpServer("metrics", self._get)
-
-    def _get(self, path: str) -> Response:
-        from infra.http import PROMETHEUS_TEXT, Response  # noqa: PLC0415 (loaded by now)
-
-        if path == "/metrics":
-            return Response.text(200, self._metrics.text(), PROMETHEUS_TEXT)
-        if path == "/healthz":
-            return Response.text(200, "ok\n")
-        if path == "/readyz":
-            ready = self._ready()
-            return Response.text(200 if ready else 503, "ready\n" if ready else "not registered\n")
-        return Response.text(404, "not found\n")
-
-    def start(self, host: str, port: int) -> str:
-        return self._server.start(host, port)
-
-    def stop(self) -> None:
-        self._server.stop()

@@ -32,7 +32,6 @@ from infra.cli import (
     add_version,
     bool_flag,
     exit_on_bind_error,
-    int_at_least,
     listen_address_or_off,
     settle,
     stop_on_signals,
@@ -42,8 +41,8 @@ from infra.cli import (
 from infra.config import CommandParser
 from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError
+from infra.logs import add_log_options
 from infra.logs import configure as configure_logs
-from infra.logs import log_level
 
 log = logging.getLogger("dra_driver")
 EXIT_BAD_INPUT = 2
@@ -117,21 +116,7 @@ def build_parser() -> CommandParser:
         metavar="HOST:PORT",
         help="HOST:PORT for /metrics, /healthz and /readyz (off when empty)",
     )
-    serve.add_argument(
-        "--log-level",
-        type=log_level,
-        default="info",
-        help="debug, info, warning, error, critical",
-    )
-    serve.add_argument(
-        "--log-format", choices=["text", "json"], default="text", help="log line format"
-    )
-    serve.add_argument(
-        "--log-file", type=Path, help="log there, rotated at 20 MB (default: stderr)"
-    )
-    serve.add_argument(
-        "--log-backups", type=int_at_least(1), default=30, help="rotated log files kept"
-    )
+    add_log_options(serve)
     return parser
 
 

@@ -19,11 +19,12 @@ from agent.plugin_server import RESOURCE_DOMAIN, DeviceState
 from contract.dra import CLAIM_KIND, DEFAULT_DRIVER, DRA_NODE_LABEL
 from dra_driver.cdi import CdiWriter
 from dra_driver.checkpoint import Checkpoint
-from dra_driver.metrics import DraMetrics, MetricsServer, Readings
+from dra_driver.metrics import DraMetrics, Readings
 from dra_driver.plugin import KubeletPlugin
 from dra_driver.preparer import Preparer
 from dra_driver.publisher import SlicePublisher
 from dra_driver.topology import TorAddress
+from infra.http import ProbeServer
 from infra.kube.port import KubeGateway
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class DraDriver:
     plugin: KubeletPlugin
     tor: TorAddress
     metrics: DraMetrics
-    metrics_server: MetricsServer | None = None
+    metrics_server: ProbeServer | None = None
     metrics_url: str = ""  # where /metrics is served ("" when it is not)
 
     def status(self) -> Status:
@@ -178,7 +179,7 @@ def start_dra_driver(config: DraConfig, chips: NpuDriver, gateway: KubeGateway) 
     )
     driver = DraDriver(config, chips, state, preparer, publisher, plugin, tor, metrics)
     if config.metrics_listen is not None:  # first: an address in use leaves nothing running
-        server = MetricsServer(metrics, driver.why_not_ready)
+        server = ProbeServer(metrics.text, driver.why_not_ready)
         try:
             driver.metrics_url = server.start(*config.metrics_listen)
         except OSError:

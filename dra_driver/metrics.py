@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 from agent.chips import NodeChips
 from infra.cli import version
-from infra.http import PROMETHEUS_TEXT, HttpServer, Response
 from infra.metrics import Counter, Family, Gauge, Registry, exposition, owned, registry
 
 COMPONENT = "dra-driver"
@@ -151,28 +150,3 @@ def _chips(node: NodeChips) -> Iterable[Family]:
             ("", (("health", "Unhealthy"),), float(len(node.chips) - healthy)),
         ],
     )
-
-
-class MetricsServer:
-    """``/metrics``, ``/healthz`` and ``/readyz`` (``why_not_ready``: None when ready)."""
-
-    def __init__(self, metrics: DraMetrics, why_not_ready: Callable[[], str | None]) -> None:
-        self._metrics = metrics
-        self._why_not_ready = why_not_ready
-        self._server = HttpServer("metrics", self._get)
-
-    def _get(self, path: str) -> Response:
-        if path == "/metrics":
-            return Response.text(200, self._metrics.text(), PROMETHEUS_TEXT)
-        if path == "/healthz":
-            return Response.text(200, "ok\n")
-        if path == "/readyz":
-            why = self._why_not_ready()
-            return Response.text(200, "ready\n") if why is None else Response.text(503, why + "\n")
-        return Response.text(404, "not found\n")
-
-    def start(self, host: str, port: int) -> str:
-        return self._server.start(host, port)
-
-    def stop(self) -> None:
-        self._server.stop()

@@ -263,3 +263,29 @@ class HttpServer:
 def error(code: int, message: str) -> Response:
     """A one-line JSON error, as kube-scheduler reads an extender's answer."""
     return Response.json(code, {"Error": message})
+
+
+class ProbeServer:
+    """A daemon's ``/metrics``, ``/healthz`` (the process answers) and ``/readyz``:
+    ``why_not_ready`` gives None when ready, else the reason the 503 says."""
+
+    def __init__(self, metrics_text: Callable[[], str], why_not_ready: Callable[[], str | None]):
+        self._metrics_text = metrics_text
+        self._why_not_ready = why_not_ready
+        self._server = HttpServer("metrics", self._get)
+
+    def _get(self, path: str) -> Response:
+        if path == "/metrics":
+            return Response.text(200, self._metrics_text(), PROMETHEUS_TEXT)
+        if path == "/healthz":
+            return Response.text(200, "ok\n")
+        if path == "/readyz":
+            why = self._why_not_ready()
+            return Response.text(200, "ready\n") if why is None else Response.text(503, why + "\n")
+        return Response.text(404, "not found\n")
+
+    def start(self, host: str, port: int) -> str:
+        return self._server.start(host, port)
+
+    def stop(self) -> None:
+        self._server.stop()

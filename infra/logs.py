@@ -8,6 +8,8 @@ import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
+from infra.cli import int_between
+
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
 
@@ -53,3 +55,33 @@ def configure(level: str, json_lines: bool, file: Path | None = None, backups: i
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+
+
+def add_log_options(parser: argparse.ArgumentParser, *, huawei_spellings: bool = False) -> None:
+    """The node daemons' log flags (the agent's and the DRA driver's): level, format, file
+    and rotated files kept; with ``huawei_spellings``, also as Huawei's device plugin spells
+    them (``-logLevel``, ``-logFile``, ``-maxBackups`` within its 1..30, main.go)."""
+
+    def spelled(long: str, huawei: str) -> list[str]:
+        return [long, huawei] if huawei_spellings else [long]
+
+    parser.add_argument(
+        *spelled("--log-level", "-logLevel"),
+        type=log_level,
+        default="info",
+        help="debug, info, warning, error, critical (or Huawei's -1..3)",
+    )
+    parser.add_argument(
+        "--log-format", choices=["text", "json"], default="text", help="log line format"
+    )
+    parser.add_argument(
+        *spelled("--log-file", "-logFile"),
+        type=Path,
+        help="log there, rotated at 20 MB (default: stderr)",
+    )
+    parser.add_argument(
+        *spelled("--log-backups", "-maxBackups"),
+        type=int_between(1, 30),
+        default=30,
+        help="rotated log files kept",
+    )

@@ -193,7 +193,7 @@ def test_readiness_names_the_first_thing_missing() -> None:
         ),
         (
             ["--log-backups=0"],
-            "error: --log-backups: expected a whole number of at least 1, got '0'\n",
+            "error: --log-backups: expected a whole number from 1 to 30, got '0'\n",
         ),
         (["--log-format=xml"], "error: --log-format: invalid choice: 'xml' (choose from "),
         (["--node-name="], "error: --node-name (or NODE_NAME) is required\n"),
