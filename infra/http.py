@@ -36,6 +36,9 @@ class Response:
     code: int
     body: bytes
     content_type: str = "application/json"
+    # Ends the caller's kept-alive connection after this answer: its next request opens a
+    # new one, which the Service routes afresh (kube-proxy never moves a live connection).
+    close: bool = False
 
     @staticmethod
     def text(code: int, text: str, content_type: str = "text/plain") -> Response:
@@ -181,6 +184,8 @@ class HttpServer:
                 log.debug(format, *args)
 
             def _send(self, response: Response) -> None:
+                if response.close:
+                    self.close_connection = True
                 self.send_response(response.code)
                 self.send_header("Content-Type", response.content_type)
                 self.send_header("Content-Length", str(len(response.body)))

@@ -16,6 +16,7 @@ restart, and writes what changed of ``volcano-system/vcjob-fault-npu-cm``, the j
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hmac
 import logging
@@ -436,7 +437,10 @@ class SchedulerService:
         except BadRequest as bad:
             return error(400, str(bad))
         except NotLeader:
-            return error(503, "this replica does not lead: it decides nothing")
+            # A replica that lost the lease while its callers keep connections to it: closing
+            # sends their next call through the Service again, to the leader (docs/ha.md).
+            refused = error(503, "this replica does not lead: it decides nothing")
+            return dataclasses.replace(refused, close=True)
 
     def _fresh_view(self) -> None:
         """Volcano opens a session: the watches keep the view current; a service that does

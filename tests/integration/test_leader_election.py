@@ -5,6 +5,7 @@ takes over; a stream of binds across the takeover places every pod with no chip 
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import threading
@@ -152,6 +153,19 @@ def test_the_standby_takes_over_within_the_lease_and_no_chip_is_held_twice(
     standby = 1 - leader
     status, answer = post(urls[standby], "filter", {"Pod": {"metadata": {}}, "NodeNames": []})
     assert status == 503 and "does not lead" in answer["Error"]
+    # ... and ends the caller's kept-alive connection, so that its next call goes through the
+    # Service again (to the leader) rather than back to this replica.
+    host, port = urls[standby].removeprefix("http://").rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    connection.request("POST", "/filter", body=b'{"Pod": {"metadata": {}}, "NodeNames": []}')
+    refused = connection.getresponse()
+    refused.read()
+    assert (refused.status, refused.getheader("Connection"), refused.will_close) == (
+        503,
+        "close",
+        True,
+    )
+    connection.close()
     for i in range(16):  # a stream of binds: the leader stops in the middle of it
         if i == 8:
             started[leader][0].cut = True  # the leader's pod is gone
