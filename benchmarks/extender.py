@@ -28,6 +28,7 @@ import psutil
 
 from agent.deviceinfo_publisher import configmap
 from contract.deviceinfo import DeviceInfo
+from contract.groups import COSCHEDULING, COSCHEDULING_GROUP_LABEL, PODGROUP_APIS, podgroups
 from infra.http import HttpServer, Response
 from scheduler_core.service.server import decode_body, json_response
 from simulation.cluster import simulated_cluster, wait_for
@@ -58,6 +59,7 @@ def post(url: str, body: dict[str, Any]) -> Any:
 def cluster(nodes: int, seed: int) -> MemoryCluster:
     rng = random.Random(seed)
     store = MemoryCluster()
+    store.apis.add(PODGROUP_APIS[COSCHEDULING])  # the gang's PodGroup API, served from start
     now = int(time.time())
     for i in range(nodes):
         name = f"node-{i:05d}"
@@ -157,12 +159,13 @@ def extender_latency(nodes: int, pods: int, workdir: Path) -> None:
     flags = ("--log-level", "WARNING")
     with scheduler_process(store, workdir, *flags) as service:
         ours = _drive(service.url, store, names, pods, bind=True)
-        # A gang that cannot fit yet (more whole free nodes than there are) waits, and
-        # every one-pod filter holds nodes back for it.
+        # A gang of three whose PodGroup states its size waits for its last pod, and every
+        # one-pod filter holds chips back for it (a size only a pod claims holds nothing).
+        podgroup = {"metadata": {"namespace": "ns", "name": "g"}, "spec": {"minMember": 3}}
+        store.create_object(podgroups(COSCHEDULING), podgroup)
         for r in range(2):
-            pod = pod_object("ns", f"gang-{r}", None, 8, labels={"ascend.npu/gang": "g"})
-            pod["metadata"]["annotations"]["ascend.npu/gang-size"] = str(nodes + 1)
-            store.put("Pod", pod)
+            labels = {COSCHEDULING_GROUP_LABEL: "g"}
+            store.put("Pod", pod_object("ns", f"gang-{r}", None, 8, labels=labels))
         waiting = _wait_for_gang(service.url, store, names)
         for i in range(pods):
             store.put("Pod", pod_object("ns", f"w{i}", None, 1))

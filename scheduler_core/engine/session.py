@@ -9,7 +9,7 @@ signature and request, and one pod costs O(distinct signatures) instead of O(nod
 from __future__ import annotations
 
 import bisect
-import heapq
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
@@ -130,6 +130,8 @@ class Session:
         self._buckets: dict[Signature, list[str]] = {}
         self._cache: dict[tuple[Signature, str, int, bool], float | None] = {}
         self._statuses: dict[tuple[Signature, str, int, bool], Status] = {}
+        self._room: dict[tuple[Signature, str, int, bool, str, int], bool] = {}
+        self.chips = 0  # allocatable chips of every node, kept as nodes come and go
         for node in nodes:
             self.upsert_node(node)
 
@@ -144,26 +146,58 @@ class Session:
         check_node_chips(node)
         if self._nodes.get(node.name) == node:
             return
-        if node.name in self._nodes:
+        if (old := self._nodes.get(node.name)) is not None:
             self._unindex(node.name)
+            self.chips -= old.allocatable
         self._nodes[node.name] = node
+        self.chips += node.allocatable
         self._reindex(node.name)
 
     def remove_node(self, name: str) -> None:
         """The node is no longer offered (left out, or gone); chips held on it stay held,
         should it come back."""
-        if self._nodes.pop(name, None) is not None:
+        if (old := self._nodes.pop(name, None)) is not None:
+            self.chips -= old.allocatable
             self._unindex(name)
 
-    def whole_nodes(self) -> Iterator[str]:
-        """The nodes every chip of which is usable, by name: from the signature buckets
-        (a hundred or so), lazily, never by walking every node."""
-        whole = []
+    def fitting(self, product: str, req: int) -> Iterator[str]:
+        """The nodes where a ``req``-chip task of a job of several pods fits now, the
+        policy's best first (ties by name within a signature): from the signature buckets,
+        lazily, never by walking every node."""
+        ranked = []
         for signature, bucket in self._buckets.items():
-            capacity = product_by_name(signature.product).capacity
-            if signature.allocatable == capacity and signature.usable == (1 << capacity) - 1:
-                whole.append(bucket)
-        return heapq.merge(*whole)
+            score = self._score(signature, product, req, True)
+            if score is not None:
+                ranked.append((-score, bucket[0], bucket))
+        ranked.sort(key=lambda item: item[:2])
+        return itertools.chain.from_iterable(bucket for _, _, bucket in ranked)
+
+    def crowded(self, names: Iterable[str], job: Job, req: int, kept: str, keep: int) -> list[str]:
+        """The nodes of ``names`` where the chips the policy gives a ``req``-chip task of
+        ``job`` leave no room for a ``keep``-chip task of a job of several pods of product
+        ``kept`` (a gang member's chips held there); per signature, as the predicate."""
+        crowded = []
+        seen: dict[Signature, bool] = {}
+        for name in names:
+            signature = self._signature[name]
+            room = seen.get(signature)
+            if room is None:
+                key = (signature, job.product, req, job.distributed, kept, keep)
+                room = self._room.get(key)
+                if room is None:
+                    room = self._room[key] = self._leaves_room(name, job, req, kept, keep)
+                seen[signature] = room
+            if not room:
+                crowded.append(name)
+        return crowded
+
+    def _leaves_room(self, name: str, job: Job, req: int, kept: str, keep: int) -> bool:
+        usable = self._usable[name]
+        if job.distributed:
+            usable = tuple(c for c in usable if c not in self._nodes[name].network_unhealthy)
+        chips = self.policy.select(product_by_name(job.product), usable, req, job.distributed)
+        left = self._signature[name].mask(True) & ~mask_of(chips)
+        return fits(product_by_name(kept), left, keep, True)
 
     def usable(self, name: str) -> tuple[int, ...]:
         """Chips of a node that may be offered now, in DeviceInfo order."""

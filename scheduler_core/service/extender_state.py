@@ -26,7 +26,7 @@ from scheduler_core.engine.session import Session
 from scheduler_core.service.assumed import AssumedBinds
 from scheduler_core.service.cluster_view import NodeView
 from scheduler_core.service.fault_restarts import FaultRestarts
-from scheduler_core.service.gangs import GangPods, Gangs, job_pod
+from scheduler_core.service.gangs import DEFAULT_HOLD_SHARE, GangPods, Gangs, job_pod
 from scheduler_core.service.jobs import JobDirectory, JobSettings
 from scheduler_core.service.tor_state import TorState
 from scheduler_core.service.vnpu_nodes import VnpuNodes
@@ -45,6 +45,7 @@ class ExtenderState:
         *,
         gang_ttl: float = 60.0,
         hold_limit: float = 600.0,
+        hold_share: float = DEFAULT_HOLD_SHARE,
         network: locality.Settings = DEFAULT_NETWORK,
         grace_over: float = rescheduling.GRACE_OVER_TIME,
         events: EventRecorder | None = None,
@@ -70,7 +71,7 @@ class ExtenderState:
         self._faults_stale = True  # fault jobs are looked for again at the next check
         self.assumed = AssumedBinds(gang_ttl)
         self.vnpu = VnpuNodes(gang_ttl)  # dynamic-vNPU nodes and the vNPUs given on them
-        self.gangs = Gangs(gang_ttl, hold_limit)
+        self.gangs = Gangs(gang_ttl, hold_limit, hold_share)
         self.faults = FaultRestarts(hold_limit, grace_over)
         # One-pod jobs labelled fault-scheduling: pod key → (mode, the bound pod)
         self._one_pod: dict[str, tuple[str, list[JobPod]]] = {}

@@ -4,8 +4,14 @@
 
 A gang is reserved as N nodes at once, only when all N pods exist; members bind only into
 that reservation, which expires after ``ttl`` seconds if they never do. While a gang waits,
-up to N whole free nodes are held back from one-pod jobs, oldest gang first, for at most
-``hold_limit`` seconds, so a stream of small pods cannot starve it.
+the chips its missing members need (one member's request on each of as many nodes, where it
+fits now, the policy's best first) are held back from one-pod jobs, oldest gang first, for at
+most ``hold_limit`` seconds, so a stream of small pods cannot starve it (``plan_holds``). Only
+a gang whose size a PodGroup states holds anything (a size its pods only claim would let any
+tenant hold chips by writing an annotation); a namespace's holds together stay within
+``hold_share`` of the cluster's chips; and a namespace whose hold ended unused (the limit
+passed, or the gang went, before it was reserved) holds nothing for a backoff that doubles
+with each such end, reset when one of its gangs is placed whole.
 
 A gang partly running (a reservation that expired half bound, a leader that took over
 without the reservation its first ranks came from) waits for the rest of its nodes where
@@ -20,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from chip_topology.products import product_by_name
@@ -156,6 +162,90 @@ class RankTaken:
     notes: Mapping[str, str]  # the pod's annotations beyond the chips
 
 
+@dataclass(frozen=True, slots=True)
+class WaitingGang:
+    """A gang waiting for its reservation, as its last try saw it."""
+
+    since: float
+    namespace: str
+    product: str
+    npu: int  # chips of each member
+    missing: int  # members not running
+    stated: bool  # its size is stated by a PodGroup
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Chips kept from one-pod jobs on one node: one member's ``npu`` chips of ``product``
+    for a waiting gang, or (``npu`` 0) the whole node, for a fault job to come back."""
+
+    why: str
+    npu: int = 0
+    product: str = ""
+
+    @property
+    def whole(self) -> bool:
+        return self.npu == 0
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """A namespace's holds ended unused ``ends`` times in a row; it holds nothing until
+    ``until``."""
+
+    ends: int
+    until: float
+
+
+# A namespace's waiting gangs hold at most this share of the cluster's chips together.
+DEFAULT_HOLD_SHARE = 0.25
+# The longest backoff: 2**4 hold limits (2 h 40 min at the default 600 s).
+BACKOFF_DOUBLINGS = 4
+# Namespaces whose backoff is kept at most (the first backed off is forgotten first): a
+# namespace quiet for a longest backoff after its own ended is forgotten anyway.
+BACKOFF_NAMESPACES = 10_000
+
+
+def backoff_after(previous: Backoff | None, now: float, hold_limit: float) -> Backoff:
+    """A namespace's backoff once one more of its holds ended unused: a hold limit, doubled
+    for each end before it, capped."""
+    ends = 1 if previous is None else previous.ends + 1
+    return Backoff(ends, now + hold_limit * 2 ** min(ends - 1, BACKOFF_DOUBLINGS))
+
+
+def plan_holds(
+    waiting: Mapping[str, WaitingGang],
+    *,
+    now: float,
+    hold_limit: float,
+    budget: int,
+    backoff: Mapping[str, Backoff],
+    candidates: Callable[[str, WaitingGang], Iterable[str]],
+    taken: Collection[str],
+) -> dict[str, list[str]]:
+    """The nodes where each waiting gang's members are held (gang → nodes), oldest gang
+    first: only gangs whose size a PodGroup states, within the hold limit, whose namespace is
+    not backing off; each missing member on a node of its own among the gang's
+    ``candidates`` not ``taken`` (held for a fault job) or held already; a namespace's holds
+    together at most ``budget`` chips (a gang past it holds what fits in it)."""
+    held: dict[str, list[str]] = {}
+    used: set[str] = set()
+    spent: dict[str, int] = {}
+    for gang, wait in sorted(waiting.items(), key=lambda item: (item[1].since, item[0])):
+        if not wait.stated or now - wait.since > hold_limit:
+            continue
+        if (back := backoff.get(wait.namespace)) is not None and now < back.until:
+            continue
+        room = (budget - spent.get(wait.namespace, 0)) // wait.npu
+        free = (n for n in candidates(gang, wait) if n not in used and n not in taken)
+        nodes = list(itertools.islice(free, max(0, min(wait.missing, room))))
+        if nodes:
+            held[gang] = nodes
+            used.update(nodes)
+            spent[wait.namespace] = spent.get(wait.namespace, 0) + len(nodes) * wait.npu
+    return held
+
+
 def _freest(session: Session, nodes: Collection[str]) -> list[str]:
     """The nodes the session offers, most usable chips first: whole free nodes, then those
     closest to it."""
@@ -168,11 +258,16 @@ def capacity(product: str) -> int:
 
 
 class Gangs:
-    def __init__(self, ttl: float, hold_limit: float) -> None:
+    def __init__(
+        self, ttl: float, hold_limit: float, hold_share: float = DEFAULT_HOLD_SHARE
+    ) -> None:
         self.ttl = ttl
         self._hold_limit = hold_limit
+        self._hold_share = hold_share
         self.reservations: dict[str, Reservation] = {}
-        self._waiting: dict[str, float] = {}  # gang → since when it waits
+        self._waiting: dict[str, WaitingGang] = {}
+        self._holding: set[str] = set()  # waiting gangs that were given a hold
+        self._backoff: dict[str, Backoff] = {}  # namespace → its backoff, oldest first
         self._rest_in: dict[str, frozenset[str]] = {}  # waiting gang → where its rest may go
         self._partial: dict[str, float] = {}  # gang → since when some ranks run, not all
 
@@ -195,9 +290,26 @@ class Gangs:
             for p in reservation.placements.values():
                 if p.task not in reservation.bound:
                     session.release_task(reservation.job, p.task)
-        self._waiting = {g: since for g, since in self._waiting.items() if g in pending}
+        for gang, wait in self._waiting.items():
+            if gang in self._holding and (
+                gang not in pending or now - wait.since > self._hold_limit
+            ):
+                self._holding.discard(gang)
+                self._back_off(wait.namespace, now)
+        self._waiting = {g: wait for g, wait in self._waiting.items() if g in pending}
+        self._holding &= self._waiting.keys()
         self._rest_in = {g: nodes for g, nodes in self._rest_in.items() if g in self._waiting}
         self._partial = {g: self._partial.get(g, now) for g in partial}
+        quiet = self._hold_limit * 2**BACKOFF_DOUBLINGS
+        self._backoff = {ns: b for ns, b in self._backoff.items() if now <= b.until + quiet}
+
+    def _back_off(self, namespace: str, now: float) -> None:
+        """One of the namespace's holds ended unused."""
+        log.warning("namespace %s: a gang's hold ended unused; it backs off", namespace)
+        backoff = backoff_after(self._backoff.pop(namespace, None), now, self._hold_limit)
+        self._backoff[namespace] = backoff
+        if len(self._backoff) > BACKOFF_NAMESPACES:
+            del self._backoff[next(iter(self._backoff))]
 
     def restarts(
         self,
@@ -236,27 +348,47 @@ class Gangs:
         return deletions
 
     def held_nodes(
-        self,
-        session: Session,
-        pending: Mapping[str, list[str]],
-        fault_holds: Mapping[str, str],
-        now: float,
-    ) -> dict[str, str]:
-        """Nodes kept from one-pod jobs (node → why): a fault job's healthy nodes until it
-        comes back, and whole free nodes for waiting gangs, oldest first, within the hold
-        limit."""
-        held = {node: f"held for fault job {job} to come back" for node, job in fault_holds.items()}
+        self, session: Session, fault_holds: Mapping[str, str], now: float
+    ) -> dict[str, Hold]:
+        """What is kept from one-pod jobs, node by node: a fault job's healthy nodes whole
+        until it comes back, and the chips of waiting gangs' missing members
+        (``plan_holds``): where a member fits now, the policy's best first, or, for the rest
+        of a gang partly running, the freest nodes where the network lets it go, so they
+        drain for it."""
+        held = {
+            node: Hold(f"held for fault job {job} to come back")
+            for node, job in fault_holds.items()
+        }
         if not self._waiting:
             return held
-        whole = session.whole_nodes()  # by name, lazily: a gang takes only its first few
-        for gang, since in sorted(self._waiting.items(), key=lambda item: item[1]):
-            if now - since > self._hold_limit:
-                continue
-            size = len(pending.get(gang, [])) or 1
+        # Gangs of one shape share one lazy order: each goes on where the one before it
+        # stopped (the nodes before are held or taken), so a call reads each node once.
+        orders: dict[tuple[str, int], Iterator[str]] = {}
+
+        def candidates(gang: str, wait: WaitingGang) -> Iterable[str]:
             rest_in = self._rest_in.get(gang)
-            pool = whole if rest_in is None else _freest(session, rest_in)
-            for name in list(itertools.islice((n for n in pool if n not in held), size)):
-                held[name] = f"held for gang {gang}, waiting since {int(now - since)} s"
+            if rest_in is not None:
+                return _freest(session, rest_in)
+            shape = (wait.product, wait.npu)
+            if shape not in orders:
+                orders[shape] = session.fitting(*shape)
+            return orders[shape]
+
+        planned = plan_holds(
+            self._waiting,
+            now=now,
+            hold_limit=self._hold_limit,
+            budget=int(session.chips * self._hold_share),
+            backoff=self._backoff,
+            candidates=candidates,
+            taken=held.keys(),
+        )
+        for gang, nodes in planned.items():
+            self._holding.add(gang)
+            wait = self._waiting[gang]
+            waited = int(now - wait.since)
+            why = f"held for gang {gang} ({wait.npu} chips), waiting since {waited} s"
+            held.update(dict.fromkeys(nodes, Hold(why, wait.npu, wait.product)))
         return held
 
     def reserve(
@@ -278,7 +410,7 @@ class Gangs:
         running = {} if fault else pods.ranks.get(gang, {})
         present = len(pods.pending.get(gang, [])) + len(running)
         if present < request.gang_size:
-            self._waiting.setdefault(gang, now)
+            self._wait(request, len(running), now)
             return NotReserved(
                 f"gang {gang}: {present} of {request.gang_size} pods exist; waiting for the rest"
             )
@@ -320,13 +452,14 @@ class Gangs:
         except (TorInvalid, SuperPodInvalid) as invalid:
             return NotReserved(str(invalid))
         except locality.Unplaceable as why:
-            self._waiting.setdefault(gang, now)
+            self._wait(request, len(running), now)
             if running:
                 rest_in = locality.rest_domain(ask, network, running.values())
                 if rest_in is not None:
                     self._rest_in[gang] = rest_in
             return NotReserved(f"gang {gang} does not fit yet: {why}")
         self._waiting.pop(gang, None)
+        self._holding.discard(gang)  # its hold served: no backoff
         self._rest_in.pop(gang, None)
         reservation = Reservation(
             dict(zip(missing, decision.placements, strict=True)),
@@ -345,6 +478,19 @@ class Gangs:
         )
         return reservation
 
+    def _wait(self, request: PodRequest, running: int, now: float) -> None:
+        """The gang waits (since its first wait): as this try of one of its pods sees it."""
+        gang = request.gang_key
+        since = wait.since if (wait := self._waiting.get(gang)) is not None else now
+        self._waiting[gang] = WaitingGang(
+            since,
+            request.namespace,
+            request.product,
+            request.npu,
+            request.gang_size - running,
+            request.gang_stated,
+        )
+
     def take_rank(self, request: PodRequest, node: str) -> RankTaken | NotReserved:
         """The member's rank on ``node`` in its gang's reservation, marked bound to it."""
         reservation = self.reservations.get(request.gang_key)
@@ -355,6 +501,7 @@ class Gangs:
         reservation.bound[placement.task] = request.key
         if len(reservation.bound) == len(reservation.placements):
             del self.reservations[request.gang_key]  # complete: the pods hold it now
+            self._backoff.pop(request.namespace, None)  # the namespace's gangs do start
         notes = {RANK_INDEX_ANNOTATION: str(rank), **reservation.notes[rank]}
         return RankTaken(request.gang_key, reservation, placement, notes)
 

@@ -98,6 +98,11 @@ class JobSettings:
     annotations: Mapping[str, str] = field(default_factory=lambda: NONE)
     refusal: str = ""
     waiting: str = ""
+    # Its size is stated by a PodGroup object (Volcano's or coscheduling's ``minMember``),
+    # which its controller wrote and RBAC and the queue govern, not only claimed by its pods'
+    # labels or annotations (``ascend.npu/gang-size``, Kueue's total count): only such a
+    # gang may hold chips while it waits (``gangs.plan_holds``).
+    size_stated: bool = False
 
     def labels_of(self, pod: PodView) -> Mapping[str, str]:
         """Another pod of the same job: its labels with this job's settings (its own, where
@@ -145,6 +150,7 @@ class JobDirectory:
             labels,
             annotations,
             refusal or conflict,
+            size_stated=group.described_by_object and group.source in self.sources,
         )
 
     def _described(self, group: GroupRef) -> tuple[int, PodGroupInfo] | JobSettings:

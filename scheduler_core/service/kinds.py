@@ -15,12 +15,12 @@ from contract.chip_names import KIND_OF_RESOURCE, format_chip_list
 from contract.vnpu import NPU_CORE_ANNOTATION, NPU_CORE_RESOURCE
 from infra.events import ObjectRef, pod_ref
 from scheduler_core.engine import tor
-from scheduler_core.engine.model import Placement
+from scheduler_core.engine.model import Job, Placement
 from scheduler_core.engine.validation import JobInvalid, validate_job
 from scheduler_core.engine.vnpu import VnpuInvalid, validate_static
 from scheduler_core.service.assumed import Assumed
 from scheduler_core.service.extender_state import ExtenderState
-from scheduler_core.service.gangs import NotReserved, RankTaken, Reservation
+from scheduler_core.service.gangs import Hold, NotReserved, RankTaken, Reservation
 from scheduler_core.service.wire import MAX_SCORE, HostPriority, PodRequest, normalize
 
 GANG_WAITING = "NPUGangWaiting"
@@ -165,7 +165,7 @@ class _Assuming:
 
 class Chips(_Assuming):
     """One pod of chips (910, 310, 310P): the session's predicate, scores and placement; the
-    nodes held back for waiting gangs and restarting fault jobs."""
+    chips held back for waiting gangs and the nodes of restarting fault jobs."""
 
     def filter(self, request: PodRequest, names: list[str]) -> Verdicts:
         state = self.state
@@ -175,9 +175,7 @@ class Chips(_Assuming):
         except JobInvalid as invalid:
             return [], {}, dict.fromkeys(names, str(invalid))
         now = state.clock()
-        held = state.gangs.held_nodes(
-            state.session, state.pods.pending, state.faults.holds(now), now
-        )
+        held = state.gangs.held_nodes(state.session, state.faults.holds(now), now)
         passing, refused, unknown = state.session.split(job, request.npu, names)
         failed: dict[str, str] = {}
         never: dict[str, str] = {}
@@ -189,10 +187,27 @@ class Chips(_Assuming):
                 never[name] = self._not_offered(name, request)
             else:  # an NPU node left out for now (stale, not stable): it may come back
                 failed[name] = left_out
-        if held:  # a few nodes kept for a waiting gang or a fault job
-            failed.update((n, held[n]) for n in passing if n in held)
-            passing = [n for n in passing if n not in held]
+        if held and (kept := self._kept(job, request.npu, passing, held)):
+            failed.update(kept)  # chips kept for waiting gangs, nodes for fault jobs
+            passing = [n for n in passing if n not in kept]
         return passing, failed, never
+
+    def _kept(
+        self, job: Job, npu: int, passing: list[str], held: Mapping[str, Hold]
+    ) -> dict[str, str]:
+        """The passing nodes the pod may not have (node → why): a fault job's whole, a
+        waiting gang's where the pod's chips would leave its member no room."""
+        by_hold: dict[Hold, list[str]] = {}
+        for name in held.keys() & passing:  # one pass over the passing nodes, in C
+            by_hold.setdefault(held[name], []).append(name)
+        kept: dict[str, str] = {}
+        session = self.state.session
+        for hold, names in by_hold.items():
+            refused = (
+                names if hold.whole else session.crowded(names, job, npu, hold.product, hold.npu)
+            )
+            kept.update(dict.fromkeys(refused, hold.why))
+        return kept
 
     def _not_offered(self, name: str, request: PodRequest) -> str:
         """Why a node the session does not offer is no place for a pod of chips."""

@@ -73,6 +73,7 @@ class PodRequest:
     annotations: Mapping[str, str] = field(default_factory=dict)
     rank: int | None = None  # a gang member's hccl/rankIndex, when it has a readable one
     resource: str = RESOURCE_NAME  # the NPU resource it asks for
+    gang_stated: bool = False  # its gang's size is stated by a PodGroup (JobSettings)
 
     @property
     def key(self) -> str:
@@ -172,6 +173,7 @@ def pod_request(pod: Obj, job: Callable[[PodView], JobSettings] | None = None) -
         settings.annotations,
         view.rank,
         view.resource,
+        settings.size_stated,
     )
 
 

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from contract.deviceinfo import DeviceInfo, encode
+from contract.groups import COSCHEDULING, COSCHEDULING_GROUP_LABEL, PODGROUP_APIS, podgroups
 from infra.kube.port import KubeError
 from scheduler_core.engine import locality, rescheduling
 from scheduler_core.service.extender import Extender
@@ -22,6 +23,11 @@ NSLB_1 = locality.Settings()
 
 def node_name(tor: int, slot: int) -> str:
     return f"t{tor}-s{slot}"
+
+
+# The schedulers of the job forms this harness places (tests/jobs.py): it plays kube-scheduler
+# for all of them, so the extender binds their pods.
+FORMS_SCHEDULERS = frozenset({"ascend-npu-scheduler", "default-scheduler", "volcano"})
 
 
 class Cluster:
@@ -51,13 +57,19 @@ class Cluster:
                     "data": {"tor_info": tor_info(tors, PER_TOR)},
                 },
             )
-        self.extender = Extender(self.api, clock=self.clock, network=network, hold_limit=hold_limit)
+        self.extender = Extender(
+            self.api,
+            clock=self.clock,
+            network=network,
+            hold_limit=hold_limit,
+            profiles=FORMS_SCHEDULERS,
+        )
         self.service = SchedulerService(self.api, self.extender, clock=self.clock)
         self.service.refresh()
 
     def restart_scheduler(self) -> None:
         """A new scheduler process on the same cluster: it knows only what the API has."""
-        self.extender = Extender(self.api, clock=self.clock)
+        self.extender = Extender(self.api, clock=self.clock, profiles=FORMS_SCHEDULERS)
         self.service = SchedulerService(self.api, self.extender, clock=self.clock)
         self.service.refresh()
 
@@ -70,13 +82,21 @@ class Cluster:
         *,
         ranked: bool = True,
         controlled: bool = False,
+        stated: bool = False,
     ) -> list[dict[str, Any]]:
         """The gang's pods (``controlled``: owned by a Volcano Job, as its controller makes
-        them)."""
+        them; ``stated``: their coscheduling PodGroup states their size, as a controller
+        makes it, so the gang may hold chips while it waits)."""
+        group = {"ascend.npu/gang": name}
+        if stated:
+            self.api.apis.add(PODGROUP_APIS[COSCHEDULING])
+            podgroup = {"metadata": {"namespace": "ns", "name": name}, "spec": {"minMember": size}}
+            self.api.create_object(podgroups(COSCHEDULING), podgroup)
+            group = {COSCHEDULING_GROUP_LABEL: name}
         pods = []
         for r in range(size):
             pod = pod_object("ns", f"{name}-{r}", None, 8)
-            pod["metadata"]["labels"] = {"ascend.npu/gang": name, **(labels or {})}
+            pod["metadata"]["labels"] = {**group, **(labels or {})}
             if controlled:
                 pod["metadata"]["ownerReferences"] = [
                     {
@@ -492,7 +512,9 @@ def _half_bound_large_model_gang(c: Cluster, controlled: bool) -> list[dict[str,
     """A 2-pod large-model gang whose reservation expired with rank 0 running on t1-s0,
     the other nodes of ToR 0 then taken by other jobs: the rest cannot be placed (it may
     only go under ToR 1), though ToR 0 is free."""
-    pods = c.gang("job", 2, labels={"tor-affinity": "large-model-schema"}, controlled=controlled)
+    pods = c.gang(
+        "job", 2, labels={"tor-affinity": "large-model-schema"}, controlled=controlled, stated=True
+    )
     assert c.schedule(pods[0]) == node_name(1, 0)  # best fit: the last of equal ToRs
     c.run("job-0")
     c.service.refresh()  # the gang runs partly from now

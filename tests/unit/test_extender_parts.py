@@ -13,7 +13,14 @@ from scheduler_core.engine.rescheduling import FORCE, JobPod, restore
 from scheduler_core.engine.session import Session
 from scheduler_core.service.assumed import Assumed, AssumedBinds
 from scheduler_core.service.fault_restarts import FaultRestarts
-from scheduler_core.service.gangs import BoundMember, GangPods, Gangs, NotReserved, Reservation
+from scheduler_core.service.gangs import (
+    BoundMember,
+    GangPods,
+    Gangs,
+    Hold,
+    NotReserved,
+    Reservation,
+)
 from scheduler_core.service.tor_state import TorState
 from scheduler_core.service.wire import PodRequest
 from simulation.cluster import tor_configmap
@@ -47,14 +54,16 @@ def test_an_assumed_bind_ends_with_its_pod_or_its_ttl() -> None:
 
 
 def gang_request(gang: str, size: int) -> PodRequest:
-    return PodRequest("ns", f"{gang}-0", "uid", 8, "module910x8", gang, size)
+    """A member of a gang whose PodGroup states its size."""
+    return PodRequest("ns", f"{gang}-0", "uid", 8, "module910x8", gang, size, gang_stated=True)
 
 
-def test_a_waiting_gang_holds_as_many_whole_free_nodes_as_it_has_pods_oldest_first() -> None:
-    gangs = Gangs(ttl=60, hold_limit=100)
-    session = Session([node("a", FULL), node("b", FULL), node("c", FULL), node("d", [0])])
-    for gang, now in (("ns/old", 0.0), ("ns/new", 5.0)):
-        request = gang_request(gang.split("/")[1], 3)
+def test_a_waiting_gang_holds_a_node_for_each_missing_member_oldest_first() -> None:
+    gangs = Gangs(ttl=60, hold_limit=100, hold_share=1)
+    nodes = [node(n, FULL) for n in "abcd"] + [node("e", [0])]
+    session = Session(nodes)
+    for gang, size, now in (("ns/old", 3, 0.0), ("ns/new", 3, 5.0)):
+        request = gang_request(gang.split("/")[1], size)
         pods = GangPods(pending={gang: ["one", "two"]})  # 2 of its 3 pods exist
         answer = gangs.reserve(
             request,
@@ -67,14 +76,11 @@ def test_a_waiting_gang_holds_as_many_whole_free_nodes_as_it_has_pods_oldest_fir
             now=now,
         )
         assert answer == NotReserved(f"gang {gang}: 2 of 3 pods exist; waiting for the rest")
-    pending = {"ns/old": ["x", "y"], "ns/new": ["z"]}
-    held = gangs.held_nodes(session, pending, {}, now=10)
-    assert held == {
-        "a": "held for gang ns/old, waiting since 10 s",
-        "b": "held for gang ns/old, waiting since 10 s",
-        "c": "held for gang ns/new, waiting since 5 s",
-    }
-    assert gangs.held_nodes(session, pending, {}, now=200) == {}, "past the hold limit"
+    held = gangs.held_nodes(session, {}, now=10)
+    old = Hold("held for gang ns/old (8 chips), waiting since 10 s", 8, "module910x8")
+    new = Hold("held for gang ns/new (8 chips), waiting since 5 s", 8, "module910x8")
+    assert held == {"a": old, "b": old, "c": old, "d": new}, "e has no room for a member"
+    assert gangs.held_nodes(session, {}, now=200) == {}, "past the hold limit"
 
 
 def test_a_fault_job_holds_its_healthy_nodes_until_placed_or_the_hold_limit() -> None:
