@@ -23,6 +23,9 @@ TOR_SHARED_IP_ANNOTATION = "sharedTorIp"
 # The inference chips' choice (Ascend310-0,Ascend310-1) and the dynamic vNPU's (1-vir02_1c).
 CHIPS_310_ANNOTATION = ASCEND310.resource
 CHIPS_310P_ANNOTATION = ASCEND310P.resource
+# Why the scheduler deletes the pod (a restart's or a failed vNPU's Event reason): written
+# just before the deletion, the one mark its admission policy lets it delete an NPU pod by.
+DELETING_ANNOTATION = "ascend-npu.io/deleting"
 WRITTEN_BY_US = (
     CHIPS_ANNOTATION,
     CHIPS_310_ANNOTATION,
@@ -38,6 +41,7 @@ WRITTEN_BY_US = (
     TOR_SHARED_ANNOTATION,
     TOR_HEALTHY_ANNOTATION,
     TOR_SHARED_IP_ANNOTATION,
+    DELETING_ANNOTATION,
 )
 
 # What users write on their pods: gangs, network locality, fault rescheduling, product.
@@ -60,8 +64,11 @@ DISTRIBUTED_LABEL = "distributed"  # "true": a 300I Duo chip job taking whole ca
 HOST_ARCH_LABEL = "host-arch"
 
 # What a cache keeps of a pod's annotations: those read back. The rank table (kilobytes per
-# pod) and kltDev are written, never read; a user's own annotations are not ours to hold.
-KEPT_ANNOTATIONS = (frozenset(WRITTEN_BY_US) - {RANK_TABLE_ANNOTATION, KUBELET_ANNOTATION}) | {
+# pod), kltDev and the deletion mark are written, never read; a user's own annotations are
+# not ours to hold.
+KEPT_ANNOTATIONS = (
+    frozenset(WRITTEN_BY_US) - {RANK_TABLE_ANNOTATION, KUBELET_ANNOTATION, DELETING_ANNOTATION}
+) | {
     GANG_SIZE_ANNOTATION,
     SP_BLOCK_ANNOTATION,
     SP_FIT_ANNOTATION,
@@ -83,6 +90,9 @@ TOR_SHARE_CONFIGMAP = ("volcano-system", "tor-share-cm")
 TOR_SHARE_KEY = "global-tor-info"
 FAULT_RECORD = ("volcano-system", "vcjob-fault-npu-cm")
 FAULT_CONFIG_PREFIX = "fault-config-"  # + the job's name, in its namespace
+# On every ConfigMap the scheduler writes: its admission policy lets it replace a job's
+# fault-config-<job> only when it carries this (one it made), never a tenant's of that name.
+WRITER_LABEL = ("app.kubernetes.io/managed-by", "ascend-npu-scheduler")
 
 
 MAX_UINT64 = 2**64 - 1

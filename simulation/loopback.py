@@ -164,16 +164,18 @@ class _Handler(BaseHTTPRequestHandler):
         if kind not in PATCH_TYPES:
             raise _BadRequest(415, "UnsupportedMediaType", f"patch type {kind!r} is not supported")
 
-    def _metadata_patch(self) -> tuple[dict[str, dict[str, str | None]], str]:
+    def _metadata_patch(self) -> tuple[dict[str, dict[str, str | None]], str, str]:
+        """The patch's annotations and labels, and its resourceVersion and uid (each a
+        precondition when set)."""
         self._patch_type()
         body = self._body()
         metadata = body.pop("metadata", {})
-        if body or set(metadata) - {"annotations", "labels", "resourceVersion"}:
+        if body or set(metadata) - {"annotations", "labels", "resourceVersion", "uid"}:
             raise _BadRequest(
                 422, "Invalid", "the fake patches only metadata annotations and labels"
             )
         changes = {k: dict(v) for k, v in metadata.items() if k in ("annotations", "labels")}
-        return changes, str(metadata.get("resourceVersion", ""))
+        return changes, str(metadata.get("resourceVersion", "")), str(metadata.get("uid", ""))
 
     def _namespaced(
         self, method: str, namespace: str, kind: str, rest: list[str]
@@ -183,7 +185,10 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "GET":
                 return 200, store.get_pod(namespace, rest[0])
             if method == "PATCH":
-                changes, version = self._metadata_patch()
+                changes, version, uid = self._metadata_patch()
+                if uid and store.get_pod(namespace, rest[0])["metadata"].get("uid") != uid:
+                    # The API server's answer: a uid cannot change (ValidateObjectMetaUpdate).
+                    raise _BadRequest(422, "Invalid", "metadata.uid: field is immutable")
                 return 200, store.patch_metadata("Pod", namespace, rest[0], changes, version)
             if method == "DELETE":
                 body = self._body()

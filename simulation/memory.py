@@ -405,7 +405,12 @@ class MemoryCluster:
         name: str,
         annotations: Mapping[str, str | None],
         resource_version: str,
+        *,
+        uid: str = "",
     ) -> Obj:
+        if uid:
+            with self._lock:  # another pod of that name: Conflict, as delete_pod answers
+                self._pod_with_uid("patch pod", namespace, name, uid)
         return self.patch_metadata(
             "Pod", namespace, name, {"annotations": annotations}, resource_version
         )
@@ -536,7 +541,7 @@ def pod_object(
     labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A minimal pod as the API server returns it (for tests and the demo), asking for
-    ``npu`` of ``resource``."""
+    ``npu`` of ``resource``, of the kube-scheduler profile NPU pods choose (the overlay's)."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -549,6 +554,7 @@ def pod_object(
         },
         "spec": {
             **({"nodeName": node} if node else {}),
+            "schedulerName": "ascend-npu-scheduler",
             "containers": [{"name": "main", "resources": {"limits": {resource: str(npu)}}}],
         },
         "status": {"phase": phase},

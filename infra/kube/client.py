@@ -359,9 +359,16 @@ class KubernetesGateway:
         name: str,
         annotations: Mapping[str, str | None],
         resource_version: str,
+        *,
+        uid: str = "",
     ) -> Obj:
-        # A resourceVersion inside a patch is a precondition: 409 if the pod has changed.
-        body = {"metadata": {"annotations": dict(annotations), "resourceVersion": resource_version}}
+        # A resourceVersion inside a patch is a precondition: 409 if the pod has changed. A
+        # uid is one too: the patched pod's would differ from the stored one's, which is
+        # immutable (422, ValidateObjectMetaUpdate in k8s.io/apimachinery/pkg/api/validation).
+        metadata: Obj = {"annotations": dict(annotations), "resourceVersion": resource_version}
+        if uid:
+            metadata["uid"] = uid
+        body = {"metadata": metadata}
         return self._read(
             f"patch pod {namespace}/{name}", self._core.patch_namespaced_pod, name, namespace, body
         )

@@ -101,9 +101,12 @@ class KubeGateway(Protocol):
         name: str,
         annotations: Mapping[str, str | None],
         resource_version: str,
+        *,
+        uid: str = "",
     ) -> Obj:
         """Merge-patch annotations (None removes one), only if the pod still has
-        ``resource_version`` when one is given (Conflict)."""
+        ``resource_version`` when one is given (Conflict), and still is the pod ``uid``
+        when one is given (KubeError: another pod of that name)."""
         ...
 
     def patch_pod_labels(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> Obj:

@@ -1,6 +1,7 @@
 """The admission policies, evaluated as the API server would: every CEL expression of
-daemonset/base/admission-policy.yaml (and of the DRA overlay's, in test_dra_admission_policy.py)
-on AdmissionRequests that must be allowed and refused.
+daemonset/base/admission-policy.yaml, of the scheduler overlays' npu-pod-policy.yaml (and of
+the DRA overlay's, in test_dra_admission_policy.py) on AdmissionRequests that must be allowed
+and refused.
 
 The evaluator is cel-python; of the Kubernetes CEL libraries only ``<list>.join(<sep>)``
 (Kubernetes' strings library) is used, and it is given to the evaluator here.
@@ -8,6 +9,8 @@ The evaluator is cel-python; of the Kubernetes CEL libraries only ``<list>.join(
 
 from __future__ import annotations
 
+import copy
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,19 +21,36 @@ import yaml
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 
-from contract.annotations import WRITTEN_BY_US
+from contract.annotations import (
+    DELETING_ANNOTATION,
+    SERVER_TYPE_LABEL,
+    WRITER_LABEL,
+    WRITTEN_BY_US,
+)
+from contract.chip_names import RESOURCE_DOMAIN
+from contract.objects import PLACED_RESOURCES, is_npu_resource
+from contract.vnpu import _VIRTUAL_TYPE
+from scheduler_core.service.server import LEADER_LABEL
 
 ROOT = Path(__file__).parents[2]
+OVERLAYS = ROOT / "daemonset" / "overlays"
 POLICY_FILES = (
     ROOT / "daemonset" / "base" / "admission-policy.yaml",
-    ROOT / "daemonset" / "overlays" / "dra" / "dra-admission-policy.yaml",
+    OVERLAYS / "kube-scheduler" / "npu-pod-policy.yaml",
+    OVERLAYS / "dra" / "dra-admission-policy.yaml",
 )
-POLICIES = {
-    d["metadata"]["name"]: d["spec"]
-    for path in POLICY_FILES
-    for d in yaml.safe_load_all(path.read_text())
-    if d["kind"] == "ValidatingAdmissionPolicy"
-}
+
+
+def policies(*paths: Path) -> dict[str, Any]:
+    return {
+        d["metadata"]["name"]: d["spec"]
+        for path in paths
+        for d in yaml.safe_load_all(path.read_text())
+        if d["kind"] == "ValidatingAdmissionPolicy"
+    }
+
+
+POLICIES = policies(*POLICY_FILES)
 SCHEDULER = "system:serviceaccount:kube-system:ascend-npu-scheduler"
 AGENT = "system:serviceaccount:kube-system:ascend-npu-agent"
 NODE_NAME = "authentication.kubernetes.io/node-name"
@@ -99,7 +119,26 @@ def pod(
     annotations: dict[str, str] | None = None,
     node: str = "node-a",
     labels: dict[str, str] | None = None,
+    *,
+    npus: dict[str, str] | None = None,
+    init: bool = False,
+    field: str = "limits",
+    scheduler: str | None = None,
 ) -> Any:
+    """A pod on ``node`` ("": unbound); ``npus``: the resources its container asks (in
+    ``field``: limits or requests), of its init container when ``init``."""
+    container: dict[str, Any] = {"name": "c", "image": "train:1"}
+    if npus:
+        container["resources"] = {field: npus}
+    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "train:1"}]}
+    if init:
+        spec["initContainers"] = [container]
+    else:
+        spec["containers"] = [container]
+    if node:
+        spec["nodeName"] = node
+    if scheduler is not None:
+        spec["schedulerName"] = scheduler
     return {
         "kind": "Pod",
         "metadata": {
@@ -108,18 +147,12 @@ def pod(
             **({"annotations": annotations} if annotations is not None else {}),
             **({"labels": labels} if labels else {}),
         },
-        "spec": {"nodeName": node},
+        "spec": spec,
+        "status": {"phase": "Running"},
     }
 
 
-def failed_pod(resource: str, phase: str = "Failed") -> Any:
-    """A pod asking for ``resource``, failed by the kubelet at admission (``phase``)."""
-    limits = {"limits": {resource: "2"}}
-    return {
-        **pod(),
-        "spec": {"nodeName": "node-a", "containers": [{"name": "c", "resources": limits}]},
-        "status": {"phase": phase, "reason": "UnexpectedAdmissionError"},
-    }
+NPUS = {"huawei.com/Ascend910": "2"}
 
 
 def request(
@@ -152,11 +185,47 @@ def request(
 CHOSEN = {"huawei.com/Ascend910": "Ascend910-0", "predicate-time": "1"}
 
 
-def test_the_policy_protects_exactly_the_annotations_our_components_write() -> None:
-    variable = next(
-        v for v in POLICIES["ascend-npu-annotations"]["variables"] if v["name"] == "protected"
-    )
-    assert [str(k) for k in evaluate(variable["expression"], {})] == list(WRITTEN_BY_US)
+def variable(policy: str, name: str) -> Any:
+    """A variable of the policy that needs no request (a constant)."""
+    (found,) = [v for v in POLICIES[policy]["variables"] if v["name"] == name]
+    return evaluate(found["expression"], {})
+
+
+def test_the_policies_protect_exactly_the_annotations_our_components_write() -> None:
+    protected = list(WRITTEN_BY_US)
+    assert [str(k) for k in variable("ascend-npu-annotations", "protected")] == protected
+    assert [str(k) for k in variable("ascend-npu-scheduler-scope", "ours")] == protected
+    # The deletion mark is the scheduler's alone.
+    assert DELETING_ANNOTATION in protected
+    agents = [k for k in protected if k != DELETING_ANNOTATION]
+    assert [str(k) for k in variable("ascend-npu-agent-scope", "ours")] == agents
+
+
+def test_the_policies_know_the_npu_resources_the_code_knows() -> None:
+    # contract.objects.is_npu_resource: the placed resources and a static vNPU type's.
+    vnpu = "^" + re.escape(RESOURCE_DOMAIN) + _VIRTUAL_TYPE.pattern.removeprefix("^")
+    for policy in ("ascend-npu-pods", "ascend-npu-scheduler-scope"):
+        assert [str(r) for r in variable(policy, "npuResources")] == list(PLACED_RESOURCES)
+        assert str(variable(policy, "vnpuResource")) == vnpu
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        *PLACED_RESOURCES,
+        "huawei.com/Ascend910-4c",
+        "huawei.com/Ascend910-16c",
+        "huawei.com/Ascend310P-2c.1cpu",
+        "huawei.com/Ascend910-7c",
+        "huawei.com/Ascend",
+        "nvidia.com/gpu",
+        "cpu",
+        "xhuawei.com/Ascend910",
+    ],
+)
+def test_a_pod_asks_npus_exactly_when_the_code_says_it_does(resource: str) -> None:
+    asks = admit("ascend-npu-pods", request("CREATE", "pods", "alice", pod(npus={resource: "1"})))
+    assert asks.allowed != is_npu_resource(resource), resource
 
 
 @pytest.mark.parametrize(
@@ -229,6 +298,28 @@ def test_the_policy_protects_exactly_the_annotations_our_components_write() -> N
             request("UPDATE", "pods", AGENT, pod({**CHOSEN, "predicate-time": "18"}), pod(CHOSEN)),
             True,
         ),
+        (
+            "a status update changing the scheduler's choice",
+            request(
+                "UPDATE",
+                "pods",
+                "system:node:node-a",
+                pod({**CHOSEN, "huawei.com/Ascend910": "Ascend910-4"}),
+                pod(CHOSEN),
+                sub="status",
+            ),
+            False,
+        ),
+        (
+            "a kubelet's status update",
+            request("UPDATE", "pods", "system:node:node-a", pod(CHOSEN), pod(CHOSEN), sub="status"),
+            True,
+        ),
+        (
+            "a user marking a pod for the scheduler to delete",
+            request("UPDATE", "pods", "alice", pod({DELETING_ANNOTATION: "NPUGangRestart"}), pod()),
+            False,
+        ),
     ],
 )
 def test_only_our_components_write_our_annotations(
@@ -248,41 +339,164 @@ def test_a_refusal_names_the_annotations_touched() -> None:
     )
 
 
-def deviceinfo(node: str) -> Any:
-    return {"kind": "ConfigMap", "metadata": {"name": f"mindx-dl-deviceinfo-{node}"}}
+# --- NPU pods only through our schedulers -------------------------------------------------
+
+PODS_POLICY = "ascend-npu-pods"
+OURS = "ascend-npu-scheduler"  # the kube-scheduler overlay's profile
+MIRROR = {"kubernetes.io/config.mirror": "0123"}
+
+
+def created(user: str = "alice", **kw: Any) -> dict[str, Any]:
+    return request("CREATE", "pods", user, pod(**kw))
 
 
 @pytest.mark.parametrize(
     ("case", "admission", "allowed"),
     [
-        ("its node's pod", request("UPDATE", "pods", AGENT, pod(), pod(), node="node-a"), True),
+        ("an NPU pod of our scheduler", created(node="", npus=NPUS, scheduler=OURS), True),
+        ("placed by its creator", created(npus=NPUS, scheduler=OURS), False),
+        ("of the default scheduler", created(node="", npus=NPUS, scheduler=""), False),
+        (
+            "of another scheduler",
+            created(node="", npus=NPUS, scheduler="default-scheduler"),
+            False,
+        ),
+        ("asking NPUs by requests", created(npus=NPUS, field="requests", scheduler=OURS), False),
+        ("asking NPUs in an init container", created(npus=NPUS, init=True, scheduler=OURS), False),
+        ("asking vNPU cores", created(npus={"huawei.com/npu-core": "4"}), False),
+        ("asking a static vNPU", created(npus={"huawei.com/Ascend310P-2c": "1"}), False),
+        ("a pod asking no NPUs, placed", created(npus={"cpu": "1"}), True),
+        ("a pod asking no NPUs, any scheduler", created(node="", scheduler="other"), True),
+        (
+            "a kubelet's mirror pod",
+            created("system:node:node-a", annotations=MIRROR, npus=NPUS),
+            True,
+        ),
+        ("a user posing as a mirror pod", created(annotations=MIRROR, npus=NPUS), False),
+        ("a kubelet's pod not a mirror", created("system:node:node-a", npus=NPUS), False),
+    ],
+)
+def test_an_npu_pod_is_created_only_unbound_and_for_our_scheduler(
+    case: str, admission: dict[str, Any], allowed: bool
+) -> None:
+    assert admit(PODS_POLICY, admission).allowed == allowed, case
+
+
+def test_the_refusals_say_why() -> None:
+    placed = admit(PODS_POLICY, created(npus=NPUS, scheduler="default-scheduler"))
+    assert placed.refusals == (
+        "a pod asking NPUs is placed by the NPU scheduler, which chooses its chips: it may not "
+        "be created with spec.nodeName set",
+        "a pod asking NPUs is placed by the NPU scheduler, which chooses its chips: its "
+        "schedulerName must be ascend-npu-scheduler, not default-scheduler",
+    )
+
+
+def test_each_overlay_admits_npu_pods_of_its_own_scheduler_only() -> None:
+    volcano = policies(OVERLAYS / "volcano" / "npu-pod-policy.yaml")[PODS_POLICY]
+    ours = evaluate(
+        next(v for v in volcano["variables"] if v["name"] == "schedulers")["expression"], {}
+    )
+    assert [str(n) for n in ours] == ["volcano"]
+    assert [str(n) for n in variable(PODS_POLICY, "schedulers")] == [OURS]
+
+
+# --- the agent -----------------------------------------------------------------------------
+
+AGENT_SCOPE = "ascend-npu-agent-scope"
+
+
+def deviceinfo(node: str) -> Any:
+    return {"kind": "ConfigMap", "metadata": {"name": f"mindx-dl-deviceinfo-{node}"}}
+
+
+def a_node(
+    name: str = "node-a",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+) -> Any:
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+        "spec": {"taints": taints or []},
+        "status": {"capacity": {"huawei.com/Ascend910": "8"}},
+    }
+
+
+def changed(obj: Any, **fields: Any) -> Any:
+    """``obj`` with top-level ``spec``/``status`` or ``metadata`` fields replaced."""
+    copied = copy.deepcopy(obj)
+    for key, value in fields.items():
+        if key in ("spec", "status"):
+            copied[key] = value
+        else:
+            copied["metadata"][key] = value
+    return copied
+
+
+def by_agent(resource: str, new: Any, old: Any, *, sub: str = "", **kw: Any) -> dict[str, Any]:
+    return request("UPDATE", resource, AGENT, new, old, node="node-a", sub=sub, **kw)
+
+
+CONSUMED = {**CHOSEN, "predicate-time": "18", "huawei.com/AscendReal": "Ascend910-0"}
+SERVER_TYPE = {SERVER_TYPE_LABEL: "Ascend910B-20"}
+
+
+@pytest.mark.parametrize(
+    ("case", "admission", "allowed"),
+    [
+        ("its node's pod", by_agent("pods", pod(CONSUMED), pod(CHOSEN)), True),
         (
             "another node's pod",
-            request("UPDATE", "pods", AGENT, pod(node="node-b"), pod(node="node-b"), node="node-a"),
+            by_agent("pods", pod(CONSUMED, node="node-b"), pod(CHOSEN, node="node-b")),
             False,
         ),
         ("a token bound to no node", request("UPDATE", "pods", AGENT, pod(), pod()), False),
+        ("a label of its node's pod", by_agent("pods", pod(labels={"x": "y"}), pod()), False),
+        ("a user's annotation", by_agent("pods", pod({"x": "y"}), pod()), False),
+        (
+            "the scheduler's deletion mark",
+            by_agent("pods", pod({DELETING_ANNOTATION: "x"}), pod()),
+            False,
+        ),
+        (
+            "the image of its node's pod",
+            by_agent("pods", changed(pod(), spec={"nodeName": "node-a", "containers": []}), pod()),
+            False,
+        ),
+        (
+            "an owner of its node's pod",
+            by_agent("pods", changed(pod(), ownerReferences=[{"uid": "u"}]), pod()),
+            False,
+        ),
+        (
+            "a finalizer of its node's pod",
+            by_agent("pods", changed(pod(), finalizers=["x/y"]), pod()),
+            False,
+        ),
+        (
+            "a status update of its node's pod",
+            by_agent("pods", changed(pod(), status={"phase": "Failed"}), pod(), sub="status"),
+            False,
+        ),
+        (
+            "our annotations by a status update",
+            by_agent("pods", pod(CONSUMED), pod(CHOSEN), sub="status"),
+            True,
+        ),
+        ("creating a pod", request("CREATE", "pods", AGENT, pod(), node="node-a"), False),
         (
             "its DeviceInfo",
-            request(
-                "UPDATE",
-                "configmaps",
-                AGENT,
-                deviceinfo("node-a"),
-                namespace="kube-system",
-                node="node-a",
+            by_agent(
+                "configmaps", deviceinfo("node-a"), deviceinfo("node-a"), namespace="kube-system"
             ),
             True,
         ),
         (
             "another node's DeviceInfo",
-            request(
-                "UPDATE",
-                "configmaps",
-                AGENT,
-                deviceinfo("node-b"),
-                namespace="kube-system",
-                node="node-a",
+            by_agent(
+                "configmaps", deviceinfo("node-b"), deviceinfo("node-b"), namespace="kube-system"
             ),
             False,
         ),
@@ -298,27 +512,88 @@ def deviceinfo(node: str) -> Any:
             ),
             False,
         ),
+        ("its node's servertype", by_agent("nodes", a_node(labels=SERVER_TYPE), a_node()), True),
         (
-            "its node's label",
-            request("UPDATE", "nodes", AGENT, {"metadata": {"name": "node-a"}}, node="node-a"),
-            True,
-        ),
-        (
-            "another node's label",
-            request("UPDATE", "nodes", AGENT, {"metadata": {"name": "node-b"}}, node="node-a"),
+            "another node's servertype",
+            by_agent("nodes", a_node("node-b", SERVER_TYPE), a_node("node-b")),
             False,
         ),
         (
-            "someone else is not held by it",
-            request("UPDATE", "nodes", "alice", {"metadata": {}}),
-            True,
+            "a node-restriction label",
+            by_agent(
+                "nodes",
+                a_node(labels={"node-restriction.kubernetes.io/x": "y", **SERVER_TYPE}),
+                a_node(),
+            ),
+            False,
         ),
+        (
+            "a control-plane label",
+            by_agent(
+                "nodes", a_node(labels={"node-role.kubernetes.io/control-plane": ""}), a_node()
+            ),
+            False,
+        ),
+        (
+            "removing another label",
+            by_agent("nodes", a_node(labels=SERVER_TYPE), a_node(labels={**SERVER_TYPE, "a": "b"})),
+            False,
+        ),
+        ("an annotation", by_agent("nodes", a_node(annotations={"a": "b"}), a_node()), False),
+        (
+            "removing a taint",
+            by_agent("nodes", a_node(), a_node(taints=[{"key": "k", "effect": "NoSchedule"}])),
+            False,
+        ),
+        (
+            "creating a node",
+            request("CREATE", "nodes", AGENT, a_node("node-a"), node="node-a"),
+            False,
+        ),
+        ("someone else is not held by it", request("UPDATE", "nodes", "alice", a_node()), True),
     ],
 )
-def test_the_agent_writes_only_on_its_own_node(
+def test_the_agent_writes_only_what_it_writes_on_its_own_node(
     case: str, admission: dict[str, Any], allowed: bool
 ) -> None:
-    assert admit("ascend-npu-agent-scope", admission).allowed == allowed, case
+    assert admit(AGENT_SCOPE, admission).allowed == allowed, case
+
+
+def test_an_agent_refusal_names_what_it_may_not_change() -> None:
+    labelled = a_node(labels={"node-restriction.kubernetes.io/x": "y", **SERVER_TYPE})
+    verdict = admit(AGENT_SCOPE, by_agent("nodes", labelled, a_node()))
+    assert verdict.refusals == (
+        "the agent may change only the servertype label of its node, not "
+        "node-restriction.kubernetes.io/x",
+    )
+
+
+# --- the scheduler -------------------------------------------------------------------------
+
+SCHEDULER_SCOPE = "ascend-npu-scheduler-scope"
+WRITTEN = dict([WRITER_LABEL])
+
+
+def configmap(name: str, labels: dict[str, str] | None = None) -> Any:
+    return {"kind": "ConfigMap", "metadata": {"name": name, "labels": labels or {}}}
+
+
+def by_scheduler(
+    operation: str, resource: str, new: Any, old: Any = None, **kw: Any
+) -> dict[str, Any]:
+    return request(operation, resource, SCHEDULER, new, old, **kw)
+
+
+def own_pod(labels: dict[str, str] | None = None, **kw: Any) -> Any:
+    """A replica of the scheduler, as its Deployment makes it."""
+    made = pod(labels=labels, **kw)
+    made["metadata"]["namespace"] = "kube-system"
+    made["spec"]["serviceAccountName"] = "ascend-npu-scheduler"
+    return made
+
+
+LEADER = dict([LEADER_LABEL])
+MARKED = {DELETING_ANNOTATION: "NPUGangRestart"}
 
 
 @pytest.mark.parametrize(
@@ -326,64 +601,183 @@ def test_the_agent_writes_only_on_its_own_node(
     [
         (
             "tor-share-cm",
-            request(
+            by_scheduler(
                 "UPDATE",
                 "configmaps",
-                SCHEDULER,
-                {"metadata": {"name": "tor-share-cm"}},
+                configmap("tor-share-cm"),
+                configmap("tor-share-cm"),
                 namespace="volcano-system",
             ),
             True,
         ),
         (
-            "a job's fault-config",
-            request(
-                "CREATE", "configmaps", SCHEDULER, {"metadata": {"name": "fault-config-train"}}
+            "a job's fault-config, made",
+            by_scheduler("CREATE", "configmaps", configmap("fault-config-train", WRITTEN)),
+            True,
+        ),
+        (
+            "a job's fault-config, replaced",
+            by_scheduler(
+                "UPDATE",
+                "configmaps",
+                configmap("fault-config-train", WRITTEN),
+                configmap("fault-config-train", WRITTEN),
             ),
             True,
         ),
         (
-            "someone's ConfigMap",
-            request(
+            "a fault-config made unlabelled",
+            by_scheduler("CREATE", "configmaps", configmap("fault-config-train")),
+            False,
+        ),
+        (
+            "a tenant's own ConfigMap named fault-config-",
+            by_scheduler(
                 "UPDATE",
                 "configmaps",
-                SCHEDULER,
-                {"metadata": {"name": "coredns"}},
+                configmap("fault-config-train", WRITTEN),
+                configmap("fault-config-train"),
+            ),
+            False,
+        ),
+        (
+            "a fault-config in kube-system",
+            by_scheduler(
+                "CREATE",
+                "configmaps",
+                configmap("fault-config-x", WRITTEN),
                 namespace="kube-system",
             ),
             False,
         ),
         (
-            "a fault job's pod",
-            request("DELETE", "pods", SCHEDULER, None, pod(labels={"fault-scheduling": "force"})),
-            True,
-        ),
-        ("any other pod", request("DELETE", "pods", SCHEDULER, None, pod()), False),
-        (
-            "a pod whose label asks for nothing",
-            request("DELETE", "pods", SCHEDULER, None, pod(labels={"fault-scheduling": "off"})),
-            False,
-        ),
-        (
-            "an npu-core pod failed at admission",
-            request("DELETE", "pods", SCHEDULER, None, failed_pod("huawei.com/npu-core")),
-            True,
-        ),
-        (
-            "an npu-core pod running",
-            request(
-                "DELETE", "pods", SCHEDULER, None, failed_pod("huawei.com/npu-core", "Running")
+            "a fault-config in volcano-system",
+            by_scheduler(
+                "CREATE",
+                "configmaps",
+                configmap("fault-config-x", WRITTEN),
+                namespace="volcano-system",
             ),
             False,
         ),
         (
-            "a 910 pod failed at admission",
-            request("DELETE", "pods", SCHEDULER, None, failed_pod("huawei.com/Ascend910")),
+            "someone's ConfigMap",
+            by_scheduler(
+                "UPDATE",
+                "configmaps",
+                configmap("coredns", WRITTEN),
+                configmap("coredns"),
+                namespace="kube-system",
+            ),
+            False,
+        ),
+        (
+            "the Volcano path's choice on an NPU pod",
+            by_scheduler("UPDATE", "pods", pod(CHOSEN, npus=NPUS), pod({}, npus=NPUS)),
+            True,
+        ),
+        (
+            "its deletion mark on an NPU pod",
+            by_scheduler("UPDATE", "pods", pod(MARKED, npus=NPUS), pod({}, npus=NPUS)),
+            True,
+        ),
+        (
+            "our annotations on a pod asking no NPUs",
+            by_scheduler("UPDATE", "pods", pod(MARKED), pod({})),
+            False,
+        ),
+        (
+            "a user's annotation of an NPU pod",
+            by_scheduler("UPDATE", "pods", pod({"x": "y"}, npus=NPUS), pod({}, npus=NPUS)),
+            False,
+        ),
+        (
+            "a label of an NPU pod",
+            by_scheduler("UPDATE", "pods", pod(labels={"x": "y"}, npus=NPUS), pod(npus=NPUS)),
+            False,
+        ),
+        (
+            "the image of an NPU pod",
+            by_scheduler(
+                "UPDATE",
+                "pods",
+                changed(pod(npus=NPUS), spec={"containers": [{"name": "c", "image": "evil"}]}),
+                pod(npus=NPUS),
+            ),
+            False,
+        ),
+        (
+            "the status of an NPU pod",
+            by_scheduler(
+                "UPDATE",
+                "pods",
+                changed(pod(npus=NPUS), status={"phase": "Failed"}),
+                pod(npus=NPUS),
+                sub="status",
+            ),
+            False,
+        ),
+        (
+            "its leader label on its own pod",
+            by_scheduler("UPDATE", "pods", own_pod(LEADER), own_pod(), namespace="kube-system"),
+            True,
+        ),
+        (
+            "its leader label taken off",
+            by_scheduler("UPDATE", "pods", own_pod(), own_pod(LEADER), namespace="kube-system"),
+            True,
+        ),
+        (
+            "another label on its own pod",
+            by_scheduler("UPDATE", "pods", own_pod({"x": "y"}), own_pod(), namespace="kube-system"),
+            False,
+        ),
+        (
+            "the leader label on a pod of kube-system",
+            by_scheduler("UPDATE", "pods", pod(labels=LEADER), pod(), namespace="kube-system"),
+            False,
+        ),
+        (
+            "the image of a kube-system pod",
+            by_scheduler(
+                "UPDATE",
+                "pods",
+                changed(own_pod(), spec={"containers": [{"name": "c", "image": "evil"}]}),
+                own_pod(),
+                namespace="kube-system",
+            ),
+            False,
+        ),
+        (
+            "deleting a marked NPU pod",
+            by_scheduler("DELETE", "pods", None, pod(MARKED, npus=NPUS)),
+            True,
+        ),
+        (
+            "deleting a marked vNPU pod",
+            by_scheduler("DELETE", "pods", None, pod(MARKED, npus={"huawei.com/npu-core": "2"})),
+            True,
+        ),
+        (
+            "deleting an NPU pod unmarked",
+            by_scheduler("DELETE", "pods", None, pod({}, npus=NPUS)),
+            False,
+        ),
+        (
+            "deleting a fault job's pod unmarked",
+            by_scheduler(
+                "DELETE", "pods", None, pod(labels={"fault-scheduling": "force"}, npus=NPUS)
+            ),
+            False,
+        ),
+        (
+            "deleting a marked pod asking no NPUs",
+            by_scheduler("DELETE", "pods", None, pod(MARKED)),
             False,
         ),
     ],
 )
-def test_the_scheduler_writes_only_its_configmaps_and_deletes_only_fault_job_pods(
+def test_the_scheduler_writes_only_its_own_and_deletes_only_npu_pods_it_marked(
     case: str, admission: dict[str, Any], allowed: bool
 ) -> None:
-    assert admit("ascend-npu-scheduler-scope", admission).allowed == allowed, case
+    assert admit(SCHEDULER_SCOPE, admission).allowed == allowed, case

@@ -1,6 +1,6 @@
 """The DRA overlay's admission policies, evaluated as the API server would: a claim asks 1,
 2, 4 or 8 Ascend 910 chips, 2 and 4 only on one HCCS ring; a node's DRA driver writes only
-its node's ResourceSlices."""
+its node's ResourceSlices, of its driver, in its node's pool."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from contract.dra import DEFAULT_DRIVER
 from simulation.dra_cluster import deployed
 from tests.deploy.test_admission_policy import admit, request
 
@@ -83,11 +84,25 @@ def test_every_deployed_claim_template_is_admitted() -> None:
         assert admit("ascend-npu-claims", admission).allowed, template["metadata"]["name"]
 
 
-def a_slice(node: str) -> Any:
-    return {"kind": "ResourceSlice", "metadata": {"name": f"{node}-x"}, "spec": {"nodeName": node}}
+def a_slice(node: str, *, driver: str = DEFAULT_DRIVER, pool: str | None = None) -> Any:
+    spec = {"driver": driver, "nodeName": node, "pool": {"name": node if pool is None else pool}}
+    return {"kind": "ResourceSlice", "metadata": {"name": f"{node}-x"}, "spec": spec}
 
 
 SLICE_WRITES = {
+    "publishing under another driver's name": (
+        ("CREATE", "node-a", a_slice("node-a", driver="gpu.nvidia.com"), None),
+        False,
+    ),
+    "publishing into another node's pool": (
+        ("CREATE", "node-a", a_slice("node-a", pool="node-b"), None),
+        False,
+    ),
+    "renaming its driver": (
+        ("UPDATE", "node-a", a_slice("node-a", driver="x.example.com"), a_slice("node-a")),
+        False,
+    ),
+    "updating its own": (("UPDATE", "node-a", a_slice("node-a"), a_slice("node-a")), True),
     "creating its node's slice": (("CREATE", "node-a", a_slice("node-a"), None), True),
     "creating another node's": (("CREATE", "node-a", a_slice("node-b"), None), False),
     "moving its slice away": (("UPDATE", "node-a", a_slice("node-b"), a_slice("node-a")), False),

@@ -13,41 +13,64 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent.allocation.handshake_rules import consumed_record
 from contract.annotations import (
     CHIPS_ANNOTATION,
+    DELETING_ANNOTATION,
     FAULT_CONFIG_PREFIX,
     FAULT_RECORD,
     PREDICATE_TIME,
     REAL_ANNOTATION,
+    SERVER_TYPE_LABEL,
     TOR_SHARE_CONFIGMAP,
+    WRITER_LABEL,
     WRITTEN_BY_US,
 )
 from contract.chip_names import RESOURCE_NAME
 from contract.deviceinfo import configmap_name
 from contract.dra import DEFAULT_DRIVER
 from contract.vnpu import NPU_CORE_RESOURCE
-from scheduler_core.service.server import Election
-from testbed.cluster import AGENT_ACCOUNT, NAMESPACE, SCHEDULER_ACCOUNT, apply, bound_agent_token
+from infra.kube.client import KubernetesGateway, api_client
+from infra.kube.policies import AGENT_POLICIES, DRA_DRIVER_POLICIES, SCHEDULER_POLICIES
+from infra.kube.port import KubeError
+from scheduler_core.certs import SecretNames
+from scheduler_core.engine.rescheduling import GANG_RESTART_REASON
+from scheduler_core.service.deletions import delete_marked
+from scheduler_core.service.server import CHIP_CUT_ERROR, LEADER_LABEL, Election
+from testbed.cluster import (
+    AGENT_ACCOUNT,
+    NAMESPACE,
+    SCHEDULER_ACCOUNT,
+    SCHEDULER_PROFILE,
+    apply,
+    bound_agent_token,
+)
 from testbed.control_plane import ControlPlane, wait_until
 from testbed.manifests import MANIFESTS, kustomize
 from testbed.rest import Obj, Rest, RestError
 from tests.deploy.test_manifests import (
     CLUSTER_WIDE_CALLS,
     COMPONENTS,
+    DIRECT_CALLS,
     OVERLAYS,
     RBAC_OF_CALL,
     WATCHED,
     calls_in_code,
+    source_of,
 )
 
 DRA_ACCOUNT = "ascend-npu-dra-driver"
 VOLCANO_CONFIG_ACCOUNT = "ascend-npu-volcano-config"
+CERTS_ACCOUNT = "ascend-npu-scheduler-certs"
+SECRET_NAMES = astuple(SecretNames())
+CA_CONFIGMAP = "ascend-npu-scheduler-ca"  # the merge Job's --ca-configmap, as the chart names it
 VOLCANO = "volcano-system"
 TEAM = "team"
 NODE_A, NODE_B = "node-a", "node-b"
@@ -59,15 +82,37 @@ SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 SSRR = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
 # Rules RBAC limits to named objects (resourceNames): the scheduler watches its fault record
 # by name and elects its leader on its own Lease.
-RESOURCE_NAMES = {
-    (SCHEDULER_ACCOUNT, "configmaps", "list", None): FAULT_RECORD[1],
-    (SCHEDULER_ACCOUNT, "configmaps", "watch", None): FAULT_RECORD[1],
-    (SCHEDULER_ACCOUNT, "leases.coordination.k8s.io", "get", NAMESPACE): Election().name,
-    (SCHEDULER_ACCOUNT, "leases.coordination.k8s.io", "update", NAMESPACE): Election().name,
-    # The Volcano overlay's Job: Volcano's one scheduler ConfigMap.
-    (VOLCANO_CONFIG_ACCOUNT, "configmaps", "get", VOLCANO): "volcano-scheduler-configmap",
-    (VOLCANO_CONFIG_ACCOUNT, "configmaps", "update", VOLCANO): "volcano-scheduler-configmap",
+RESOURCE_NAMES: dict[tuple[str, str, str, str | None], tuple[str, ...]] = {
+    (SCHEDULER_ACCOUNT, "configmaps", "list", None): (FAULT_RECORD[1],),
+    (SCHEDULER_ACCOUNT, "configmaps", "watch", None): (FAULT_RECORD[1],),
+    (SCHEDULER_ACCOUNT, "leases.coordination.k8s.io", "get", NAMESPACE): (Election().name,),
+    (SCHEDULER_ACCOUNT, "leases.coordination.k8s.io", "update", NAMESPACE): (Election().name,),
+    # The Volcano overlay's Job: Volcano's scheduler ConfigMap and Deployment, and the
+    # service's CA it puts beside them.
+    (VOLCANO_CONFIG_ACCOUNT, "configmaps", "get", VOLCANO): ("volcano-scheduler-configmap",),
+    (VOLCANO_CONFIG_ACCOUNT, "configmaps", "update", VOLCANO): (
+        "volcano-scheduler-configmap",
+        CA_CONFIGMAP,
+    ),
+    (VOLCANO_CONFIG_ACCOUNT, "configmaps", "delete", VOLCANO): (CA_CONFIGMAP,),
+    (VOLCANO_CONFIG_ACCOUNT, "deployments.apps", "get", VOLCANO): ("volcano-scheduler",),
+    (VOLCANO_CONFIG_ACCOUNT, "deployments.apps", "update", VOLCANO): ("volcano-scheduler",),
+    # The certs Job reads back only its own Secrets.
+    (CERTS_ACCOUNT, "secrets", "get", NAMESPACE): SECRET_NAMES,
 }
+# Each component's start-up check reads its admission policies and their bindings by name.
+POLICY_NAMES = {
+    AGENT_ACCOUNT: AGENT_POLICIES,
+    SCHEDULER_ACCOUNT: SCHEDULER_POLICIES,
+    DRA_ACCOUNT: DRA_DRIVER_POLICIES,
+}
+
+
+def names_of(component: str, rule: tuple[str, str, str | None]) -> tuple[str, ...]:
+    """The objects RBAC names for the component's rule ("": any)."""
+    if rule[0].endswith(".admissionregistration.k8s.io"):
+        return POLICY_NAMES[component]
+    return RESOURCE_NAMES.get((component, *rule), ("",))
 
 
 # --- requests and their answers ----------------------------------------------------------
@@ -77,7 +122,7 @@ def attempt(
     rest: Rest,
     method: str,
     path: str,
-    body: Obj | None = None,
+    body: Any = None,  # an object, or a JSON patch's list of operations
     *,
     patch: str = "merge",
     dry_run: bool = False,
@@ -136,17 +181,25 @@ def pod(
     annotations: dict[str, str] | None = None,
     labels: dict[str, str] | None = None,
     limits: dict[str, str] | None = None,
+    scheduler: str | None = None,
+    init: bool = False,
 ) -> Obj:
+    """A pod; ``limits``: what its container asks (its init container's when ``init``)."""
     container: Obj = {"name": "main", "image": "ascend-training:latest"}
+    asking = {**container, "name": "init"} if init else container
     if limits:
-        container["resources"] = {"limits": limits}
+        asking["resources"] = {"limits": limits}
     spec: Obj = {
         "containers": [container],
         # The nodes have no kubelet: tolerate their unreachable taints (no eviction).
         "tolerations": [{"operator": "Exists"}],
     }
+    if init:
+        spec["initContainers"] = [asking]
     if node:
         spec["nodeName"] = node
+    if scheduler:
+        spec["schedulerName"] = scheduler
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -155,19 +208,39 @@ def pod(
     }
 
 
-def configmap(name: str) -> Obj:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {}}
+def npu_pod(name: str, chips: str = "1", resource: str = RESOURCE_NAME, **kw: Any) -> Obj:
+    """An NPU pod as the policy admits it: unbound, of our scheduler (kube-scheduler's
+    profile, the scheduler the cluster fixture leaves in force)."""
+    return pod(name, limits={resource: chips}, scheduler=SCHEDULER_PROFILE, **kw)
 
 
-def a_slice(name: str, node: str, devices: int = 0) -> Obj:
+def placed(rest: Rest, name: str, node: str, **kw: Any) -> str:
+    """An NPU pod made and bound to ``node`` (a Binding, as a scheduler binds): its path."""
+    allowed(rest, "POST", PODS, npu_pod(name, **kw))
+    allowed(rest, "POST", f"{PODS}/{name}/binding", binding(name, node))
+    return f"{PODS}/{name}"
+
+
+def configmap(name: str, labels: dict[str, str] | None = None) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels or {}},
+        "data": {},
+    }
+
+
+def a_slice(
+    name: str, node: str, devices: int = 0, *, driver: str = DEFAULT_DRIVER, pool: str = ""
+) -> Obj:
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
         "metadata": {"name": name},
         "spec": {
-            "driver": DEFAULT_DRIVER,
+            "driver": driver,
             "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "pool": {"name": pool or node, "generation": 1, "resourceSliceCount": 1},
             "devices": [{"name": f"npu-{i}"} for i in range(devices)],
         },
     }
@@ -268,6 +341,25 @@ class Cluster:
     dra: Rest  # bound to node-a
     dra_unbound: Rest
     volcano_config: Rest  # the Volcano overlay's Job
+    certs: Rest  # the Job making the extender's certificates and token
+    kubelet: Rest  # node-a's kubelet (system:node:node-a, as NodeRestriction knows it)
+
+
+PODS_POLICY = "ascend-npu-pods"
+
+
+def use_pod_policy(cluster: Cluster, overlay: str) -> None:
+    """Apply ``overlay``'s NPU pod policy and wait until it is in force: an NPU pod of the
+    other overlay's scheduler is refused."""
+    (policy,) = [
+        d
+        for d in kustomize(MANIFESTS / "overlays" / overlay)
+        if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == PODS_POLICY
+    ]
+    cluster.admin.apply(policy)
+    other = {"kube-scheduler": "volcano", "volcano": SCHEDULER_PROFILE}[overlay]
+    probe = pod("probe", limits={RESOURCE_NAME: "1"}, scheduler=other)
+    wait_refused(cluster.alice, PODS_POLICY, "POST", PODS, probe)
 
 
 def wait_refused(rest: Rest, policy: str, method: str, path: str, body: Obj) -> None:
@@ -332,7 +424,12 @@ def cluster(control_plane: ControlPlane) -> Iterator[Cluster]:
         dra=plane.rest(bound_token(plane, DRA_ACCOUNT, NODE_A)),
         dra_unbound=plane.rest(plane.service_account(NAMESPACE, DRA_ACCOUNT)),
         volcano_config=plane.rest(plane.service_account(NAMESPACE, VOLCANO_CONFIG_ACCOUNT)),
+        certs=plane.rest(plane.service_account(NAMESPACE, CERTS_ACCOUNT)),
+        kubelet=plane.rest(plane.user("kubelet-node-a", f"system:node:{NODE_A}", "system:nodes")),
     )
+    # Each scheduler's overlay admits NPU pods of its own scheduler (the last applied, the
+    # Volcano overlay's, is in force): kube-scheduler's here, as most tests create them.
+    use_pod_policy(found, "kube-scheduler")
     wait_refused(
         found.alice, "ascend-npu-annotations", "POST", PODS, pod("probe", annotations=CHOSEN)
     )
@@ -361,6 +458,9 @@ def needed(component: str) -> set[Rule]:
     rules: set[Rule] = set()
     for call in calls_in_code(component):
         rules |= CLUSTER_WIDE_CALLS.get(component, {}).get(call) or RBAC_OF_CALL[call]
+    for call, direct in DIRECT_CALLS.get(component, {}).items():
+        if f".{call}(" in source_of(component):
+            rules |= direct
     return rules | {(r, verb, ns) for r, ns in WATCHED[component] for verb in ("list", "watch")}
 
 
@@ -370,6 +470,7 @@ def identity(cluster: Cluster, component: str) -> Rest:
         AGENT_ACCOUNT: cluster.agent,
         DRA_ACCOUNT: cluster.dra,
         VOLCANO_CONFIG_ACCOUNT: cluster.volcano_config,
+        CERTS_ACCOUNT: cluster.certs,
     }[component]
 
 
@@ -397,7 +498,7 @@ def test_each_component_may_make_every_call_its_code_makes(
     refused = [
         rule
         for rule in sorted(needed(component), key=str)
-        if not may(rest, *rule, name=RESOURCE_NAMES.get((component, *rule), ""))
+        if not all(may(rest, *rule, name=name) for name in names_of(component, rule))
     ]
     assert not refused, f"{component} may not: {refused}"
 
@@ -437,8 +538,8 @@ def test_each_component_holds_no_rule_its_code_does_not_need(
     for resource, verb, where in needed(component):
         if where in (None, namespace):
             plural, _, group = resource.partition(".")
-            name = RESOURCE_NAMES.get((component, resource, verb, where), "")
-            expected.add((group, plural, verb, name))
+            for name in names_of(component, (resource, verb, where)):
+                expected.add((group, plural, verb, name))
     # Exactly: kube-scheduler (the kube-scheduler overlay) has an account of its own.
     assert held == expected
 
@@ -506,7 +607,7 @@ def test_a_tenant_creates_its_pods_but_none_carrying_our_annotations(cluster: Cl
 
 def test_a_tenant_may_not_change_or_remove_what_the_scheduler_wrote(cluster: Cluster) -> None:
     alice, admin = cluster.alice, cluster.admin
-    allowed(alice, "POST", PODS, pod("placed"))
+    allowed(alice, "POST", PODS, npu_pod("placed"))
     written = {**CHOSEN, REAL_ANNOTATION: "Ascend910-0"}
     path = f"{PODS}/placed"
     allowed(cluster.scheduler, "PATCH", path, {"metadata": {"annotations": written}})
@@ -559,6 +660,91 @@ def test_only_the_scheduler_binds_with_our_annotations(cluster: Cluster) -> None
     assert {k: placed["metadata"]["annotations"][k] for k in CHOSEN} == CHOSEN
 
 
+# --- NPU pods only through our schedulers -------------------------------------------------
+
+TWO = {RESOURCE_NAME: "2"}
+
+
+def test_no_one_places_an_npu_pod_but_our_scheduler(cluster: Cluster) -> None:
+    alice, admin = cluster.alice, cluster.admin
+    # The theft: a pod made on the node where another tenant's pod was just given chips 4,5,
+    # asking as many, would be handed them by the agent. Refused, whoever makes it.
+    ours = SCHEDULER_PROFILE
+    refused = {
+        "placed on a node": pod("thief", NODE_A, limits=TWO, scheduler=ours),
+        "of the default scheduler": pod("thief", limits=TWO),
+        "of another scheduler": pod("thief", limits=TWO, scheduler="my-scheduler"),
+        "asking in an init container": pod("thief", NODE_A, limits=TWO, init=True),
+        "asking vNPU cores": pod("thief", NODE_A, limits={NPU_CORE_RESOURCE: "4"}),
+        "asking a static vNPU": pod("thief", NODE_A, limits={"huawei.com/Ascend310P-2c": "1"}),
+    }
+    for case, body in refused.items():
+        for who in (alice, admin):
+            code, message = attempt(who, "POST", PODS, body)
+            assert code == 403 and f"ValidatingAdmissionPolicy '{PODS_POLICY}'" in message, case
+    allowed(alice, "POST", PODS, npu_pod("honest", "2"))
+    allowed(alice, "POST", PODS, pod("no-npus-placed", NODE_A))
+    allowed(alice, "POST", PODS, pod("no-npus-elsewhere", scheduler="my-scheduler"))
+    # Nor later: an update cannot set either (both immutable), only a Binding places it.
+    for change in ({"nodeName": NODE_A}, {"schedulerName": "my-scheduler"}):
+        code, message = attempt(alice, "PATCH", f"{PODS}/honest", {"spec": change})
+        assert code == 422 and "Forbidden: pod updates may not change fields" in message, message
+    assert admin.get(f"{PODS}/honest")["spec"]["schedulerName"] == ours
+
+
+def test_each_scheduler_overlay_admits_npu_pods_of_its_own_scheduler(cluster: Cluster) -> None:
+    alice = cluster.alice
+    use_pod_policy(cluster, "volcano")
+    try:
+        allowed(alice, "POST", PODS, pod("volcanos", limits=TWO, scheduler="volcano"))
+        denied_by_policy(
+            alice,
+            PODS_POLICY,
+            "POST",
+            PODS,
+            npu_pod("kube-schedulers"),
+            says=f"its schedulerName must be volcano, not {SCHEDULER_PROFILE}",
+        )
+    finally:
+        use_pod_policy(cluster, "kube-scheduler")
+
+
+def test_a_kubelets_mirror_pod_is_its_own_and_its_status_writes_leave_our_annotations(
+    cluster: Cluster,
+) -> None:
+    kubelet, admin = cluster.kubelet, cluster.admin
+    mirror = pod(
+        "static-npu",
+        NODE_A,
+        limits=TWO,
+        annotations={"kubernetes.io/config.mirror": "0123456789abcdef"},
+    )
+    # As NodeRestriction admits a node's pods: a mirror, owned by its node.
+    node = admin.get(f"/api/v1/nodes/{NODE_A}")["metadata"]
+    owner = {"apiVersion": "v1", "kind": "Node", "name": NODE_A, "uid": node["uid"]}
+    mirror["metadata"]["ownerReferences"] = [{**owner, "controller": True}]
+    allowed(kubelet, "POST", PODS, mirror)
+    # A status update may change the pod's annotations (the pod status strategy keeps the new
+    # metadata): the annotation policy holds pods/status too.
+    path = placed(admin, "watched", NODE_A)
+    allowed(cluster.scheduler, "PATCH", path, {"metadata": {"annotations": CHOSEN}})
+
+    def reported() -> bool:  # the Node authorizer's graph learns of the binding first
+        code, _ = attempt(kubelet, "PATCH", f"{path}/status", {"status": {"message": "up"}})
+        return code == 200
+
+    wait_until(reported, DEADLINE, "the kubelet may write its pod's status")
+    denied_by_policy(
+        kubelet,
+        ANNOTATIONS,
+        "PATCH",
+        f"{path}/status",
+        {"metadata": {"annotations": {CHIPS_ANNOTATION: "Ascend910-4"}}},
+        says=CHIPS_ANNOTATION,
+    )
+    assert admin.get(path)["metadata"]["annotations"][CHIPS_ANNOTATION] == "Ascend910-0"
+
+
 # --- the agent's scope ---------------------------------------------------------------------
 
 AGENT_SCOPE = "ascend-npu-agent-scope"
@@ -567,8 +753,7 @@ AGENT_SCOPE = "ascend-npu-agent-scope"
 def test_the_agent_writes_only_the_pods_of_its_node(cluster: Cluster) -> None:
     agent, admin = cluster.agent, cluster.admin
     for name, node in (("on-a", NODE_A), ("on-b", NODE_B)):
-        allowed(admin, "POST", PODS, pod(name, node))
-        path = f"{PODS}/{name}"
+        path = placed(admin, name, node)
         allowed(cluster.scheduler, "PATCH", path, {"metadata": {"annotations": CHOSEN}})
     consumed = {"metadata": {"annotations": {PREDICATE_TIME: str(2**64 - 1)}}}
     allowed(agent, "PATCH", f"{PODS}/on-a", consumed)
@@ -617,6 +802,53 @@ def test_the_agent_writes_only_its_nodes_deviceinfo(cluster: Cluster) -> None:
     denied_by_policy(agent, AGENT_SCOPE, "POST", configmaps, configmap("coredns"))
 
 
+def test_a_stolen_agent_token_does_no_more_than_a_kubelet_may(cluster: Cluster) -> None:
+    agent, admin = cluster.agent, cluster.admin
+    node = f"/api/v1/nodes/{NODE_A}"
+    taint = {"key": "ascend-npu.io/maintenance", "effect": "NoSchedule"}
+    admin.patch(node, {"spec": {"taints": [taint]}})
+    # What NodeRestriction keeps from a kubelet (plugin/pkg/admission/noderestriction).
+    for label in (
+        "node-restriction.kubernetes.io/trusted",
+        "node-role.kubernetes.io/control-plane",
+    ):
+        change = {"metadata": {"labels": {label: "true"}}}
+        denied_by_policy(agent, AGENT_SCOPE, "PATCH", node, change, says=label)
+    denied_by_policy(agent, AGENT_SCOPE, "PATCH", node, {"spec": {"taints": None}}, says="spec")
+    denied_by_policy(
+        agent, AGENT_SCOPE, "PATCH", node, {"metadata": {"annotations": {"x": "y"}}}, says="x"
+    )
+    stored = admin.get(node)
+    assert stored["spec"]["taints"] == [taint]
+    assert "node-restriction.kubernetes.io/trusted" not in stored["metadata"]["labels"]
+    # Another tenant's pod on its node: labels, image, owners, finalizers stay.
+    path = placed(admin, "tenant-b", NODE_A, labels={"app": "b"})
+    changes: tuple[tuple[str, Any, str], ...] = (
+        ("a label", {"metadata": {"labels": {"app": "stolen"}}}, "merge"),
+        ("a user's annotation", {"metadata": {"annotations": {"x": "y"}}}, "merge"),
+        ("a finalizer", {"metadata": {"finalizers": ["x.io/hold"]}}, "merge"),
+        (
+            "the image",
+            [{"op": "replace", "path": "/spec/containers/0/image", "value": "evil:1"}],
+            "json",
+        ),
+    )
+    for case, change, kind in changes:
+        code, message = attempt(agent, "PATCH", path, change, patch=kind)
+        assert code == 403 and f"ValidatingAdmissionPolicy '{AGENT_SCOPE}'" in message, case
+    kept = admin.get(path)
+    assert kept["metadata"]["labels"] == {"app": "b"}
+    assert kept["spec"]["containers"][0]["image"] == "ascend-training:latest"
+    # What the agent does, by its own client: its node's servertype, the pod consumed.
+    gateway = KubernetesGateway(api_client(bound_token(cluster.plane, AGENT_ACCOUNT, NODE_A)))
+    gateway.patch_node_labels(NODE_A, {SERVER_TYPE_LABEL: "Ascend910B-20"})
+    allowed(cluster.scheduler, "PATCH", path, {"metadata": {"annotations": CHOSEN}})
+    version = admin.get(path)["metadata"]["resourceVersion"]
+    record = consumed_record("Ascend910-0", ["Ascend910-0"])
+    gateway.patch_pod_annotations(TEAM, "tenant-b", record, version)
+    assert admin.get(path)["metadata"]["annotations"][REAL_ANNOTATION] == "Ascend910-0"
+
+
 # --- the scheduler's scope -----------------------------------------------------------------
 
 SCHEDULER_SCOPE = "ascend-npu-scheduler-scope"
@@ -634,7 +866,7 @@ def test_the_scheduler_writes_only_its_own_configmaps(cluster: Cluster) -> None:
         scheduler,
         "POST",
         f"/api/v1/namespaces/{TEAM}/configmaps",
-        configmap(f"{FAULT_CONFIG_PREFIX}train"),
+        configmap(f"{FAULT_CONFIG_PREFIX}train", dict([WRITER_LABEL])),
     )
     system = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
     allowed(admin, "POST", system, configmap("someones"))
@@ -653,46 +885,141 @@ def test_the_scheduler_writes_only_its_own_configmaps(cluster: Cluster) -> None:
     denied_by_policy(scheduler, SCHEDULER_SCOPE, "POST", volcano, configmap("other"))
 
 
-def failed(admin: Rest, name: str, phase: str) -> None:
-    """The pod's status as the kubelet writes it when its admission fails
-    (pkg/kubelet/lifecycle/predicate.go: UnexpectedAdmissionError)."""
-    status = {"phase": phase}
-    if phase == "Failed":
-        status["reason"] = "UnexpectedAdmissionError"
-    admin.patch(f"{PODS}/{name}/status", {"status": status})
+IMAGE = [{"op": "replace", "path": "/spec/containers/0/image", "value": "evil:1"}]
 
 
-def test_the_scheduler_deletes_only_fault_job_pods_and_failed_npu_core_pods(
-    cluster: Cluster,
-) -> None:
+def test_a_stolen_scheduler_token_changes_no_pod_but_ours(cluster: Cluster) -> None:
     scheduler, admin = cluster.scheduler, cluster.admin
-    cases = {
-        "fault-force": (pod("fault-force", labels={"fault-scheduling": "force"}), None, True),
-        "fault-grace": (pod("fault-grace", labels={"fault-scheduling": "grace"}), None, True),
-        "fault-off": (pod("fault-off", labels={"fault-scheduling": "off"}), None, False),
-        "any-other": (pod("any-other"), None, False),
-        "core-failed": (
-            pod("core-failed", NODE_A, limits={NPU_CORE_RESOURCE: "2"}),
-            "Failed",
-            True,
-        ),
-        "core-running": (
-            pod("core-running", NODE_A, limits={NPU_CORE_RESOURCE: "2"}),
-            "Running",
-            False,
-        ),
-        "chips-failed": (pod("chips-failed", NODE_A, limits={RESOURCE_NAME: "2"}), "Failed", False),
-    }
-    for name, (body, phase, _) in cases.items():
-        allowed(admin, "POST", PODS, body)
-        if phase:
-            failed(admin, name, phase)
-    for name, (_, _, deletable) in cases.items():
-        if deletable:
-            allowed(scheduler, "DELETE", f"{PODS}/{name}")
-        else:
-            denied_by_policy(scheduler, SCHEDULER_SCOPE, "DELETE", f"{PODS}/{name}", says=name)
-            assert admin.get(f"{PODS}/{name}")["metadata"]["name"] == name
+    # RBAC grants pods patch cluster-wide (the Volcano path's annotations, the deletion mark,
+    # the leader label); the policy holds the rest: a kube-system pod's image stays.
+    system = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    cluster.plane.service_account(NAMESPACE, "coredns")  # no controller makes "default"
+    privileged = pod("privileged", NODE_A)
+    privileged["spec"]["serviceAccountName"] = "coredns"
+    allowed(admin, "POST", system, privileged)
+    path = f"{system}/privileged"
+    code, message = attempt(scheduler, "PATCH", path, IMAGE, patch="json")
+    assert code == 403 and f"ValidatingAdmissionPolicy '{SCHEDULER_SCOPE}'" in message, message
+    assert admin.get(path)["spec"]["containers"][0]["image"] == "ascend-training:latest"
+    key, value = LEADER_LABEL
+    denied_by_policy(
+        scheduler, SCHEDULER_SCOPE, "PATCH", path, {"metadata": {"labels": {key: value}}}
+    )
+    # A pod asking no NPUs: not even our annotations.
+    allowed(admin, "POST", PODS, pod("cpu-only", NODE_A))
+    denied_by_policy(
+        scheduler,
+        SCHEDULER_SCOPE,
+        "PATCH",
+        f"{PODS}/cpu-only",
+        {"metadata": {"annotations": CHOSEN}},
+    )
+    # An NPU pod: our annotations (the Volcano path's choice), no label, no image.
+    npu = placed(admin, "npu-pod", NODE_A)
+    allowed(scheduler, "PATCH", npu, {"metadata": {"annotations": CHOSEN}})
+    denied_by_policy(scheduler, SCHEDULER_SCOPE, "PATCH", npu, {"metadata": {"labels": {"a": "b"}}})
+    code, message = attempt(scheduler, "PATCH", npu, IMAGE, patch="json")
+    assert code == 403 and f"ValidatingAdmissionPolicy '{SCHEDULER_SCOPE}'" in message, message
+    # Its own replica's pod: the leader label, by its own client, and nothing else.
+    own = bound_token(cluster.plane, SCHEDULER_ACCOUNT, NODE_B).stem
+    gateway = scheduler_gateway(cluster)
+    gateway.patch_pod_labels(NAMESPACE, own, {key: value})
+    assert admin.get(f"{system}/{own}")["metadata"]["labels"][key] == value
+    gateway.patch_pod_labels(NAMESPACE, own, {key: None})
+    assert key not in (admin.get(f"{system}/{own}")["metadata"].get("labels") or {})
+    denied_by_policy(
+        scheduler, SCHEDULER_SCOPE, "PATCH", f"{system}/{own}", {"metadata": {"labels": {"a": "b"}}}
+    )
+
+
+def test_the_scheduler_writes_a_jobs_fault_config_only_where_it_made_it(cluster: Cluster) -> None:
+    scheduler, admin = cluster.scheduler, cluster.admin
+    team = f"/api/v1/namespaces/{TEAM}/configmaps"
+    # A tenant's own ConfigMap that happens to bear the name: never overwritten.
+    allowed(admin, "POST", team, configmap(f"{FAULT_CONFIG_PREFIX}tenants"))
+    stored = admin.get(f"{team}/{FAULT_CONFIG_PREFIX}tenants")
+    stored["metadata"]["labels"] = dict([WRITER_LABEL])
+    stored["data"] = {"taken": "over"}
+    denied_by_policy(
+        scheduler, SCHEDULER_SCOPE, "PUT", f"{team}/{FAULT_CONFIG_PREFIX}tenants", stored
+    )
+    assert admin.get(f"{team}/{FAULT_CONFIG_PREFIX}tenants").get("data") is None
+    # Nor one unlabelled, nor in the namespaces of the system and of Volcano.
+    denied_by_policy(scheduler, SCHEDULER_SCOPE, "POST", team, configmap(f"{FAULT_CONFIG_PREFIX}x"))
+    for namespace in (NAMESPACE, VOLCANO):
+        denied_by_policy(
+            scheduler,
+            SCHEDULER_SCOPE,
+            "POST",
+            f"/api/v1/namespaces/{namespace}/configmaps",
+            configmap(f"{FAULT_CONFIG_PREFIX}x", dict([WRITER_LABEL])),
+        )
+
+
+def scheduler_gateway(cluster: Cluster) -> KubernetesGateway:
+    """The scheduler's own Kubernetes client, as its real token."""
+    kubeconfig = cluster.plane.service_account(NAMESPACE, SCHEDULER_ACCOUNT)
+    return KubernetesGateway(api_client(kubeconfig))
+
+
+def test_the_scheduler_deletes_an_npu_pod_only_once_it_marked_it(cluster: Cluster) -> None:
+    scheduler, admin = cluster.scheduler, cluster.admin
+    # Unmarked: not a fault job's pod, not a failed npu-core pod, not any NPU pod.
+    for name, labels in (("gang-member", {}), ("fault-job", {"fault-scheduling": "force"})):
+        path = placed(admin, name, NODE_A, labels=labels)
+        denied_by_policy(scheduler, SCHEDULER_SCOPE, "DELETE", path, says="marked")
+        assert admin.get(path)["metadata"]["name"] == name
+    # The marker is the scheduler's alone: a tenant cannot set it to have a pod deleted.
+    denied_by_policy(
+        cluster.alice,
+        ANNOTATIONS,
+        "POST",
+        PODS,
+        npu_pod("self-marked", annotations={DELETING_ANNOTATION: GANG_RESTART_REASON}),
+        says=DELETING_ANNOTATION,
+    )
+    # A pod asking no NPUs: neither marked nor deleted.
+    allowed(admin, "POST", PODS, pod("plain-pod", NODE_A))
+    gateway = scheduler_gateway(cluster)
+    with pytest.raises(KubeError, match="403"):
+        delete_marked(
+            gateway, TEAM, "plain-pod", pod_uid(admin, "plain-pod"), grace_seconds=0, reason="x"
+        )
+    assert DELETING_ANNOTATION not in (
+        admin.get(f"{PODS}/plain-pod")["metadata"].get("annotations") or {}
+    )
+    # The code's path: a gang restart's deletion and a failed npu-core pod's, marked and
+    # deleted by the scheduler's own client (the Known gap: both were refused).
+    placed(admin, "restarted", NODE_A, labels={"ascend.npu/gang": "g"})
+    placed(admin, "core-failed", NODE_A, resource=NPU_CORE_RESOURCE, chips="2")
+    for name, reason in (("restarted", GANG_RESTART_REASON), ("core-failed", CHIP_CUT_ERROR)):
+        delete_marked(gateway, TEAM, name, pod_uid(admin, name), grace_seconds=0, reason=reason)
+        wait_until(partial(gone, admin, f"{PODS}/{name}"), DEADLINE, f"{name} deleted")
+    # Another pod now bears the name: it is neither marked nor deleted.
+    path = placed(admin, "recreated", NODE_A)
+    stale = pod_uid(admin, "recreated")
+    admin.request("DELETE", path, {"gracePeriodSeconds": 0})  # no kubelet: at once
+    wait_until(lambda: gone(admin, path), DEADLINE, "the first pod deleted")
+    placed(admin, "recreated", NODE_A)
+    with pytest.raises(KubeError):
+        delete_marked(
+            gateway, TEAM, "recreated", stale, grace_seconds=0, reason=GANG_RESTART_REASON
+        )
+    assert DELETING_ANNOTATION not in (admin.get(path)["metadata"].get("annotations") or {})
+
+
+def pod_uid(admin: Rest, name: str) -> str:
+    return str(admin.get(f"{PODS}/{name}")["metadata"]["uid"])
+
+
+def gone(admin: Rest, path: str) -> bool:
+    try:
+        admin.get(path)
+    except RestError as missing:
+        if missing.status == 404:
+            return True
+        raise
+    return False
 
 
 # --- the DRA overlay's policies ------------------------------------------------------------
@@ -752,6 +1079,11 @@ def test_a_nodes_dra_driver_writes_only_its_nodes_slices(cluster: Cluster) -> No
     stored["spec"]["devices"] = [{"name": "npu-0"}]
     allowed(dra, "PUT", f"{SLICES}/own", stored)
     denied_by_policy(dra, DRA_SLICES, "POST", SLICES, a_slice("others", NODE_B))
+    # Not under another driver's name, nor into another node's pool.
+    foreign = a_slice("foreign", NODE_A, driver="gpu.example.com")
+    denied_by_policy(dra, DRA_SLICES, "POST", SLICES, foreign, says="writes only slices of driver")
+    pooled = a_slice("pooled", NODE_A, pool=NODE_B)
+    denied_by_policy(dra, DRA_SLICES, "POST", SLICES, pooled, says=f"in the pool {NODE_A}")
     denied_by_policy(cluster.dra_unbound, DRA_SLICES, "POST", SLICES, a_slice("unbound", NODE_A))
     # Another node's slice, as its own driver (here the admin) wrote it.
     allowed(admin, "POST", SLICES, a_slice("node-b-slice", NODE_B))
