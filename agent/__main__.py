@@ -45,6 +45,7 @@ from infra.cli import (
     wait_until,
 )
 from infra.config import CommandParser
+from infra.kube import policies
 from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError, KubeGateway, Selection, list_all
 from infra.logs import add_log_options
@@ -201,6 +202,7 @@ def build_parser() -> CommandParser:
         default=os.environ.get("NODE_NAME", ""),
         help="this node's name (default: env NODE_NAME, from the downward API)",
     )
+    policies.add_flag(serve)
     add_log_options(serve, huawei_spellings=True)
     for long, huawei, kind, default, _ in NO_EFFECT:
         # Go's flag package takes a bool flag bare (-autoStowing), as bool_flag does.
@@ -361,6 +363,14 @@ def _serve(args: argparse.Namespace) -> int:
     except (KubeError, ValueError) as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    gone: list[str] = []
+    if gateway is not None:
+        gone, refusal = policies.check(
+            gateway, policies.AGENT_POLICIES, args.allow_missing_policies
+        )
+        if refusal is not None:
+            print(f"error: {refusal}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     stop = stop_on_signals()
     try:
         with exit_on_bind_error({"--metrics-listen": config.metrics_listen}):
@@ -368,6 +378,7 @@ def _serve(args: argparse.Namespace) -> int:
     except DriverError as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    policies.report(agent.metrics.registry, "ascend_agent", gone)
     settle()
     log.info(
         "serving %s from %s (ascend runtime: %s, kube: %s)",

@@ -221,6 +221,7 @@ def agent_budget(seconds: float) -> tuple[int, dict[str, int]]:
     command += ["--kube", "kubeconfig", "--kubeconfig", str(root / "kubeconfig")]
     command += ["--node-name", "n1", "--pod-resources-socket", str(root / "podres.sock")]
     command += ["--ascend-runtime", "true", "--log-level", "WARNING"]
+    command += ["--allow-missing-policies"]  # the in-memory API server has none
     process = subprocess.Popen(command)
     try:
         if not kubelet.wait_for(lambda: kubelet.allocatable(RESOURCE) == 8, timeout=60):

@@ -67,6 +67,27 @@ def npu_request(pod: Obj) -> tuple[str, int]:
     return (resource or RESOURCE_NAME), total
 
 
+def npu_resources_asked(pod: Obj) -> tuple[str, ...]:
+    """Every NPU resource the pod asks anywhere: its containers and init containers (the
+    kubelet allocates devices to both), requests or limits, in the order first named. Wider
+    than ``npu_request``, which counts what the scheduler places: this is what a pod may be
+    handed by an Allocate."""
+    spec = pod.get("spec") or {}
+    asked: dict[str, None] = {}
+    for key in ("initContainers", "containers"):
+        for container in spec.get(key) or []:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            for kind in ("requests", "limits"):
+                amounts = (resources or {}).get(kind) if isinstance(resources, dict) else None
+                if isinstance(amounts, dict):
+                    asked.update(
+                        (name, None)
+                        for name, amount in amounts.items()
+                        if isinstance(name, str) and is_npu_resource(name) and _count(amount)
+                    )
+    return tuple(asked)
+
+
 def npu_limit(pod: Obj) -> int:
     """The pod's NPU count (``npu_request``)."""
     return npu_request(pod)[1]

@@ -45,7 +45,7 @@ from contract.chip_names import (
     parse_chip_list,
 )
 from contract.groups import GroupRef, group_of, rank_hint
-from contract.objects import Obj, npu_request
+from contract.objects import Obj, npu_request, npu_resources_asked
 from contract.vnpu import (
     NPU_CORE_RESOURCE,
     CoreChoice,
@@ -81,6 +81,8 @@ class PodView:
     annotations: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     controlled: bool = False  # a controller owns it (makes it again if it is deleted)
+    # every NPU resource it asks, init containers included (``objects.npu_resources_asked``)
+    asks: tuple[str, ...] = ()
     # The pod's whole annotations when ``annotations`` keeps only some (a cache's view):
     # parsed, not kept.
     source: InitVar[Mapping[str, str] | None] = None
@@ -229,6 +231,7 @@ def pod_view(pod: Obj, keep: Collection[str] | None = None) -> PodView:
         annotations=kept,
         labels=_strings(meta.get("labels")),
         controlled=_controlled(meta.get("ownerReferences")),
+        asks=npu_resources_asked(pod),
         source=notes,
         env_rank=_env_rank(pod),
     )

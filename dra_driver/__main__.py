@@ -28,6 +28,7 @@ from dra_driver.driver import (
     ServedTwice,
     start_dra_driver,
 )
+from dra_driver.metrics import PREFIX
 from infra.cli import (
     add_version,
     bool_flag,
@@ -39,6 +40,7 @@ from infra.cli import (
     wait_until,
 )
 from infra.config import CommandParser
+from infra.kube import policies
 from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError
 from infra.logs import add_log_options
@@ -116,6 +118,7 @@ def build_parser() -> CommandParser:
         metavar="HOST:PORT",
         help="HOST:PORT for /metrics, /healthz and /readyz (off when empty)",
     )
+    policies.add_flag(serve)
     add_log_options(serve)
     return parser
 
@@ -163,11 +166,18 @@ def _serve(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     try:
         gateway = KubernetesGateway.from_environment(kubeconfig)
+        gone, refusal = policies.check(
+            gateway, policies.DRA_DRIVER_POLICIES, args.allow_missing_policies
+        )
+        if refusal is not None:
+            print(f"error: {refusal}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         with exit_on_bind_error({"--metrics-listen": config.metrics_listen}):
             driver = start_dra_driver(config, make_driver(args), gateway)
     except (DriverError, ServedTwice, KubeError) as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    policies.report(driver.metrics.registry, PREFIX, gone)
     settle()
     wait_until(stop)
     driver.stop()

@@ -262,9 +262,13 @@ def dra_node_object(name: str, i: int) -> Obj:
     }
 
 
-def driver_command(name: str, home: Path, *, kubeconfig_file: Path) -> list[str]:
+def driver_command(
+    name: str, home: Path, *, kubeconfig_file: Path, policies_installed: bool = False
+) -> list[str]:
     """``python -m dra_driver serve`` as the DaemonSet runs it, on the fake chips of
-    ``home``, the kubelet's directories under it, the API server of a kubeconfig."""
+    ``home``, the kubelet's directories under it, the API server of a kubeconfig;
+    ``policies_installed``: the chart's DRA admission policies are on the API server (else
+    the driver is told to start without them)."""
     return [
         sys.executable,
         "-m",
@@ -279,6 +283,7 @@ def driver_command(name: str, home: Path, *, kubeconfig_file: Path) -> list[str]
         "--kube=kubeconfig",
         f"--kubeconfig={kubeconfig_file}",
         "--log-level=warning",
+        *([] if policies_installed else ["--allow-missing-policies"]),
     ]
 
 

@@ -174,7 +174,7 @@ def _host(plane: ControlPlane, root: Path, name: str, index: int) -> DraHost:
     log = home / "driver.log"
     with log.open("ab") as out:
         driver = subprocess.Popen(
-            driver_command(name, home, kubeconfig_file=kubeconfig),
+            driver_command(name, home, kubeconfig_file=kubeconfig, policies_installed=True),
             stdout=out,
             stderr=subprocess.STDOUT,
         )

@@ -16,6 +16,9 @@ class FailureReason(Enum):
     INVALID_REQUEST = "invalid_request"  # the kubelet's request is malformed
     NO_POD = "no_pod"  # no pending pod of this node carries chips for it
     CHIPS_REFUSED = "chips_refused"  # the pod's chips are missing, unhealthy or held
+    # a pending pod of the resource on this node carries no scheduler's choice: the Allocate
+    # may be its own, so none is decided (``handshake_rules.unchosen``)
+    POD_NOT_SCHEDULED_BY_ASCEND = "pod_not_scheduled_by_ascend"
     API_ERROR = "api_error"  # the API server refused or could not be reached
 
     @property

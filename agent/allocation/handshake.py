@@ -10,6 +10,14 @@ in the same patch. A conflict means
 someone changed the pod: undo, re-read it and decide again, at most ``MAX_CONFLICTS`` times.
 Calls are serialized by the plugin server. Huawei's device plugin: ``pkg/server/plugin.go``
 ``Allocate`` / ``doWithVolcanoSchedule`` / ``getOldestPod``.
+
+Defence in depth against a pod placed on the node by someone else: each Allocate first lists
+the node's pods (the kubelet asks only for a pod it has read from the API server, so the list
+shows it), and no Allocate of a resource is decided while a pending pod of that resource
+carries no scheduler's choice (``handshake_rules.unchosen``): the Allocate may be that pod's,
+and it would get the chips another pod was given. After a bounded wait (the kubelet marks a
+pod it refused ``Failed`` asynchronously) the Allocate is refused, with a Warning Event on
+each such pod, once per version of it.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from agent.allocation.handshake_rules import (
     held_chips,
     misfits,
     pick_pending,
+    unchosen,
 )
 from agent.allocation.kubelet_requests import preferred_chips
 from agent.chips import Chip, NodeChips
@@ -69,6 +78,52 @@ class Handshake:
         self.cache = cache
         self._wait_for_pod = wait_for_pod
         self.events = events or EventRecorder(gateway, COMPONENT, instance)
+        self._warned: dict[str, str] = {}  # uid → the resourceVersion last told of it
+
+    def listed(self) -> None:
+        """The cache replaced by a fresh list of the node's pods (API errors refuse)."""
+        try:
+            self.cache.reflector.relist()
+        except KubeError as failed:
+            raise AllocationFailed(FailureReason.API_ERROR, f"API server: {failed}") from None
+
+    def all_chosen(self, resource: str) -> None:
+        """Return once no pending pod of ``resource`` lacks the scheduler's choice, waiting a
+        bounded moment (then listing once more) for such pods to be chosen or failed;
+        otherwise refuse, telling each of them why in an Event."""
+        deadline = time.monotonic() + self._wait_for_pod
+        listed_again = False
+        while strays := unchosen(self.cache.pods(), resource):
+            left = deadline - time.monotonic()
+            if left > 0:
+                self.cache.wait_change(min(left, 0.05))
+            elif not listed_again:
+                self.listed()
+                listed_again = True
+            else:
+                raise self._not_scheduled(strays, resource)
+
+    def _not_scheduled(self, strays: list[PodView], resource: str) -> AllocationFailed:
+        reason = FailureReason.POD_NOT_SCHEDULED_BY_ASCEND
+        live = {p.uid for p in self.cache.pods()}
+        self._warned = {uid: v for uid, v in self._warned.items() if uid in live}
+        for pod in strays:
+            if self._warned.get(pod.uid) != pod.resource_version:
+                self._warned[pod.uid] = pod.resource_version
+                self.events.warn(
+                    pod_ref(pod.namespace, pod.name, pod.uid),
+                    reason.event_reason,
+                    f"{pod.key} asks {resource} on this node without the NPU scheduler's "
+                    "choice (bound by another scheduler or created with spec.nodeName): no "
+                    f"{resource} is handed out on this node while it waits (pod version "
+                    f"{pod.resource_version})",
+                )
+        keys = ", ".join(p.key for p in strays[:3]) + (" …" if len(strays) > 3 else "")
+        return AllocationFailed(
+            reason,
+            f"{NOT_FOUND}: {keys} asks {resource} without the NPU scheduler's choice; "
+            "no Allocate of it is decided while such a pod waits on this node",
+        )
 
     def find(
         self, resource: str, count: int, size: Callable[[PodView], int | None]
@@ -129,7 +184,9 @@ class Handshake:
         """The handshake: ``realize`` makes the pod's claim real and says what the container
         gets, what to write on the pod and how to undo it; it raises ``Undecided`` to decide
         again, AllocationFailed to refuse. ``not_found``: the failure when no pod waits."""
+        self.listed()
         for _ in range(MAX_CONFLICTS):
+            self.all_chosen(resource)
             pod = self.find(resource, count, size)
             if pod is None:
                 raise not_found()

@@ -51,6 +51,31 @@ def pending(pod: PodView, resource: str) -> bool:
     )
 
 
+def unchosen(pods: Iterable[PodView], resource: str) -> list[PodView]:
+    """The pods of this node that wait for an Allocate of ``resource`` (asked by any of their
+    containers, init containers included) but carry no choice of the scheduler (its
+    ``resource`` annotation and ``predicate-time``): put on the node by
+    someone else (``spec.nodeName`` set at creation, another scheduler). The kubelet does not
+    say which pod an Allocate is for, so while one waits no Allocate of ``resource`` can be
+    told apart from its own: handing out another pod's chips would give them to it.
+
+    Our schedulers write the choice before or with the binding (the extender's Binding
+    carries the annotations, which the API server copies onto the pod with ``nodeName`` —
+    kubernetes/kubernetes pkg/registry/core/pod/storage/storage.go ``setPodNodeAndMetadata``;
+    on the Volcano path they are patched before Volcano binds), so a pod of ours is never
+    seen on its node without them."""
+    return [
+        p
+        for p in pods
+        if p.live
+        and not p.deleting
+        and p.reason != "UnexpectedAdmissionError"
+        and resource in p.asks
+        and not p.consumed
+        and (resource not in p.annotations or PREDICATE_TIME not in p.annotations)
+    ]
+
+
 def pick_pending(
     pods: Iterable[PodView], resource: str, count: int, size: Callable[[PodView], int | None]
 ) -> PodView | None:

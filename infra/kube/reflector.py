@@ -195,14 +195,21 @@ class Reflector(Generic[T]):
         return drift, {k: e.value for k, e in fresh.items()}
 
     def _read(self) -> tuple[dict[str, _Entry[T]], str]:
-        """The collection listed (paginated) and converted; the list's resourceVersion."""
+        """The collection listed (paginated) and converted; the list's resourceVersion. An
+        object the store holds at the same resourceVersion keeps its converted value (the
+        version changes with every write): a list repeated often converts only what changed."""
         fresh: dict[str, _Entry[T]] = {}
         page = self.gateway.list_page(self.what, self.page_size)
         while True:
             for obj in page.items:  # converted page by page: only what is read stays
+                key, version = object_key(obj), _version(obj)
+                known = self._store.get(key)
+                if known is not None and version and known.version == version:
+                    fresh[key] = known
+                    continue
                 value = self._convert(obj)
                 if value is not None:
-                    fresh[object_key(obj)] = _Entry(_version(obj), value)
+                    fresh[key] = _Entry(version, value)
             if not page.next:
                 return fresh, page.resource_version
             page = self.gateway.list_page(self.what, self.page_size, page.next)

@@ -173,6 +173,7 @@ def test_serve_with_the_kubernetes_api_gives_the_scheduler_chips_and_publishes_d
         str(config_file),
         "--node-name",
         "n1",
+        "--allow-missing-policies",  # the in-memory API server has no admission policies
     )
     try:
         assert kubelet.wait_for(lambda: kubelet.allocatable(RESOURCE) == 8, timeout=20)

@@ -26,6 +26,7 @@ from deviceplugin_api.dra_health.v1alpha1 import api_pb2 as health
 from deviceplugin_api.dra_health.v1alpha1 import api_pb2_grpc as health_grpc
 from dra_driver.__main__ import build_parser, main
 from dra_driver.driver import Status, why_not_ready
+from infra.kube.policies import DRA_DRIVER_POLICIES
 from infra.kube.port import Selection
 from simulation.cluster import state_file, wait_for
 from simulation.dra_cluster import dra_cluster, dra_node_object, driver_command, pod_with_claim
@@ -34,6 +35,7 @@ from simulation.loopback import LoopbackApiServer, kubeconfig
 from simulation.memory import MemoryCluster
 from simulation.processes import free_port
 from tests.unit.helpers import metric
+from tests.unit.test_policies_check import install
 
 NODE = "node-00"
 EXIT_WITHIN = 2.0  # seconds from SIGTERM to the exit: the requirement
@@ -52,6 +54,7 @@ def node(tmp_path: Path) -> Iterator[Node]:
     """A node given to DRA, its fake chips, and the API server as a kubeconfig names it."""
     store = MemoryCluster(bookmark_seconds=0.2)
     store.put("Node", dra_node_object(NODE, 0))
+    install(store, DRA_DRIVER_POLICIES)  # as the chart installs them: the driver starts quietly
     api = LoopbackApiServer(store)
     api.start()
     (tmp_path / "state.yaml").write_text(state_file(frozenset({3})))

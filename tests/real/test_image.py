@@ -376,7 +376,8 @@ def test_the_dra_driver_publishes_its_slice_and_answers_healthz(container: Conta
         ["python", "-m", "dra_driver", "serve", "--node-name=node-00", "--driver=fake",
          "--fake-state=/tmp/state.yaml", "--plugins-dir=/tmp/plugins",
          "--registry-dir=/tmp/registry", "--cdi-root=/tmp/cdi", "--kube=kubeconfig",
-         "--kubeconfig=/tmp/kubeconfig", f"--metrics-listen=127.0.0.1:{metrics}"],
+         "--kubeconfig=/tmp/kubeconfig", f"--metrics-listen=127.0.0.1:{metrics}",
+         "--allow-missing-policies"],
         user="0",
     )  # fmt: skip
     try:

@@ -31,10 +31,176 @@ system:serviceaccount:{{ .context.Release.Namespace }}:{{ .name }}
 
 {{/*
 kube-scheduler's image: the cluster's own version unless pinned (kube-scheduler must not be
-newer than the API server, and may be one minor older: Kubernetes' version skew policy).
+newer than the API server, and may be one minor older: Kubernetes' version skew policy); with
+kubeScheduler.digest, repository:version@digest (the runtime pulls the digest, the tag names it).
 */}}
 {{- define "ascend-npu.kubeSchedulerImage" -}}
 {{- $version := .Values.kubeScheduler.tag | default (regexFind "^v[0-9]+\\.[0-9]+\\.[0-9]+" .Capabilities.KubeVersion.Version) -}}
 {{ .Values.kubeScheduler.repository }}:{{ $version }}
+{{- with .Values.kubeScheduler.digest }}@{{ . }}{{ end }}
 {{- end -}}
 
+{{/*
+The admission policies' shared CEL, written once here (tests/deploy keeps the lists equal to
+the code's):
+- ourAnnotations: the pod annotations only the scheduler and the agent write
+  (contract.annotations.WRITTEN_BY_US).
+- npuVariables: the NPU resources (contract.objects.is_npu_resource: the placed ones, and a
+  static vNPU type's, which the kubelet picks).
+- asksNpus: whether the pod (the CEL variable named by the argument: "object" or
+  "oldObject") asks NPUs: any container, init containers included, requests or limits.
+- changeVariables: what an UPDATE changes: the keys of metadata.labels and
+  metadata.annotations added, removed or changed, and whether all else a writer of metadata
+  has no business with (spec, status, owners, finalizers) is as it was.
+*/}}
+{{- define "ascend-npu.ourAnnotations" -}}
+['huawei.com/Ascend910', 'huawei.com/Ascend310', 'huawei.com/Ascend310P',
+'huawei.com/npu-core', 'predicate-time', 'huawei.com/AscendReal', 'huawei.com/kltDev',
+'ascend.kubectl.kubernetes.io/ascend-910-configuration', 'hccl/rankIndex',
+'super-pod-rank', 'super-pod-id', 'isSharedTor', 'isHealthy', 'sharedTorIp',
+'ascend-npu.io/deleting']
+{{- end -}}
+
+{{- define "ascend-npu.npuVariables" -}}
+- name: npuResources
+  expression: >-
+    ['huawei.com/Ascend910', 'huawei.com/Ascend310', 'huawei.com/Ascend310P',
+    'huawei.com/npu-core']
+- name: vnpuResource
+  expression: >-
+    '^huawei\\.com/(Ascend910-([2-6]|8|10|12|16)c|Ascend310P-(1|2|4)c)'
+{{- end -}}
+
+{{- define "ascend-npu.asksNpus" -}}
+((has({{ . }}.spec.initContainers) ? {{ . }}.spec.initContainers : []) +
+{{ . }}.spec.containers).exists(c, has(c.resources) &&
+  ((has(c.resources.limits) ? c.resources.limits : {}).exists(r,
+    r in variables.npuResources || r.matches(variables.vnpuResource)) ||
+  (has(c.resources.requests) ? c.resources.requests : {}).exists(r,
+    r in variables.npuResources || r.matches(variables.vnpuResource))))
+{{- end -}}
+
+{{- define "ascend-npu.changeVariables" -}}
+- name: updated
+  expression: request.operation == 'UPDATE'
+- name: newLabels
+  expression: >-
+    variables.updated && has(object.metadata.labels) ? object.metadata.labels : {}
+- name: oldLabels
+  expression: >-
+    variables.updated && has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}
+- name: newAnnotations
+  expression: >-
+    variables.updated && has(object.metadata.annotations) ? object.metadata.annotations : {}
+- name: oldAnnotations
+  expression: >-
+    variables.updated && has(oldObject.metadata.annotations)
+    ? oldObject.metadata.annotations : {}
+- name: changedLabels
+  expression: >-
+    variables.newLabels.filter(k, !(k in variables.oldLabels) ||
+      variables.oldLabels[k] != variables.newLabels[k]) +
+    variables.oldLabels.filter(k, !(k in variables.newLabels))
+- name: changedAnnotations
+  expression: >-
+    variables.newAnnotations.filter(k, !(k in variables.oldAnnotations) ||
+      variables.oldAnnotations[k] != variables.newAnnotations[k]) +
+    variables.oldAnnotations.filter(k, !(k in variables.newAnnotations))
+- name: onlyMetadata
+  expression: >-
+    variables.updated &&
+    has(object.spec) == has(oldObject.spec) &&
+    (!has(object.spec) || object.spec == oldObject.spec) &&
+    has(object.status) == has(oldObject.status) &&
+    (!has(object.status) || object.status == oldObject.status) &&
+    (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) ==
+    (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) &&
+    (has(object.metadata.finalizers) ? object.metadata.finalizers : []) ==
+    (has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : [])
+{{- end -}}
+
+{{/*
+How the agent and the DRA driver reach the chips' device nodes (npu-smi and DCMI open
+/dev/davinci_manager, /dev/davinciN, /dev/devmm_svm and /dev/hisi_hdc): nodeDevices.access, or
+when empty the least that works for the driver: none for the fake driver, privileged for
+npu-smi (no other means gives a container device nodes without a runtime that injects them).
+Call with (dict "driver" "npu-smi" "context" $).
+*/}}
+{{- define "ascend-npu.deviceAccess" -}}
+{{- .context.Values.nodeDevices.access | default (ternary "none" "privileged" (eq .driver "fake")) -}}
+{{- end -}}
+
+{{/*
+The node components' container securityContext, as NVIDIA's device plugin runs
+(NVIDIA/k8s-device-plugin deployments/static/nvidia-device-plugin.yml: no privilege
+escalation, every capability dropped) unless the chips need privilege. Root without
+capabilities: the kubelet's socket directories are root's (owner rwx), nothing else is needed.
+*/}}
+{{- define "ascend-npu.nodeSecurityContext" -}}
+{{- if eq (include "ascend-npu.deviceAccess" .) "privileged" -}}
+# privileged: the runtime gives the container the host's device nodes and a device cgroup
+# allowing them, as Huawei's ascend-device-plugin DaemonSets run (Ascend/mind-cluster
+# component/ascend-device-plugin/build/ascendplugin-910.yaml); it implies every capability.
+privileged: true
+{{- else -}}
+allowPrivilegeEscalation: false
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+runAsUser: 0
+readOnlyRootFilesystem: true
+{{- end -}}
+
+{{/*
+nodeDevices.access runtime: the Ascend container runtime (the node's default runtime, or the
+RuntimeClass nodeDevices.runtimeClassName) injects the chips ASCEND_VISIBLE_DEVICES names, with
+their device cgroup, as it does for the training containers (Ascend/ascend-docker-runtime).
+*/}}
+{{- define "ascend-npu.deviceEnv" -}}
+{{- if eq (include "ascend-npu.deviceAccess" .) "runtime" -}}
+- name: ASCEND_VISIBLE_DEVICES
+  value: {{ .context.Values.nodeDevices.visibleDevices | quote }}
+{{- end -}}
+{{- end -}}
+
+{{- define "ascend-npu.runtimeClass" -}}
+{{- if and (eq (include "ascend-npu.deviceAccess" .) "runtime") .context.Values.nodeDevices.runtimeClassName -}}
+runtimeClassName: {{ .context.Values.nodeDevices.runtimeClassName }}
+{{- end -}}
+{{- end -}}
+
+{{/* The host's driver, npu-smi and install record, read-only (none for the fake driver). */}}
+{{- define "ascend-npu.driverMounts" -}}
+{{- if ne (include "ascend-npu.deviceAccess" .) "none" -}}
+- name: driver
+  mountPath: /usr/local/Ascend/driver
+  readOnly: true
+# The host's npu-smi (installed with the driver), on the image's PATH.
+- name: npu-smi
+  mountPath: /usr/local/sbin/npu-smi
+  readOnly: true
+- name: install-info
+  mountPath: /etc/ascend_install.info
+  readOnly: true
+{{- end -}}
+{{- end -}}
+
+{{- define "ascend-npu.driverVolumes" -}}
+{{- if ne (include "ascend-npu.deviceAccess" .) "none" -}}
+- name: driver
+  hostPath:
+    path: /usr/local/Ascend/driver
+    type: Directory
+- name: npu-smi
+  hostPath:
+    path: /usr/local/sbin/npu-smi
+    type: File
+# Where the driver was installed: npu-smi reads it to find its libraries.
+- name: install-info
+  hostPath:
+    path: /etc/ascend_install.info
+    type: File
+{{- end -}}
+{{- end -}}
