@@ -110,6 +110,15 @@ def listen_address(text: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
+def name_list(text: str) -> frozenset[str]:
+    """A comma-separated list of names (certificate CNs, scheduler names): each non-empty and
+    without spaces; "*" is refused (there is no "any": name each one)."""
+    names = [n.strip() for n in text.split(",")] if text.strip() else []
+    if any(not n or n == "*" or any(c.isspace() for c in n) for n in names):
+        raise _bad("comma-separated names (no '*', no spaces, none empty)", text)
+    return frozenset(names)
+
+
 def listen_address_or_off(text: str) -> tuple[str, int] | None:
     """``listen_address``, or None for an empty value (that server is not started)."""
     return listen_address(text) if text else None
@@ -167,6 +176,13 @@ def float_above(minimum: float) -> Callable[[str], float]:
     """An argparse ``type=`` for a finite number greater than ``minimum`` (a period of 0
     would make a loop spin)."""
     return _bounded_float(lambda value: value > minimum, f"greater than {minimum:g}")
+
+
+def float_between(minimum: float, maximum: float) -> Callable[[str], float]:
+    """An argparse ``type=`` for a finite number in [minimum, maximum] (a share, say)."""
+    return _bounded_float(
+        lambda value: minimum <= value <= maximum, f"from {minimum:g} to {maximum:g}"
+    )
 
 
 def _bounded_float(within: Callable[[float], bool], bounds: str) -> Callable[[str], float]:

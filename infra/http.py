@@ -39,6 +39,7 @@ class Response:
     # Ends the caller's kept-alive connection after this answer: its next request opens a
     # new one, which the Service routes afresh (kube-proxy never moves a live connection).
     close: bool = False
+    headers: tuple[tuple[str, str], ...] = ()  # more headers (e.g. a 429's Retry-After)
 
     @staticmethod
     def text(code: int, text: str, content_type: str = "text/plain") -> Response:
@@ -132,10 +133,10 @@ class Caller:
     certificate: Mapping[str, Any] | None
 
 
-Guard = Callable[[Caller], str | None]  # why a POST is refused, or None
+Guard = Callable[[Caller], Response | None]  # the answer refusing a POST, or None
 
 
-def _open(caller: Caller) -> str | None:
+def _open(caller: Caller) -> Response | None:
     return None
 
 
@@ -189,6 +190,8 @@ class HttpServer:
                 self.send_response(response.code)
                 self.send_header("Content-Type", response.content_type)
                 self.send_header("Content-Length", str(len(response.body)))
+                for name, value in response.headers:
+                    self.send_header(name, value)
                 if self.close_connection:
                     self.send_header("Connection", "close")
                 self.end_headers()
@@ -215,7 +218,7 @@ class HttpServer:
                 refused = guard(Caller(headers, self._certificate()))
                 if refused is not None:
                     self.close_connection = True
-                    self._send(error(401, refused))
+                    self._send(refused)
                     return
                 text = self.headers.get("Content-Length") or "0"
                 if not text.isascii() or not text.isdigit() or len(text) > 12:

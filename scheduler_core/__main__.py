@@ -28,13 +28,16 @@ from infra.cli import (
     exit_on_bind_error,
     float_above,
     float_at_least,
+    float_between,
     int_at_least,
     listen_address,
     listen_address_or_off,
+    name_list,
     wait_until,
 )
 from infra.config import CommandParser
 from infra.http import tls_context
+from infra.kube import policies
 from infra.kube.client import KubernetesGateway
 from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError, Selection, list_all
@@ -53,8 +56,9 @@ from scheduler_core.request_json import (
     parse_request,
 )
 from scheduler_core.service import live_view
-from scheduler_core.service.extender import Extender
-from scheduler_core.service.server import OPEN, Access, Election, PodRef, SchedulerService
+from scheduler_core.service.extender import DEFAULT_PROFILES, Extender
+from scheduler_core.service.gangs import DEFAULT_HOLD_SHARE
+from scheduler_core.service.server import Access, Election, PodRef, SchedulerService
 from scheduler_core.service.status import cluster_json, cluster_lines
 
 EXIT_BAD_INPUT = 2
@@ -142,11 +146,18 @@ def _demo(policy_name: str) -> int:
 
 
 def _access(args: argparse.Namespace) -> Access:
-    """Who may call the verbs, from the TLS and token flags (ValueError names what is wrong)."""
+    """Who may call the verbs, from the TLS, client and token flags (ValueError names what is
+    wrong or missing): no authentication mode, or a token over plain HTTP, only with
+    ``--insecure``."""
     if (args.tls_cert_file is None) != (args.tls_private_key_file is None):
         raise ValueError("--tls-cert-file and --tls-private-key-file go together")
     if args.client_ca_file is not None and args.tls_cert_file is None:
         raise ValueError("--client-ca-file needs --tls-cert-file (client certificates are TLS)")
+    if (args.client_ca_file is None) != (not args.client_allowed_names):
+        raise ValueError(
+            "--client-ca-file and --client-allowed-names go together (the CA, and the CNs of "
+            "its certificates let in, e.g. ascend-npu-kube-scheduler)"
+        )
     tls = None
     if args.tls_cert_file is not None:
         try:
@@ -161,37 +172,62 @@ def _access(args: argparse.Namespace) -> Access:
             raise ValueError(f"--token-file: {bad.strerror}") from None
         if not token:
             raise ValueError(f"--token-file {args.token_file} is empty")
-    return Access(tls, args.client_ca_file is not None, token)
+        if tls is None and not args.insecure:
+            raise ValueError(
+                "--token-file needs TLS (--tls-cert-file, --tls-private-key-file): over plain "
+                "HTTP the token can be read on the way (--insecure to allow it)"
+            )
+    access = Access(tls, args.client_allowed_names, token)
+    if access.open and not args.insecure:
+        raise ValueError(
+            "the verbs need an authentication mode: --client-ca-file with "
+            "--client-allowed-names, or --token-file (with TLS); --insecure serves them to "
+            "anyone who reaches the port"
+        )
+    return access
 
 
 def _serve(args: argparse.Namespace) -> int:
     configure(args.log_level, args.log_format == "json")
     try:
         _check_addresses(args.listen, args.metrics_listen)
+        if not args.scheduler_names:
+            raise ValueError("--scheduler-names is empty: name the profiles whose pods /bind binds")
         access = _access(args)
         election = _election(args)
         gateway = KubernetesGateway.from_environment(kubeconfig_for(args.kube, args.kubeconfig))
     except (KubeError, ValueError) as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if access == OPEN:
+    gone, refusal = policies.check(
+        gateway, policies.SCHEDULER_POLICIES, args.allow_missing_policies
+    )
+    if refusal is not None:
+        print(f"error: {refusal}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if access.open or (access.token is not None and access.tls is None):  # --insecure
         logging.getLogger("scheduler_core").warning(
-            "the verbs are open to anyone who reaches the port: set --client-ca-file or "
-            "--token-file, or keep the NetworkPolicy in place"
+            "INSECURE (--insecure): %s",
+            "the verbs and /debug/compare are open to anyone who reaches the port"
+            if access.open
+            else "the token is accepted over plain HTTP",
         )
     extender = Extender(
         gateway,
         policy_by_name(args.policy),
         gang_ttl=args.gang_ttl,
         hold_limit=args.hold_limit,
+        hold_share=args.hold_share_per_namespace,
         network=locality.Settings(
             args.nslb_version, args.shared_tor_num, args.reserve_nodes, args.super_pod_size
         ),
         grace_over=args.grace_over_time,
+        profiles=args.scheduler_names,
     )
     service = SchedulerService(
         gateway, extender, args.refresh_period, args.self_maintain, election=election
     )
+    policies.report(service.metrics.registry, "ascend_scheduler", gone)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -292,13 +328,36 @@ def build_parser() -> CommandParser:
     serve.add_argument(
         "--client-ca-file",
         type=Path,
-        help="the verbs need a client certificate signed by this CA (kube-scheduler's "
-        "tlsConfig certFile/keyFile)",
+        help="the verbs take a client certificate signed by this CA whose CN is in "
+        "--client-allowed-names (kube-scheduler's tlsConfig certFile/keyFile)",
+    )
+    serve.add_argument(
+        "--client-allowed-names",
+        type=name_list,
+        default=frozenset(),
+        metavar="CN,...",
+        help="the client certificates let in: their CNs (required with --client-ca-file; as "
+        "kube-apiserver's --requestheader-allowed-names, but never any)",
     )
     serve.add_argument(
         "--token-file",
         type=Path,
-        help="the verbs need 'Authorization: Bearer <the file's content>'",
+        help="the verbs take the file's content as 'Authorization: Bearer <token>' or as "
+        "HTTP Basic's password (Volcano: https://<user>:<token>@host in its urlPrefix); TLS only",
+    )
+    serve.add_argument(
+        "--insecure",
+        **bool_flag(False),
+        help="serve without an authentication mode (anyone who reaches the port), or a token "
+        "over plain HTTP; refused otherwise",
+    )
+    policies.add_flag(serve)
+    serve.add_argument(
+        "--scheduler-names",
+        type=name_list,
+        default=",".join(sorted(DEFAULT_PROFILES)),
+        metavar="NAME,...",
+        help="the kube-scheduler profiles (spec.schedulerName) whose pods /bind binds",
     )
     for command in (serve, status):
         command.add_argument(
@@ -363,7 +422,19 @@ def build_parser() -> CommandParser:
         "--hold-limit",
         type=float_at_least(0),
         default=600.0,
-        help="seconds whole nodes may be held back for a waiting gang",
+        help=(
+            "seconds chips may be held back from one-pod jobs for a waiting gang (a gang "
+            "whose size a Volcano or coscheduling PodGroup states)"
+        ),
+    )
+    serve.add_argument(
+        "--hold-share-per-namespace",
+        type=float_between(0, 1),
+        default=DEFAULT_HOLD_SHARE,
+        help=(
+            "the share of the cluster's chips one namespace's waiting gangs may hold "
+            "together (0: none)"
+        ),
     )
     serve.add_argument(
         "--nslb-version",

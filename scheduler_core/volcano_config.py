@@ -9,10 +9,24 @@ takes out exactly that entry again. Volcano's scheduler re-reads the file when t
 mount changes (volcano-sh/volcano ``pkg/scheduler/scheduler.go``, ``watchSchedulerConf``), so
 neither needs a restart.
 
-Our entry is the ``extender`` plugin whose ``extender.urlPrefix`` is the one in the plugin file;
-an ``extender`` entry with another URL is someone else's and is never touched: ``merge``
-refuses (Volcano builds one extender plugin per name). The update carries the resourceVersion
-it read, so a concurrent edit is retried on, never overwritten. Comments in the user's
+Our entry is the ``extender`` plugin whose ``extender.urlPrefix`` is the one in the plugin file
+(credentials aside); an ``extender`` entry with another URL is someone else's and is never
+touched: ``merge`` refuses (Volcano builds one extender plugin per name).
+
+The service's verbs need credentials, and Volcano's extender plugin has no TLS or header
+settings (volcano-sh/volcano pkg/scheduler/plugins/extender/extender.go: a plain
+``http.Client{Timeout}``). So with ``--token-file`` merge writes the token into the
+urlPrefix's userinfo (``https://volcano:<token>@host/...``: Go's client sends it as HTTP Basic,
+src/net/http/client.go ``send``), and with ``--ca-file`` makes the service's CA trusted by
+Volcano's scheduler: a ConfigMap of it in Volcano's namespace, mounted into the
+volcano-scheduler Deployment at ``/etc/ascend-npu-ca``, whose directory ``SSL_CERT_DIR`` adds
+to Go's roots (src/crypto/x509/root_unix.go). ``remove`` takes the mount, the variable and the
+ConfigMap out again. Changing the Deployment restarts Volcano's scheduler once; an upgrade of
+Volcano that rewrites its Deployment drops them (run merge again). The token is as secret as
+Volcano's ConfigMap: whoever may read that ConfigMap may call the verbs.
+
+Each update carries the resourceVersion it read, so a concurrent edit is retried on, never
+overwritten. Comments in the user's
 configuration are not kept (YAML has no round trip for them here); the keys and their order are.
 Exit codes: 0 done (or nothing to do), 2 bad input (named), 1 the API server failed.
 """
@@ -20,16 +34,23 @@ Exit codes: 0 done (or nothing to do), 2 bad input (named), 1 the API server fai
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
+import json
 import logging
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
-from infra.kube.client import KubernetesGateway
+from contract.objects import Obj
+from infra.kube.client import KubernetesGateway, api_client
 from infra.kube.port import Conflict, KubeError, NotFound
 
 log = logging.getLogger(__name__)
@@ -39,8 +60,19 @@ URL = "extender.urlPrefix"
 ATTEMPTS = 5
 
 
+USER = "volcano"  # the userinfo's user name (the service reads only the password)
+CA_DIRECTORY = "/etc/ascend-npu-ca"
+CA_VOLUME = "ascend-npu-scheduler-ca"
+CERT_DIR = "SSL_CERT_DIR"
+GO_CERT_DIR = "/etc/ssl/certs"  # kept first: Go reads SSL_CERT_DIR instead of its defaults
+
+
 class BadConfiguration(ValueError):
     """The configuration or the plugin entry cannot be merged; the message names why."""
+
+
+class NotTrusted(ValueError):
+    """Volcano's scheduler Deployment cannot be made to trust the CA; the message names why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +100,21 @@ class Entry:
 
     def as_plugin(self) -> dict[str, Any]:
         return {"name": PLUGIN, "arguments": self.arguments}
+
+    def with_token(self, token: str) -> Entry:
+        """The entry whose urlPrefix carries ``token`` as its userinfo's password."""
+        parts = urllib.parse.urlsplit(bare(self.url))
+        secret = urllib.parse.quote(token, safe="")
+        netloc = f"{USER}:{secret}@{parts.netloc}"
+        return Entry(
+            {**self.arguments, URL: urllib.parse.urlunsplit(parts._replace(netloc=netloc))}
+        )
+
+
+def bare(url: object) -> str:
+    """A URL without its userinfo (what names our entry, and what is logged)."""
+    parts = urllib.parse.urlsplit(str(url))
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def _first_line(error: Exception) -> str:
@@ -118,10 +165,10 @@ def merged(conf: str, entry: Entry) -> str:
     first tier (where Volcano's own samples put the extender, beside gang and priority)."""
     loaded = _load(conf)
     for plugins, index, plugin in _extenders(loaded):
-        if _url_of(plugin) != entry.url:
+        if bare(_url_of(plugin)) != bare(entry.url):
             raise BadConfiguration(
-                f"Volcano already has an extender plugin for {_url_of(plugin)!r}; "
-                f"it takes one: remove that entry or point it at {entry.url!r}"
+                f"Volcano already has an extender plugin for {bare(_url_of(plugin))!r}; "
+                f"it takes one: remove that entry or point it at {bare(entry.url)!r}"
             )
         plugins[index] = entry.as_plugin()
         return _dump(loaded)
@@ -136,7 +183,9 @@ def removed(conf: str, url: str) -> str:
     """The configuration without our entry (the same text when it holds none)."""
     loaded = _load(conf)
     ours = [
-        (plugins, index) for plugins, index, plugin in _extenders(loaded) if _url_of(plugin) == url
+        (plugins, index)
+        for plugins, index, plugin in _extenders(loaded)
+        if bare(_url_of(plugin)) == bare(url)
     ]
     if not ours:
         return conf
@@ -159,26 +208,166 @@ def _update(gateway: KubernetesGateway, args: argparse.Namespace, entry: Entry) 
         gateway.update_configmap(configmap)  # carries the resourceVersion read above
     except Conflict:
         return False
-    log.info("%s/%s: extender %s %sd", args.namespace, args.configmap, entry.url, args.action)
+    log.info("%s/%s: extender %s %sd", args.namespace, args.configmap, bare(entry.url), args.action)
+    return True
+
+
+def trusting(deployment: Obj, container: str, configmap: str) -> Obj:
+    """The Deployment with the CA ConfigMap mounted into ``container`` and its directory in
+    ``SSL_CERT_DIR`` (a copy; the same content when it is there already)."""
+    changed = copy.deepcopy(deployment)
+    spec = changed["spec"]["template"]["spec"]
+    volumes = spec.setdefault("volumes", [])
+    if not any(v.get("name") == CA_VOLUME for v in volumes):
+        volumes.append({"name": CA_VOLUME, "configMap": {"name": configmap}})
+    target = _container(spec, container)
+    mounts = target.setdefault("volumeMounts", [])
+    if not any(m.get("name") == CA_VOLUME for m in mounts):
+        mounts.append({"name": CA_VOLUME, "mountPath": CA_DIRECTORY, "readOnly": True})
+    env = target.setdefault("env", [])
+    variable = next((e for e in env if e.get("name") == CERT_DIR), None)
+    if variable is None:
+        env.append({"name": CERT_DIR, "value": f"{GO_CERT_DIR}:{CA_DIRECTORY}"})
+    elif CA_DIRECTORY not in str(variable.get("value", "")).split(":"):
+        variable["value"] = f"{variable.get('value', '')}:{CA_DIRECTORY}".lstrip(":")
+    return changed
+
+
+def untrusting(deployment: Obj, container: str) -> Obj:
+    """The Deployment without what ``trusting`` added (a copy)."""
+    changed = copy.deepcopy(deployment)
+    spec = changed["spec"]["template"]["spec"]
+    spec["volumes"] = [v for v in spec.get("volumes", []) if v.get("name") != CA_VOLUME]
+    if not spec["volumes"]:
+        del spec["volumes"]
+    target = _container(spec, container)
+    mounts = [m for m in target.get("volumeMounts", []) if m.get("name") != CA_VOLUME]
+    target["volumeMounts"] = mounts
+    env = []
+    for variable in target.get("env", []):
+        if variable.get("name") == CERT_DIR:
+            kept = [d for d in str(variable.get("value", "")).split(":") if d != CA_DIRECTORY]
+            if kept in ([], [GO_CERT_DIR]):  # the value trusting set: gone again
+                continue
+            env.append({**variable, "value": ":".join(kept)})
+            continue
+        env.append(variable)
+    target["env"] = env
+    for key in ("volumeMounts", "env"):
+        if not target[key]:
+            del target[key]
+    return changed
+
+
+def _container(spec: Obj, name: str) -> Obj:
+    for container in spec.get("containers", []):
+        if container.get("name") == name:
+            found: Obj = container
+            return found
+    raise NotTrusted(f"the Deployment has no container {name!r} (--scheduler-container)")
+
+
+def _read(flag: str, path: Path | None) -> str | None:
+    """A file's content, stripped (None without the flag); BadConfiguration naming it."""
+    if path is None:
+        return None
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError as failed:
+        raise BadConfiguration(f"{flag} {path}: {failed.strerror}") from None
+    if not text:
+        raise BadConfiguration(f"{flag} {path} is empty")
+    return text
+
+
+def _trust(apps: client.AppsV1Api, gateway: KubernetesGateway, args: argparse.Namespace) -> bool:
+    """merge: the CA ConfigMap written, the Deployment mounting it; remove: both taken out.
+    False when the Deployment changed under the update (409)."""
+    try:
+        namespace, ca = args.namespace, _read("--ca-file", args.ca_file)
+    except BadConfiguration as bad:
+        raise NotTrusted(str(bad)) from None
+    if args.action == "merge" and ca is not None:
+        body: Obj = {"metadata": {"namespace": namespace, "name": args.ca_configmap}}
+        body["data"] = {"ca.crt": ca + "\n"}
+        try:
+            gateway.update_configmap(body)
+        except NotFound:
+            gateway.create_configmap(body)
+    name = args.scheduler_deployment
+    try:
+        # The raw response (not the typed model): the Deployment as the API server sent it.
+        raw: Any = apps.read_namespaced_deployment(name, namespace, _preload_content=False)
+    except ApiException as failed:
+        if failed.status == 404 and args.action == "remove":
+            return True
+        if failed.status == 404:
+            raise NotTrusted(
+                f"{namespace}/{name} not found: is Volcano installed? (--scheduler-deployment)"
+            ) from None
+        raise KubeError(f"get deployment {namespace}/{name}: HTTP {failed.status}") from None
+    deployment: Obj = json.loads(raw.data)
+    if args.action == "merge":
+        changed = (
+            deployment
+            if ca is None
+            else trusting(deployment, args.scheduler_container, args.ca_configmap)
+        )
+    else:
+        changed = untrusting(deployment, args.scheduler_container)
+    if changed != deployment:
+        try:
+            # Carries the resourceVersion read: a concurrent change is retried on.
+            apps.replace_namespaced_deployment(name, namespace, changed, _preload_content=False)  # type: ignore[arg-type]
+        except ApiException as failed:
+            if failed.status == 409:
+                return False
+            raise KubeError(f"update deployment {namespace}/{name}: HTTP {failed.status}") from None
+        log.info(
+            "%s/%s: the CA %s",
+            namespace,
+            name,
+            "mounted" if args.action == "merge" else "unmounted",
+        )
+    if args.action == "remove":
+        core = client.CoreV1Api(apps.api_client)
+        try:
+            core.delete_namespaced_config_map(args.ca_configmap, namespace)
+        except ApiException as failed:
+            if failed.status != 404:
+                raise KubeError(
+                    f"delete configmap {namespace}/{args.ca_configmap}: HTTP {failed.status}"
+                ) from None
     return True
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         entry = Entry.parse(args.plugin_file.read_text(encoding="utf-8"))
+        token = _read("--token-file", args.token_file)
     except OSError as failed:
         print(f"error: --plugin-file {args.plugin_file}: {failed.strerror}", file=sys.stderr)
         return 2
     except BadConfiguration as bad:
-        print(f"error: --plugin-file {args.plugin_file}: {bad}", file=sys.stderr)
+        print(f"error: {bad}", file=sys.stderr)
         return 2
-    gateway = KubernetesGateway.from_environment(args.kubeconfig)
+    if token is not None:
+        entry = entry.with_token(token)
+    connection = api_client(args.kubeconfig)
+    gateway = KubernetesGateway(connection)
+    apps = client.AppsV1Api(connection)
+    trust = functools.partial(_trust, apps, gateway, args)
+    update = functools.partial(_update, gateway, args, entry)
     try:
-        for _ in range(ATTEMPTS):
-            if _update(gateway, args, entry):
-                return 0
-        print(f"error: {args.configmap} kept changing under {ATTEMPTS} updates", file=sys.stderr)
-        return 1
+        # merge: the CA trusted before the https urlPrefix is used; remove: the other way.
+        for step in (trust, update) if args.action == "merge" else (update, trust):
+            if not any(step() for _ in range(ATTEMPTS)):
+                print(f"error: kept changing under {ATTEMPTS} updates", file=sys.stderr)
+                return 1
+        return 0
+    except NotTrusted as bad:
+        print(f"error: {bad}", file=sys.stderr)
+        return 2
     except BadConfiguration as bad:
         print(f"error: {args.namespace}/{args.configmap} {args.key}: {bad}", file=sys.stderr)
         return 2
@@ -211,6 +400,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--namespace", default="volcano-system")
     parser.add_argument("--configmap", default="volcano-scheduler-configmap")
     parser.add_argument("--key", default="volcano-scheduler.conf")
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        help="merge: the service's token, written as the urlPrefix's userinfo (volcano:<token>@)",
+    )
+    parser.add_argument(
+        "--ca-file",
+        type=Path,
+        help="merge: the service's CA, made trusted by Volcano's scheduler (its Deployment)",
+    )
+    parser.add_argument("--scheduler-deployment", default="volcano-scheduler")
+    parser.add_argument("--scheduler-container", default="volcano-scheduler")
+    parser.add_argument("--ca-configmap", default="ascend-npu-scheduler-ca")
     parser.add_argument("--kubeconfig", type=Path, help="in-cluster when not given")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")

@@ -33,7 +33,8 @@ from infra.kube.port import KubeError, NotFound
 from scheduler_core.engine.policies import policy_by_name
 from scheduler_core.engine.rescheduling import GRACE_OVER_TIME
 from scheduler_core.service.extender import Extender
-from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.server import OPEN, Access, SchedulerService
+from simulation.kube_scheduler import PROFILES
 from simulation.kubelet import Allocation, KubeletError, KubeletSimulator
 from simulation.loopback import LoopbackApiServer, node_object
 from simulation.memory import MemoryCluster
@@ -357,13 +358,15 @@ def simulated_cluster(
     grace_over: float = GRACE_OVER_TIME,
     vnpu_nodes: int = 0,
     serve: bool = True,
+    access: Access = OPEN,
 ) -> Iterator[SimulatedCluster]:
     """``every_kubelet_random``: no kubelet asks for the preferred allocation (by default
     every second one does not); ``super_pods``: node → its SuperPoD; ``graceful``: pods
     deleted with a grace period stay until forced (containers that ignore SIGTERM);
     ``grace_over``: the scheduler's grace-over-time; ``vnpu_nodes``: 310P nodes
     (``infer-00`` …) serving dynamic vNPUs beside the 910 servers; ``serve``: the scheduler
-    service answers here (without, its replicas run elsewhere and ``service`` only reads)."""
+    service answers here (without, its replicas run elsewhere and ``service`` only reads);
+    ``access``: who may call its verbs (default: anyone, as ``--insecure``)."""
     root = Path(tempfile.mkdtemp(prefix="sim", dir="/tmp"))
     with ExitStack() as stack:
         stack.callback(shutil.rmtree, root, True)
@@ -374,7 +377,10 @@ def simulated_cluster(
         service = SchedulerService(
             KubernetesGateway.for_url(api.url),
             Extender(
-                KubernetesGateway.for_url(api.url), policy_by_name(policy), grace_over=grace_over
+                KubernetesGateway.for_url(api.url),
+                policy_by_name(policy),
+                grace_over=grace_over,
+                profiles=frozenset(PROFILES),  # the stand-in kube-scheduler's
             ),
             refresh_period=0.5,
         )
@@ -407,7 +413,7 @@ def simulated_cluster(
             time.sleep(0.02)
         cluster.sync_node_status()
         if serve:
-            cluster.url = service.start()
+            cluster.url = service.start(access=access)
             stack.callback(service.stop)
         cluster.wait_published()
         yield cluster

@@ -128,6 +128,9 @@ def requests_of(pod: Obj) -> dict[str, int]:
 
 
 DEFAULT_SCHEDULER = "default-scheduler"
+# The stand-in runs two profiles, as one kube-scheduler can: the cluster's default one, and
+# the overlay's that NPU pods choose (the only one whose pods the extender's /bind binds).
+PROFILES = (DEFAULT_SCHEDULER, "ascend-npu-scheduler")
 
 
 class ClusterStore(Protocol):
@@ -156,15 +159,15 @@ def pending_pods(cluster: Cluster, scheduler_name: str = DEFAULT_SCHEDULER) -> l
     """Pods of ``scheduler_name`` (their ``spec.schedulerName``, defaulted by the API server)
     not bound yet, whatever they ask for."""
     pods, _ = cluster.store.list_pods(None)
-    return _pending(pods, scheduler_name)
+    return _pending(pods, (scheduler_name,))
 
 
-def _pending(pods: list[Obj], scheduler_name: str) -> list[Obj]:
+def _pending(pods: list[Obj], scheduler_names: tuple[str, ...]) -> list[Obj]:
     return [
         p
         for p in pods
         if not (p.get("spec") or {}).get("nodeName")
-        and ((p.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER) == scheduler_name
+        and ((p.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER) in scheduler_names
         and p["status"].get("phase") == "Pending"
         and not p["metadata"].get("deletionTimestamp")
     ]
@@ -267,7 +270,7 @@ class KubeScheduler:
         self.preemption_candidates: dict[str, list[str]] = {}  # pod → Unschedulable nodes
 
     def pending(self) -> list[Obj]:
-        return pending_pods(self.cluster)
+        return [p for name in PROFILES for p in pending_pods(self.cluster, name)]
 
     @property
     def assumed(self) -> int:
@@ -386,7 +389,7 @@ class KubeScheduler:
                 if pending_as_assumed.get(key) != version:
                     del self._assumed[key]
         started: list[tuple[str, Future[str], str]] = []
-        for pod in _pending(pods, DEFAULT_SCHEDULER):
+        for pod in _pending(pods, PROFILES):
             key = _key(pod)
             queued = self._queue.setdefault(key, _Queued())
             if queued.ready_at > now or key in self._assumed:

@@ -19,6 +19,7 @@ import psutil
 from kubernetes import client
 
 from contract.objects import Obj
+from simulation.kube_scheduler import PROFILES
 from simulation.loopback import LoopbackApiServer, kubeconfig
 from simulation.memory import MemoryCluster
 
@@ -93,15 +94,26 @@ def _serving(
 
 def service_command(api_url: str, workdir: Path, port: int, *flags: str) -> list[str]:
     """``python -m scheduler_core serve`` on ``127.0.0.1:port`` against the API server at
-    ``api_url`` (its kubeconfig written in ``workdir``)."""
+    ``api_url`` (its kubeconfig written in ``workdir``), binding the pods of the simulated
+    kube-scheduler's profiles."""
     config_file = workdir / "kubeconfig"
     config_file.write_text(kubeconfig(api_url))
-    return service_command_with(config_file, port, *flags)
+    profiles = ",".join(PROFILES)
+    return service_command_with(config_file, port, f"--scheduler-names={profiles}", *flags)
 
 
-def service_command_with(config_file: Path, port: int, *flags: str) -> list[str]:
+def service_command_with(
+    config_file: Path,
+    port: int,
+    *flags: str,
+    insecure: bool = True,
+    policies_installed: bool = False,
+) -> list[str]:
     """``python -m scheduler_core serve`` on ``127.0.0.1:port`` with the kubeconfig
-    ``config_file``."""
+    ``config_file``; ``insecure``: its verbs open to any caller on the loopback (the tests'
+    callers present no credentials), else ``flags`` name the authentication;
+    ``policies_installed``: the chart's admission policies are on the API server (else the
+    service is told to start without them)."""
     return [
         sys.executable,
         "-m",
@@ -113,6 +125,8 @@ def service_command_with(config_file: Path, port: int, *flags: str) -> list[str]
         "kubeconfig",
         "--kubeconfig",
         str(config_file),
+        *(["--insecure"] if insecure else []),
+        *([] if policies_installed else ["--allow-missing-policies"]),
         *flags,
     ]
 

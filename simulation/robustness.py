@@ -56,6 +56,7 @@ from contract.chip_names import RESOURCE_NAME
 from contract.groups import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
 from contract.objects import Obj
 from infra.kube.port import KubeError
+from scheduler_core.service.server import COMPARE_PERIOD
 from simulation import invariants
 from simulation.cluster import (
     VNPU_CHIPS,
@@ -411,7 +412,9 @@ class Run:
                     seen.append(str(failed))
                 return seen[-1] == {}
 
-            if not wait_for(agrees, timeout=SETTLE, step=0.5):
+            # A replica answers one compare per COMPARE_PERIOD (429 between): asked at that pace.
+            patience = SETTLE + 2 * COMPARE_PERIOD
+            if not wait_for(agrees, timeout=patience, step=COMPARE_PERIOD):
                 self._violate(
                     "each replica's view equals a fresh read", f"{replica.name}: {seen[-1]}"
                 )

@@ -17,6 +17,11 @@
   allocations undone in reverse (each task Pending again, deallocateFunc fired).
 - ``pkg/scheduler/cache/cache.go`` DefaultBinder: a Binding whose annotations are the pod's
   as the session's snapshot had them.
+- The plugin's client is a plain ``http.Client{Timeout}``: no TLS or header settings. An
+  ``https://user:token@host/...`` urlPrefix is how it authenticates: Go's client sends the
+  userinfo as HTTP Basic (``send`` in src/net/http/client.go) and verifies the server
+  against the system roots, which ``SSL_CERT_DIR`` extends (src/crypto/x509/root_unix.go);
+  ``ca_file`` stands for the CA made trusted that way.
 
 It schedules the pods whose ``spec.schedulerName`` is ``volcano``. Jobs come from the pods:
 Volcano's PodGroup annotation ``scheduling.k8s.io/group-name``, else
@@ -26,8 +31,14 @@ gang size.
 
 from __future__ import annotations
 
+import base64
 import copy
+import http.client
+import json
+import ssl
+import urllib.parse
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from contract.annotations import GANG_LABEL, GANG_SIZE_ANNOTATION
@@ -42,6 +53,37 @@ from simulation.kube_scheduler import (
     post_json,
     requests_of,
 )
+
+
+def go_post(url: str, body: Any, timeout: float, ca_file: Path | None) -> Any:
+    """A POST as Go's net/http client makes it for an https URL: the server verified
+    (against ``ca_file``), the URL's userinfo sent as HTTP Basic; ExtenderError on a
+    non-200, a failed handshake, no JSON."""
+    parts = urllib.parse.urlsplit(url)
+    verb = parts.path.rsplit("/", 1)[-1]
+    headers = {"Content-Type": "application/json"}
+    if parts.username is not None:
+        userinfo = f"{urllib.parse.unquote(parts.username)}:"
+        userinfo += urllib.parse.unquote(parts.password or "")
+        headers["Authorization"] = "Basic " + base64.b64encode(userinfo.encode()).decode()
+    context = ssl.create_default_context(cafile=ca_file)
+    host = parts.hostname or ""
+    connection = http.client.HTTPSConnection(host, parts.port, timeout=timeout, context=context)
+    try:
+        connection.request("POST", parts.path, body=json.dumps(body).encode(), headers=headers)
+        answer = connection.getresponse()
+        status, data = answer.status, answer.read()
+    except (http.client.HTTPException, OSError) as failed:
+        raise ExtenderError(f"{verb}: {failed}") from None
+    finally:
+        connection.close()
+    if status != 200:
+        raise ExtenderError(f"{verb}: HTTP {status}")
+    try:
+        return json.loads(data)
+    except ValueError as failed:
+        raise ExtenderError(f"{verb}: {failed}") from None
+
 
 PENDING, ALLOCATED, PIPELINED = 1, 2, 4  # TaskStatus
 SUCCESS, UNRESOLVABLE = 0, 3
@@ -58,6 +100,7 @@ class VolcanoConfig:
     http_timeout: float = 1.0
     ignorable: bool = False
     managed_resources: tuple[str, ...] = PLACED_RESOURCES
+    ca_file: Path | None = None  # the CA of an https urlPrefix's server (else system roots)
 
 
 @dataclass
@@ -88,7 +131,10 @@ class VolcanoScheduler:
         return pending_pods(self.cluster, SCHEDULER_NAME)
 
     def _post(self, verb: str, body: Any) -> Any:
-        return post_json(f"{self.config.url_prefix}/{verb}", body, self.config.http_timeout)
+        url = f"{self.config.url_prefix}/{verb}"
+        if url.startswith("https://"):
+            return go_post(url, body, self.config.http_timeout, self.config.ca_file)
+        return post_json(url, body, self.config.http_timeout)
 
     def _interested(self, pod: Obj) -> bool:
         return interested(pod, self.config.managed_resources)

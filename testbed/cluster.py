@@ -4,8 +4,9 @@
   --server-side -k`` does: RBAC, admission policies, ConfigMaps, DaemonSets and Deployments.
 - The scheduler service runs under its ServiceAccount's token, kube-scheduler under its own
   (the overlay's) with the KubeSchedulerConfiguration the overlay ships (only its extender's
-  address rewritten to where the service listens here, its client connection to this API
-  server).
+  address rewritten to where the service listens here, its client certificate's files to
+  ones made here as the certs Job makes them, its client connection to this API server); the
+  service serves the verbs over HTTPS to that certificate alone, as config/scheduler.yaml.
 - The nodes (``python -m simulation.node_host --kubeconfig``): per node the agent on the fake
   driver and the project's kubelet simulator, which registers the Node, reports its devices and
   heartbeats its Lease. Each agent runs under a token of the agent's ServiceAccount bound to the
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,7 +27,9 @@ from typing import Any
 import yaml
 
 from contract.chip_names import RESOURCE_NAME
+from scheduler_core.certs import CLIENT_NAME, VALIDITY, Bundle, issue
 from simulation.processes import Part, ready, service_command_with
+from testbed.certs import KeyPair
 from testbed.control_plane import ControlPlane, Process, free_port, wait_until
 from testbed.manifests import MANIFESTS, kustomize
 from testbed.rest import Obj, RestError
@@ -81,14 +85,75 @@ def shipped_kube_scheduler_configuration() -> dict[str, Any]:
     return configuration
 
 
+@dataclass(frozen=True)
+class ExtenderTls:
+    """The scheduler service's certificates and token as files, made as the certs Job makes
+    them (``scheduler_core.certs.issue``), its serving certificate for 127.0.0.1."""
+
+    ca: Path
+    server: KeyPair
+    client: KeyPair  # kube-scheduler's (CN ascend-npu-kube-scheduler)
+    token: Path
+
+    @staticmethod
+    def make(directory: Path) -> ExtenderTls:
+        now = datetime.datetime.now(datetime.UTC)
+        return ExtenderTls.write(directory, issue(["127.0.0.1"], CLIENT_NAME, now, VALIDITY))
+
+    @staticmethod
+    def write(directory: Path, made: Bundle) -> ExtenderTls:
+        """``made``'s files in ``directory``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        files = {
+            "ca.crt": made.ca,
+            "tls.crt": made.server.cert,
+            "tls.key": made.server.key,
+            "client.crt": made.client.cert,
+            "client.key": made.client.key,
+            "token": made.token.encode(),
+        }
+        for name, content in files.items():
+            (directory / name).write_bytes(content)
+        return ExtenderTls(
+            directory / "ca.crt",
+            KeyPair(directory / "tls.crt", directory / "tls.key"),
+            KeyPair(directory / "client.crt", directory / "client.key"),
+            directory / "token",
+        )
+
+    def service_flags(self) -> tuple[str, ...]:
+        """The service's flags, as the shipped config/scheduler.yaml sets them."""
+        return (
+            f"--tls-cert-file={self.server.cert}",
+            f"--tls-private-key-file={self.server.key}",
+            f"--client-ca-file={self.ca}",
+            f"--client-allowed-names={CLIENT_NAME}",
+            f"--token-file={self.token}",
+        )
+
+
 def extender_configuration(
-    url: str, *, node_cache: bool | None = None, leader_elect: bool | None = None
+    url: str,
+    *,
+    tls: ExtenderTls | None = None,
+    node_cache: bool | None = None,
+    leader_elect: bool | None = None,
 ) -> dict[str, Any]:
-    """The shipped configuration with its extender at ``url`` (``node_cache``: override
-    ``nodeCacheCapable``; ``leader_elect``: override its leader election)."""
+    """The shipped configuration with its extender at ``url``: over HTTPS with ``tls``'s
+    client certificate (the shipped paths replaced by these files), or, without ``tls``, a
+    test's plain-HTTP extender (``--insecure``). ``node_cache``: override
+    ``nodeCacheCapable``; ``leader_elect``: override its leader election."""
     configuration = copy.deepcopy(shipped_kube_scheduler_configuration())
     (extender,) = configuration["extenders"]
     extender["urlPrefix"] = url
+    if tls is None:
+        del extender["enableHTTPS"], extender["tlsConfig"]
+    else:
+        extender["tlsConfig"] = {
+            "caFile": str(tls.ca),
+            "certFile": str(tls.client.cert),
+            "keyFile": str(tls.client.key),
+        }
     if node_cache is not None:
         extender["nodeCacheCapable"] = node_cache
     if leader_elect is not None:
@@ -130,15 +195,17 @@ class Deployed:
     plane: ControlPlane
     nodes: Part
     service: Process
-    service_url: str
+    service_url: str  # https: the verbs, for kube-scheduler's client certificate
     scheduler_kubeconfig: Path
     kube_scheduler: Process | None
+    metrics_url: str  # http: the probes and /metrics
+    tls: ExtenderTls
 
     def start_service(self) -> None:
         """Start the scheduler service again (same port, same flags) and wait until it is
         ready."""
         self.service.start()
-        self.service.wait_healthy(lambda: ready(self.service_url))
+        self.service.wait_healthy(lambda: ready(self.metrics_url))
 
 
 def node_names(count: int) -> list[str]:
@@ -182,19 +249,37 @@ def deployed(
         "--nodes",
         str(nodes),
     )
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
+    tls = ExtenderTls.make(workdir / "extender-tls")
     command = service_command_with(
-        scheduler_kubeconfig, port, "--refresh-period", "0.5", *service_flags
+        scheduler_kubeconfig,
+        port,
+        "--refresh-period",
+        "0.5",
+        f"--metrics-listen=127.0.0.1:{metrics_port}",
+        *tls.service_flags(),
+        *service_flags,
+        insecure=False,
+        policies_installed=True,
     )
     service = Process("scheduler-service", command, workdir)
     kube_scheduler: Process | None = None
     try:
         running = Deployed(
-            plane, host, service, f"http://127.0.0.1:{port}", scheduler_kubeconfig, None
+            plane,
+            host,
+            service,
+            f"https://127.0.0.1:{port}",
+            scheduler_kubeconfig,
+            None,
+            f"http://127.0.0.1:{metrics_port}",
+            tls,
         )
-        service.wait_healthy(lambda: ready(running.service_url))
+        service.wait_healthy(lambda: ready(running.metrics_url))
         if overlay == "kube-scheduler":
-            configuration = extender_configuration(running.service_url, node_cache=node_cache)
+            configuration = extender_configuration(
+                running.service_url, tls=tls, node_cache=node_cache
+            )
             running.kube_scheduler = kube_scheduler = plane.start_scheduler(
                 configuration,
                 kubeconfig=plane.service_account(NAMESPACE, KUBE_SCHEDULER_ACCOUNT),

@@ -39,7 +39,8 @@ GENERATED = (
     "# edit the chart, not this file.\n"
 )
 # What each folder of daemonset/ holds: the chart rendered with these values, the documents of
-# these templates. The base is every path's common part; each overlay adds its templates;
+# these templates. The base is every path's common part; each overlay adds its templates
+# (npu-pod-policy names the overlay's scheduler, so each scheduler's overlay has its own);
 # overlays/volcano/uninstall holds what Helm runs before an uninstall (the Job taking our
 # entry out of Volcano's configuration), which kubectl would otherwise run at once.
 LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -52,6 +53,7 @@ LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "agent-daemonset",
             "agent-daemonset-vnpu",
             "scheduler-rbac",
+            "scheduler-certs",
             "scheduler-deployment",
             "scheduler-networkpolicy",
             "admission-policy",
@@ -59,9 +61,14 @@ LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "overlays/kube-scheduler": (
         ("schedulerPath=kube-scheduler",),
-        ("kube-scheduler-config", "kube-scheduler-rbac", "kube-scheduler-deployment"),
+        (
+            "kube-scheduler-config",
+            "kube-scheduler-rbac",
+            "kube-scheduler-deployment",
+            "npu-pod-policy",
+        ),
     ),
-    "overlays/volcano": (("schedulerPath=volcano",), ("volcano-extender",)),
+    "overlays/volcano": (("schedulerPath=volcano",), ("volcano-extender", "npu-pod-policy")),
     "overlays/volcano/uninstall": (("schedulerPath=volcano",), ("volcano-extender",)),
     "overlays/dra": (
         ("schedulerPath=none", "dra.enabled=true"),

@@ -12,8 +12,9 @@ of the project's image, the runner does what the kubelet does, within one machin
   ``pkg/apis/core/validation`` ``ValidateEndpointIP``.) The pod's host name is its name, as
   the kubelet sets it. Both come from a ``sitecustomize`` on the process's ``PYTHONPATH``.
 - The container: its ``command`` and ``args`` as a local process (``python`` is this
-  interpreter), in the project's directory (the image's code); ConfigMap volumes written to
-  the pod's directory and paths under their ``mountPath`` in the arguments mapped there; the
+  interpreter), in the project's directory (the image's code); ConfigMap and Secret volumes
+  written to the pod's directory and paths under their ``mountPath`` in the arguments and in
+  the ConfigMaps' files (the settings) mapped there; the
   environment as declared, the downward API's ``fieldRef`` resolved
   (``pkg/fieldpath/fieldpath.go``). The ServiceAccount token is a TokenRequest bound to the
   pod, as the kubelet's projected token, given as a kubeconfig (``--kube=kubeconfig
@@ -33,6 +34,7 @@ of the project's image, the runner does what the kubelet does, within one machin
 
 from __future__ import annotations
 
+import base64
 import datetime
 import itertools
 import logging
@@ -222,6 +224,19 @@ def command_line(container: Obj, mounts: dict[str, Path], kubeconfig: Path) -> l
     return [*mapped, "--kube=kubeconfig", f"--kubeconfig={kubeconfig}"]
 
 
+def map_paths(directories: list[Path], mounts: dict[str, Path]) -> None:
+    """The files of ``directories`` (a component's settings from ConfigMaps) with paths under
+    a mount mapped to its directory, as ``command_line`` maps the arguments: the settings name
+    the files of other volumes (the scheduler's TLS files, from Secrets)."""
+    longest_first = sorted(mounts.items(), key=lambda m: len(m[0]), reverse=True)
+    for directory in directories:
+        for path in directory.iterdir():
+            text = path.read_text()
+            for mounted, local in longest_first:
+                text = text.replace(f"{mounted}/", f"{local}/")
+            path.write_text(text)
+
+
 # ---- the kubelet's API calls ---------------------------------------------------------------
 
 
@@ -233,6 +248,16 @@ def write_configmap(rest: Rest, pod: Obj, source: Obj, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for item in items:
         (directory / item["path"]).write_text(data[item["key"]])
+
+
+def write_secret(rest: Rest, pod: Obj, source: Obj, directory: Path) -> None:
+    """A Secret volume's files: every key, or the ``items`` chosen, decoded."""
+    path = f"/api/v1/namespaces/{pod['metadata']['namespace']}/secrets/{source['secretName']}"
+    data: dict[str, str] = rest.get(path).get("data") or {}
+    items = source.get("items") or [{"key": k, "path": k} for k in data]
+    directory.mkdir(parents=True, exist_ok=True)
+    for item in items:
+        (directory / item["path"]).write_bytes(base64.b64decode(data[item["key"]]))
 
 
 def pod_kubeconfig(plane: ControlPlane, pod: Obj, directory: Path) -> Path:
@@ -368,12 +393,21 @@ class RunningPod:
         volumes = {v["name"]: v for v in self.pod["spec"].get("volumes", [])}
         for mount in self.container.get("volumeMounts", []):
             volume = volumes[mount["name"]]
+            directory = self.directory / "volumes" / mount["name"]
             if "configMap" in volume:
-                directory = self.directory / "volumes" / mount["name"]
                 write_configmap(self._rest, self.pod, volume["configMap"], directory)
                 mounts[mount["mountPath"]] = directory
+            elif "secret" in volume:
+                write_secret(self._rest, self.pod, volume["secret"], directory)
+                mounts[mount["mountPath"]] = directory
             elif "projected" not in volume:  # projected: the token, given as a kubeconfig
-                raise ValueError(f"volume {mount['name']}: only ConfigMaps are mounted here")
+                raise ValueError(f"volume {mount['name']}: only ConfigMaps and Secrets here")
+        configured = [
+            mounts[m["mountPath"]]
+            for m in self.container.get("volumeMounts", [])
+            if "configMap" in volumes[m["name"]]
+        ]
+        map_paths(configured, mounts)
         kubeconfig = pod_kubeconfig(self._plane, self.pod, self.directory)
         shim = self.directory / "shim"
         shim.mkdir(parents=True, exist_ok=True)

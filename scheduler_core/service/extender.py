@@ -25,11 +25,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from contract.annotations import PREDICATE_TIME
+from contract.chip_names import quoted
 from contract.objects import Obj
 from contract.pods import pod_view
 from infra.kube.port import KubeError, KubeGateway, NotFound
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
 from scheduler_core.service.extender_state import ExtenderState
+from scheduler_core.service.filter_passes import FilterPasses
 from scheduler_core.service.kinds import (
     Chips,
     DynamicVnpu,
@@ -41,6 +43,7 @@ from scheduler_core.service.kinds import (
 )
 from scheduler_core.service.wire import (
     BadPod,
+    BadRequest,
     ExtenderArgs,
     ExtenderBindingResult,
     ExtenderFilterResult,
@@ -57,7 +60,14 @@ from scheduler_core.service.wire import (
 log = logging.getLogger(__name__)
 
 BIND_REFUSED = "NPUBindRefused"
+# The kube-scheduler profile NPU pods choose (the overlay's KubeSchedulerConfiguration).
+DEFAULT_PROFILES = frozenset({"ascend-npu-scheduler"})
 NOMINATION_GRACE = 30.0  # seconds a nominated pod waits for its node before preempting again
+
+
+class BindRefused(Exception):
+    """``/bind`` for a pod this service did not place there: not the live pod (UID), another
+    scheduler's, asking no NPUs, or a node that did not pass this service's filter for it."""
 
 
 class Extender:
@@ -69,9 +79,14 @@ class Extender:
         gateway: KubeGateway,
         policy: Policy = DEFAULT_POLICY,
         clock: Callable[[], float] = time.time,
+        *,
+        profiles: frozenset[str] = DEFAULT_PROFILES,
         **settings: Any,
     ) -> None:
         self.state = ExtenderState(gateway, policy, clock, **settings)
+        self.profiles = profiles  # the schedulerNames whose pods /bind binds
+        # A bind is refused unless its node passed the filter lately (as long as a gang waits).
+        self.passes = FilterPasses(self.state.gangs.ttl)
         self._no_npu = NoNpu()
         self._static = StaticVnpu()
         self._chips = Chips(self.state)
@@ -111,6 +126,8 @@ class Extender:
         kind = self._kind(request)
         with self.state.lock:
             verdicts = kind.filter(request, names)
+            if request.npu:  # only NPU pods are ever bound here
+                self.passes.record(request.uid, verdicts[0], self.state.clock())
         return candidates.answer(*verdicts)
 
     def prioritize(self, args: Mapping[str, Any] | ExtenderArgs) -> list[HostPriority]:
@@ -169,6 +186,9 @@ class Extender:
         return now - self._nominated.setdefault((uid, node), now) < NOMINATION_GRACE
 
     def bind(self, args: Mapping[str, Any]) -> ExtenderBindingResult:
+        """kube-scheduler's bind: the chips chosen and written with the Binding. BindRefused
+        (nothing written) unless the live pod is the one named (``PodUID``), of one of
+        ``profiles``, asks NPUs, and ``Node`` passed this service's filter for it lately."""
         binding = binding_args(args)
         namespace, name, uid, node = (
             binding.PodNamespace,
@@ -176,15 +196,36 @@ class Extender:
             binding.PodUID,
             binding.Node,
         )
+        if not uid:
+            raise BadRequest("PodUID is required: a bind names the very pod it binds")
         try:
-            request = pod_request(self.state.gateway.get_pod(namespace, name), self.state.job_of)
+            pod = self.state.gateway.get_pod(namespace, name)
+            request = pod_request(pod, self.state.job_of)
         except (KubeError, BadPod) as failed:
             return ExtenderBindingResult(f"bind {namespace}/{name}: {failed}")
+        self._may_bind(pod, request, uid, node)
 
         def write(annotations: dict[str, str]) -> None:
             self.state.gateway.bind_pod(namespace, name, uid, node, annotations)
 
         return ExtenderBindingResult(self._give(request, node, write, ("bind", "bound", "to")))
+
+    def _may_bind(self, pod: Obj, request: PodRequest, uid: str, node: str) -> None:
+        what = f"bind {request.key} to {node}"
+        if request.uid != uid:
+            raise BindRefused(f"{what}: the cluster's pod has another UID")
+        # The API server defaults an unset schedulerName to default-scheduler.
+        scheduler = str((pod.get("spec") or {}).get("schedulerName") or "default-scheduler")
+        if scheduler not in self.profiles:
+            raise BindRefused(f"{what}: the pod is for scheduler {quoted(scheduler)}, not ours")
+        if request.npu == 0:
+            # Counted from the containers' limits: a pod asking NPUs only elsewhere (init
+            # containers) is no pod this scheduler gives chips to either.
+            raise BindRefused(f"{what}: the pod asks no NPUs of its containers")
+        with self.state.lock:
+            passed = self.passes.passed(uid, node, self.state.clock())
+        if not passed:
+            raise BindRefused(f"{what}: the node did not pass this service's filter for the pod")
 
     def annotate(self, pod: Obj, node: str) -> str:
         """Volcano's allocateFunc: choose the chips on ``node`` and write the scheduler

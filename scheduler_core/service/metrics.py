@@ -56,6 +56,13 @@ class Metrics:
             "Lists and watches the API server failed (each retried after a backoff).",
             registry=self.registry,
         )
+        self._refusals = Counter(
+            "ascend_scheduler_auth_refusals",
+            "Calls refused for their credentials, by reason (no_credentials, bad_token, "
+            "name_not_allowed).",
+            ["reason"],
+            registry=self.registry,
+        )
         self._loop_errors = Counter(
             "ascend_scheduler_loop_errors",
             "Unexpected failures a watch loop survived, by loop.",
@@ -75,6 +82,9 @@ class Metrics:
 
     def watch_failed(self) -> None:
         self._watch_errors.inc()
+
+    def refused(self, reason: str) -> None:
+        self._refusals.labels(reason).inc()
 
     def loop_failed(self, loop: str) -> None:
         self._loop_errors.labels(loop).inc()

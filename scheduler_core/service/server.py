@@ -5,8 +5,9 @@ names: ``Pod``, ``NodeNames``, ``FailedNodes``, ``Host``, ``Score``, ``PodName``
 ``GET /healthz``, ``/readyz`` (ready while every watch is well and was last seen well
 recently, leader or not: every replica may be evicted, see docs/ha.md), ``/leader`` (200 only
 while this replica answers the verbs, as Patroni's ``GET /leader``) and ``/metrics``
-(Prometheus text); ``POST /debug/compare`` (guarded as the verbs) answers where this replica's view
-differs from a fresh read of the cluster (empty: nowhere). The cluster is read once and then
+(Prometheus text); ``POST /debug/compare`` (guarded as the verbs, one call per
+``COMPARE_PERIOD``) answers where this replica's view differs from a fresh read of the cluster
+(empty: nowhere). The cluster is read once and then
 watched (``informers``): each change reaches the extender as it arrives. Every
 ``refresh_period`` a maintenance pass, which reads nothing, lets time act (DeviceInfo
 ageing, assumed binds and reservations expiring), deletes the pods of fault jobs so they
@@ -16,10 +17,13 @@ restart, and writes what changed of ``volcano-system/vcjob-fault-npu-cm``, the j
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import gc
 import hmac
 import logging
+import math
 import os
 import ssl
 import threading
@@ -30,7 +34,7 @@ from typing import Any
 
 import msgspec
 
-from contract.annotations import FAULT_RECORD, TOR_SHARE_CONFIGMAP
+from contract.annotations import FAULT_RECORD, TOR_SHARE_CONFIGMAP, WRITER_LABEL
 from contract.chip_names import InvalidInput, quoted
 from contract.objects import Obj
 from contract.pods import PodView
@@ -39,7 +43,8 @@ from infra.http import PROMETHEUS_TEXT, Caller, HttpServer, Limits, Response, er
 from infra.kube.port import KubeError, KubeGateway, NotFound
 from infra.leader import LeaderElector, PodLabel, Timing
 from scheduler_core.engine import rescheduling
-from scheduler_core.service.extender import Extender
+from scheduler_core.service.deletions import delete_marked
+from scheduler_core.service.extender import BindRefused, Extender
 from scheduler_core.service.informers import ClusterInformers
 from scheduler_core.service.metrics import Metrics
 from scheduler_core.service.volcano import VolcanoVerbs
@@ -53,35 +58,98 @@ KNOWN_VERBS = frozenset(VERBS) | {f"volcano/{v}" for v in VolcanoVerbs.VERBS}
 MALFORMED_REASON = "NPUAnnotationMalformed"
 CHIP_CUT_ERROR = "chipDyCutErr"  # upstream's reason for deleting a pod whose vNPU failed
 COMPARE = "debug/compare"  # POST: this replica's view against a fresh read (guarded)
+# Seconds between two /debug/compare calls a replica answers: each LISTs every pod, node and
+# ConfigMap, which a caller looping on it would turn into load on the API server.
+COMPARE_PERIOD = 10.0
 STALE_PERIODS = 3  # not ready once the last good read is this many periods old
 # The leader's pod carries it; the Service selects it (daemonset/base/scheduler-deployment.yaml).
 LEADER_LABEL = ("ascend-npu.io/scheduler-role", "leader")
 
 
+# Why a call was refused, the label of ``ascend_scheduler_auth_refusals`` (bounded).
+NO_CREDENTIALS, BAD_TOKEN, NAME_NOT_ALLOWED = "no_credentials", "bad_token", "name_not_allowed"
+
+
+@dataclass(frozen=True, slots=True)
+class Denied:
+    """A call refused: 401 (no or wrong credentials) or 403 (a verified identity not
+    allowed), with the metric's reason and the one-line message."""
+
+    code: int
+    reason: str
+    message: str
+
+
+def _common_name(certificate: Mapping[str, Any]) -> str:
+    """The subject's CN as Go reads it (the last CN attribute: ``FillFromRDNSequence`` in
+    crypto/x509/pkix), which kube-apiserver matches ``--requestheader-allowed-names`` against
+    (kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/authentication/request/x509/
+    x509.go: ``chain[0].Subject.CommonName``)."""
+    names = [
+        str(value)
+        for rdn in certificate.get("subject", ())
+        for key, value in rdn
+        if key == "commonName"
+    ]
+    return names[-1] if names else ""
+
+
+def _presented_token(authorization: str) -> str | None:
+    """The token of ``Authorization: Bearer <token>``, or the password of HTTP Basic: Go's
+    net/http client turns a URL's userinfo into Basic (``send`` in src/net/http/client.go), and
+    that is all Volcano's extender plugin can send (volcano-sh/volcano
+    pkg/scheduler/plugins/extender/extender.go: a plain ``http.Client{Timeout}``)."""
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() == "bearer":
+        return value.strip()
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value.strip(), validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return ""
+        return decoded.partition(":")[2]
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Access:
-    """Who may call the verbs (``/healthz``, ``/readyz``, ``/leader`` and ``/metrics`` stay
-    open to probes and monitoring): with neither a token nor client certificates, anyone who
-    reaches the port (the NetworkPolicy in daemonset/ decides who does)."""
+    """Who may call the verbs and ``/debug/compare`` (``/healthz``, ``/readyz``, ``/leader``
+    and ``/metrics`` stay open to probes and monitoring): a client certificate the client CA
+    signed whose CN is in ``allowed_names``, or the token (Bearer, or Basic's password) over
+    TLS. Neither: anyone who reaches the port (only with ``--insecure``)."""
 
     tls: ssl.SSLContext | None = None
-    client_certificates: bool = False  # a certificate signed by the client CA lets in
-    token: str | None = None  # ``Authorization: Bearer <token>`` lets in
+    allowed_names: frozenset[str] = frozenset()  # CNs of client certificates let in
+    token: str | None = None
 
-    def check(self, caller: Caller) -> str | None:
-        if not self.client_certificates and self.token is None:
+    @property
+    def open(self) -> bool:
+        return not self.allowed_names and self.token is None
+
+    def check(self, caller: Caller) -> Denied | None:
+        if self.open:
             return None
-        if self.client_certificates and caller.certificate is not None:
+        # The TLS layer verified the chain against the client CA before any request.
+        name = None if caller.certificate is None else _common_name(caller.certificate)
+        if name is not None and name in self.allowed_names:
             return None
-        if self.token is not None and hmac.compare_digest(
-            caller.headers.get("authorization", "").encode(), f"Bearer {self.token}".encode()
-        ):
-            return None
+        presented = _presented_token(caller.headers.get("authorization", ""))
+        if self.token is not None and presented is not None:
+            # Constant time: the comparison does not tell how much of a guess was right.
+            if hmac.compare_digest(presented.encode(), self.token.encode()):
+                return None
+            return Denied(401, BAD_TOKEN, "the token is wrong")
+        if name is not None and self.allowed_names:
+            return Denied(
+                403,
+                NAME_NOT_ALLOWED,
+                f"the client certificate's CN {quoted(name)} is not an allowed name",
+            )
         wanted = [
-            "a client certificate signed by the client CA" if self.client_certificates else "",
-            "a bearer token" if self.token is not None else "",
+            "a client certificate of an allowed name" if self.allowed_names else "",
+            "the token (Bearer, or Basic's password)" if self.token is not None else "",
         ]
-        return "the verbs need " + " or ".join(w for w in wanted if w)
+        return Denied(401, NO_CREDENTIALS, "the verbs need " + " or ".join(w for w in wanted if w))
 
 
 OPEN = Access()
@@ -148,6 +216,7 @@ class SchedulerService:
         clock: Callable[[], float] = time.time,
         *,
         election: Election | None = None,
+        compare_period: float = COMPARE_PERIOD,
     ) -> None:
         self.gateway = gateway
         self.extender = extender
@@ -183,6 +252,9 @@ class SchedulerService:
         self._last_read: float | None = None
         self._reading = threading.Lock()  # one read or maintenance pass at a time
         self._malformed: dict[str, str] = {}  # pod → the version already reported
+        self._compare_period = compare_period
+        self._compared: float | None = None  # when /debug/compare last ran (monotonic)
+        self._comparing = threading.Lock()
 
     def _elector(self, gateway: KubeGateway, election: Election) -> LeaderElector:
         label = None
@@ -261,8 +333,13 @@ class SchedulerService:
         for deletion in self.extender.state.restart_deletions():
             key = f"{deletion.namespace}/{deletion.name}"
             try:
-                self.gateway.delete_pod(
-                    deletion.namespace, deletion.name, deletion.uid, deletion.grace_seconds
+                delete_marked(
+                    self.gateway,
+                    deletion.namespace,
+                    deletion.name,
+                    deletion.uid,
+                    grace_seconds=deletion.grace_seconds,
+                    reason=deletion.reason,
                 )
                 log.warning(
                     "deleted %s (grace %s): %s",
@@ -289,7 +366,14 @@ class SchedulerService:
         so that its controller makes it again (upstream's ``chipDyCutErr`` recovery)."""
         for pod in self.extender.state.failed_creations():
             try:
-                self.gateway.delete_pod(pod.namespace, pod.name, pod.uid, 0)
+                delete_marked(
+                    self.gateway,
+                    pod.namespace,
+                    pod.name,
+                    pod.uid,
+                    grace_seconds=0,
+                    reason=CHIP_CUT_ERROR,
+                )
             except NotFound:
                 self._delete_errors.pop(pod.key, None)
                 continue  # already gone (or replaced: the UID precondition keeps the new one)
@@ -309,7 +393,10 @@ class SchedulerService:
         """Create or replace a ConfigMap the scheduler owns, when its content changed."""
         if self._written.get((namespace, name)) == data:
             return
-        body: Obj = {"metadata": {"namespace": namespace, "name": name}, "data": data}
+        # Labelled as the scheduler's: its admission policy lets it replace a job's
+        # fault-config only when it made it (never a tenant's own ConfigMap of that name).
+        metadata = {"namespace": namespace, "name": name, "labels": dict([WRITER_LABEL])}
+        body: Obj = {"metadata": metadata, "data": data}
         try:
             try:
                 self.gateway.update_configmap(body)
@@ -389,7 +476,7 @@ class SchedulerService:
             # MiB at a few thousand nodes); the service reads none of it.
             limits=Limits(drained=frozenset({"/volcano/onSessionOpen"})),
             tls=access.tls,
-            guard=access.check,
+            guard=lambda caller: self._guard(access, caller),
         )
         url = self._server.start(host, port)
         if metrics_at is not None:
@@ -400,6 +487,29 @@ class SchedulerService:
         if self.leader is not None:
             self.leader.start()
         return url
+
+    def _guard(self, access: Access, caller: Caller) -> Response | None:
+        denied = access.check(caller)
+        if denied is None:
+            return None
+        self.metrics.refused(denied.reason)
+        return error(denied.code, denied.message)
+
+    def _compare(self) -> Response:
+        """``/debug/compare``, at most once per ``compare_period`` seconds of real time (429
+        and Retry-After)."""
+        period = self._compare_period
+        with self._comparing:
+            now = time.monotonic()
+            if self._compared is not None and now - self._compared < period:
+                wait = math.ceil(period - (now - self._compared))
+                limited = error(429, f"one compare per {period:g} s: retry in {wait} s")
+                return dataclasses.replace(limited, headers=(("Retry-After", str(wait)),))
+            self._compared = now
+        try:
+            return json_response(200, self.informers.compare())
+        except KubeError as failed:
+            return error(503, f"the cluster could not be read to compare: {failed}")
 
     def _get(self, path: str) -> Response:
         if path == "/healthz":
@@ -418,10 +528,7 @@ class SchedulerService:
     def _post(self, path: str, raw: bytes) -> Response:
         verb = path.strip("/")
         if verb == COMPARE:
-            try:
-                return json_response(200, self.informers.compare())
-            except KubeError as failed:
-                return error(503, f"the cluster could not be read to compare: {failed}")
+            return self._compare()
         body: Any
         try:
             # kube-scheduler's ExtenderArgs typed as it is decoded; the rest as JSON values.
@@ -436,6 +543,9 @@ class SchedulerService:
             return error(404, f"no verb {quoted(verb)}")
         except BadRequest as bad:
             return error(400, str(bad))
+        except BindRefused as bind_refused:
+            log.warning("%s", bind_refused)
+            return error(403, str(bind_refused))
         except NotLeader:
             # A replica that lost the lease while its callers keep connections to it: closing
             # sends their next call through the Service again, to the leader (docs/ha.md).

@@ -50,6 +50,7 @@ def test_the_chart_lints_strictly() -> None:
         ("scheduler.replicas=0", "/scheduler/replicas"),
         ("scheduler.gangTTL=-5", "/scheduler/gangTTL"),
         ("scheduler.holdLimit=-1", "/scheduler/holdLimit"),
+        ("scheduler.holdSharePerNamespace=2", "/scheduler/holdSharePerNamespace"),
         ("scheduler.reserveNodes=-3", "/scheduler/reserveNodes"),
         ("agent.listWatchPeriod=1", "/agent/listWatchPeriod"),
         ("image.digest=latest", "/image/digest"),

@@ -51,6 +51,11 @@ RBAC_OF_CALL: dict[str, set[Rule]] = {
     "replace_object": set(),
     "delete_object": set(),
 }
+# Each component reads its admission policies and their bindings at start.
+POLICY_READS: set[Rule] = {
+    (f"{kind}.admissionregistration.k8s.io", "get", None)
+    for kind in ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
+}
 # The scheduler also writes ConfigMaps outside kube-system: volcano-system/tor-share-cm,
 # volcano-system/vcjob-fault-npu-cm (read back at start) and fault-config-<job> in each fault
 # job's namespace.
@@ -58,20 +63,39 @@ CLUSTER_WIDE_CALLS: dict[str, dict[str, set[Rule]]] = {
     "ascend-npu-scheduler": {
         "create_configmap": {("configmaps", "create", None)},
         "update_configmap": {("configmaps", "update", None)},
+        "get_object": POLICY_READS,
     },
-    # Whether the DRA driver publishes the node's chips: a GET of its slice.
-    "ascend-npu-agent": {"get_object": {("resourceslices.resource.k8s.io", "get", None)}},
+    # Whether the DRA driver publishes the node's chips: a GET of its slice; and the start-up
+    # check of its admission policies (infra/kube/policies.py, by name).
+    "ascend-npu-agent": {
+        "get_object": {("resourceslices.resource.k8s.io", "get", None), *POLICY_READS}
+    },
     # Volcano's one scheduler ConfigMap, read and updated by the overlay's Job.
     "ascend-npu-volcano-config": {
         "get_configmap": {("configmaps", "get", "volcano-system")},
         "update_configmap": {("configmaps", "update", "volcano-system")},
+        "create_configmap": {("configmaps", "create", "volcano-system")},  # the service's CA
     },
     # Claims read back at prepare; the node's slice written.
     "ascend-npu-dra-driver": {
-        "get_object": {("resourceclaims.resource.k8s.io", "get", None)},
+        "get_object": {("resourceclaims.resource.k8s.io", "get", None), *POLICY_READS},
         "create_object": {("resourceslices.resource.k8s.io", "create", None)},
         "replace_object": {("resourceslices.resource.k8s.io", "update", None)},
         "delete_object": {("resourceslices.resource.k8s.io", "delete", None)},
+    },
+}
+# Calls of the official client's typed APIs (not the gateway's), by method name.
+DIRECT_CALLS: dict[str, dict[str, set[Rule]]] = {
+    # The service's CA mounted into Volcano's scheduler Deployment, and taken out again.
+    "ascend-npu-volcano-config": {
+        "read_namespaced_deployment": {("deployments.apps", "get", "volcano-system")},
+        "replace_namespaced_deployment": {("deployments.apps", "update", "volcano-system")},
+        "delete_namespaced_config_map": {("configmaps", "delete", "volcano-system")},
+    },
+    # The certs Job: its Secrets read back by name, created when none exists.
+    "ascend-npu-scheduler-certs": {
+        "read_namespaced_secret": {("secrets", "get", "kube-system")},
+        "create_namespaced_secret": {("secrets", "create", "kube-system")},
     },
 }
 # What each component lists and watches (a reflector's Selection, or a command's list_all):
@@ -87,6 +111,7 @@ WATCHED: dict[str, set[tuple[str, str | None]]] = {
         *{(f"podgroups.{group}", None) for group, _ in PODGROUP_APIS.values()},
     },
     "ascend-npu-volcano-config": set(),
+    "ascend-npu-scheduler-certs": set(),
     "ascend-npu-dra-driver": {
         ("resourceslices.resource.k8s.io", None),
         ("configmaps", "kube-system"),  # basic-tor-node-cm
@@ -101,18 +126,22 @@ RESOURCE_OF_KIND = {
 # The code each deployed component runs (the simulation harness is not deployed); the
 # Volcano overlay's Job runs one module of scheduler_core, the service all the others.
 VOLCANO_CONFIG = "scheduler_core/volcano_config.py"
+CERTS = "scheduler_core/certs.py"
+POLICIES = "infra/kube/policies.py"
 COMPONENTS = {
-    "ascend-npu-agent": ["agent", "infra/events.py"],
-    "ascend-npu-scheduler": ["scheduler_core", "infra/events.py", "infra/leader.py"],
+    "ascend-npu-agent": ["agent", "infra/events.py", POLICIES],
+    "ascend-npu-scheduler": ["scheduler_core", "infra/events.py", "infra/leader.py", POLICIES],
     "ascend-npu-volcano-config": [VOLCANO_CONFIG],
-    "ascend-npu-dra-driver": ["dra_driver"],
+    "ascend-npu-scheduler-certs": [CERTS],
+    "ascend-npu-dra-driver": ["dra_driver", POLICIES],
 }
-NOT_RUN_BY = {"ascend-npu-scheduler": {ROOT / VOLCANO_CONFIG}}
+NOT_RUN_BY = {"ascend-npu-scheduler": {ROOT / VOLCANO_CONFIG, ROOT / CERTS}}
 # Where each component's RBAC is (the DRA driver's in its overlay).
 RBAC_FILES = {
     "ascend-npu-agent": BASE / "agent-rbac.yaml",
     "ascend-npu-scheduler": BASE / "scheduler-rbac.yaml",
     "ascend-npu-volcano-config": MANIFESTS / "overlays" / "volcano" / "volcano-extender.yaml",
+    "ascend-npu-scheduler-certs": BASE / "scheduler-certs.yaml",
     "ascend-npu-dra-driver": MANIFESTS / "overlays" / "dra" / "dra-rbac.yaml",
 }
 
@@ -169,15 +198,25 @@ def test_the_kube_scheduler_overlay_runs_kube_scheduler_under_its_own_account() 
     mount = container["volumeMounts"][0]
     flag = next(a for a in container["command"] if a.startswith("--config="))
     assert flag.removeprefix("--config=").startswith(mount["mountPath"] + "/")
-    assert {v["name"] for v in spec["volumes"]} == {"kube-scheduler-config"}
-    bound = {
-        s["name"]
-        for d in rendered
-        if d["kind"] in ("ClusterRoleBinding", "RoleBinding")
-        and d["roleRef"]["name"] == "system:kube-scheduler"
-        for s in d["subjects"]
-    }
-    assert bound == {"ascend-npu-kube-scheduler"}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert set(volumes) == {"kube-scheduler-config", "extender-client"}
+    # Its client certificate for the extender: the certs Job's Secret, at the tlsConfig paths.
+    assert volumes["extender-client"]["secret"]["secretName"] == "ascend-npu-kube-scheduler-client"
+    (client,) = [m for m in container["volumeMounts"] if m["name"] == "extender-client"]
+    (extender,) = kube_scheduler_configuration()["extenders"]
+    assert extender["urlPrefix"].startswith("https://") and extender["enableHTTPS"] is True
+    for key in ("caFile", "certFile", "keyFile"):
+        assert extender["tlsConfig"][key].startswith(client["mountPath"] + "/"), key
+    # Upstream's scheduler roles (pods delete, bindings, volumes) are kube-scheduler's alone:
+    # never the extender's, whose pod writes its admission policy confines.
+    for role in ("system:kube-scheduler", "system:volume-scheduler"):
+        bound = {
+            s["name"]
+            for d in rendered
+            if d["kind"] in ("ClusterRoleBinding", "RoleBinding") and d["roleRef"]["name"] == role
+            for s in d["subjects"]
+        }
+        assert bound == {"ascend-npu-kube-scheduler"}, role
 
 
 def rules_in_manifest(component: str) -> set[tuple[str, str, str | None]]:
@@ -232,6 +271,9 @@ def test_rbac_grants_exactly_what_the_code_calls(component: str) -> None:
     needed: set[tuple[str, str, str | None]] = set()
     for call in calls_in_code(component):
         needed |= CLUSTER_WIDE_CALLS.get(component, {}).get(call) or RBAC_OF_CALL[call]
+    for call, rules in DIRECT_CALLS.get(component, {}).items():
+        if re.search(rf"\.{call}\(", source_of(component)):
+            needed |= rules
     assert watched_in_code(component) == {r for r, _ in WATCHED[component]}
     needed |= {(r, verb, ns) for r, ns in WATCHED[component] for verb in ("list", "watch")}
     assert rules_in_manifest(component) == needed

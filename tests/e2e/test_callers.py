@@ -26,7 +26,9 @@ def test_kube_scheduler_places_a_mixed_load_in_either_node_mode(node_cache: bool
         scheduler = KubeScheduler(cluster, config)
         for i, npu in enumerate(SIZES[:8]):
             submit(cluster, f"p{i:02d}", npu)
-        cluster.store.put("Pod", pod_object("ns", "cpu", None, 0))  # no managed resource
+        cpu = pod_object("ns", "cpu", None, 0)
+        cpu["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1"}}  # none managed
+        cluster.store.put("Pod", cpu)
         cluster.service.refresh()
         run(cluster, scheduler)
         check_invariants(cluster, scheduler)

@@ -184,20 +184,6 @@ def test_a_gang_is_reserved_whole_only_when_all_its_pods_exist_then_binds_into_i
     assert h.schedule(small) == ({"n0", "n1", "n2"} - nodes).pop()
 
 
-def test_a_gang_that_does_not_fit_holds_whole_nodes_against_small_pods_within_a_bound() -> None:
-    h = Harness(3, hold_limit=100)
-    h.schedule(pending(h.api, "busy", 1))  # n0 is no longer whole
-    gang = [pending(h.api, f"g-{i}", 8, gang="g", size=3) for i in range(3)]
-    h.service.refresh()
-    assert h.filter(gang[0]).NodeNames == [], "3 whole nodes are needed, 2 exist"
-    small = pending(h.api, "small", 1)
-    answer = h.filter(small)
-    assert answer.NodeNames == ["n0"], "the whole nodes are held for the gang"
-    assert answer.FailedNodes["n1"].startswith("held for gang ns/g")
-    h.clock.now += 101
-    assert h.filter(small).NodeNames == ["n0", "n1", "n2"], "the hold is bounded"
-
-
 def test_a_reservation_expires_when_the_gang_never_binds() -> None:
     h = Harness(2, gang_ttl=30)
     gang = [pending(h.api, f"g-{i}", 8, gang="g", size=2) for i in range(2)]
@@ -237,6 +223,7 @@ def test_a_binding_the_api_server_refuses_gives_its_chips_back(
         raise KubeError("create binding: the API server is unreachable")
 
     monkeypatch.setattr(h.api, "bind_pod", refuse)
+    assert h.filter(pod).NodeNames == ["n0"]  # kube-scheduler's filter before its bind
     assert "unreachable" in h.extender.bind(bind_args(pod, "n0")).Error
     assert h.filter(pending(h.api, "q", 8)).NodeNames == ["n0"]
     h.extender.state.events.flush()
@@ -267,6 +254,7 @@ def test_while_a_binding_is_written_the_lock_is_free_and_its_chips_stay_taken(
         bind(*args)
 
     monkeypatch.setattr(h.api, "bind_pod", bind_slowly)
+    assert h.filter(pod).NodeNames == ["n0"]
     assert h.extender.bind(bind_args(pod, "n0")).Error == ""
     assert seen[0].NodeNames == [], seen
     h.service.refresh()
@@ -292,6 +280,7 @@ def test_binds_to_one_node_land_in_the_order_of_their_predicate_times(
         bind(*args)
 
     monkeypatch.setattr(h.api, "bind_pod", bind_while_another_starts)
+    assert h.filter(first).NodeNames == h.filter(second).NodeNames == ["n0"]
     assert h.extender.bind(bind_args(first, "n0")).Error == ""
     racing[0].join(timeout=10)
     landed = sorted(
@@ -318,6 +307,7 @@ def test_the_last_rank_of_a_gang_whose_binding_fails_can_bind_again(
         raise KubeError("create binding: 503")
 
     monkeypatch.setattr(h.api, "bind_pod", unavailable)
+    assert last in (h.filter(pods[1]).NodeNames or [])
     assert "503" in h.extender.bind(bind_args(pods[1], last)).Error
     monkeypatch.setattr(h.api, "bind_pod", bind)
     assert h.extender.bind(bind_args(pods[1], last)).Error == ""

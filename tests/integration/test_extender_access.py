@@ -1,149 +1,379 @@
-"""Only the cluster's schedulers may call the verbs: HTTPS, client certificates signed by the
-configured CA, or a bearer token; probes and monitoring keep /healthz, /readyz, /metrics."""
+"""Only the cluster's schedulers may call the verbs: HTTPS with a client certificate of an
+allowed name, or the token (Bearer, or Basic's password as Go sends a URL's userinfo); the
+service refuses to start without one unless told ``--insecure``; ``/bind`` binds only the
+live pod it names, of our profile, asking NPUs, to a node that passed our filter for it;
+``/debug/compare`` is guarded and rate-limited. Probes and monitoring keep /healthz, /readyz,
+/metrics."""
 
 from __future__ import annotations
 
+import base64
 import datetime
-import ipaddress
 import json
 import ssl
+import subprocess
+import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from infra.http import tls_context
-from scheduler_core.service.server import Access
+from scheduler_core.certs import issue
+from scheduler_core.service.server import COMPARE_PERIOD, Access
+from simulation.loopback import LoopbackApiServer, kubeconfig
+from simulation.memory import MemoryCluster, pod_object
+from simulation.processes import free_port, ready, service_command
+from testbed.certs import Authority, KeyPair
 from tests.integration.test_extender import Harness, pending
 
-
-@dataclass(frozen=True)
-class Issued:
-    cert: Path
-    key: Path
-
-
-def issue(
-    directory: Path, name: str, signer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None
-) -> tuple[Issued, x509.Certificate, ec.EllipticCurvePrivateKey]:
-    """A certificate for ``name`` (a CA when ``signer`` is None), written as PEM files."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(signer[0].subject if signer else subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=signer is None, path_length=None), critical=True)
-    )
-    if signer is not None:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-    cert = builder.sign(signer[1] if signer else key, hashes.SHA256())
-    files = Issued(directory / f"{name}.crt", directory / f"{name}.key")
-    files.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    files.key.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return files, cert, key
+ALLOWED = "ascend-npu-kube-scheduler"
+DAY = datetime.timedelta(days=1)
+TOKEN = "s3cret-token"
 
 
 @dataclass(frozen=True)
 class Pki:
-    ca: Issued
-    server: Issued
-    scheduler: Issued  # a client certificate signed by the cluster's CA
-    stranger: Issued  # a client certificate signed by another CA
+    ca: Path
+    server: KeyPair
+    scheduler: KeyPair  # the allowed name, signed by the client CA
+    intruder: KeyPair  # signed by the same CA, another name
+    stranger: KeyPair  # another CA's, the allowed name
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     directory = tmp_path_factory.mktemp("pki")
-    ca, ca_cert, ca_key = issue(directory, "ca", None)
-    server, _, _ = issue(directory, "server", (ca_cert, ca_key))
-    scheduler, _, _ = issue(directory, "kube-scheduler", (ca_cert, ca_key))
-    _, other_cert, other_key = issue(directory, "other-ca", None)
-    stranger, _, _ = issue(directory, "stranger", (other_cert, other_key))
-    return Pki(ca, server, scheduler, stranger)
+    authority = Authority(directory)
+    other = issue(["localhost"], ALLOWED, datetime.datetime.now(datetime.UTC), DAY)
+    (directory / "stranger.crt").write_bytes(other.client.cert)
+    (directory / "stranger.key").write_bytes(other.client.key)
+    return Pki(
+        authority.cert,
+        authority.issue("server", "localhost", hosts=("127.0.0.1", "localhost")),
+        authority.issue("scheduler", ALLOWED),
+        authority.issue("intruder", "mallory"),
+        KeyPair(directory / "stranger.crt", directory / "stranger.key"),
+    )
+
+
+def served(pki: Pki, token: str | None = TOKEN) -> tuple[Harness, str]:
+    h = Harness(2)
+    tls = tls_context(pki.server.cert, pki.server.key, pki.ca)
+    return h, h.service.start(access=Access(tls, frozenset({ALLOWED}), token))
 
 
 @pytest.fixture
-def served(pki: Pki, request: pytest.FixtureRequest) -> Iterator[tuple[Harness, str]]:
-    h = Harness(1)
-    tls = tls_context(pki.server.cert, pki.server.key, pki.ca.cert)
-    token = getattr(request, "param", None)
-    url = h.service.start(access=Access(tls, client_certificates=True, token=token))
+def service(pki: Pki) -> Iterator[tuple[Harness, str]]:
+    h, url = served(pki)
     pending(h.api, "p", 2)
     yield h, url
     h.service.stop()
 
 
-def call(
-    url: str, pki: Pki, client: Issued | None = None, token: str | None = None, path: str = "filter"
-) -> int:
-    context = ssl.create_default_context(cafile=pki.ca.cert)
+def call(  # noqa: PLR0917
+    url: str,
+    pki: Pki,
+    client: KeyPair | None = None,
+    path: str = "filter",
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any, dict[str, str]]:
+    """The answer's status, JSON (or text) and headers."""
+    context = ssl.create_default_context(cafile=pki.ca)
     if client is not None:
         context.load_cert_chain(client.cert, client.key)
-    body = json.dumps({"Pod": {"metadata": {"name": "p", "namespace": "ns"}}, "NodeNames": []})
-    request = urllib.request.Request(
-        f"{url}/{path}", data=body.encode() if path == "filter" else None
-    )
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
+    if body is None and path == "filter":
+        body = {"Pod": {"metadata": {"name": "p", "namespace": "ns"}}, "NodeNames": []}
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{url}/{path}", data=data, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=10, context=context) as answer:
-            return int(answer.status)
+            return int(answer.status), _read(answer.read()), dict(answer.headers)
     except urllib.error.HTTPError as failed:
-        return failed.code
+        return failed.code, _read(failed.read()), dict(failed.headers)
 
 
-def test_the_verbs_need_a_client_certificate_signed_by_the_clusters_ca(
-    served: tuple[Harness, str], pki: Pki
+def _read(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode()
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    """What Go's net/http client sends for ``https://user:password@host/`` (client.go ``send``)."""
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+# ---- who may call -------------------------------------------------------------------------
+
+
+def test_a_client_certificate_of_an_allowed_name_lets_in_and_no_other_does(
+    service: tuple[Harness, str], pki: Pki
 ) -> None:
-    _, url = served
+    _, url = service
     assert url.startswith("https://")
-    assert call(url, pki, client=pki.scheduler) == 200
-    assert call(url, pki) == 401
-    # Refused by TLS, another CA signed it: the client reads the server's alert, or only
-    # the closed connection when the server was quicker to close it.
-    with pytest.raises((ssl.SSLError, urllib.error.URLError)):
+    assert call(url, pki, client=pki.scheduler)[0] == 200
+    status, answer, _ = call(url, pki)
+    assert (status, answer) == (401, {"Error": answer["Error"]})
+    assert "client certificate of an allowed name" in answer["Error"]
+    # Signed by a CA the service trusts, but of a name not allowed: verified, then refused.
+    status, answer, _ = call(url, pki, client=pki.intruder)
+    assert status == 403
+    assert answer == {"Error": "the client certificate's CN 'mallory' is not an allowed name"}
+    # Another CA's: refused by TLS (the client reads the alert, or the closed connection).
+    with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
         call(url, pki, client=pki.stranger)
+    metrics = call(url, pki, path="metrics")[1]
+    assert 'ascend_scheduler_auth_refusals_total{reason="no_credentials"} 1.0' in metrics
+    assert 'ascend_scheduler_auth_refusals_total{reason="name_not_allowed"} 1.0' in metrics
 
 
-def test_probes_and_monitoring_need_no_certificate(served: tuple[Harness, str], pki: Pki) -> None:
-    _, url = served
-    for path in ("healthz", "readyz", "metrics"):
-        assert call(url, pki, path=path) == 200
-
-
-@pytest.mark.parametrize("served", ["s3cret"], indirect=True)
-def test_a_bearer_token_lets_in_where_no_certificate_is_shown(
-    served: tuple[Harness, str], pki: Pki
+def test_the_token_lets_in_as_bearer_and_as_basics_password(
+    service: tuple[Harness, str], pki: Pki
 ) -> None:
-    _, url = served
-    assert call(url, pki, token="s3cret") == 200
-    assert call(url, pki, token="guess") == 401
-    assert call(url, pki) == 401
+    _, url = service
+    assert call(url, pki, headers={"Authorization": f"Bearer {TOKEN}"})[0] == 200
+    assert call(url, pki, headers=basic("volcano", TOKEN))[0] == 200
+    assert (
+        call(url, pki, path="volcano/onSessionClose", body={}, headers=basic("v", TOKEN))[0] == 200
+    )
+    for wrong in ({"Authorization": "Bearer guess"}, basic("volcano", "guess"), basic(TOKEN, "")):
+        status, answer, _ = call(url, pki, headers=wrong)
+        assert (status, answer) == (401, {"Error": "the token is wrong"})
+    metrics = call(url, pki, path="metrics")[1]
+    assert 'ascend_scheduler_auth_refusals_total{reason="bad_token"} 3.0' in metrics
 
 
-def test_plain_http_gets_no_answer_from_the_https_port(served: tuple[Harness, str]) -> None:
-    _, url = served
+def test_the_certificates_the_certs_job_makes_serve_and_let_kube_scheduler_in(
+    tmp_path: Path,
+) -> None:
+    made = issue(["localhost", "127.0.0.1"], ALLOWED, datetime.datetime.now(datetime.UTC), DAY)
+    files = {}
+    for name, content in (
+        ("ca.crt", made.ca),
+        ("tls.crt", made.server.cert),
+        ("tls.key", made.server.key),
+        ("client.crt", made.client.cert),
+        ("client.key", made.client.key),
+    ):
+        files[name] = tmp_path / name
+        files[name].write_bytes(content)
+    h = Harness(1)
+    tls = tls_context(files["tls.crt"], files["tls.key"], files["ca.crt"])
+    url = h.service.start(access=Access(tls, frozenset({ALLOWED}), None))
+    try:
+        client = KeyPair(files["client.crt"], files["client.key"])
+        unused = Pki(files["ca.crt"], client, client, client, client)
+        assert call(url, unused, client=client)[0] == 200
+        assert call(url, unused)[0] == 401
+    finally:
+        h.service.stop()
+
+
+def test_probes_and_monitoring_need_no_credentials(service: tuple[Harness, str], pki: Pki) -> None:
+    _, url = service
+    for path in ("healthz", "readyz", "metrics"):
+        assert call(url, pki, path=path)[0] == 200
+
+
+def test_plain_http_gets_no_answer_from_the_https_port(service: tuple[Harness, str]) -> None:
+    _, url = service
     with pytest.raises(OSError):
         urllib.request.urlopen(url.replace("https://", "http://") + "/healthz", timeout=10)
+
+
+def test_debug_compare_needs_credentials_and_answers_once_per_period(pki: Pki) -> None:
+    h, url = served(pki)
+    try:
+        assert call(url, pki, path="debug/compare", body={})[0] == 401
+        status, answer, _ = call(url, pki, client=pki.scheduler, path="debug/compare", body={})
+        assert (status, answer) == (200, {})
+        status, answer, headers = call(
+            url, pki, client=pki.scheduler, path="debug/compare", body={}
+        )
+        assert status == 429
+        assert answer["Error"].startswith(f"one compare per {COMPARE_PERIOD:g} s: retry in")
+        assert 1 <= int(headers["Retry-After"]) <= COMPARE_PERIOD
+    finally:
+        h.service.stop()
+
+
+# ---- /bind binds only what this service placed --------------------------------------------
+
+
+def bind(url: str, pki: Pki, pod: dict[str, Any], node: str, uid: str | None = None) -> Any:
+    meta = pod["metadata"]
+    body = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "Node": node}
+    if uid != "":
+        body["PodUID"] = meta["uid"] if uid is None else uid
+    return call(url, pki, client=pki.scheduler, path="bind", body=body)[:2]
+
+
+def filter_(url: str, pki: Pki, pod: dict[str, Any], nodes: list[str]) -> list[str]:
+    body = {"Pod": pod, "NodeNames": nodes}
+    status, answer, _ = call(url, pki, client=pki.scheduler, body=body)
+    assert status == 200, answer
+    return list(answer["NodeNames"] or [])
+
+
+def unbound(h: Harness, name: str) -> bool:
+    return h.api.get_pod("ns", name)["spec"].get("nodeName") is None
+
+
+def test_a_bind_needs_the_pods_uid_and_the_live_pods_uid(
+    service: tuple[Harness, str], pki: Pki
+) -> None:
+    h, url = service
+    pod = h.api.get_pod("ns", "p")
+    assert filter_(url, pki, pod, ["n0", "n1"]) == ["n0", "n1"]
+    status, answer = bind(url, pki, pod, "n0", uid="")
+    assert status == 400 and "PodUID is required" in answer["Error"]
+    status, answer = bind(url, pki, pod, "n0", uid="uid-of-an-older-p")
+    assert (status, answer) == (
+        403,
+        {"Error": "bind ns/p to n0: the cluster's pod has another UID"},
+    )
+    assert unbound(h, "p")
+    assert bind(url, pki, pod, "n0") == (200, {"Error": ""})
+    assert h.api.get_pod("ns", "p")["spec"]["nodeName"] == "n0"
+
+
+def test_a_bind_to_a_node_that_did_not_pass_the_filter_is_refused(
+    service: tuple[Harness, str], pki: Pki
+) -> None:
+    h, url = service
+    pod = h.api.get_pod("ns", "p")
+    status, answer = bind(url, pki, pod, "n1")
+    assert status == 403
+    assert answer["Error"].endswith("the node did not pass this service's filter for the pod")
+    assert filter_(url, pki, pod, ["n0"]) == ["n0"]
+    status, answer = bind(url, pki, pod, "n1")
+    assert status == 403, "n1 was not a candidate of the pod's last filter"
+    assert bind(url, pki, pod, "a-node-the-caller-names")[0] == 403
+    assert unbound(h, "p")
+    # Once the filter is older than the gang TTL (60 s), its passes are forgotten.
+    h.clock.now += 61
+    assert bind(url, pki, pod, "n0")[0] == 403
+    assert unbound(h, "p")
+
+
+def test_a_bind_of_another_schedulers_pod_is_refused(
+    service: tuple[Harness, str], pki: Pki
+) -> None:
+    h, url = service
+    for name, scheduler in (("theirs", "default-scheduler"), ("unset", None)):
+        pod = pod_object("ns", name, None, 2)
+        if scheduler is None:
+            del pod["spec"]["schedulerName"]  # the API server's default: default-scheduler
+        else:
+            pod["spec"]["schedulerName"] = scheduler
+        h.api.put("Pod", pod)
+        pod = h.api.get_pod("ns", name)
+        assert filter_(url, pki, pod, ["n0"]) == ["n0"]
+        status, answer = bind(url, pki, pod, "n0")
+        assert status == 403
+        assert answer["Error"] == (
+            f"bind ns/{name} to n0: the pod is for scheduler 'default-scheduler', not ours"
+        )
+        assert unbound(h, name)
+
+
+def test_a_bind_of_a_pod_asking_no_npus_is_refused(service: tuple[Harness, str], pki: Pki) -> None:
+    h, url = service
+    plain = pod_object("ns", "web", None, 0)
+    plain["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1"}}
+    init_only = pod_object("ns", "init", None, 0)
+    init_only["spec"]["initContainers"] = [
+        {"name": "i", "resources": {"limits": {"huawei.com/Ascend910": "2"}}}
+    ]
+    for pod in (plain, init_only):
+        h.api.put("Pod", pod)
+        live = h.api.get_pod("ns", pod["metadata"]["name"])
+        filter_(url, pki, live, ["n0"])  # a pod asking no NPUs passes everywhere
+        status, answer = bind(url, pki, live, "n0")
+        assert status == 403
+        assert answer["Error"].endswith("the pod asks no NPUs of its containers")
+        assert unbound(h, pod["metadata"]["name"])
+
+
+# ---- starting: an authentication mode, or --insecure said out loud ------------------------
+
+
+@pytest.fixture
+def loopback(tmp_path: Path) -> Iterator[Path]:
+    api = LoopbackApiServer(MemoryCluster())
+    config = tmp_path / "kubeconfig"
+    config.write_text(kubeconfig(api.start()))
+    yield config
+    api.stop()
+
+
+def serve(config: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "scheduler_core", "serve", "--kube", "kubeconfig"]
+    command += ["--kubeconfig", str(config), "--listen", "127.0.0.1:0", *flags]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_the_service_refuses_to_start_without_an_authentication_mode(loopback: Path) -> None:
+    done = serve(loopback)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "error: the verbs need an authentication mode: --client-ca-file with "
+        "--client-allowed-names, or --token-file (with TLS); --insecure serves them to anyone "
+        "who reaches the port\n"
+    )
+
+
+def test_a_token_over_plain_http_is_refused_at_start(loopback: Path, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    done = serve(loopback, "--token-file", str(token))
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --token-file needs TLS")
+    assert done.stderr.count("\n") == 1
+
+
+def test_a_client_ca_without_allowed_names_is_refused_at_start(loopback: Path, pki: Pki) -> None:
+    tls = ["--tls-cert-file", str(pki.server.cert), "--tls-private-key-file", str(pki.server.key)]
+    done = serve(loopback, *tls, "--client-ca-file", str(pki.ca))
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --client-ca-file and --client-allowed-names go together")
+    done = serve(loopback, *tls, "--client-ca-file", str(pki.ca), "--client-allowed-names", "*")
+    assert done.returncode == 2
+    assert "--client-allowed-names: expected comma-separated names (no '*'" in done.stderr
+
+
+def test_insecure_serves_the_verbs_to_anyone_and_says_so_once(
+    loopback: Path, tmp_path: Path
+) -> None:
+    port = free_port()
+    command = service_command(
+        loopback.read_text().split("server: '")[1].split("'")[0], tmp_path, port
+    )
+    assert "--insecure" in command
+    log = tmp_path / "log"
+    with log.open("w") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=output, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not ready(f"http://127.0.0.1:{port}"):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        body = json.dumps({"Pod": {"metadata": {"name": "p", "namespace": "ns"}}, "NodeNames": []})
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/filter", data=body.encode())
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert answer.status == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    warnings = [line for line in log.read_text().splitlines() if "INSECURE" in line]
+    assert len(warnings) == 1, log.read_text()
+    assert json.loads(warnings[0])["level"] == "warning"
+    assert "open to anyone who reaches the port" in warnings[0]

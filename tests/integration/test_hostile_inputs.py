@@ -155,6 +155,7 @@ def test_a_binding_stored_but_answered_503_keeps_its_chips(
         raise KubeError("create binding: 503 Service Unavailable")
 
     monkeypatch.setattr(h.api, "bind_pod", stored_then_503)
+    assert h.filter(pod).NodeNames == ["n0"]  # kube-scheduler's filter before its bind
     assert h.extender.bind(bind_args(pod, "n0")).Error == "", "the pod was bound"
     assert h.filter(pending(h.api, "next", 8)).NodeNames == []
 
@@ -172,6 +173,7 @@ def test_a_failed_binding_whose_pod_cannot_be_read_keeps_its_chips_in_doubt(
         raise KubeError("create binding: connection reset")
 
     monkeypatch.setattr(h.api, "bind_pod", stored_then_down)
+    assert h.filter(pod).NodeNames == ["n0"]
     assert "stay held" in h.extender.bind(bind_args(pod, "n0")).Error
     h.api.reachable = True
     assert h.filter(pending(h.api, "next", 8)).NodeNames == []

@@ -302,6 +302,8 @@ def test_a_choice_made_before_the_lease_was_lost_is_not_written_and_its_chips_co
     extender.state.fence = lambda: False
     store.put("Pod", pod_object("ns", "p", None, 8))
     binding = {"PodName": "p", "PodNamespace": "ns", "PodUID": "uid-ns-p", "Node": "n0"}
+    pod = store.get_pod("ns", "p")
+    assert extender.filter({"Pod": pod, "NodeNames": ["n0"]}).NodeNames == ["n0"]
     assert "no longer leads" in extender.bind(binding).Error
     assert store.get_pod("ns", "p")["spec"].get("nodeName") is None
     extender.state.fence = lambda: True
@@ -434,6 +436,7 @@ def test_a_pod_name_without_its_namespace_is_refused_in_one_line(
 ) -> None:
     monkeypatch.setenv("POD_NAME", "s-1")
     monkeypatch.delenv("POD_NAMESPACE", raising=False)
-    assert main(["serve", "--leader-elect=true", "--kube=kubeconfig", "--kubeconfig=x"]) == 2
+    argv = ["serve", "--insecure", "--leader-elect=true", "--kube=kubeconfig", "--kubeconfig=x"]
+    assert main(argv) == 2
     error = capsys.readouterr().err.strip()
     assert error == "error: POD_NAMESPACE is not set: set POD_NAME and POD_NAMESPACE together"

@@ -101,7 +101,9 @@ def test_the_comparer_names_what_a_stuck_watch_missed_and_finds_nothing_once_cau
     """``POST /debug/compare``: nothing while the watches keep up; with the watches stopped,
     the pod created and the pod deleted since, and the two nodes whose view they change."""
     api, clock = store(), Clock()
-    service = SchedulerService(api, Extender(api, clock=clock), clock=clock, refresh_period=3600)
+    service = SchedulerService(
+        api, Extender(api, clock=clock), clock=clock, refresh_period=3600, compare_period=0
+    )
     url = service.start()
     try:
         running(api, "p", "n1", [0, 1])

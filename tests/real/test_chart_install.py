@@ -1,11 +1,14 @@
 """The Helm chart installed, upgraded and uninstalled by the real helm on the real API server:
-for the Volcano path the hook Jobs really run (the Job controller makes their pods; a runner
-here plays their node's kubelet, running the container's command under the Job's own
-ServiceAccount token, so RBAC decides what it may touch), the user's Volcano configuration
-keeps its plugins and gets ours, and an uninstall leaves nothing of the release behind."""
+the hook Jobs really run (the Job controller makes their pods; a runner here plays their
+node's kubelet, running the container's command under the Job's own ServiceAccount token, so
+RBAC decides what it may touch): the certs Job makes the service's Secrets once, the user's
+Volcano configuration keeps its plugins and gets ours (its URL carrying the token), Volcano's
+scheduler trusts the service's CA until the uninstall, and an uninstall leaves nothing of the
+release behind."""
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import sys
@@ -28,7 +31,23 @@ NAMESPACE = "kube-system"
 VOLCANO = "volcano-system"
 CONFIGMAP = f"/api/v1/namespaces/{VOLCANO}/configmaps/volcano-scheduler-configmap"
 KEY = "volcano-scheduler.conf"
-JOB_POD = "app.kubernetes.io/name=ascend-npu-volcano-config"
+JOB_POD = "app.kubernetes.io/name in (ascend-npu-volcano-config, ascend-npu-scheduler-certs)"
+VOLCANO_SCHEDULER = f"/apis/apps/v1/namespaces/{VOLCANO}/deployments/volcano-scheduler"
+# Volcano's scheduler as its chart deploys it (volcano-sh/volcano installer/helm), in short.
+VOLCANO_DEPLOYMENT: Obj = {
+    "metadata": {"name": "volcano-scheduler", "namespace": VOLCANO},
+    "spec": {
+        "selector": {"matchLabels": {"app": "volcano-scheduler"}},
+        "template": {
+            "metadata": {"labels": {"app": "volcano-scheduler"}},
+            "spec": {
+                "containers": [
+                    {"name": "volcano-scheduler", "image": "volcanosh/vc-scheduler:v1.13.0"}
+                ]
+            },
+        },
+    },
+}
 RUNNER_NODE = "runner"
 DEADLINE = 120.0
 # A user's Volcano configuration: plugins and an action of their own that must survive.
@@ -108,18 +127,27 @@ class JobRunner:
         (container,) = pod["spec"]["containers"]
         token = self.plane.token(NAMESPACE, pod["spec"]["serviceAccountName"], bound_to=pod)
         kubeconfig = self.plane.token_kubeconfig(token, f"job-{name}")
-        with tempfile.TemporaryDirectory() as folder:
+        with tempfile.TemporaryDirectory() as root:
             args = [*container["command"][1:], *container["args"], f"--kubeconfig={kubeconfig}"]
-            for mount in container["volumeMounts"]:
+            for mount in container.get("volumeMounts", []):
                 volume = next(v for v in pod["spec"]["volumes"] if v["name"] == mount["name"])
-                if "configMap" not in volume:  # the token's projected volume: given as kubeconfig
+                folder = Path(root) / mount["name"]
+                folder.mkdir()
+                if "configMap" in volume:
+                    source = self.admin.get(
+                        f"/api/v1/namespaces/{NAMESPACE}/configmaps/{volume['configMap']['name']}"
+                    )
+                    for key, text in source["data"].items():
+                        (folder / key).write_text(text)
+                elif "secret" in volume:
+                    source = self.admin.get(
+                        f"/api/v1/namespaces/{NAMESPACE}/secrets/{volume['secret']['secretName']}"
+                    )
+                    for key, text in source["data"].items():
+                        (folder / key).write_bytes(base64.b64decode(text))
+                else:  # the token's projected volume: given as kubeconfig
                     continue
-                source = self.admin.get(
-                    f"/api/v1/namespaces/{NAMESPACE}/configmaps/{volume['configMap']['name']}"
-                )
-                for key, text in source["data"].items():
-                    (Path(folder) / key).write_text(text)
-                args = [a.replace(mount["mountPath"], folder) for a in args]
+                args = [a.replace(mount["mountPath"] + "/", f"{folder}/") for a in args]
             done = subprocess.run(
                 [sys.executable, *args],
                 cwd=ROOT,
@@ -158,13 +186,17 @@ def volcano_plugins(plane: ControlPlane) -> list[list[Any]]:
     return [tier["plugins"] for tier in conf["tiers"]]
 
 
-def ours(*values: str) -> Any:
+def ours(*values: str, token: str) -> Any:
+    """Our plugin entry as the merge Job writes it: the chart's, the token in its URL."""
     (config_map,) = [
         d
         for d in yaml.safe_load_all(helm_template("schedulerPath=volcano", *values))
         if d and d["kind"] == "ConfigMap" and d["metadata"]["name"] == "ascend-npu-volcano-extender"
     ]
-    return yaml.safe_load(config_map["data"]["extender.yaml"])
+    entry = yaml.safe_load(config_map["data"]["extender.yaml"])
+    url = entry["arguments"]["extender.urlPrefix"]
+    entry["arguments"]["extender.urlPrefix"] = url.replace("https://", f"https://volcano:{token}@")
+    return entry
 
 
 def left_behind(plane: ControlPlane, rendered: str) -> list[str]:
@@ -195,15 +227,33 @@ def test_the_volcano_path_merges_into_the_users_configuration_and_uninstall_take
         f"/api/v1/namespaces/{VOLCANO}/configmaps",
         {"metadata": {"name": "volcano-scheduler-configmap"}, "data": {KEY: USERS}},
     )
+    admin.create(f"/apis/apps/v1/namespaces/{VOLCANO}/deployments", VOLCANO_DEPLOYMENT)
     users = yaml.safe_load(USERS)
     with JobRunner(plane) as runner:
         notes = helm(plane, "install", RELEASE, str(CHART), "--set", "schedulerPath=volcano")
         assert "What to check next" in notes and "volcano" in notes
+        token = base64.b64decode(
+            admin.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/ascend-npu-scheduler-token")["data"][
+                "token"
+            ]
+        ).decode()
         assert volcano_plugins(plane) == [
-            [*users["tiers"][0]["plugins"], ours()],
+            [*users["tiers"][0]["plugins"], ours(token=token)],
             users["tiers"][1]["plugins"],
         ]
         assert yaml.safe_load(admin.get(CONFIGMAP)["data"][KEY])["actions"] == users["actions"]
+        # Volcano's scheduler trusts the service's CA: mounted, and named by SSL_CERT_DIR.
+        ca = admin.get(f"/api/v1/namespaces/{VOLCANO}/configmaps/ascend-npu-scheduler-ca")
+        secret = admin.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/ascend-npu-scheduler-tls")
+        assert (
+            ca["data"]["ca.crt"].strip()
+            == base64.b64decode(secret["data"]["ca.crt"]).decode().strip()
+        )
+        (scheduler,) = admin.get(VOLCANO_SCHEDULER)["spec"]["template"]["spec"]["containers"]
+        assert {"name": "SSL_CERT_DIR", "value": "/etc/ssl/certs:/etc/ascend-npu-ca"} in scheduler[
+            "env"
+        ]
+        assert scheduler["volumeMounts"][0]["mountPath"] == "/etc/ascend-npu-ca"
 
         helm(
             plane,
@@ -215,12 +265,18 @@ def test_the_volcano_path_merges_into_the_users_configuration_and_uninstall_take
             "volcano.httpTimeout=3s",
         )
         (entry,) = [p for p in volcano_plugins(plane)[0] if p["name"] == "extender"]
-        assert entry == ours("volcano.httpTimeout=3s")
+        assert entry == ours("volcano.httpTimeout=3s", token=token), "the same token kept"
 
         rendered = helm_template("schedulerPath=volcano")
         helm(plane, "uninstall", RELEASE, "--wait")
         assert yaml.safe_load(admin.get(CONFIGMAP)["data"][KEY]) == users
-        assert [code for _, code in runner.ran] == [0, 0, 0], "merge, merge again, remove"
+        (scheduler,) = admin.get(VOLCANO_SCHEDULER)["spec"]["template"]["spec"]["containers"]
+        assert "env" not in scheduler and "volumeMounts" not in scheduler, "taken out again"
+        assert "volumes" not in admin.get(VOLCANO_SCHEDULER)["spec"]["template"]["spec"]
+        with pytest.raises(RestError):
+            admin.get(f"/api/v1/namespaces/{VOLCANO}/configmaps/ascend-npu-scheduler-ca")
+        # certs, merge; certs again (nothing to do), merge again; remove.
+        assert [code for _, code in runner.ran] == [0, 0, 0, 0, 0]
     wait_until(lambda: not left_behind(plane, rendered), DEADLINE, "the release's objects gone")
 
 
@@ -229,7 +285,8 @@ def test_the_kube_scheduler_path_runs_the_clusters_own_kube_scheduler_and_uninst
 ) -> None:
     admin = plane.rest()
     version = admin.get("/version")["gitVersion"]
-    helm(plane, "install", RELEASE, str(CHART), "--set", "scheduler.policy=binpack")
+    with JobRunner(plane):  # the certs Job's (pre-install)
+        helm(plane, "install", RELEASE, str(CHART), "--set", "scheduler.policy=binpack")
     deployment = admin.get(
         f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/ascend-npu-kube-scheduler"
     )

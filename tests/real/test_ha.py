@@ -32,12 +32,21 @@ from contract.annotations import CHIPS_ANNOTATION
 from infra.kube.client import KubernetesGateway
 from infra.kube.port import Selection
 from infra.kube.reflector import Change, Reflector
+from scheduler_core.certs import (
+    CLIENT_NAME,
+    VALIDITY,
+    SecretNames,
+    issue,
+    secrets_of,
+    service_hosts,
+)
 from scheduler_core.service.server import LEADER_LABEL
 from simulation.processes import Part
 from testbed.cluster import (
     KUBE_SCHEDULER_ACCOUNT,
     NAMESPACE,
     NODE_LABELS,
+    ExtenderTls,
     apply,
     bound_agent_token,
     extender_configuration,
@@ -90,6 +99,13 @@ def deployed_as_pods(plane: ControlPlane, workdir: Path) -> Iterator[Ha]:
     kube-scheduler as shipped, its extender the Service (through the proxy)."""
     apply(plane, kustomize(MANIFESTS / "overlays" / "kube-scheduler"))
     admin = plane.rest()
+    # The certs Job's Secrets, made as it makes them (its pod is not run here), the serving
+    # certificate also for the proxy's address, where kube-scheduler reaches the Service.
+    hosts = [*service_hosts(NAME, NAMESPACE), "127.0.0.1"]
+    made = issue(hosts, CLIENT_NAME, datetime.datetime.now(datetime.UTC), VALIDITY)
+    for secret in secrets_of(made, NAMESPACE, SecretNames()):
+        apply(plane, [secret])
+    tls = ExtenderTls.write(workdir / "extender-tls", made)
     root = workdir / "nodes"
     for name in node_names(NODES):  # as testbed.cluster.deployed registers them
         try:
@@ -121,7 +137,7 @@ def deployed_as_pods(plane: ControlPlane, workdir: Path) -> Iterator[Ha]:
         started.append(plane.start_scheduler(DEFAULT_SCHEDULER, name="default-scheduler"))
         started.append(
             plane.start_scheduler(
-                extender_configuration(proxy.url),
+                extender_configuration(proxy.url.replace("http://", "https://"), tls=tls),
                 kubeconfig=plane.service_account(NAMESPACE, KUBE_SCHEDULER_ACCOUNT),
             )
         )
