@@ -80,6 +80,11 @@ def post_json(url: str, body: Any, timeout: float) -> Any:
         status, data = _exchange(parts.netloc, parts.path, json.dumps(body).encode(), timeout)
     except (http.client.HTTPException, OSError) as failed:
         raise ExtenderError(f"{verb}: {failed}") from None
+    return reply(verb, status, data)
+
+
+def reply(verb: str, status: int, data: bytes) -> Any:
+    """An extender's answer: its JSON body, or ExtenderError on a non-200 or no JSON."""
     if status != 200:
         raise ExtenderError(f"{verb}: HTTP {status}")
     try:

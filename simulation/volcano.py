@@ -51,6 +51,7 @@ from simulation.kube_scheduler import (
     interested,
     pending_pods,
     post_json,
+    reply,
     requests_of,
 )
 
@@ -77,12 +78,7 @@ def go_post(url: str, body: Any, timeout: float, ca_file: Path | None) -> Any:
         raise ExtenderError(f"{verb}: {failed}") from None
     finally:
         connection.close()
-    if status != 200:
-        raise ExtenderError(f"{verb}: HTTP {status}")
-    try:
-        return json.loads(data)
-    except ValueError as failed:
-        raise ExtenderError(f"{verb}: {failed}") from None
+    return reply(verb, status, data)
 
 
 PENDING, ALLOCATED, PIPELINED = 1, 2, 4  # TaskStatus

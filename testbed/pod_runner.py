@@ -240,24 +240,16 @@ def map_paths(directories: list[Path], mounts: dict[str, Path]) -> None:
 # ---- the kubelet's API calls ---------------------------------------------------------------
 
 
-def write_configmap(rest: Rest, pod: Obj, source: Obj, directory: Path) -> None:
-    """A ConfigMap volume's files: every key, or the ``items`` chosen."""
-    path = f"/api/v1/namespaces/{pod['metadata']['namespace']}/configmaps/{source['name']}"
+def write_volume(rest: Rest, path: str, source: Obj, directory: Path) -> None:
+    """A ConfigMap's or Secret's (at ``path``) volume files: every key, or the ``items``
+    chosen; a Secret's values decoded."""
     data: dict[str, str] = rest.get(path).get("data") or {}
     items = source.get("items") or [{"key": k, "path": k} for k in data]
     directory.mkdir(parents=True, exist_ok=True)
     for item in items:
-        (directory / item["path"]).write_text(data[item["key"]])
-
-
-def write_secret(rest: Rest, pod: Obj, source: Obj, directory: Path) -> None:
-    """A Secret volume's files: every key, or the ``items`` chosen, decoded."""
-    path = f"/api/v1/namespaces/{pod['metadata']['namespace']}/secrets/{source['secretName']}"
-    data: dict[str, str] = rest.get(path).get("data") or {}
-    items = source.get("items") or [{"key": k, "path": k} for k in data]
-    directory.mkdir(parents=True, exist_ok=True)
-    for item in items:
-        (directory / item["path"]).write_bytes(base64.b64decode(data[item["key"]]))
+        value = data[item["key"]]
+        content = base64.b64decode(value) if "/secrets/" in path else value.encode()
+        (directory / item["path"]).write_bytes(content)
 
 
 def pod_kubeconfig(plane: ControlPlane, pod: Obj, directory: Path) -> Path:
@@ -394,11 +386,16 @@ class RunningPod:
         for mount in self.container.get("volumeMounts", []):
             volume = volumes[mount["name"]]
             directory = self.directory / "volumes" / mount["name"]
+            namespace = f"/api/v1/namespaces/{self.pod['metadata']['namespace']}"
             if "configMap" in volume:
-                write_configmap(self._rest, self.pod, volume["configMap"], directory)
+                source = volume["configMap"]
+                path = f"{namespace}/configmaps/{source['name']}"
+                write_volume(self._rest, path, source, directory)
                 mounts[mount["mountPath"]] = directory
             elif "secret" in volume:
-                write_secret(self._rest, self.pod, volume["secret"], directory)
+                source = volume["secret"]
+                path = f"{namespace}/secrets/{source['secretName']}"
+                write_volume(self._rest, path, source, directory)
                 mounts[mount["mountPath"]] = directory
             elif "projected" not in volume:  # projected: the token, given as a kubeconfig
                 raise ValueError(f"volume {mount['name']}: only ConfigMaps and Secrets here")

@@ -19,15 +19,14 @@ from contract.groups import (
 )
 from testbed.cluster import Deployed, deployed, npu_pod, wait_pods
 from testbed.control_plane import ControlPlane, wait_until
-from testbed.rest import Obj
+from testbed.rest import Obj, Rest
 from tests.real.test_kube_scheduler import check_chips
 
 CRD = Path(__file__).parent / "data" / "coscheduling-podgroup-crd.yaml"
 
 
-@pytest.fixture(scope="module")
-def cluster(control_plane: ControlPlane) -> Iterator[Deployed]:
-    admin = control_plane.rest()
+def install_podgroup_crd(admin: Rest) -> None:
+    """The coscheduling PodGroup CRD, applied and waited for until the API server serves it."""
     admin.apply(yaml.safe_load(CRD.read_text()))
     crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.x-k8s.io"
 
@@ -35,11 +34,12 @@ def cluster(control_plane: ControlPlane) -> Iterator[Deployed]:
         conditions = (admin.get(crd).get("status") or {}).get("conditions") or []
         return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
-    wait_until(
-        established,
-        60,
-        "the PodGroup CRD is established",
-    )
+    wait_until(established, 60, "the PodGroup CRD is established")
+
+
+@pytest.fixture(scope="module")
+def cluster(control_plane: ControlPlane) -> Iterator[Deployed]:
+    install_podgroup_crd(control_plane.rest())
     with deployed(control_plane, control_plane.workdir, nodes=4) as running:
         yield running
 

@@ -11,31 +11,21 @@ here: ``--hold-share-per-namespace 0.5``):
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import yaml
 
 from contract.groups import COSCHEDULING_GROUP_LABEL
 from testbed.cluster import Deployed, deployed, npu_pod, wait_pods
 from testbed.control_plane import ControlPlane, wait_until
 from testbed.rest import Obj, Rest
+from tests.real.test_gang_forms import install_podgroup_crd
 
-CRD = Path(__file__).parent / "data" / "coscheduling-podgroup-crd.yaml"
 GANG_WAITING = "NPUGangWaiting"
 
 
 @pytest.fixture(scope="module")
 def cluster(control_plane: ControlPlane) -> Iterator[Deployed]:
-    admin = control_plane.rest()
-    admin.apply(yaml.safe_load(CRD.read_text()))
-    crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.x-k8s.io"
-
-    def established() -> bool:
-        conditions = (admin.get(crd).get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-    wait_until(established, 60, "the PodGroup CRD is established")
+    install_podgroup_crd(control_plane.rest())
     flags = ("--hold-share-per-namespace", "0.5")
     with deployed(control_plane, control_plane.workdir, nodes=4, service_flags=flags) as running:
         yield running
