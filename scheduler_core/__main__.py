@@ -192,7 +192,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         _check_addresses(args.listen, args.metrics_listen)
         if not args.scheduler_names:
-            raise ValueError("--scheduler-names is empty: name the profiles whose pods /bind binds")
+            raise ValueError("--scheduler-names is empty: name the schedulers whose pods it places")
         access = _access(args)
         election = _election(args)
         gateway = KubernetesGateway.from_environment(kubeconfig_for(args.kube, args.kubeconfig))
@@ -357,7 +357,8 @@ def build_parser() -> CommandParser:
         type=name_list,
         default=",".join(sorted(DEFAULT_PROFILES)),
         metavar="NAME,...",
-        help="the kube-scheduler profiles (spec.schedulerName) whose pods /bind binds",
+        help="the schedulers (spec.schedulerName) whose pods /bind binds and Volcano's "
+        "allocateFunc annotates",
     )
     for command in (serve, status):
         command.add_argument(

@@ -34,7 +34,7 @@ from scheduler_core.engine.policies import policy_by_name
 from scheduler_core.engine.rescheduling import GRACE_OVER_TIME
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import OPEN, Access, SchedulerService
-from simulation.kube_scheduler import PROFILES
+from simulation.kube_scheduler import SERVICE_PROFILES
 from simulation.kubelet import Allocation, KubeletError, KubeletSimulator
 from simulation.loopback import LoopbackApiServer, node_object
 from simulation.memory import MemoryCluster
@@ -380,7 +380,7 @@ def simulated_cluster(
                 KubernetesGateway.for_url(api.url),
                 policy_by_name(policy),
                 grace_over=grace_over,
-                profiles=frozenset(PROFILES),  # the stand-in kube-scheduler's
+                profiles=frozenset(SERVICE_PROFILES),
             ),
             refresh_period=0.5,
         )

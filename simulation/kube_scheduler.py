@@ -136,6 +136,9 @@ DEFAULT_SCHEDULER = "default-scheduler"
 # The stand-in runs two profiles, as one kube-scheduler can: the cluster's default one, and
 # the overlay's that NPU pods choose (the only one whose pods the extender's /bind binds).
 PROFILES = (DEFAULT_SCHEDULER, "ascend-npu-scheduler")
+# The schedulers whose pods the simulated cluster's service places: these profiles and the
+# Volcano stand-in's (simulation/volcano.py SCHEDULER_NAME).
+SERVICE_PROFILES = (*PROFILES, "volcano")
 
 
 class ClusterStore(Protocol):

@@ -19,7 +19,7 @@ import psutil
 from kubernetes import client
 
 from contract.objects import Obj
-from simulation.kube_scheduler import PROFILES
+from simulation.kube_scheduler import SERVICE_PROFILES
 from simulation.loopback import LoopbackApiServer, kubeconfig
 from simulation.memory import MemoryCluster
 
@@ -94,11 +94,11 @@ def _serving(
 
 def service_command(api_url: str, workdir: Path, port: int, *flags: str) -> list[str]:
     """``python -m scheduler_core serve`` on ``127.0.0.1:port`` against the API server at
-    ``api_url`` (its kubeconfig written in ``workdir``), binding the pods of the simulated
-    kube-scheduler's profiles."""
+    ``api_url`` (its kubeconfig written in ``workdir``), placing the pods of the simulated
+    kube-scheduler's profiles and Volcano's."""
     config_file = workdir / "kubeconfig"
     config_file.write_text(kubeconfig(api_url))
-    profiles = ",".join(PROFILES)
+    profiles = ",".join(SERVICE_PROFILES)
     return service_command_with(config_file, port, f"--scheduler-names={profiles}", *flags)
 
 

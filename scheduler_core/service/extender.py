@@ -60,8 +60,9 @@ from scheduler_core.service.wire import (
 log = logging.getLogger(__name__)
 
 BIND_REFUSED = "NPUBindRefused"
-# The kube-scheduler profile NPU pods choose (the overlay's KubeSchedulerConfiguration).
-DEFAULT_PROFILES = frozenset({"ascend-npu-scheduler"})
+# The schedulers NPU pods choose: the kube-scheduler overlay's profile
+# (its KubeSchedulerConfiguration) and Volcano's.
+DEFAULT_PROFILES = frozenset({"ascend-npu-scheduler", "volcano"})
 NOMINATION_GRACE = 30.0  # seconds a nominated pod waits for its node before preempting again
 
 
@@ -210,14 +211,22 @@ class Extender:
 
         return ExtenderBindingResult(self._give(request, node, write, ("bind", "bound", "to")))
 
+    def _another_scheduler(self, pod: Obj) -> str:
+        """Why the pod is not ours to place ("" when it is): another schedulerName."""
+        # The API server defaults an unset schedulerName to default-scheduler.
+        scheduler = str((pod.get("spec") or {}).get("schedulerName") or "default-scheduler")
+        return (
+            ""
+            if scheduler in self.profiles
+            else f"the pod is for scheduler {quoted(scheduler)}, not ours"
+        )
+
     def _may_bind(self, pod: Obj, request: PodRequest, uid: str, node: str) -> None:
         what = f"bind {request.key} to {node}"
         if request.uid != uid:
             raise BindRefused(f"{what}: the cluster's pod has another UID")
-        # The API server defaults an unset schedulerName to default-scheduler.
-        scheduler = str((pod.get("spec") or {}).get("schedulerName") or "default-scheduler")
-        if scheduler not in self.profiles:
-            raise BindRefused(f"{what}: the pod is for scheduler {quoted(scheduler)}, not ours")
+        if why := self._another_scheduler(pod):
+            raise BindRefused(f"{what}: {why}")
         if request.npu == 0:
             # Counted from the containers' limits: a pod asking NPUs only elsewhere (init
             # containers) is no pod this scheduler gives chips to either.
@@ -235,13 +244,14 @@ class Extender:
         cluster has (same UID), with the NPUs it really requests, is given chips."""
         claimed = pod_request(pod, self.state.job_of)
         try:
-            request = pod_request(
-                self.state.gateway.get_pod(claimed.namespace, claimed.name), self.state.job_of
-            )
+            live = self.state.gateway.get_pod(claimed.namespace, claimed.name)
+            request = pod_request(live, self.state.job_of)
         except KubeError as failed:
             return f"allocate {claimed.key} on {node}: {failed}"
         if request.uid != claimed.uid:
             return f"allocate {claimed.key} on {node}: the cluster's pod has another UID"
+        if why := self._another_scheduler(live):
+            return f"allocate {claimed.key} on {node}: {why}"
         if request.npu == 0:
             return f"allocate {claimed.key} on {node}: the pod requests no {claimed.resource}"
 

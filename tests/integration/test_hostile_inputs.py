@@ -234,3 +234,21 @@ def test_session_openings_read_nothing_once_the_cluster_is_watched() -> None:
         assert api.node_lists == 1, "the first read only"
     finally:
         service.stop()
+
+
+def test_an_allocate_for_another_schedulers_npu_pod_writes_nothing() -> None:
+    # Volcano's allocateFunc annotates only pods of a scheduler the service places for: the
+    # token holder cannot hand chips to a pod placed some other way (issue 38).
+    h = Harness(1)
+    stray = pending(h.api, "stray", 8)
+    stray["spec"]["schedulerName"] = "default-scheduler"
+    h.api.put("Pod", stray)
+    live = h.api.get_pod(stray["metadata"]["namespace"], "stray")
+    answer = call(h, "allocateFunc", {"task": task(live, "n0")})
+    assert answer["errorMessage"].endswith(
+        "the pod is for scheduler 'default-scheduler', not ours"
+    ), answer
+    assert "huawei.com/Ascend910" not in (live["metadata"].get("annotations") or {})
+    assert "huawei.com/Ascend910" not in (
+        h.api.get_pod(stray["metadata"]["namespace"], "stray")["metadata"].get("annotations") or {}
+    )

@@ -204,3 +204,14 @@ runtimeClassName: {{ .context.Values.nodeDevices.runtimeClassName }}
     type: File
 {{- end -}}
 {{- end -}}
+
+{{/* The schedulerNames NPU pods may choose, comma-joined: npuSchedulerNames, or the one
+schedulerPath installs ("" with schedulerPath none). The NPU pod policy admits these and the
+service binds and annotates only their pods. */}}
+{{- define "ascend-npu.npuSchedulerNames" -}}
+{{- $names := .Values.npuSchedulerNames -}}
+{{- if not $names -}}
+{{- $names = get (dict "kube-scheduler" (list "ascend-npu-scheduler") "volcano" (list "volcano")) .Values.schedulerPath | default (list) -}}
+{{- end -}}
+{{- $names | join "," -}}
+{{- end -}}
