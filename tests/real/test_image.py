@@ -330,7 +330,7 @@ def test_the_scheduler_runs_from_the_images_entrypoint_as_10001_and_answers_heal
         "scheduler",
         [*run["Entrypoint"], *run["Cmd"], f"--listen=127.0.0.1:{listen}",
          f"--metrics-listen=127.0.0.1:{metrics}", "--kube=kubeconfig",
-         "--kubeconfig=/tmp/kubeconfig"],
+         "--kubeconfig=/tmp/kubeconfig", "--insecure", "--allow-missing-policies"],
     )  # fmt: skip
     try:
         answers(process, f"http://127.0.0.1:{metrics}/healthz", container, "scheduler")
