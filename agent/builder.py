@@ -14,16 +14,18 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from socket import gethostname
 from typing import TYPE_CHECKING
 
 from agent.allocation.base import Allocator
 from agent.allocation.cores import CoreHandshake
 from agent.allocation.handshake import COMPONENT, WAIT_FOR_POD, ChipHandshake
+from agent.allocation.handshake_rules import held_chips
 from agent.chips import DriverError, NodeChips
 from agent.device_plugin import DevicePlugin
 from agent.deviceinfo_publisher import HEARTBEAT, DeviceInfoPublisher
 from agent.driver import NpuDriver
-from agent.metrics import AgentMetrics
+from agent.metrics import AgentMetrics, ChipReadings
 from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
 from agent.repair import POD_RESOURCES_SOCKET, RepairLoop, kubelet_devices
@@ -123,6 +125,8 @@ def start_node_agent(
         check_not_published_by_dra(gateway, kube.node_name, kube.dra_driver)
     if kube is None or gateway is None:
         plugin = DevicePlugin(driver, config.plugin_dir, config.ascend_runtime, metrics=metrics)
+        # No pods to read: who holds a chip is not known, only its health.
+        metrics.read(ChipReadings(gethostname(), _chips_of(plugin), None, vnpu=False))
         served = _metrics_server(config, plugin)
         _start(plugin, served)
         return NodeAgent(plugin, metrics, metrics_server=served)
@@ -155,6 +159,14 @@ def start_node_agent(
         metrics=metrics,
         on_chips_change=(deviceinfo_due.set,),
         cores=cores,
+    )
+    metrics.read(
+        ChipReadings(
+            kube.node_name,
+            _chips_of(plugin),
+            lambda: held_chips(cache.pods()),
+            vnpu=not config.preset_virtual,
+        )
     )
     served = _metrics_server(config, plugin)
     try:
@@ -229,6 +241,11 @@ def _start(plugin: DevicePlugin, served: ProbeServer | None) -> None:
         if served is not None:
             served.stop()
         raise
+
+
+def _chips_of(plugin: DevicePlugin) -> Callable[[], NodeChips | None]:
+    """The chips the driver reported last (None before the plugin has read them)."""
+    return lambda: None if plugin.state is None else plugin.state.node
 
 
 def _metrics_server(config: AgentConfig, plugin: DevicePlugin) -> ProbeServer | None:

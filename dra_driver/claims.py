@@ -17,9 +17,26 @@ from chip_topology.products import Product, Rule
 from contract.objects import Obj
 from dra_driver.slices import chip_of
 
+# Why a claim was not prepared: the label of ``ascend_dra_driver_prepare_failures_total``
+# (a bounded set; the message, which names the claim, goes to the kubelet and the log).
+INVALID, NOT_FOUND, API_ERROR, UNHEALTHY, TAKEN, CHECKPOINT = (
+    "invalid_claim",
+    "not_found",
+    "api_error",
+    "unhealthy",
+    "taken",
+    "checkpoint",
+)
+FAILURE_REASONS = (INVALID, NOT_FOUND, API_ERROR, UNHEALTHY, TAKEN, CHECKPOINT)
+
 
 class ClaimRefused(Exception):
-    """This claim cannot be prepared here; the message says why (the kubelet shows it)."""
+    """This claim cannot be prepared here; the message says why (the kubelet shows it),
+    ``reason`` which of ``FAILURE_REASONS``."""
+
+    def __init__(self, message: str, reason: str = INVALID) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,9 @@ that is always 1, as Prometheus's own ``prometheus_build_info``:
 - ``ascend_npu_build_info{component="dra-driver",version}`` 1;
 - ``ascend_dra_driver_prepares_total{result}`` and ``…_unprepares_total{result}``: claims
   the kubelet asked for, ``result`` ``success`` or ``error``;
+- ``ascend_dra_driver_prepare_failures_total{reason}``: claims not prepared, by the bounded
+  reason of ``claims.FAILURE_REASONS`` (``invalid_claim``, ``not_found``, ``api_error``,
+  ``unhealthy``, ``taken``, ``checkpoint``);
 - ``ascend_dra_driver_slice_writes_total``, ``…_slice_write_failures_total``: writes of the
   node's ResourceSlice, and publication passes the API server failed;
 - ``ascend_dra_driver_watch_errors_total``, ``…_loop_errors_total{loop}``: list and watch
@@ -27,22 +30,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from agent.chips import NodeChips
-from infra.cli import version
-from infra.metrics import Counter, Family, Gauge, Registry, exposition, owned, registry
+from dra_driver.claims import FAILURE_REASONS
+from infra.metrics import Counter, Family, build_info, exposition, owned, registry
 
 COMPONENT = "dra-driver"
 PREFIX = "ascend_dra_driver"
 RESULTS = ("success", "error")
-
-
-def build_info(of: Registry, component: str) -> None:
-    """``ascend_npu_build_info{component,version} 1``: which build runs, for every daemon."""
-    Gauge(
-        "ascend_npu_build_info",
-        "The running build: always 1, its version and component as labels.",
-        ["version", "component"],
-        registry=of,
-    ).labels(version(), component).set(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +69,14 @@ class DraMetrics:
         for result in RESULTS:  # every result shows, at 0 until it happens
             self._prepares.labels(result)
             self._unprepares.labels(result)
+        self._failures = Counter(
+            f"{PREFIX}_prepare_failures",
+            "Claims not prepared, by reason (a bounded set).",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in FAILURE_REASONS:
+            self._failures.labels(reason)
         self._watch_errors = Counter(
             f"{PREFIX}_watch_errors",
             "Lists and watches the API server failed (each retried after a backoff).",
@@ -120,10 +121,12 @@ class DraMetrics:
             self.registry.register(owned(f"{PREFIX}_{name}", kind, help, read))
         self.registry.register(lambda: _chips(readings.chips()))
 
-    def prepared(self, errors: Iterable[str]) -> None:
-        """One call's claims: each one's error ("" when prepared)."""
-        for error in errors:
-            self._prepares.labels("error" if error else "success").inc()
+    def prepared(self, reasons: Iterable[str]) -> None:
+        """One call's claims: why each one failed ("" when prepared)."""
+        for reason in reasons:
+            self._prepares.labels("error" if reason else "success").inc()
+            if reason:
+                self._failures.labels(reason).inc()
 
     def unprepared(self, errors: Iterable[str]) -> None:
         for error in errors:

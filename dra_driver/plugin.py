@@ -79,7 +79,7 @@ class Counted:
 
     def prepare(self, claims: Any) -> dict[str, Outcome]:
         outcomes = self._preparer.prepare(_refs(claims))
-        self._metrics.prepared(o.error for o in outcomes.values())
+        self._metrics.prepared(o.reason if o.error else "" for o in outcomes.values())
         return outcomes
 
     def unprepare(self, claims: Any) -> dict[str, str]:

@@ -22,7 +22,17 @@ from agent.chips import NodeChips
 from contract.objects import Obj
 from dra_driver.cdi import CdiWriter
 from dra_driver.checkpoint import Checkpoint, Prepared
-from dra_driver.claims import ClaimRef, ClaimRefused, Grant, granted
+from dra_driver.claims import (
+    API_ERROR,
+    CHECKPOINT,
+    NOT_FOUND,
+    TAKEN,
+    UNHEALTHY,
+    ClaimRef,
+    ClaimRefused,
+    Grant,
+    granted,
+)
 from dra_driver.slices import product_of
 from infra.kube.port import KubeError, NotFound
 
@@ -41,6 +51,7 @@ class PreparedDevice:
 class Outcome:
     devices: tuple[PreparedDevice, ...] = ()
     error: str = ""
+    reason: str = ""  # why it failed, one of claims.FAILURE_REASONS ("" when prepared)
 
 
 class Preparer:
@@ -85,7 +96,7 @@ class Preparer:
                     changed |= fresh
                 except ClaimRefused as refused:
                     log.warning("claim %s (%s) not prepared: %s", ref, ref.uid, refused)
-                    outcomes[ref.uid] = Outcome(error=str(refused))
+                    outcomes[ref.uid] = Outcome(error=str(refused), reason=refused.reason)
         if changed:
             self._on_change()
         return outcomes
@@ -98,9 +109,9 @@ class Preparer:
         try:
             claim = self._read_claim(ref.namespace, ref.name)
         except NotFound:
-            raise ClaimRefused(f"claim {ref} not found") from None
+            raise ClaimRefused(f"claim {ref} not found", NOT_FOUND) from None
         except KubeError as failed:
-            raise ClaimRefused(f"claim {ref} could not be read: {failed}") from None
+            raise ClaimRefused(f"claim {ref} could not be read: {failed}", API_ERROR) from None
         node = self._chips()
         by_id = {c.id: c for c in node.chips}
         grants = granted(
@@ -108,11 +119,12 @@ class Preparer:
         )
         unhealthy = sorted(g.chip for g in grants if not by_id[g.chip].healthy)
         if unhealthy:
-            raise ClaimRefused(f"claim {ref}: chips {unhealthy} are unhealthy")
+            raise ClaimRefused(f"claim {ref}: chips {unhealthy} are unhealthy", UNHEALTHY)
         for uid, other in self._prepared.items():
             if taken := sorted(other.chips & {g.chip for g in grants}):
                 raise ClaimRefused(
-                    f"claim {ref}: chips {taken} are prepared for claim {other.claim} ({uid})"
+                    f"claim {ref}: chips {taken} are prepared for claim {other.claim} ({uid})",
+                    TAKEN,
                 )
         self._cdi.write(ref.uid, grants)
         record = {**self._prepared, ref.uid: Prepared(ref, grants)}
@@ -121,7 +133,7 @@ class Preparer:
         except OSError as failed:
             self._cdi.remove(ref.uid)
             raise ClaimRefused(
-                f"claim {ref}: the checkpoint could not be written: {failed}"
+                f"claim {ref}: the checkpoint could not be written: {failed}", CHECKPOINT
             ) from None
         self._prepared = record
         log.info("prepared claim %s (%s): chips %s", ref, ref.uid, [g.chip for g in grants])

@@ -16,9 +16,21 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from infra.cli import version
+
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 Labels = tuple[tuple[str, str], ...]
+
+# The longest label value written from a name others chose (a pod's, a namespace's): Kubernetes
+# names are at most 253 characters (a DNS subdomain), and a value is cut there anyway, so no
+# series carries unbounded tenant input.
+LABEL_CAP = 253
+
+
+def capped(value: str) -> str:
+    """A label value from outside the component, cut to ``LABEL_CAP`` characters."""
+    return value[:LABEL_CAP]
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +243,29 @@ class Histogram(_Metric):
         samples.append(("_count", labels, state[-2]))
         samples.append(("_sum", labels, state[-1]))
         return samples
+
+
+def build_info(of: Registry, component: str) -> None:
+    """``ascend_npu_build_info{component,version} 1``: which build runs, for every daemon (an
+    info metric, as Prometheus's own ``prometheus_build_info``)."""
+    Gauge(
+        "ascend_npu_build_info",
+        "The running build: always 1, its version and component as labels.",
+        ["version", "component"],
+        registry=of,
+    ).labels(version(), component).set(1)
+
+
+def sample_names(of: Registry) -> frozenset[str]:
+    """The names a query can use of what ``of`` exposes: a counter's ``_total``, a histogram's
+    ``_bucket``, ``_count`` and ``_sum``, a gauge's own name (whether it has samples now or
+    not: a family with none yet is still named)."""
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}
+    return frozenset(
+        family.name + suffix
+        for family in of.families()
+        for suffix in suffixes.get(family.kind, ("",))
+    )
 
 
 def owned(name: str, kind: str, help: str, read: Callable[[], float]) -> Collect:

@@ -17,6 +17,15 @@ from scheduler_core.service.live_view import gang_of
 
 log = logging.getLogger(__name__)
 Labels = Mapping[str, str]
+# Kinds of restart (``ascend_scheduler_fault_restarts_total{kind}``, with ``gangs``' and the
+# service's vNPU recovery).
+FAULT_SCHEDULING, FAULT_RETRY, GANG_RESTART, VNPU = (
+    "fault_scheduling",
+    "fault_retry",
+    "gang_restart",
+    "vnpu",
+)
+RESTART_KINDS = (FAULT_SCHEDULING, FAULT_RETRY, GANG_RESTART, VNPU)
 
 
 class FaultRestarts:
@@ -31,6 +40,9 @@ class FaultRestarts:
         # UIDs a restart deletes (its live pods too: one failing before its deletion lands
         # is the same failure), with when.
         self._deleting: dict[str, float] = {}
+        # Restarts begun since start, by kind (``ascend_scheduler_fault_restarts_total``):
+        # a fault job found (``fault_scheduling``), a failure of a fault-retry-times job.
+        self.restarted = {FAULT_SCHEDULING: 0, FAULT_RETRY: 0}
 
     @property
     def active(self) -> bool:
@@ -83,6 +95,7 @@ class FaultRestarts:
                     list(fault.rank_ids),
                 )
                 self._faults[fault.job] = (fault, now)
+                self.restarted[FAULT_SCHEDULING] += 1
         for job, (_, seen) in list(self._faults.items()):
             gone = job not in pending and job not in running
             if gone and job in self._one_pod:
@@ -163,6 +176,7 @@ class FaultRestarts:
             self.retries[job] = 0
             return []
         self.retries[job] = left - 1
+        self.restarted[FAULT_RETRY] += 1
         why = (
             f"pod {first.key} failed: job {job} restarts "
             f"({left - 1} of {FAULT_RETRY_LABEL} {limit} left)"

@@ -25,6 +25,7 @@ from deviceplugin_api.dra.v1 import api_pb2_grpc as v1_grpc
 from deviceplugin_api.dra_health.v1alpha1 import api_pb2 as health
 from deviceplugin_api.dra_health.v1alpha1 import api_pb2_grpc as health_grpc
 from dra_driver.__main__ import build_parser, main
+from dra_driver.claims import FAILURE_REASONS
 from dra_driver.driver import Status, why_not_ready
 from infra.kube.policies import DRA_DRIVER_POLICIES
 from infra.kube.port import Selection
@@ -173,6 +174,11 @@ def test_prepares_and_unprepares_are_counted_by_result() -> None:
             ("unprepares", "error"): 0,
         }
         assert metric(text, "ascend_dra_driver_prepared_claims") == 0
+        failures = {
+            reason: metric(text, "ascend_dra_driver_prepare_failures_total", reason=reason)
+            for reason in FAILURE_REASONS
+        }
+        assert failures == {r: (1 if r == "not_found" else 0) for r in FAILURE_REASONS}
 
 
 def test_readiness_names_the_first_thing_missing() -> None:
