@@ -80,6 +80,19 @@ LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "dra-admission-policy",
         ),
     ),
+    # Not an overlay but beside any of them (kubectl apply -k daemonset/monitoring): the
+    # PodMonitors, alert rules and Grafana dashboard, for a cluster running the Prometheus
+    # Operator (its monitoring.coreos.com/v1 CRDs).
+    "monitoring": (
+        (
+            "schedulerPath=none",
+            "dra.enabled=true",
+            "monitoring.podMonitors=true",
+            "monitoring.prometheusRule=true",
+            "monitoring.grafanaDashboard=true",
+        ),
+        ("podmonitor", "prometheusrule", "grafana-dashboard"),
+    ),
 }
 
 
