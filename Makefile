@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # The demo needs only the runtime's dependencies (about 200 MB); the tests add their tools.
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo demo-real test testbed manifests lint typecheck unit quick bench clean image image-tools
+.PHONY: demo demo-real test testbed manifests lint typecheck unit quick bench clean image image-tools browser
 
 $(DEMO_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ image-tools:
 	@for tool in $(IMAGE_TOOLS); do command -v $$tool >/dev/null || missing=1; done; \
 		[ -z "$$missing" ] || { apt-get update -q && apt-get install -y -q mmdebstrap skopeo qemu-user-static; }
 
+# The browser the NPU map's tests drive (tests/integration/test_npu_map_browser.py): Debian's
+# chromium, through Playwright without its browser download; installed when missing, as root.
+browser:
+	@command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium; }
+
 # The container image for amd64 and arm64 (docs/image.md), without a Docker daemon; as root.
 image: $(STAMP) image-tools
 	$(BIN)/python -m image.build
@@ -58,7 +63,7 @@ unit: $(STAMP) testbed
 quick: $(STAMP) testbed
 	$(BIN)/pytest -q --ignore=tests/real
 
-test: testbed image-tools lint typecheck unit
+test: testbed image-tools browser lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.placement_speed

@@ -140,6 +140,10 @@ def _open(caller: Caller) -> Response | None:
     return None
 
 
+def _no_gets_guarded(path: str) -> bool:
+    return False
+
+
 def tls_context(cert_file: Path, key_file: Path, client_ca_file: Path | None) -> ssl.SSLContext:
     """A server context; with a client CA, a client certificate is asked for and verified when
     shown (the guard decides whether one is required, so ``/metrics`` stays reachable)."""
@@ -162,19 +166,23 @@ class HttpServer:
         *,
         tls: ssl.SSLContext | None = None,
         guard: Guard = _open,
+        guarded_get: Callable[[str], bool] = _no_gets_guarded,
     ) -> None:
+        """``guard`` decides every POST, and the GETs of the paths ``guarded_get`` names."""
         self.name = name  # of its threads
         self._get = get
         self._post = post
         self._limits = limits
         self._tls = tls
         self._guard = guard
+        self._guarded_get = guarded_get
         self._server: _Server | None = None
 
     def start(self, host: str, port: int) -> str:
         """Serve on a thread of its own; the URL (with the port chosen when ``port`` is 0).
         ListenError when ``host:port`` cannot be bound (in use, not this machine's, ...)."""
         get, post, limits, guard = self._get, self._post, self._limits, self._guard
+        guarded_get = self._guarded_get
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -210,15 +218,23 @@ class HttpServer:
                     return None
                 return self.connection.getpeercert() or None
 
-            def do_GET(self) -> None:
-                self._answer(lambda: get(self.path))
-
-            def do_POST(self) -> None:
+            def _refused(self) -> bool:
+                """The guard refused the caller: answered, and the connection closes."""
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 refused = guard(Caller(headers, self._certificate()))
                 if refused is not None:
                     self.close_connection = True
                     self._send(refused)
+                return refused is not None
+
+            def do_GET(self) -> None:
+                if guarded_get(self.path) and self._refused():
+                    return
+                seen = self.headers.get("If-None-Match", "")
+                self._answer(lambda: _not_modified(get(self.path), seen))
+
+            def do_POST(self) -> None:
+                if self._refused():
                     return
                 text = self.headers.get("Content-Length") or "0"
                 if not text.isascii() or not text.isdigit() or len(text) > 12:
@@ -266,6 +282,16 @@ class HttpServer:
             self._server.shutdown()
             self._server.close_connections()
             self._server.server_close()
+
+
+def _not_modified(response: Response, seen: str) -> Response:
+    """A 304 without a body when the caller's ``If-None-Match`` (``seen``) names the answer's
+    ETag (RFC 9110 13.1.2; weak comparison, one tag): a page polling an unchanged state reads
+    nothing."""
+    tag = next((v for k, v in response.headers if k.lower() == "etag"), None)
+    if response.code != 200 or tag is None or seen.removeprefix("W/") != tag:
+        return response
+    return Response(304, b"", response.content_type, response.close, response.headers)
 
 
 def error(code: int, message: str) -> Response:

@@ -359,6 +359,7 @@ def simulated_cluster(
     vnpu_nodes: int = 0,
     serve: bool = True,
     access: Access = OPEN,
+    npu_map: bool = False,
 ) -> Iterator[SimulatedCluster]:
     """``every_kubelet_random``: no kubelet asks for the preferred allocation (by default
     every second one does not); ``super_pods``: node → its SuperPoD; ``graceful``: pods
@@ -366,7 +367,8 @@ def simulated_cluster(
     ``grace_over``: the scheduler's grace-over-time; ``vnpu_nodes``: 310P nodes
     (``infer-00`` …) serving dynamic vNPUs beside the 910 servers; ``serve``: the scheduler
     service answers here (without, its replicas run elsewhere and ``service`` only reads);
-    ``access``: who may call its verbs (default: anyone, as ``--insecure``)."""
+    ``access``: who may call its verbs (default: anyone, as ``--insecure``); ``npu_map``: it
+    serves the NPU map (``--npu-map``)."""
     root = Path(tempfile.mkdtemp(prefix="sim", dir="/tmp"))
     with ExitStack() as stack:
         stack.callback(shutil.rmtree, root, True)
@@ -383,6 +385,7 @@ def simulated_cluster(
                 profiles=frozenset(SERVICE_PROFILES),
             ),
             refresh_period=0.5,
+            npu_map=npu_map,
         )
         cluster = SimulatedCluster(store, api, {}, service, "", stack)
         for i in range(nodes):

@@ -257,6 +257,11 @@ class ClusterInformers:
 
     # ---- reading and following ---------------------------------------------------------
 
+    def holders(self) -> dict[str, dict[int, str]]:
+        """node → chip → the pod holding it, as the watches show it now (a copy)."""
+        with self._lock:
+            return {node: dict(chips) for node, chips in self._view.holders.items()}
+
     def fault_record_data(self) -> Data | None:
         return self.fault_record.get("/".join(FAULT_RECORD))
 

@@ -48,6 +48,7 @@ class LiveView:
         self._held: dict[tuple[str, str], Counter[int]] = {}  # (node, resource) → chips
         self._requested: Counter[tuple[str, str]] = Counter()
         self._vpods: dict[str, dict[str, VPod]] = {}  # node → pod key → its vNPU share
+        self.holders: dict[str, dict[int, str]] = {}  # node → chip → the pod holding it
         self._gangs: dict[str, dict[str, PodView]] = {}
         self.views: dict[str, NodeView] = {}
         self._dirty: set[str] = set()
@@ -102,6 +103,7 @@ class LiveView:
             self._held[where] = held
         else:
             del self._held[where]
+        self._hold(pod, sign)
         self._requested[where] += sign * pod.npu_limit
         if not self._requested[where]:
             del self._requested[where]
@@ -115,6 +117,17 @@ class LiveView:
                 if not shares:
                     del self._vpods[pod.node]
         self._dirty.add(pod.node)
+
+    def _hold(self, pod: PodView, sign: int) -> None:
+        """Who holds each chip, kept as the pods come and go (the NPU map names them)."""
+        on = self.holders.setdefault(pod.node, {})
+        for chip in pod.chips:
+            if sign > 0:
+                on[chip] = pod.key
+            elif on.get(chip) == pod.key:
+                del on[chip]
+        if not on:
+            del self.holders[pod.node]
 
     # ---- reading ---------------------------------------------------------------------
 
