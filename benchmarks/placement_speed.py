@@ -5,15 +5,18 @@ candidates), score the passing ones, bind on the best (``Session.place`` on that
 
 Run: ``.venv/bin/python -m benchmarks.placement_speed`` (``make bench`` runs it too).
 Targets (issue 2): ≤ 5 ms median for one pod over 10,000 nodes; ≥ 1,000 pods/s for a
-round of 1,000 pods on 1,000 nodes. Prints figures; asserts nothing.
+round of 1,000 pods on 1,000 nodes. Prints figures; asserts nothing. ``--json FILE`` writes
+every pod's time (ms) per policy and size, which ``benchmarks/figures.py`` draws.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import time
+from pathlib import Path
 
 from scheduler_core.engine.model import Job, NodeState, Task
 from scheduler_core.engine.policies import POLICIES
@@ -48,8 +51,8 @@ def serve(session: Session, job: Job, names: list[str]) -> bool:
     return session.place(job, [best]).feasible
 
 
-def one_pod(nodes: list[NodeState], policy: str, repeats: int) -> tuple[float, float, float]:
-    """(index build ms, first-pod ms, median ms of later pods); each pod is released again."""
+def one_pod(nodes: list[NodeState], policy: str, repeats: int) -> tuple[float, list[float]]:
+    """(index build ms, each pod's ms in order); each pod is released again."""
     start = time.perf_counter()
     session = Session(nodes, POLICIES[policy])
     built = time.perf_counter() - start
@@ -62,7 +65,7 @@ def one_pod(nodes: list[NodeState], policy: str, repeats: int) -> tuple[float, f
         timings.append(time.perf_counter() - start)
         if placed:
             session.release_job(job.key)
-    return built * 1e3, timings[0] * 1e3, statistics.median(timings[1:]) * 1e3
+    return built * 1e3, [t * 1e3 for t in timings]
 
 
 def round_of_pods(nodes: int, pods: int, policy: str, seed: int) -> tuple[float, int]:
@@ -81,15 +84,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=301)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--json", type=Path, help="write every pod's time (ms) here")
     args = parser.parse_args()
     print("one pod (filter + score + place on the best), module910x8 nodes of mixed occupancy")
+    samples: dict[str, dict[str, list[float]]] = {}
     for policy in sorted(POLICIES):
         for count in (1_000, 10_000):
-            built, first, median = one_pod(mixed_cluster(count, args.seed), policy, args.repeats)
+            built, timings = one_pod(mixed_cluster(count, args.seed), policy, args.repeats)
+            samples.setdefault(policy, {})[str(count)] = [round(t, 4) for t in timings]
             print(
                 f"  {policy:8} {count:>6} nodes: index {built:7.1f} ms once, first pod "
-                f"{first:6.2f} ms, then median {median:6.3f} ms/pod"
+                f"{timings[0]:6.2f} ms, then median {statistics.median(timings[1:]):6.3f} ms/pod"
             )
+    if args.json is not None:
+        command = "python -m benchmarks.placement_speed " + " ".join(
+            f"--{k} {v}" for k, v in (("repeats", args.repeats), ("seed", args.seed))
+        )
+        args.json.write_text(json.dumps({"command": command, "sizes": SIZES, "ms": samples}) + "\n")
     print("round of 1,000 pods (sizes 1,1,1,1,2,4,8) on 1,000 empty nodes")
     for policy in sorted(POLICIES):
         rate, placed = round_of_pods(1_000, 1_000, policy, args.seed)

@@ -74,6 +74,7 @@ class ReplayResult:
     violations: int
     unfinished: int
     makespan: float
+    waits: tuple[float, ...]  # every started job's wait (s), ascending: the distribution
 
 
 @dataclass
@@ -163,6 +164,7 @@ def replay(
         violations=state.violations,
         unfinished=len(state.queue),
         makespan=now,
+        waits=tuple(sorted(state.waits.values())),
     )
 
 

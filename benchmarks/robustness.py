@@ -2,8 +2,10 @@
 
 Run: ``.venv/bin/python -m benchmarks.robustness --seed 7 --minutes 10 --nodes 6`` (faults
 in the first 60 % of the run, the rest settles), or ``--replay FILE`` to run a schedule a
-failed run wrote again; ``--workdir DIR`` keeps the replicas' logs. Prints the figures; on
-a violation, writes the schedule to ``robustness-<seed>.json`` and exits 1.
+failed run wrote again; ``--workdir DIR`` keeps the replicas' logs; ``--timeline FILE``
+writes the run's timeline (faults, their ends, leaders, restarts, pod counts) as JSON for
+``benchmarks/figures.py``. Prints the figures; on a violation, writes the schedule to
+``robustness-<seed>.json`` and exits 1.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from simulation.fault_schedule import Schedule
-from simulation.robustness import describe, run_schedule
+from simulation.robustness import describe, run_schedule, timeline
 
 
 def main() -> None:
@@ -25,6 +27,7 @@ def main() -> None:
     parser.add_argument(
         "--workdir", type=Path, help="keep the replicas' logs and state here (else a temporary one)"
     )
+    parser.add_argument("--timeline", type=Path, help="write the run's timeline here (JSON)")
     args = parser.parse_args()
     if args.replay is not None:
         schedule = Schedule.load(args.replay)
@@ -37,6 +40,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as workdir:
             report = run_schedule(schedule, Path(workdir))
     print(describe(report))
+    if args.timeline is not None:
+        args.timeline.write_text(timeline(report) + "\n")
     if report.violations:
         written = Path(f"robustness-{schedule.seed}.json")
         written.write_text(schedule.dump())

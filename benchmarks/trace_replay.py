@@ -1,8 +1,9 @@
 """Replay the public ITP trace (NPU-shaped) under each placement and compare queueing delay.
 
-Run: ``.venv/bin/python -m benchmarks.trace_replay`` (``--trace``, ``--nodes``, ``--mode``,
-``--plot FILE.png``). Defaults: cluster04 on 80 nodes of 8 chips (offered load ≈ 0.77) and
-cluster07 on 40 nodes, FIFO with backfill. The placements: the extender's ``huawei`` and
+Run: ``.venv/bin/python -m benchmarks.trace_replay`` (``--trace``, ``--nodes``, ``--mode``;
+``--grid`` for the twelve settings of docs/results.md; ``--json FILE`` writes the results, which
+``benchmarks/figures.py`` draws). Defaults: cluster04 on 80 nodes of 8 chips (offered load ≈
+0.77) and cluster07 on 40 nodes, FIFO with backfill. The placements: the extender's ``huawei`` and
 ``binpack``, and the stock DRA allocator's ``dra-first-fit`` and ``dra-ladder``
 (``benchmarks/dra_models.py``). Data: ``benchmarks/data/itp/`` (MIT, see SOURCE.md there).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import time
 from pathlib import Path
 
@@ -22,6 +24,17 @@ PLACEMENTS = {**POLICIES, **DRA_MODELS}
 
 DATA = Path(__file__).parent / "data" / "itp"
 DEFAULT_RUNS = (("npu_jobs_cluster04.csv", 80), ("npu_jobs_cluster07.csv", 40))
+# docs/results.md's table: each trace at three loads (high, the default's, low), both queues.
+GRID = tuple(
+    (trace, nodes, mode)
+    for mode in QueueMode
+    for trace, sizes in (
+        ("npu_jobs_cluster04.csv", (64, 80, 128)),
+        ("npu_jobs_cluster07.csv", (32, 40, 48)),
+    )
+    for nodes in sizes
+)
+QUANTILES = 200  # the wait distribution is kept at every 0.5 %
 
 
 def load(path: Path) -> list[TraceJob]:
@@ -57,49 +70,69 @@ def main() -> None:
     parser.add_argument("--trace", help="a CSV under benchmarks/data/itp/ (default: both)")
     parser.add_argument("--nodes", type=int, help="8-chip nodes in the cluster")
     parser.add_argument("--mode", choices=[m.value for m in QueueMode], default="backfill")
-    parser.add_argument("--plot", type=Path, help="write the figures as a PNG")
+    parser.add_argument("--grid", action="store_true", help="docs/results.md's twelve settings")
+    parser.add_argument("--json", type=Path, help="write the results here (benchmarks/figures.py)")
     args = parser.parse_args()
-    runs = [(args.trace, args.nodes or 80)] if args.trace else list(DEFAULT_RUNS)
     mode = QueueMode(args.mode)
-    every: dict[str, dict[str, ReplayResult]] = {}
-    for trace, nodes in runs:
+    if args.grid:
+        runs = list(GRID)
+    elif args.trace:
+        runs = [(args.trace, args.nodes or 80, mode)]
+    else:
+        runs = [(trace, nodes, mode) for trace, nodes in DEFAULT_RUNS]
+    every: list[tuple[str, int, QueueMode, dict[str, ReplayResult]]] = []
+    for trace, nodes, queue in runs:
         jobs = load(DATA / trace)
-        print(f"{trace}: {len(jobs)} jobs on {nodes} nodes x 8 chips, queue {mode.value}")
-        results = every[trace] = {}
+        print(f"{trace}: {len(jobs)} jobs on {nodes} nodes x 8 chips, queue {queue.value}")
+        results: dict[str, ReplayResult] = {}
         for name, policy in PLACEMENTS.items():
             start = time.perf_counter()
-            results[name] = replay(jobs, nodes, policy, mode)
+            results[name] = replay(jobs, nodes, policy, queue)
             show(results[name], time.perf_counter() - start)
         huawei = results["huawei"].overall.mean
         for other in ("binpack", "dra-first-fit", "dra-ladder"):
             base = results[other].overall.mean
             print(f"  huawei's mean wait is {100 * (huawei - base) / base:+.1f} % vs {other}")
-    if args.plot is not None:
-        plot(every, args.plot)
-        print(f"figures: {args.plot}")
+        every.append((trace, nodes, queue, results))
+    if args.json is not None:
+        args.json.write_text(json.dumps(summary(every), separators=(",", ":")) + "\n")
+        print(f"results: {args.json}")
 
 
-def plot(every: dict[str, dict[str, ReplayResult]], path: Path) -> None:
-    """Mean wait and fragmentation-blocked jobs per placement, one row per trace."""
-    import matplotlib  # noqa: PLC0415 (only when a plot is asked for)
+def quantiles(waits: tuple[float, ...]) -> list[int]:
+    """The waits (s) at 0, 0.5, ..., 100 % of the jobs (nearest rank), for a CDF."""
+    if not waits:
+        return []
+    last = len(waits) - 1
+    return [round(waits[round(last * k / QUANTILES)]) for k in range(QUANTILES + 1)]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    figure, axes = plt.subplots(len(every), 2, figsize=(10, 3.2 * len(every)), squeeze=False)
-    for row, (trace, results) in enumerate(every.items()):
-        names = list(results)
-        waits = [results[n].overall.mean / 60 for n in names]
-        blocked = [results[n].fragmentation_blocked for n in names]
-        for axis, values, label in (
-            (axes[row][0], waits, "mean wait (min)"),
-            (axes[row][1], blocked, "jobs blocked by fragmentation"),
-        ):
-            axis.bar(names, values, color=["#4c72b0", "#55a868", "#c44e52", "#dd8452"])
-            axis.set_title(f"{trace.removesuffix('.csv')}: {label}", fontsize=9)
-            axis.tick_params(axis="x", labelsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
+def summary(
+    every: list[tuple[str, int, QueueMode, dict[str, ReplayResult]]],
+) -> dict[str, object]:
+    """What ``--json`` writes: per setting and placement, the waits' figures and quantiles."""
+    return {
+        "command": "python -m benchmarks.trace_replay --grid --json FILE",
+        "runs": [
+            {
+                "trace": trace.removeprefix("npu_jobs_").removesuffix(".csv"),
+                "nodes": nodes,
+                "mode": queue.value,
+                "placements": {
+                    name: {
+                        "mean_s": round(r.overall.mean, 1),
+                        "p95_s": round(r.overall.p95, 1),
+                        "blocked": r.fragmentation_blocked,
+                        "violations": r.violations,
+                        "unfinished": r.unfinished,
+                        "wait_quantiles_s": quantiles(r.waits),
+                    }
+                    for name, r in results.items()
+                },
+            }
+            for trace, nodes, queue, results in every
+        ],
+    }
 
 
 if __name__ == "__main__":

@@ -37,12 +37,13 @@ A failure prints the seed and the fault schedule; ``Schedule.load`` runs it agai
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from contract.annotations import (
@@ -90,6 +91,25 @@ class Violation:
     at: float
 
 
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A moment of the run's timeline (drawn by ``benchmarks/figures.py``)."""
+
+    at: float  # seconds into the run
+    what: str  # "fault", "ended" (a fault's end taken effect), "leader", "restart", "violation"
+    detail: str  # the fault's kind; the new leader ("" for none); the invariant
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """The cluster once a second: pods placed so far, pods running, pods not bound."""
+
+    at: float
+    placed: int
+    running: int
+    waiting: int
+
+
 @dataclass
 class Report:
     schedule: Schedule
@@ -105,6 +125,8 @@ class Report:
     api_requests_during: float = 0.0  # per second
     api_requests_after: float = 0.0
     rss_growth_mib: dict[str, float] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
 
 
 class Run:
@@ -126,6 +148,8 @@ class Run:
         self._down_agents: set[str] = set()
         self._silent: set[str] = set()  # nodes whose NodeD does not beat
         self._beaten = 0.0
+        self._leading: str | None = None  # the leader last seen, for the timeline
+        self._restarts_seen = 0
         self._start = time.monotonic()
 
     # ---- the run ---------------------------------------------------------------------
@@ -169,6 +193,10 @@ class Run:
 
     def _schedule(self) -> None:
         leader = self._leader()  # the one the Service routes to: it carries the leader label
+        name = leader.name if leader is not None else None
+        if name != self._leading:
+            self._leading = name
+            self.report.events.append(Event(round(self.now(), 2), "leader", name or ""))
         if leader is None:
             return
         self.scheduler.extender.config = replace(self.config, url_prefix=leader.url)
@@ -196,6 +224,7 @@ class Run:
 
     def _inject(self, fault: Fault) -> None:
         self.report.faults[fault.kind] += 1
+        self.report.events.append(Event(round(self.now(), 2), "fault", fault.kind))
         store, nodes = self.cluster.store, list(self.cluster.nodes.values())
         node = nodes[fault.target % len(nodes)]
         if fault.kind == "api-down":
@@ -273,11 +302,13 @@ class Run:
         self._restore = [(at, f) for at, f in self._restore if at > now]
         for fault in due:
             try:
-                self._end_fault(fault)
+                if self._end_fault(fault):
+                    self.report.events.append(Event(round(self.now(), 2), "ended", fault.kind))
             except KubeError:  # the API server is away (another fault): end it later
                 self._restore.append((now + 1, fault))
 
-    def _end_fault(self, fault: Fault) -> None:
+    def _end_fault(self, fault: Fault) -> bool:
+        """Undo a fault that lasts; False for one that struck once (nothing to undo)."""
         nodes = list(self.cluster.nodes.values())
         node = nodes[fault.target % len(nodes)]
         if fault.kind == "api-down":
@@ -295,6 +326,9 @@ class Run:
             self.cluster.restart_node_agent(node.name)
         elif fault.kind == "noded-silent":
             self._silent.discard(node.name)
+        else:
+            return False
+        return True
 
     # ---- invariants ----------------------------------------------------------------------
 
@@ -303,6 +337,7 @@ class Run:
 
     def _violate(self, invariant: str, evidence: str) -> None:
         self.report.violations.append(Violation(invariant, evidence, round(self.now(), 2)))
+        self.report.events.append(Event(round(self.now(), 2), "violation", invariant))
 
     def _check(self, now: float, after_faults: bool) -> None:
         if not self.cluster.store.reachable:
@@ -320,9 +355,25 @@ class Run:
         ]:
             self._violate(invariant, evidence)
         self._check_gangs(now)
+        self._record(now, pods)
         if after_faults:
             self._check_waiting(now, pods)
             self._check_restarts(now)
+
+    def _record(self, now: float, pods: dict[str, Obj]) -> None:
+        """The timeline: jobs the scheduler restarted as they happen, the counts once a second."""
+        restarted = self.workload.restarted
+        if restarted > self._restarts_seen:
+            self.report.events += [Event(round(now, 2), "restart", "")] * (
+                restarted - self._restarts_seen
+            )
+            self._restarts_seen = restarted
+        if self.report.samples and now - self.report.samples[-1].at < 1.0:
+            return
+        waiting = sum(not (p.get("spec") or {}).get("nodeName") for p in pods.values())
+        self.report.samples.append(
+            Sample(round(now, 2), self.report.placed, len(self.cluster.admitted), waiting)
+        )
 
     def _gangs(self) -> dict[str, tuple[str, list[str]]]:
         return {
@@ -450,6 +501,20 @@ def robustness_run(schedule: Schedule, workdir: Path) -> Iterator[Run]:
 def run_schedule(schedule: Schedule, workdir: Path) -> Report:
     with robustness_run(schedule, workdir) as run:
         return run.execute()
+
+
+def timeline(report: Report) -> str:
+    """The run's schedule, timeline and counts as JSON (``--timeline``), for the figure."""
+    return json.dumps(
+        {
+            "schedule": asdict(report.schedule),
+            "summary": describe(report),
+            "events": [asdict(e) for e in report.events],
+            "samples": [asdict(s) for s in report.samples],
+        },
+        indent=None,
+        separators=(",", ":"),
+    )
 
 
 def describe(report: Report) -> str:
