@@ -225,7 +225,12 @@ def _serve(args: argparse.Namespace) -> int:
         profiles=args.scheduler_names,
     )
     service = SchedulerService(
-        gateway, extender, args.refresh_period, args.self_maintain, election=election
+        gateway,
+        extender,
+        args.refresh_period,
+        args.self_maintain,
+        election=election,
+        npu_map=args.npu_map,
     )
     policies.report(service.metrics.registry, "ascend_scheduler", gone)
     stop = threading.Event()
@@ -468,6 +473,11 @@ def build_parser() -> CommandParser:
         type=float_at_least(0),
         default=rescheduling.GRACE_OVER_TIME,
         help="seconds a grace-rescheduled job's pods get before they are deleted at once",
+    )
+    serve.add_argument(
+        "--npu-map",
+        **bool_flag(False),
+        help="serve the live NPU map (GET /map) on --listen, behind the verbs' authentication",
     )
     serve.add_argument(
         "--log-level", type=log_level, default="info", help="debug, info, warning, error, critical"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -64,6 +65,16 @@ BIND_REFUSED = "NPUBindRefused"
 # (its KubeSchedulerConfiguration) and Volcano's.
 DEFAULT_PROFILES = frozenset({"ascend-npu-scheduler", "volcano"})
 NOMINATION_GRACE = 30.0  # seconds a nominated pod waits for its node before preempting again
+# The handler kinds a call is timed by (``ascend_scheduler_decision_seconds{kind}``); ``none``
+# for a call that chose no handler (a malformed body, a Volcano session verb).
+NO_NPU, VNPU_DYNAMIC, VNPU_STATIC, GANG, CHIPS, NO_KIND = (
+    "no_npu",
+    "vnpu_dynamic",
+    "vnpu_static",
+    "gang",
+    "chips",
+    "none",
+)
 
 
 class BindRefused(Exception):
@@ -95,17 +106,31 @@ class Extender:
         self._dynamic = DynamicVnpu(self.state)
         # (pod UID, nominated node) → when preempt first saw the pod nominated there.
         self._nominated: dict[tuple[str, str], float] = {}
+        self._call = threading.local()  # the kind this thread's call chose (``call_kind``)
+
+    def begin_call(self) -> None:
+        """A call starts on this thread: no kind chosen yet."""
+        self._call.kind = NO_KIND
+
+    def call_kind(self) -> str:
+        """The kind of the last handler this thread's call chose (``NO_KIND``: none)."""
+        return str(getattr(self._call, "kind", NO_KIND))
 
     def _kind(self, request: PodRequest) -> Kind:
+        name, kind = self._kind_of(request)
+        self._call.kind = name
+        return kind
+
+    def _kind_of(self, request: PodRequest) -> tuple[str, Kind]:
         if request.npu == 0:
-            return self._no_npu
+            return NO_NPU, self._no_npu
         if request.dynamic:
-            return self._dynamic
+            return VNPU_DYNAMIC, self._dynamic
         if request.static:
-            return self._static
+            return VNPU_STATIC, self._static
         if request.gang:
-            return self._gang
-        return self._chips
+            return GANG, self._gang
+        return CHIPS, self._chips
 
     # ---- kube-scheduler verbs ----------------------------------------------------------
 

@@ -162,6 +162,19 @@ class RankTaken:
     notes: Mapping[str, str]  # the pod's annotations beyond the chips
 
 
+# Why a gang waits, as a bounded class (``ascend_scheduler_waiting_gangs{reason}``): members
+# not all created yet, too few nodes with room for one member, room but not where the network
+# lets the gang go, room lacking while its namespace's holds are backed off, anything else.
+MEMBERS_MISSING, NO_ROOM, NETWORK, BACKOFF, OTHER = (
+    "members_missing",
+    "no_room",
+    "network",
+    "backoff",
+    "other",
+)
+WAIT_CLASSES = (MEMBERS_MISSING, NO_ROOM, NETWORK, BACKOFF, OTHER)
+
+
 @dataclass(frozen=True, slots=True)
 class WaitingGang:
     """A gang waiting for its reservation, as its last try saw it."""
@@ -172,6 +185,8 @@ class WaitingGang:
     npu: int  # chips of each member
     missing: int  # members not running
     stated: bool  # its size is stated by a PodGroup
+    reason: str = ""  # why its last try found no reservation (the NPU map shows it)
+    reason_class: str = "other"  # that reason as one of WAIT_CLASSES (a metric's label)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +285,7 @@ class Gangs:
         self._backoff: dict[str, Backoff] = {}  # namespace → its backoff, oldest first
         self._rest_in: dict[str, frozenset[str]] = {}  # waiting gang → where its rest may go
         self._partial: dict[str, float] = {}  # gang → since when some ranks run, not all
+        self.restarted = 0  # gangs restarted whole since start (``restarts``)
 
     def expire(
         self, session: Session, pending: Collection[str], now: float, partial: Collection[str]
@@ -341,6 +357,7 @@ class Gangs:
                 log.warning("%s; not restarted: a pod of it has no controller", said)
                 continue
             why = f"{said}: restarted whole"
+            self.restarted += 1
             deletions += [
                 Deletion(p.namespace, p.name, p.uid, 0, why, GANG_RESTART_REASON)
                 for p in sorted(live, key=lambda p: p.key)
@@ -410,10 +427,9 @@ class Gangs:
         running = {} if fault else pods.ranks.get(gang, {})
         present = len(pods.pending.get(gang, [])) + len(running)
         if present < request.gang_size:
-            self._wait(request, len(running), now)
-            return NotReserved(
-                f"gang {gang}: {present} of {request.gang_size} pods exist; waiting for the rest"
-            )
+            why = f"gang {gang}: {present} of {request.gang_size} pods exist; waiting for the rest"
+            self._wait(request, len(running), now, why, MEMBERS_MISSING)
+            return NotReserved(why)
         missing = [r for r in range(request.gang_size) if r not in running]
         notes_on = {m.node: m.annotations for m in pods.bound.get(gang, [])}
         running_notes = {node: notes_on.get(node, {}) for node in running.values()}
@@ -451,13 +467,16 @@ class Gangs:
                 raise locality.Unplaceable(decision.reason)
         except (TorInvalid, SuperPodInvalid) as invalid:
             return NotReserved(str(invalid))
-        except locality.Unplaceable as why:
-            self._wait(request, len(running), now)
+        except locality.Unplaceable as unplaceable:
+            why = f"gang {gang} does not fit yet: {unplaceable}"
+            # Fewer nodes with room for a member than members: no room; enough: the network.
+            room = NETWORK if len(candidates) >= len(missing) else NO_ROOM
+            self._wait(request, len(running), now, why, room)
             if running:
                 rest_in = locality.rest_domain(ask, network, running.values())
                 if rest_in is not None:
                     self._rest_in[gang] = rest_in
-            return NotReserved(f"gang {gang} does not fit yet: {why}")
+            return NotReserved(why)
         self._waiting.pop(gang, None)
         self._holding.discard(gang)  # its hold served: no backoff
         self._rest_in.pop(gang, None)
@@ -478,7 +497,27 @@ class Gangs:
         )
         return reservation
 
-    def _wait(self, request: PodRequest, running: int, now: float) -> None:
+    @property
+    def waiting(self) -> Mapping[str, WaitingGang]:
+        """The gangs waiting now (gang → as its last try saw it)."""
+        return self._waiting
+
+    def wait_classes(self, now: float) -> tuple[dict[str, int], float]:
+        """Gangs waiting now by ``WAIT_CLASSES`` (each class shown, 0 when none), and how
+        long the longest-waiting one has waited (0 when none waits)."""
+        counts = dict.fromkeys(WAIT_CLASSES, 0)
+        oldest = 0.0
+        for wait in self._waiting.values():
+            backed_off = (b := self._backoff.get(wait.namespace)) is not None and now < b.until
+            counts[
+                BACKOFF if wait.reason_class == NO_ROOM and backed_off else wait.reason_class
+            ] += 1
+            oldest = max(oldest, now - wait.since)
+        return counts, oldest
+
+    def _wait(
+        self, request: PodRequest, running: int, now: float, reason: str, reason_class: str
+    ) -> None:
         """The gang waits (since its first wait): as this try of one of its pods sees it."""
         gang = request.gang_key
         since = wait.since if (wait := self._waiting.get(gang)) is not None else now
@@ -489,6 +528,8 @@ class Gangs:
             request.npu,
             request.gang_size - running,
             request.gang_stated,
+            reason,
+            reason_class,
         )
 
     def take_rank(self, request: PodRequest, node: str) -> RankTaken | NotReserved:

@@ -45,8 +45,11 @@ from infra.leader import LeaderElector, PodLabel, Timing
 from scheduler_core.engine import rescheduling
 from scheduler_core.service.deletions import delete_marked
 from scheduler_core.service.extender import BindRefused, Extender
+from scheduler_core.service.fault_restarts import GANG_RESTART
 from scheduler_core.service.informers import ClusterInformers
-from scheduler_core.service.metrics import Metrics
+from scheduler_core.service.metrics import ClusterView, Metrics, NpuNode
+from scheduler_core.service.npu_map import PATHS as MAP_PATHS
+from scheduler_core.service.npu_map import NpuMap, read_view
 from scheduler_core.service.volcano import VolcanoVerbs
 from scheduler_core.service.wire import BadRequest, ExtenderArgs, decode_extender_args
 
@@ -217,6 +220,7 @@ class SchedulerService:
         *,
         election: Election | None = None,
         compare_period: float = COMPARE_PERIOD,
+        npu_map: bool = False,
     ) -> None:
         self.gateway = gateway
         self.extender = extender
@@ -227,6 +231,7 @@ class SchedulerService:
         if self.leader is not None:
             extender.state.fence = self.leader.may_decide  # re-checked before a decision is written
         self.metrics = Metrics(lambda: self.extender.state.binds, extender.state.node_count)
+        self.metrics.read(self._cluster_view, extender.state.gangs.ttl)
         self.volcano = VolcanoVerbs(extender, self._fresh_view)
         self.informers = ClusterInformers(
             gateway,
@@ -255,6 +260,25 @@ class SchedulerService:
         self._compare_period = compare_period
         self._compared: float | None = None  # when /debug/compare last ran (monotonic)
         self._comparing = threading.Lock()
+        # The live NPU map (--npu-map): on the verbs' port only, behind their authentication.
+        self.npu_map = (
+            NpuMap(lambda: read_view(extender.state, self.informers.holders())) if npu_map else None
+        )
+
+    def _cluster_view(self) -> ClusterView:
+        """What a scrape reports of the state: references copied under its lock, O(nodes)."""
+        state = self.extender.state
+        leader = self.deciding()  # the election's lock is not taken under the state's
+        with state.lock:
+            session = state.session
+            nodes = [
+                NpuNode(name, node.product, session.usable(name), node.unhealthy)
+                for name, node in session.nodes.items()
+            ]
+            left_out = dict(state.left_out)
+            waiting, oldest = state.gangs.wait_classes(state.clock())
+            restarts = {**state.faults.restarted, GANG_RESTART: state.gangs.restarted}
+        return ClusterView(leader, nodes, left_out, waiting, oldest, restarts)
 
     def _elector(self, gateway: KubeGateway, election: Election) -> LeaderElector:
         label = None
@@ -383,6 +407,7 @@ class SchedulerService:
                 self._delete_errors[pod.key] = str(failed)
                 continue
             self._delete_errors.pop(pod.key, None)
+            self.metrics.vnpu_restarted()
             log.warning("deleted %s: its vNPU could not be made", pod.key, extra={"pod": pod.key})
             message = f"deleted: the kubelet failed it ({pod.reason}), its vNPU could not be made"
             self.extender.state.events.warn(
@@ -431,6 +456,7 @@ class SchedulerService:
         start = time.perf_counter()
         failed = True
         answer: Any
+        self.extender.begin_call()
         try:
             if verb.startswith("volcano/"):
                 answer = self.volcano.handle(verb.removeprefix("volcano/"), body)
@@ -450,7 +476,8 @@ class SchedulerService:
                 failed = bool(answer.Error)
             return answer
         finally:
-            self.metrics.record(verb, time.perf_counter() - start, failed)
+            seconds = time.perf_counter() - start
+            self.metrics.record(verb, seconds, failed, self.extender.call_kind())
 
     def start(
         self,
@@ -470,13 +497,14 @@ class SchedulerService:
         self.informers.start()
         self._server = HttpServer(
             "extender",
-            self._get,
+            self._get_with_map,
             self._post,
             # Volcano posts its whole session at onSessionOpen (jobs, nodes, queues: tens of
             # MiB at a few thousand nodes); the service reads none of it.
             limits=Limits(drained=frozenset({"/volcano/onSessionOpen"})),
             tls=access.tls,
             guard=lambda caller: self._guard(access, caller),
+            guarded_get=self._map_path,
         )
         url = self._server.start(host, port)
         if metrics_at is not None:
@@ -493,7 +521,23 @@ class SchedulerService:
         if denied is None:
             return None
         self.metrics.refused(denied.reason)
-        return error(denied.code, denied.message)
+        refused = error(denied.code, denied.message)
+        if denied.code == 401 and access.token is not None:
+            # A 401 names the scheme that would do (RFC 9110 11.6.1): a browser opening the
+            # NPU map then asks for the token as Basic's password.
+            challenge = ("WWW-Authenticate", 'Basic realm="ascend-npu-scheduler", charset="UTF-8"')
+            return dataclasses.replace(refused, headers=(challenge,))
+        return refused
+
+    def _map_path(self, path: str) -> bool:
+        """A GET the verbs' guard decides: the NPU map's, when it is served."""
+        return self.npu_map is not None and path.partition("?")[0] in MAP_PATHS
+
+    def _get_with_map(self, path: str) -> Response:
+        """The verbs' port: the NPU map too, when it is on (never on ``--metrics-listen``,
+        which monitoring reaches unauthenticated)."""
+        answer = None if self.npu_map is None else self.npu_map.get(path)
+        return self._get(path) if answer is None else answer
 
     def _compare(self) -> Response:
         """``/debug/compare``, at most once per ``compare_period`` seconds of real time (429

@@ -215,3 +215,17 @@ service binds and annotates only their pods. */}}
 {{- end -}}
 {{- $names | join "," -}}
 {{- end -}}
+
+{{/*
+Whether a monitoring.* switch is on ("true" or empty): true or false as given; auto when the
+API server serves the Prometheus Operator's monitoring.coreos.com/v1, whose PodMonitor and
+PrometheusRule kinds an install without it would refuse. Call with
+(dict "switch" .Values.monitoring.podMonitors "context" $).
+*/}}
+{{- define "ascend-npu.monitoringOn" -}}
+{{- if eq (toString .switch) "auto" -}}
+{{- if .context.Capabilities.APIVersions.Has "monitoring.coreos.com/v1" }}true{{ end -}}
+{{- else if .switch -}}
+true
+{{- end -}}
+{{- end -}}
