@@ -20,7 +20,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.deviceinfo_publisher import configmap
 from contract.chip_names import RESOURCE_NAME
+from contract.deviceinfo import DeviceInfo
 from contract.objects import Obj
 from infra.kube.port import Conflict, Gone, KubeError, NotFound, Page, Selection, WatchEvent
 from simulation.selectors import Selector
@@ -559,3 +561,18 @@ def pod_object(
         },
         "status": {"phase": phase},
     }
+
+
+def put_npu_node(
+    store: MemoryCluster,
+    name: str,
+    info: DeviceInfo,
+    *,
+    allocatable: int = 8,
+    resource: str = RESOURCE_NAME,
+) -> None:
+    """A node of 8 chips (``allocatable`` of them at the kubelet) and the DeviceInfo its agent
+    would publish, as the scheduler reads them."""
+    status = {"capacity": {resource: "8"}, "allocatable": {resource: str(allocatable)}}
+    store.put("Node", {"metadata": {"name": name}, "status": status})
+    store.put("ConfigMap", configmap(name, info))

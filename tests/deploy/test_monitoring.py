@@ -24,12 +24,12 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from contract.deviceinfo import DeviceInfo, encode
+from contract.deviceinfo import DeviceInfo
 from simulation.cluster import state_file, wait_for
 from simulation.dra_cluster import dra_node_object, driver_command
 from simulation.kubelet import KubeletSimulator
 from simulation.loopback import LoopbackApiServer, kubeconfig
-from simulation.memory import MemoryCluster, pod_object
+from simulation.memory import MemoryCluster, pod_object, put_npu_node
 from simulation.processes import free_port, scheduler_process
 from testbed.control_plane import binary
 from testbed.manifests import CHART, KUBE_VERSION, MANIFESTS, RELEASE, kustomize
@@ -212,28 +212,8 @@ def scraped(url: str) -> str:
 
 def scheduler_metrics(home: Path) -> str:
     store = MemoryCluster()
-    store.put(
-        "Node",
-        {
-            "metadata": {"name": "n1"},
-            "status": {
-                "capacity": {"huawei.com/Ascend910": "8"},
-                "allocatable": {"huawei.com/Ascend910": "8"},
-            },
-        },
-    )
     info = DeviceInfo(frozenset(range(8)), frozenset(), frozenset(), update_time=int(time.time()))
-    store.put(
-        "ConfigMap",
-        {
-            "metadata": {
-                "namespace": "kube-system",
-                "name": "mindx-dl-deviceinfo-n1",
-                "labels": {"mx-consumer-cim": "true"},
-            },
-            "data": encode(info),
-        },
-    )
+    put_npu_node(store, "n1", info)
     with scheduler_process(store, home) as service:
         return scraped(f"{service.url}/metrics")
 

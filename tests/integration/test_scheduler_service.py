@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from agent.deviceinfo_publisher import configmap
-from contract.deviceinfo import DeviceInfo, encode
+from contract.deviceinfo import DeviceInfo
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
-from simulation.memory import MemoryCluster, pod_object
+from simulation.memory import MemoryCluster, pod_object, put_npu_node
 from simulation.processes import scheduler_process
 from tests.unit.helpers import metric
 
@@ -41,28 +41,8 @@ def post(url: str, body: dict[str, Any]) -> Any:
 
 def test_the_service_filters_binds_and_reports_health_and_metrics(tmp_path: Path) -> None:
     store = MemoryCluster()
-    store.put(
-        "Node",
-        {
-            "metadata": {"name": "n1"},
-            "status": {
-                "capacity": {"huawei.com/Ascend910": "8"},
-                "allocatable": {"huawei.com/Ascend910": "8"},
-            },
-        },
-    )
     info = DeviceInfo(frozenset(range(8)), frozenset(), frozenset(), update_time=int(time.time()))
-    store.put(
-        "ConfigMap",
-        {
-            "metadata": {
-                "namespace": "kube-system",
-                "name": "mindx-dl-deviceinfo-n1",
-                "labels": {"mx-consumer-cim": "true"},
-            },
-            "data": encode(info),
-        },
-    )
+    put_npu_node(store, "n1", info)
     store.put("Pod", pod_object("ns", "p", None, 4))
     with scheduler_process(store, tmp_path, "--refresh-period", "0.2") as service:
         url = service.url
