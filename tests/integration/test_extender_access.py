@@ -13,7 +13,6 @@ import json
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ import pytest
 from infra.http import tls_context
 from scheduler_core.certs import issue
 from scheduler_core.service.server import COMPARE_PERIOD, Access
+from simulation.cluster import wait_for
 from simulation.loopback import LoopbackApiServer, kubeconfig
 from simulation.memory import MemoryCluster, pod_object
 from simulation.processes import free_port, ready, service_command
@@ -362,10 +362,10 @@ def test_insecure_serves_the_verbs_to_anyone_and_says_so_once(
     with log.open("w") as output:
         process = subprocess.Popen(command, stdout=output, stderr=output, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not ready(f"http://127.0.0.1:{port}"):
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        assert wait_for(
+            lambda: ready(f"http://127.0.0.1:{port}") or process.poll() is not None, timeout=60
+        ), log.read_text()
+        assert process.poll() is None, log.read_text()
         body = json.dumps({"Pod": {"metadata": {"name": "p", "namespace": "ns"}}, "NodeNames": []})
         request = urllib.request.Request(f"http://127.0.0.1:{port}/filter", data=body.encode())
         with urllib.request.urlopen(request, timeout=10) as answer:
