@@ -25,7 +25,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from contract.deviceinfo import DeviceInfo
-from simulation.cluster import state_file, wait_for
+from simulation.cluster import state_file, vnpu_state_file, wait_for
 from simulation.dra_cluster import dra_node_object, driver_command
 from simulation.kubelet import KubeletSimulator
 from simulation.loopback import LoopbackApiServer, kubeconfig
@@ -260,6 +260,36 @@ def agent_metrics(home: Path) -> str:
         api.stop()
 
 
+def vnpu_agent_metrics(home: Path) -> str:
+    """The agent of a dynamic-vNPU node (310P, AI cores cut on demand): its AI-core series."""
+    store = MemoryCluster()
+    store.put("Node", {"metadata": {"name": "n1"}})
+    api = LoopbackApiServer(store)
+    api.start()
+    (home / "kubeconfig").write_text(kubeconfig(api.url))
+    (home / "state.yaml").write_text(vnpu_state_file())
+    kubelet = KubeletSimulator(home / "plugins", use_preferred=False)
+    kubelet.start()
+    port = free_port()
+    process = serve(
+        home / "plugins",
+        home / "state.yaml",
+        *("-presetVirtualDevice=false", "-volcanoType=true"),
+        *("--kube", "kubeconfig", "--kubeconfig", str(home / "kubeconfig")),
+        *("--node-name", "n1", "--allow-missing-policies"),
+        *("--metrics-listen", f"127.0.0.1:{port}"),
+    )
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        assert wait_for(lambda: "ascend_agent_vnpu_aicores{" in get(url)[1], timeout=60)
+        return scraped(url)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        kubelet.close()
+        api.stop()
+
+
 def dra_driver_metrics(home: Path) -> str:
     store = MemoryCluster()
     store.put("Node", dra_node_object("node-00", 0))
@@ -287,11 +317,13 @@ def exposed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Exposed]:
     short = Path(tempfile.mkdtemp(prefix="mon", dir="/tmp"))
     try:
         (short / "agent").mkdir()
+        (short / "vnpu").mkdir()
         (short / "dra").mkdir()
         found: Exposed = {}
         for each in (
             names_in(scheduler_metrics(home)),
             names_in(agent_metrics(short / "agent")),
+            names_in(vnpu_agent_metrics(short / "vnpu")),
             names_in(dra_driver_metrics(short / "dra")),
         ):
             for name, labels in each.items():
