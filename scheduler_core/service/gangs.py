@@ -272,6 +272,14 @@ def capacity(product: str) -> int:
     return product_by_name(product).capacity
 
 
+def unheld(request: PodRequest) -> str:
+    """What a waiting gang's message adds when nothing is held for it: its pods alone claim
+    its size (an annotation any pod's author writes), so it gets no hold (issue 38)."""
+    if request.gang_stated:
+        return ""
+    return " (no chips held for it meanwhile: no PodGroup states its size)"
+
+
 class Gangs:
     def __init__(
         self, ttl: float, hold_limit: float, hold_share: float = DEFAULT_HOLD_SHARE
@@ -428,6 +436,7 @@ class Gangs:
         present = len(pods.pending.get(gang, [])) + len(running)
         if present < request.gang_size:
             why = f"gang {gang}: {present} of {request.gang_size} pods exist; waiting for the rest"
+            why += unheld(request)
             self._wait(request, len(running), now, why, MEMBERS_MISSING)
             return NotReserved(why)
         missing = [r for r in range(request.gang_size) if r not in running]
@@ -468,7 +477,7 @@ class Gangs:
         except (TorInvalid, SuperPodInvalid) as invalid:
             return NotReserved(str(invalid))
         except locality.Unplaceable as unplaceable:
-            why = f"gang {gang} does not fit yet: {unplaceable}"
+            why = f"gang {gang} does not fit yet: {unplaceable}{unheld(request)}"
             # Fewer nodes with room for a member than members: no room; enough: the network.
             room = NETWORK if len(candidates) >= len(missing) else NO_ROOM
             self._wait(request, len(running), now, why, room)

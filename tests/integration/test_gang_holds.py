@@ -60,6 +60,12 @@ def test_one_chip_pods_claiming_gangs_of_two_hold_nothing_against_another_tenant
     h = Harness(3, hold_share=1)
     for name in ("g1", "g2", "g3"):
         waits(h, claimed_gang(h, "attacker", name, 2, 1))
+    # Each says why nothing is held for it (the reason kube-scheduler records on the pod).
+    answer = h.filter(claimed_gang(h, "attacker", "g1", 2, 1))
+    assert all(
+        why.endswith("(no chips held for it meanwhile: no PodGroup states its size)")
+        for why in answer.FailedNodes.values()
+    ), answer.FailedNodes
     victim = one_pod(h, "victim", "train", 8)
     assert held(h, victim) == {}
     assert h.filter(victim).NodeNames == ["n0", "n1", "n2"]
