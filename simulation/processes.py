@@ -3,6 +3,8 @@ API server, for tests and benchmarks that call it as kube-scheduler would."""
 
 from __future__ import annotations
 
+import os
+import random
 import signal
 import socket
 import subprocess
@@ -23,11 +25,26 @@ from simulation.kube_scheduler import SERVICE_PROFILES
 from simulation.loopback import LoopbackApiServer, kubeconfig
 from simulation.memory import MemoryCluster
 
+# Ports for the servers the tests start, chosen below Linux's ephemeral range (32768–60999,
+# net.ipv4.ip_local_port_range): a port the kernel handed out for bind(0) and released is the
+# kind it next gives an outgoing connection as its source port, which then takes it before the
+# server binds it (seen: kube-apiserver "bind: address already in use" on a port so chosen).
+_PORTS = range(20000, 32768)
+_next_port = [random.Random(os.getpid()).randrange(len(_PORTS))]
+
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A port on 127.0.0.1 no socket holds now, outside the ephemeral range."""
+    for _ in range(len(_PORTS)):
+        _next_port[0] = (_next_port[0] + 1) % len(_PORTS)
+        port = _PORTS[_next_port[0]]
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {_PORTS.start}-{_PORTS.stop - 1}")
 
 
 @dataclass

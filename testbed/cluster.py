@@ -28,9 +28,9 @@ import yaml
 
 from contract.chip_names import RESOURCE_NAME
 from scheduler_core.certs import CLIENT_NAME, VALIDITY, Bundle, issue
-from simulation.processes import Part, ready, service_command_with
+from simulation.processes import Part, free_port, ready, service_command_with
 from testbed.certs import KeyPair
-from testbed.control_plane import ControlPlane, Process, free_port, wait_until
+from testbed.control_plane import ControlPlane, Process, wait_until
 from testbed.manifests import MANIFESTS, kustomize
 from testbed.rest import Obj, RestError
 

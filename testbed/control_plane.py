@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -37,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from simulation.processes import free_port
 from testbed.build import BIN, components
 from testbed.certs import Authority, KeyPair, service_account_key
 from testbed.rest import Obj, Rest, RestError
@@ -59,12 +59,6 @@ def binary(name: str) -> Path:
 def version(name: str) -> str:
     """The pinned version of a component of ``testbed/versions.toml``."""
     return next(c.version for c in components() if c.name == name)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
