@@ -16,6 +16,8 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -218,76 +220,61 @@ def scheduler_metrics(home: Path) -> str:
         return scraped(f"{service.url}/metrics")
 
 
-def agent_metrics(home: Path) -> str:
-    """The agent as the DaemonSet runs it: with the Kubernetes API (which pod holds a chip)."""
+@dataclass(frozen=True)
+class RunningAgent:
+    store: MemoryCluster
+    kubelet: KubeletSimulator
+    metrics: str  # its /metrics URL
+
+
+@contextmanager
+def running_agent(home: Path, state: str, *flags: str) -> Iterator[RunningAgent]:
+    """``python -m agent`` as the DaemonSet runs it: with the Kubernetes API (which pod holds
+    a chip), on the fake driver's ``state``, beside a kubelet simulator."""
     store = MemoryCluster()
     store.put("Node", {"metadata": {"name": "n1"}})
     api = LoopbackApiServer(store)
     api.start()
     (home / "kubeconfig").write_text(kubeconfig(api.url))
-    (home / "state.yaml").write_text(state_file(unhealthy=(3,)))
+    (home / "state.yaml").write_text(state)
     kubelet = KubeletSimulator(home / "plugins", use_preferred=False)
     kubelet.start()
     port = free_port()
     process = serve(
         home / "plugins",
         home / "state.yaml",
+        *flags,
         *("--kube", "kubeconfig", "--kubeconfig", str(home / "kubeconfig")),
         *("--node-name", "n1", "--allow-missing-policies"),
         *("--metrics-listen", f"127.0.0.1:{port}"),
     )
     try:
-        assert kubelet.wait_for(lambda: kubelet.allocatable("huawei.com/Ascend910") == 7, 60)
-        store.put(
-            "Pod",
-            pod_object(
-                "ns",
-                "p",
-                "n1",
-                2,
-                annotations={
-                    "huawei.com/Ascend910": "Ascend910-6,Ascend910-7",
-                    "predicate-time": "1",
-                },
-            ),
-        )
-        kubelet.allocate("ns/p", "main", "huawei.com/Ascend910", 2)
-        return scraped(f"http://127.0.0.1:{port}/metrics")
+        yield RunningAgent(store, kubelet, f"http://127.0.0.1:{port}/metrics")
     finally:
         process.terminate()
         process.wait(timeout=30)
         kubelet.close()
         api.stop()
+
+
+def agent_metrics(home: Path) -> str:
+    """A 910 node's agent after it gave a pod two chips (one chip unhealthy)."""
+    with running_agent(home, state_file(unhealthy=(3,))) as agent:
+        kubelet = agent.kubelet
+        assert kubelet.wait_for(lambda: kubelet.allocatable("huawei.com/Ascend910") == 7, 60)
+        chosen = {"huawei.com/Ascend910": "Ascend910-6,Ascend910-7", "predicate-time": "1"}
+        agent.store.put("Pod", pod_object("ns", "p", "n1", 2, annotations=chosen))
+        kubelet.allocate("ns/p", "main", "huawei.com/Ascend910", 2)
+        return scraped(agent.metrics)
 
 
 def vnpu_agent_metrics(home: Path) -> str:
     """The agent of a dynamic-vNPU node (310P, AI cores cut on demand): its AI-core series."""
-    store = MemoryCluster()
-    store.put("Node", {"metadata": {"name": "n1"}})
-    api = LoopbackApiServer(store)
-    api.start()
-    (home / "kubeconfig").write_text(kubeconfig(api.url))
-    (home / "state.yaml").write_text(vnpu_state_file())
-    kubelet = KubeletSimulator(home / "plugins", use_preferred=False)
-    kubelet.start()
-    port = free_port()
-    process = serve(
-        home / "plugins",
-        home / "state.yaml",
-        *("-presetVirtualDevice=false", "-volcanoType=true"),
-        *("--kube", "kubeconfig", "--kubeconfig", str(home / "kubeconfig")),
-        *("--node-name", "n1", "--allow-missing-policies"),
-        *("--metrics-listen", f"127.0.0.1:{port}"),
-    )
-    url = f"http://127.0.0.1:{port}/metrics"
-    try:
+    flags = ("-presetVirtualDevice=false", "-volcanoType=true")
+    with running_agent(home, vnpu_state_file(), *flags) as agent:
+        url = agent.metrics
         assert wait_for(lambda: "ascend_agent_vnpu_aicores{" in get(url)[1], timeout=60)
         return scraped(url)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        kubelet.close()
-        api.stop()
 
 
 def dra_driver_metrics(home: Path) -> str:
