@@ -212,6 +212,27 @@ def node_names(count: int) -> list[str]:
     return [f"node-{i:02d}" for i in range(count)]
 
 
+def node_host(plane: ControlPlane, root: Path, nodes: int, *extra: str) -> Part:
+    """``nodes`` simulated 910 nodes registered (each agent's token bound to a pod on its
+    node, so the node must exist first; its kubelet simulator then reports its status), and
+    the command of the process that runs their agents and kubelets under ``root``."""
+    admin = plane.rest()
+    for name in node_names(nodes):
+        try:
+            admin.create("/api/v1/nodes", {"metadata": {"name": name, "labels": NODE_LABELS}})
+        except RestError as exists:
+            if exists.status != 409:
+                raise
+        (root / name).mkdir(parents=True, exist_ok=True)
+        agent = plane.token_kubeconfig(bound_agent_token(plane, name), f"agent-{name}")
+        agent.replace(root / name / "agent.kubeconfig")
+    return Part(
+        "simulation.node_host",
+        *("--kubeconfig", str(plane.admin), "--agent-kubeconfigs"),
+        *("--root", str(root), "--nodes", str(nodes), *extra),
+    )
+
+
 @contextmanager
 def deployed(
     plane: ControlPlane,
@@ -227,28 +248,7 @@ def deployed(
     apply(plane, kustomize(MANIFESTS / "overlays" / overlay))
     scheduler_kubeconfig = plane.service_account(NAMESPACE, SCHEDULER_ACCOUNT)
     root = workdir / "nodes"
-    admin = plane.rest()
-    for name in node_names(nodes):
-        # Registered here first so that each agent's token can be bound to a pod on it; the
-        # node's kubelet simulator then finds it and reports its status.
-        try:
-            admin.create("/api/v1/nodes", {"metadata": {"name": name, "labels": NODE_LABELS}})
-        except RestError as exists:
-            if exists.status != 409:
-                raise
-        token = bound_agent_token(plane, name)
-        (root / name).mkdir(parents=True, exist_ok=True)
-        plane.token_kubeconfig(token, f"agent-{name}").replace(root / name / "agent.kubeconfig")
-    host = Part(
-        "simulation.node_host",
-        "--kubeconfig",
-        str(plane.admin),
-        "--agent-kubeconfigs",
-        "--root",
-        str(root),
-        "--nodes",
-        str(nodes),
-    )
+    host = node_host(plane, root, nodes)
     port, metrics_port = free_port(), free_port()
     tls = ExtenderTls.make(workdir / "extender-tls")
     command = service_command_with(

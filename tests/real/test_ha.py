@@ -45,12 +45,10 @@ from simulation.processes import Part
 from testbed.cluster import (
     KUBE_SCHEDULER_ACCOUNT,
     NAMESPACE,
-    NODE_LABELS,
     ExtenderTls,
     apply,
-    bound_agent_token,
     extender_configuration,
-    node_names,
+    node_host,
     npu_pod,
 )
 from testbed.control_plane import ControlPlane, Process, running, wait_until
@@ -98,7 +96,6 @@ def deployed_as_pods(plane: ControlPlane, workdir: Path) -> Iterator[Ha]:
     by the pod runner on simulated nodes, placed by the cluster's default scheduler;
     kube-scheduler as shipped, its extender the Service (through the proxy)."""
     apply(plane, kustomize(MANIFESTS / "overlays" / "kube-scheduler"))
-    admin = plane.rest()
     # The certs Job's Secrets, made as it makes them (its pod is not run here), the serving
     # certificate also for the proxy's address, where kube-scheduler reaches the Service.
     hosts = [*service_hosts(NAME, NAMESPACE), "127.0.0.1"]
@@ -106,28 +103,7 @@ def deployed_as_pods(plane: ControlPlane, workdir: Path) -> Iterator[Ha]:
     for secret in secrets_of(made, NAMESPACE, SecretNames()):
         apply(plane, [secret])
     tls = ExtenderTls.write(workdir / "extender-tls", made)
-    root = workdir / "nodes"
-    for name in node_names(NODES):  # as testbed.cluster.deployed registers them
-        try:
-            admin.create("/api/v1/nodes", {"metadata": {"name": name, "labels": NODE_LABELS}})
-        except RestError as exists:
-            if exists.status != 409:
-                raise
-        (root / name).mkdir(parents=True, exist_ok=True)
-        agent = plane.token_kubeconfig(bound_agent_token(plane, name), f"agent-{name}")
-        agent.replace(root / name / "agent.kubeconfig")
-    nodes = Part(
-        "simulation.node_host",
-        "--kubeconfig",
-        str(plane.admin),
-        "--agent-kubeconfigs",
-        "--root",
-        str(root),
-        "--nodes",
-        str(NODES),
-        "--run-elsewhere",
-        SELECTOR,
-    )
+    nodes = node_host(plane, workdir / "nodes", NODES, "--run-elsewhere", SELECTOR)
     runner = PodRunner(plane, SELECTOR, workdir / "pods")
     proxy = ServiceProxy(KubernetesGateway.from_environment(plane.admin), NAMESPACE, NAME, "http")
     started: list[Process] = []
