@@ -41,7 +41,10 @@ class ChipKind:
 ASCEND910 = ChipKind("Ascend910", 16)  # the largest server: module910bx16
 ASCEND310 = ChipKind("Ascend310", 64)  # Volcano's 310 handlers: 64 chips per node
 ASCEND310P = ChipKind("Ascend310P", 64)
-KINDS = {k.name: k for k in (ASCEND910, ASCEND310, ASCEND310P)}
+# Ascend 950 / 850 / 350 ("A5"): Huawei's device plugin names them ``huawei.com/npu`` and
+# ``npu-<NPU id>`` (MindCluster ``docs/*/api/k8s.md``, resource table).
+NPU = ChipKind("npu", 16)
+KINDS = {k.name: k for k in (ASCEND910, ASCEND310, ASCEND310P, NPU)}
 KIND_OF_RESOURCE = {k.resource: k for k in KINDS.values()}
 
 CHIP_PREFIX = ASCEND910.prefix
