@@ -30,7 +30,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict agent chip_topology contract deviceplugin_api dra_driver image infra scheduler_core simulation testbed tests benchmarks
+	$(BIN)/mypy --strict agent chip_drivers chip_topology contract deviceplugin_api dra_driver image infra scheduler_core simulation testbed tests benchmarks
 
 # The real components the tests run (testbed/versions.toml), built from their Go modules into
 # .testbed/bin; what is built for the pinned versions is skipped.

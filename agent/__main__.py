@@ -19,11 +19,11 @@ from pathlib import Path
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from agent.builder import AgentConfig, KubeSettings, start_node_agent
-from agent.chips import DriverError, NodeChips
 from agent.deviceinfo_publisher import configmap, device_info
-from agent.driver import FakeDriver, NpuDriver
 from agent.plugin_server import KUBELET_SOCKET
 from agent.repair import POD_RESOURCES_SOCKET
+from chip_drivers.chips import DriverError, NodeChips
+from chip_drivers.choice import driver_flags, make_driver
 from contract.chip_names import KINDS
 from contract.deviceinfo import MAX_AGE
 from contract.pods import holders_by_node, pod_view
@@ -95,25 +95,6 @@ def _heartbeat(text: str) -> float:
             f"got {text!r}"
         )
     return value
-
-
-def driver_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--driver",
-        choices=["fake", "npu-smi"],
-        default=None,
-        help="default: fake when --fake-state is given, else npu-smi",
-    )
-    parser.add_argument("--fake-state", type=Path, help="YAML chip state for --driver fake")
-    parser.add_argument(
-        "--npu-smi-replay",
-        type=Path,
-        help="read DIR/info.txt (and DIR/info-m.txt) instead of running npu-smi",
-    )
-    parser.add_argument(
-        "--product",
-        help="chip_topology product (module910x8, module910bx8, …) when npu-smi cannot tell",
-    )
 
 
 def build_parser() -> CommandParser:
@@ -245,19 +226,6 @@ def build_parser() -> CommandParser:
         "--update-time", type=int_at_least(0), help="UpdateTime, Unix seconds (default: now)"
     )
     return parser
-
-
-def make_driver(args: argparse.Namespace, period: float = 5.0) -> NpuDriver:
-    if args.driver == "fake" or (args.driver is None and args.fake_state is not None):
-        if args.fake_state is None:
-            raise DriverError("--driver fake needs --fake-state FILE")
-        return FakeDriver(args.fake_state)
-    # Loaded only for the real driver: an agent on the fake one needs none of npu-smi's parsers.
-    from agent.npu_smi import replay_runner, run_npu_smi  # noqa: PLC0415
-    from agent.npu_smi_driver import NpuSmiDriver  # noqa: PLC0415
-
-    run = replay_runner(args.npu_smi_replay) if args.npu_smi_replay else run_npu_smi
-    return NpuSmiDriver(run, period=period, product=args.product)
 
 
 def _read_chips(args: argparse.Namespace) -> NodeChips | None:

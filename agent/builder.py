@@ -21,15 +21,15 @@ from agent.allocation.base import Allocator
 from agent.allocation.cores import CoreHandshake
 from agent.allocation.handshake import COMPONENT, WAIT_FOR_POD, ChipHandshake
 from agent.allocation.handshake_rules import held_chips
-from agent.chips import DriverError, NodeChips
 from agent.device_plugin import DevicePlugin
 from agent.deviceinfo_publisher import HEARTBEAT, DeviceInfoPublisher
-from agent.driver import NpuDriver
 from agent.metrics import AgentMetrics, ChipReadings
 from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
 from agent.repair import POD_RESOURCES_SOCKET, RepairLoop, kubelet_devices
 from agent.upkeep import Upkeep
+from chip_drivers.chips import DriverError, NodeChips
+from chip_drivers.fake import NpuDriver
 from contract.annotations import SERVER_TYPE_LABEL
 from contract.dra import DEFAULT_DRIVER, DRA_NODE_LABEL, SLICE_KIND, slice_name
 from contract.objects import node_address

@@ -20,11 +20,11 @@ from watchdog.observers import Observer
 
 from agent.allocation.base import Allocator
 from agent.allocation.kubelet_requests import KubeletChoice
-from agent.chips import NodeChips
-from agent.driver import NpuDriver
 from agent.metrics import AgentMetrics
 from agent.plugin_server import KUBELET_SOCKET, DeviceState, PluginServer
 from agent.resources import CoreAllocator, plan
+from chip_drivers.chips import NodeChips
+from chip_drivers.fake import NpuDriver
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from typing import Any
 import grpc
 
 from agent.allocation.handshake_rules import held_chips, reserved_chips
-from agent.chips import Network, NodeChips
 from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
+from chip_drivers.chips import Network, NodeChips
 from contract import deviceinfo
 from contract.chip_names import InvalidInput, parse_chip_list
 from contract.deviceinfo import ChipFault, DeviceInfo

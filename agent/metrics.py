@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from agent.allocation.base import FailureReason
-from agent.chips import NodeChips
+from chip_drivers.chips import NodeChips
 from contract.vnpu import CORE_SPECS
 from infra.metrics import (
     LATENCY_BUCKETS,

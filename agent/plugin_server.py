@@ -18,9 +18,9 @@ from pathlib import Path
 import grpc
 
 from agent.allocation.base import AllocationFailed, InvalidRequest
-from agent.chips import NodeChips
 from agent.metrics import AgentMetrics
 from agent.resources import Devices
+from chip_drivers.chips import NodeChips
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from deviceplugin_api.v1beta1 import api_pb2_grpc as dp_grpc
 

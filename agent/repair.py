@@ -16,8 +16,8 @@ from pathlib import Path
 
 import grpc
 
-from agent.chips import NodeChips
 from agent.pod_cache import PodCache
+from chip_drivers.chips import NodeChips
 from contract.annotations import (
     KUBELET_ANNOTATION,
     RANK_TABLE_ANNOTATION,

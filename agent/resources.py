@@ -24,7 +24,7 @@ from agent.allocation.kubelet_requests import (
     container_response,
     device_response,
 )
-from agent.chips import HEALTHY, UNHEALTHY, Chip, NodeChips, VirtualDevice
+from chip_drivers.chips import HEALTHY, UNHEALTHY, Chip, NodeChips, VirtualDevice
 from contract.vnpu import NPU_CORE
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 

@@ -13,9 +13,9 @@ import grpc
 
 from agent.allocation.cores import CoreHandshake
 from agent.allocation.handshake_rules import held_chips
-from agent.chips import DriverError, NodeChips
-from agent.driver import NpuDriver
 from agent.pod_cache import PodCache
+from chip_drivers.chips import DriverError, NodeChips
+from chip_drivers.fake import NpuDriver
 from contract.chip_names import ASCEND910, InvalidInput, parse_chip_name
 from contract.pods import PodView
 from infra.periodic import Periodic

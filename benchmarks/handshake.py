@@ -19,8 +19,8 @@ import grpc
 
 from agent.allocation.handshake import ChipHandshake
 from agent.device_plugin import DevicePlugin
-from agent.driver import FakeDriver
 from agent.pod_cache import PodCache
+from chip_drivers.fake import FakeDriver
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from deviceplugin_api.v1beta1 import api_pb2_grpc as dp_grpc
 from infra.kube.client import KubernetesGateway

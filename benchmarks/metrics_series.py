@@ -17,9 +17,9 @@ import random
 import time
 from dataclasses import dataclass
 
-from agent.chips import Chip, NodeChips
 from agent.deviceinfo_publisher import configmap
 from agent.metrics import AgentMetrics, ChipReadings
+from chip_drivers.chips import Chip, NodeChips
 from contract.deviceinfo import DeviceInfo
 from dra_driver.metrics import DraMetrics, Readings
 from scheduler_core.service.extender import Extender

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from agent.builder import AgentConfig, KubeSettings, start_node_agent
 from agent.deviceinfo_publisher import configmap
-from agent.driver import FakeDriver
+from chip_drivers.fake import FakeDriver
 from contract.chip_names import ASCEND310P
 from contract.deviceinfo import DeviceInfo
 from contract.vnpu import CORE_SPECS, TEMPLATES_310P

@@ -17,8 +17,8 @@ from pathlib import Path
 
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-from agent.__main__ import driver_flags, make_driver
-from agent.chips import DriverError
+from chip_drivers.chips import DriverError
+from chip_drivers.choice import driver_flags, make_driver
 from contract.dra import DEFAULT_DRIVER
 from dra_driver.driver import (
     CDI_ROOT,

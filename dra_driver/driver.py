@@ -14,8 +14,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.driver import NpuDriver
 from agent.plugin_server import RESOURCE_DOMAIN, DeviceState
+from chip_drivers.fake import NpuDriver
 from contract.dra import CLAIM_KIND, DEFAULT_DRIVER, DRA_NODE_LABEL
 from dra_driver.cdi import CdiWriter
 from dra_driver.checkpoint import Checkpoint

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from agent.chips import NodeChips
+from chip_drivers.chips import NodeChips
 from dra_driver.claims import FAILURE_REASONS
 from infra.metrics import Counter, Family, build_info, exposition, owned, registry
 

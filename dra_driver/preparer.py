@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from agent.chips import NodeChips
+from chip_drivers.chips import NodeChips
 from contract.objects import Obj
 from dra_driver.cdi import CdiWriter
 from dra_driver.checkpoint import Checkpoint, Prepared

@@ -22,7 +22,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from agent.chips import NodeChips
+from chip_drivers.chips import NodeChips
 from contract.dra import SLICE_KIND, slice_name
 from contract.objects import Obj, node_address
 from dra_driver.slices import desired_slice, dropped_fields, ring_free

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from agent.chips import Chip, NodeChips
+from chip_drivers.chips import Chip, NodeChips
 from chip_topology.products import Product, product_by_name
 from contract.chip_names import InvalidInput
 from contract.dra import slice_name

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.builder import AgentConfig, KubeSettings, NodeAgent, start_node_agent
-from agent.driver import FakeDriver, edit_fake_state
 from agent.pod_cache import PodCache
+from chip_drivers.fake import FakeDriver, edit_fake_state
 from contract.chip_names import ASCEND310P, RESOURCE_NAME
 from contract.deviceinfo import configmap_name, decode
 from contract.objects import Obj, npu_request

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from agent.driver import FakeDriver
+from chip_drivers.fake import FakeDriver
 from contract.dra import CLAIM_KIND, DRA_NODE_LABEL, SLICE_KIND
 from contract.objects import Obj
 from dra_driver.driver import DraConfig, DraDriver, start_dra_driver

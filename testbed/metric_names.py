@@ -5,8 +5,8 @@ counter's ``_total``, a histogram's ``_bucket``/``_count``/``_sum``)."""
 
 from __future__ import annotations
 
-from agent.chips import Chip, NodeChips, VirtualDevice
 from agent.metrics import AgentMetrics, ChipReadings
+from chip_drivers.chips import Chip, NodeChips, VirtualDevice
 from dra_driver.metrics import DraMetrics, Readings
 from infra.kube import policies
 from infra.metrics import Registry, sample_names

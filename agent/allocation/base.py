@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import Protocol
 
-from agent.chips import Chip, NodeChips
+from chip_drivers.chips import Chip, NodeChips
 
 
 class FailureReason(Enum):

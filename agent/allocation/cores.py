@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from agent.allocation.base import AllocationFailed, FailureReason
 from agent.allocation.handshake import WAIT_FOR_POD, Handshake
 from agent.allocation.handshake_rules import NOT_FOUND, consumed_record
-from agent.chips import DriverError, NodeChips, VirtualDevice
-from agent.driver import NpuDriver
 from agent.pod_cache import PodCache
+from chip_drivers.chips import DriverError, NodeChips, VirtualDevice
+from chip_drivers.fake import NpuDriver
 from contract.chip_names import format_chip_list
 from contract.pods import PodView
 from contract.vnpu import NO_NPU_RESOURCE, NPU_CORE_RESOURCE, NPU_SEGMENT_FAILED, CoreChoice

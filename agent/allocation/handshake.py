@@ -40,8 +40,8 @@ from agent.allocation.handshake_rules import (
     unchosen,
 )
 from agent.allocation.kubelet_requests import preferred_chips
-from agent.chips import Chip, NodeChips
 from agent.pod_cache import PodCache
+from chip_drivers.chips import Chip, NodeChips
 from contract.chip_names import chip_name
 from contract.pods import PodView
 from infra.events import EventRecorder, pod_ref

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from agent.chips import Chip, NodeChips
+from chip_drivers.chips import Chip, NodeChips
 from contract.annotations import (
     CONSUMED,
     KUBELET_ANNOTATION,

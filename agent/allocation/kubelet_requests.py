@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent.allocation.base import InvalidRequest
-from agent.chips import Chip, NodeChips
+from chip_drivers.chips import Chip, NodeChips
 from chip_topology.products import product_by_name, select_huawei
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 

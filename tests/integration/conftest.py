@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agent.device_plugin import DevicePlugin
-from agent.driver import FakeDriver
+from chip_drivers.fake import FakeDriver
 from simulation.cluster import state_file
 from simulation.kubelet import KubeletSimulator
 

@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from agent.device_plugin import DevicePlugin
-from agent.driver import FakeDriver
+from chip_drivers.fake import FakeDriver
 from chip_topology.products import MODULE_910X8
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from deviceplugin_api.v1beta1 import api_pb2_grpc as dp_grpc

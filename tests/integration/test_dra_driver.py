@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from agent.builder import AgentConfig, KubeSettings, start_node_agent
-from agent.chips import Chip, DriverError, NodeChips
-from agent.driver import FakeDriver
+from chip_drivers.chips import Chip, DriverError, NodeChips
+from chip_drivers.fake import FakeDriver
 from contract.dra import DEFAULT_DRIVER, SLICE_KIND, slice_name
 from contract.objects import Obj
 from dra_driver.driver import DraConfig, ServedTwice, start_dra_driver

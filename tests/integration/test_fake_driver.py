@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.chips import DriverError, Network, NodeChips
 from agent.deviceinfo_publisher import device_info
-from agent.driver import FakeDriver, parse_fake_state
+from chip_drivers.chips import DriverError, Network, NodeChips
+from chip_drivers.fake import FakeDriver, parse_fake_state
 from contract.deviceinfo import decode, encode
 
 EIGHT = "product: module910x8\nchips:\n" + "".join(f"  - id: {i}\n" for i in range(8))

@@ -14,10 +14,10 @@ import pytest
 
 from agent.allocation.handshake import ChipHandshake
 from agent.builder import NodeAddress
-from agent.chips import Chip, NodeChips
 from agent.device_plugin import DevicePlugin
-from agent.driver import FakeDriver
 from agent.pod_cache import PodCache
+from chip_drivers.chips import Chip, NodeChips
+from chip_drivers.fake import FakeDriver
 from contract.objects import Obj
 from infra.kube.client import KubernetesGateway
 from infra.kube.port import KubeGateway, Selection, WatchEvent

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from agent.builder import AgentConfig, KubeSettings, NodeAgent, start_node_agent
-from agent.driver import FakeDriver
+from chip_drivers.fake import FakeDriver
 from simulation.cluster import wait_for
 from simulation.kubelet import KubeletSimulator
 from simulation.memory import MemoryCluster

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from agent.builder import label_node
-from agent.chips import DriverError, NodeChips
-from agent.driver import parse_fake_state
-from agent.npu_smi import discover
+from chip_drivers.chips import DriverError, NodeChips
+from chip_drivers.fake import parse_fake_state
+from chip_drivers.npu_smi import discover
 from simulation.memory import MemoryCluster
 
 SAMPLES = Path(__file__).parents[1] / "data" / "npu_smi"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from agent.allocation.handshake import ChipHandshake
-from agent.chips import Chip, NodeChips
 from agent.pod_cache import PodCache
+from chip_drivers.chips import Chip, NodeChips
 from contract.chip_names import parse_chip_list
 from contract.pods import PodView
 from scheduler_core.service.extender import Extender

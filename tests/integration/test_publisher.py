@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from agent.chips import Chip, NodeChips
 from agent.deviceinfo_publisher import DeviceInfoPublisher
 from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
+from chip_drivers.chips import Chip, NodeChips
 from contract.deviceinfo import decode
 from contract.objects import Obj
 from infra.kube.port import Page, Selection

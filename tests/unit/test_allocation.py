@@ -13,7 +13,7 @@ from agent.allocation.kubelet_requests import (
     container_response,
     preferred_chips,
 )
-from agent.chips import Chip, NodeChips
+from chip_drivers.chips import Chip, NodeChips
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.chips import Chip, Network, NodeChips
 from agent.deviceinfo_publisher import configmap, device_info
+from chip_drivers.chips import Chip, Network, NodeChips
 from contract.chip_names import InvalidInput
 from contract.deviceinfo import DeviceInfo, check_code, chip_list, decode, encode
 from contract.go_json import go_json

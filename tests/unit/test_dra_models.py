@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from agent.chips import Chip, NodeChips
 from benchmarks.dra_models import first_fit_select, ladder_score, ladder_select
+from chip_drivers.chips import Chip, NodeChips
 from chip_topology.products import MODULE_910X8, mask_of
 from dra_driver.slices import desired_slice, ring_free
 from simulation.dra_allocator import Allocator, node_devices, score

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.chips import Chip, NodeChips
+from chip_drivers.chips import Chip, NodeChips
 from chip_topology.products import MODULE_910X8
 from dra_driver.cdi import CdiWriter
 from dra_driver.checkpoint import Checkpoint, Prepared

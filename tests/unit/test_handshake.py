@@ -15,7 +15,7 @@ from agent.allocation.handshake_rules import (
     misfits,
     pick_pending,
 )
-from agent.chips import Chip, NodeChips
+from chip_drivers.chips import Chip, NodeChips
 from contract.annotations import CONSUMED
 from contract.pods import PodView
 

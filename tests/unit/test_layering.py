@@ -10,6 +10,7 @@ import pytest
 ROOT = Path(__file__).parents[2]
 SHIPPED = (
     "agent",
+    "chip_drivers",
     "chip_topology",
     "contract",
     "deviceplugin_api",
@@ -26,10 +27,19 @@ ALLOWED = {
     "infra": {"contract"},
     "scheduler_core.engine": {"contract", "chip_topology"},
     "scheduler_core": {"contract", "chip_topology", "infra", "scheduler_core.engine"},
+    # The chip drivers both node daemons read chips through.
+    "chip_drivers": {"contract", "chip_topology", "infra"},
     # The agent imports nothing of the scheduler: the chip rules it needs are shared.
-    "agent": {"contract", "chip_topology", "infra", "deviceplugin_api"},
-    # The DRA driver reads chips through the agent's drivers; nothing imports it.
-    "dra_driver": {"contract", "chip_topology", "infra", "deviceplugin_api", "agent"},
+    "agent": {"contract", "chip_topology", "chip_drivers", "infra", "deviceplugin_api"},
+    # The DRA driver reads chips through the shared drivers; nothing imports it.
+    "dra_driver": {
+        "contract",
+        "chip_topology",
+        "chip_drivers",
+        "infra",
+        "deviceplugin_api",
+        "agent",
+    },
 }
 # Third-party packages the pure engine must not touch.
 IMPURE = ("kubernetes", "grpc", "watchdog", "yaml", "socket", "threading", "time", "http")

@@ -3,8 +3,8 @@ a known state gives, the label caps, and the names every component exposes."""
 
 from __future__ import annotations
 
-from agent.chips import Chip, NodeChips, VirtualDevice
 from agent.metrics import AgentMetrics, ChipReadings
+from chip_drivers.chips import Chip, NodeChips, VirtualDevice
 from dra_driver.metrics import DraMetrics
 from infra.metrics import LABEL_CAP, exposition, registry, sample_names
 from scheduler_core.engine import locality

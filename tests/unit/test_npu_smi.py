@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.chips import UNHEALTHY
-from agent.npu_smi import (
+from chip_drivers.chips import UNHEALTHY
+from chip_drivers.npu_smi import (
     NpuSmiError,
     discover,
     parse_mapping,

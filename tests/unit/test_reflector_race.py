@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from agent.chips import Chip, NodeChips
+from chip_drivers.chips import Chip, NodeChips
 from contract.dra import DEFAULT_DRIVER, SLICE_KIND, slice_name
 from contract.objects import Obj
 from dra_driver.publisher import SlicePublisher

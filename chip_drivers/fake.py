@@ -19,7 +19,7 @@ import yaml
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from agent.chips import (
+from chip_drivers.chips import (
     HEALTHY,
     UNHEALTHY,
     Chip,

@@ -1,6 +1,6 @@
 """The real driver: chips from ``npu-smi``, polled for health changes, and its vNPUs.
 
-Apart from ``agent.driver`` (the port and the fake harness) so that an agent on the fake
+Apart from ``chip_drivers.fake`` (the port and the fake harness) so that an agent on the fake
 driver loads none of npu-smi's parsers.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from agent.chips import DriverError, NodeChips, VirtualDevice
-from agent.driver import OnChange
-from agent.npu_smi import Runner, read_chips, run_npu_smi
-from agent.npu_smi_vnpu import NpuSmiVnpus
+from chip_drivers.chips import DriverError, NodeChips, VirtualDevice
+from chip_drivers.fake import OnChange
+from chip_drivers.npu_smi import Runner, read_chips, run_npu_smi
+from chip_drivers.npu_smi_vnpu import NpuSmiVnpus
 from infra.periodic import Periodic
 
 log = logging.getLogger(__name__)

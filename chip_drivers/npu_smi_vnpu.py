@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from agent.chips import DriverError, NodeChips, VirtualDevice
-from agent.npu_smi import NpuSmiError, Runner
+from chip_drivers.chips import DriverError, NodeChips, VirtualDevice
+from chip_drivers.npu_smi import NpuSmiError, Runner
 from contract.vnpu import CORE_SPECS
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.chips import Chip, DriverError, NodeChips
+from chip_drivers.chips import Chip, DriverError, NodeChips
 
 HEALTHY_STATES = frozenset({"OK", "Warning"})  # Warning = minor alarm; the chip still works
 _DCMI_ERROR = re.compile(r"dcmi .*initiali[sz]e[d]? failed.*ret is (-?\d+)", re.IGNORECASE)
