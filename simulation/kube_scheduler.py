@@ -18,6 +18,10 @@
   asks the extender's ``preemptVerb``, which drops the nodes it holds unresolvable: that step
   and the evictions run on the real kube-scheduler only (``tests/real/test_preemption.py``).
 - ``pkg/scheduler/backend/queue``: a failed pod backs off 1 s, doubling to 10 s.
+- ``pkg/scheduler/framework/plugins/nodeaffinity`` (``spec.nodeSelector``) and
+  ``interpodaffinity`` (a pod's own required anti-affinity over ``kubernetes.io/hostname``, the
+  form Huawei's job samples use; existing pods' anti-affinity is not checked): ``node_rules``,
+  which the Volcano stand-in applies too, as Volcano's ``predicates`` plugin does.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from contract.objects import PLACED_RESOURCES, Obj
+from simulation.selectors import selects
 
 MAX_NODE_SCORE, MAX_EXTENDER_PRIORITY = 100, 10
 UNSCHEDULABLE, UNRESOLVABLE = "Unschedulable", "UnschedulableAndUnresolvable"
@@ -52,6 +57,46 @@ class ExtenderConfig:
     http_timeout: float = 5.0  # DefaultExtenderTimeout
     ignorable: bool = False
     managed_resources: tuple[str, ...] = PLACED_RESOURCES
+
+
+SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def node_rules(
+    pod: Obj, nodes: Sequence[Obj], neighbours: Mapping[str, Sequence[Mapping[str, str]]]
+) -> tuple[list[Obj], dict[str, tuple[str, str]]]:
+    """The nodes that pass the pod's ``nodeSelector`` and its required pod anti-affinity over
+    hostnames (``neighbours``: node → the labels of the pods on it or assumed there), and
+    why each other node does not."""
+    spec = pod.get("spec") or {}
+    selector = spec.get("nodeSelector") or {}
+    anti = ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    terms = [t.get("labelSelector") or {} for t in anti if t.get("topologyKey") == HOSTNAME]
+    passing, statuses = [], {}
+    for node in nodes:
+        name = node["metadata"]["name"]
+        labels = node["metadata"].get("labels") or {}
+        if any(labels.get(k) != v for k, v in selector.items()):
+            statuses[name] = (UNRESOLVABLE, SELECTOR_MISMATCH)
+        elif any(selects(t, other) for t in terms for other in neighbours.get(name, ())):
+            statuses[name] = (UNSCHEDULABLE, ANTI_AFFINITY)
+        else:
+            passing.append(node)
+    return passing, statuses
+
+
+def neighbours_of(pods: Sequence[Obj]) -> dict[str, list[Mapping[str, str]]]:
+    """Node → the labels of the live pods bound there."""
+    found: dict[str, list[Mapping[str, str]]] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and pod["status"].get("phase") not in ("Succeeded", "Failed"):
+            found.setdefault(node, []).append(pod["metadata"].get("labels") or {})
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,10 +368,17 @@ class KubeScheduler:
                     used[(node, resource)] = used.get((node, resource), 0) + count
         return used
 
-    def schedule_one(self, pod: Obj, nodes: list[Obj]) -> Outcome:
+    def schedule_one(
+        self,
+        pod: Obj,
+        nodes: list[Obj],
+        neighbours: Mapping[str, Sequence[Mapping[str, str]]] | None = None,
+    ) -> Outcome:
         """The scheduling cycle; the binding cycle is started, not awaited."""
         outcome = Outcome()
+        nodes, ruled_out = node_rules(pod, nodes, neighbours or {})
         feasible, outcome.statuses = self._fits(pod, nodes)
+        outcome.statuses.update(ruled_out)
         interested = self.extender.interested(pod)
         if feasible and interested:
             try:
@@ -396,16 +448,22 @@ class KubeScheduler:
             for key, (_, _, version) in list(self._assumed.items()):
                 if pending_as_assumed.get(key) != version:
                     del self._assumed[key]
+            assumed_on = {key: node for key, (node, _, _) in self._assumed.items()}
+        neighbours = neighbours_of(pods)
+        for pod in pods:
+            if (node := assumed_on.get(_key(pod))) is not None:
+                neighbours.setdefault(node, []).append(pod["metadata"].get("labels") or {})
         started: list[tuple[str, Future[str], str]] = []
         for pod in _pending(pods, PROFILES):
             key = _key(pod)
             queued = self._queue.setdefault(key, _Queued())
             if queued.ready_at > now or key in self._assumed:
                 continue
-            outcome = self.schedule_one(pod, nodes)
+            outcome = self.schedule_one(pod, nodes, neighbours)
             if outcome.node is None:
                 self._failed(key, outcome)
                 continue
+            neighbours.setdefault(outcome.node, []).append(pod["metadata"].get("labels") or {})
             with self._lock:
                 self._assumed[key] = (
                     outcome.node,

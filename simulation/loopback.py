@@ -483,12 +483,20 @@ def kubeconfig(url: str) -> str:
     )
 
 
+ATLAS_800_LABELS = {
+    "accelerator": "huawei-Ascend910",
+    "accelerator-type": "module",
+    "host-arch": "huawei-arm",
+}
+
+
 def node_object(i: int) -> Obj:
     """``node-<i>``, an 8-chip 910 server as its kubelet reports it (InternalIP
-    192.168.0.<i+1>)."""
+    192.168.0.<i+1>), labelled as Huawei's installation labels an Atlas 800 training server
+    (the labels job samples select: MindCluster ``docs/*/installation`` node labels)."""
     chips = {RESOURCE_NAME: "8"}
     return {
-        "metadata": {"name": f"node-{i:02d}", "labels": {}},
+        "metadata": {"name": f"node-{i:02d}", "labels": dict(ATLAS_800_LABELS)},
         "status": {
             "capacity": dict(chips),
             "allocatable": dict(chips),

@@ -7,8 +7,9 @@ kinds served here; any other is refused, as the API server refuses it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from contract.objects import Obj
 from infra.kube.port import KubeError
@@ -74,3 +75,21 @@ class Selector:
         return all(t.holds(have.get(t.key)) for t in self.labels) and all(
             t.holds(FIELDS[t.key](obj)) for t in self.fields
         )
+
+
+def selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a LabelSelector object selects ``labels`` (``matchLabels``, and
+    ``matchExpressions`` with In, NotIn, Exists, DoesNotExist)."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for term in selector.get("matchExpressions") or []:
+        key, values = term.get("key", ""), term.get("values") or []
+        matched = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }.get(term.get("operator", ""), False)
+        if not matched:
+            return False
+    return True

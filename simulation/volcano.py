@@ -37,6 +37,7 @@ import http.client
 import json
 import ssl
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,9 +47,12 @@ from contract.groups import VOLCANO, podgroups
 from contract.objects import PLACED_RESOURCES, Obj
 from infra.kube.port import KubeError
 from simulation.cluster import SimulatedCluster
+from simulation.kube_scheduler import UNRESOLVABLE as UNRESOLVABLE_STATUS
 from simulation.kube_scheduler import (
     ExtenderError,
     interested,
+    neighbours_of,
+    node_rules,
     pending_pods,
     post_json,
     reply,
@@ -122,6 +126,8 @@ class VolcanoScheduler:
         self.reasons: dict[str, dict[str, str]] = {}  # task → node → why not
         self.unresolvable: dict[str, set[str]] = {}  # task → nodes preempt would skip
         self._inqueue: set[str] = set()
+        # node → labels of the pods on it or allocated there this session (anti-affinity)
+        self._neighbours: dict[str, list[Mapping[str, str]]] = {}
 
     def pending(self) -> list[Obj]:
         return pending_pods(self.cluster, SCHEDULER_NAME)
@@ -241,6 +247,7 @@ class VolcanoScheduler:
             report.extender_used = self.config.ignorable  # not ignorable: no callbacks
         self._enqueue(jobs, report)
         idle, releasing = self._idle(nodes, pods)
+        self._neighbours = neighbours_of(pods)
         for job in jobs.values():
             if job.key in self._inqueue and job.tasks:
                 self._allocate(job, nodes, idle, releasing, report)
@@ -258,6 +265,46 @@ class VolcanoScheduler:
                     continue
             self._inqueue.add(job.key)
 
+    def _feasible(  # noqa: PLR0917 (the session's state, as Volcano's allocate passes it)
+        self,
+        pod: Obj,
+        job: Job,
+        nodes: list[Obj],
+        idle: dict[str, dict[str, int]],
+        releasing: dict[str, dict[str, int]],
+        use: bool,
+    ) -> tuple[list[str], dict[str, str], set[str]]:
+        """The nodes that pass the task's predicates, why each other does not, and those
+        preempt would skip: Volcano's predicates plugin (node selector, anti-affinity) first,
+        then the resources, then the extender's predicate."""
+        asked = {r: n for r, n in requests_of(pod).items() if "/" in r}
+        fits: list[str] = []
+        why: dict[str, str] = {}
+        never: set[str] = set()
+        admitted, ruled_out = node_rules(pod, nodes, self._neighbours)
+        for name, (code, reason) in ruled_out.items():
+            why[name] = reason
+            if code == UNRESOLVABLE_STATUS:
+                never.add(name)
+        for node in admitted:
+            name = node["metadata"]["name"]
+            future = {r: idle[name].get(r, 0) + releasing.get(name, {}).get(r, 0) for r in asked}
+            if any(future[r] < n for r, n in asked.items()):
+                why[name] = f"Insufficient {next(iter(asked))}"
+                continue
+            if use:
+                answer = self._post(
+                    "predicate",
+                    {"task": self._task(pod, job.key), "node": {"Name": name, "Node": node}},
+                )
+                if answer["code"] != SUCCESS or answer["status"]:
+                    why[name] = answer["status"]
+                    if answer["code"] == UNRESOLVABLE:
+                        never.add(name)
+                    continue
+            fits.append(name)
+        return fits, why, never
+
     def _allocate(
         self,
         job: Job,
@@ -266,31 +313,13 @@ class VolcanoScheduler:
         releasing: dict[str, dict[str, int]],
         report: SessionReport,
     ) -> None:
+        neighbours = self._neighbours
         statement: list[tuple[Obj, str, int]] = []  # task, node, Allocated or Pipelined
         for pod in job.tasks:
             key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
             asked = {r: n for r, n in requests_of(pod).items() if "/" in r}
             use = report.extender_used and self._interested(pod)
-            fits, why, never = [], {}, set()
-            for node in nodes:
-                name = node["metadata"]["name"]
-                future = {
-                    r: idle[name].get(r, 0) + releasing.get(name, {}).get(r, 0) for r in asked
-                }
-                if any(future[r] < n for r, n in asked.items()):
-                    why[name] = f"Insufficient {next(iter(asked))}"
-                    continue
-                if use:
-                    answer = self._post(
-                        "predicate",
-                        {"task": self._task(pod, job.key), "node": {"Name": name, "Node": node}},
-                    )
-                    if answer["code"] != SUCCESS or answer["status"]:
-                        why[name] = answer["status"]
-                        if answer["code"] == UNRESOLVABLE:
-                            never.add(name)
-                        continue
-                fits.append(name)
+            fits, why, never = self._feasible(pod, job, nodes, idle, releasing, use)
             if not fits:
                 self.reasons[key], self.unresolvable[key] = why, never
                 continue
@@ -315,6 +344,7 @@ class VolcanoScheduler:
                 if answer.get("errorMessage"):
                     self.reasons[key] = {best: answer["errorMessage"]}
             statement.append((pod, best, status))
+            neighbours.setdefault(best, []).append(pod["metadata"].get("labels") or {})
         ready = job.running + sum(1 for _, _, s in statement if s == ALLOCATED) >= job.min_available
         if ready:
             for pod, where, status in statement:
@@ -323,6 +353,7 @@ class VolcanoScheduler:
             return
         report.discarded.append(job.key)
         for pod, where, _ in reversed(statement):  # Discard: each task Pending again
+            neighbours[where].remove(pod["metadata"].get("labels") or {})
             for resource, count in requests_of(pod).items():
                 if "/" in resource:
                     idle[where][resource] = idle[where].get(resource, 0) + count
