@@ -102,7 +102,7 @@ class Latency:
     bind_p50: float = 0.0
 
 
-def _drive(url: str, store: MemoryCluster, names: list[str], pods: int, bind: bool) -> Latency:
+def drive(url: str, store: MemoryCluster, names: list[str], pods: int, bind: bool) -> Latency:
     """kube-scheduler's calls for ``pods`` pods, one at a time, every node a candidate."""
     filter_ms, prioritize_ms, bind_ms = [], [], []
     for i in range(pods):
@@ -145,7 +145,7 @@ def wire_floor(store: MemoryCluster, names: list[str], pods: int) -> Latency:
     server = HttpServer("floor", lambda path: Response.text(404, ""), answer)
     url = server.start("127.0.0.1", 0)
     try:
-        return _drive(url, store, names, pods, bind=False)
+        return drive(url, store, names, pods, bind=False)
     finally:
         server.stop()
 
@@ -158,7 +158,7 @@ def extender_latency(nodes: int, pods: int, workdir: Path) -> None:
     floor = wire_floor(store, names, pods)
     flags = ("--log-level", "WARNING")
     with scheduler_process(store, workdir, *flags) as service:
-        ours = _drive(service.url, store, names, pods, bind=True)
+        ours = drive(service.url, store, names, pods, bind=True)
         # A gang of three whose PodGroup states its size waits for its last pod, and every
         # one-pod filter holds chips back for it (a size only a pod claims holds nothing).
         podgroup = {"metadata": {"namespace": "ns", "name": "g"}, "spec": {"minMember": 3}}

@@ -32,8 +32,8 @@ TORS, PER_TOR = 128, 32
 SUPER_PODS, PER_SUPER_POD = 16, 48
 
 
-def node(name: str, busy: bool) -> NodeState:
-    return NodeState(name, "module910x8", () if busy else tuple(range(8)), 8)
+def node(name: str, busy: bool, product: str = "module910x8", chips: int = 8) -> NodeState:
+    return NodeState(name, product, () if busy else tuple(range(chips)), chips)
 
 
 def tor_cluster(rng: random.Random, busy_share: float) -> tuple[Snapshot, Topology]:
@@ -58,15 +58,18 @@ def super_pod_cluster(rng: random.Random, busy_share: float) -> Snapshot:
     for p in range(SUPER_PODS):
         for i in range(PER_SUPER_POD):
             name = f"sp{p:02d}-{i:02d}"
-            nodes.append(node(name, rng.random() < busy_share))
+            # an Atlas 900 A3 SuperPoD server: 16 chips
+            nodes.append(node(name, rng.random() < busy_share, "superpod910a3x16", 16))
             super_pods[name] = p
     return Snapshot(tuple(nodes), {}, {}, super_pods)
 
 
-def gang(name: str, size: int, labels: dict[str, str], annotations: dict[str, str]) -> list[Obj]:
+def gang(
+    name: str, size: int, labels: dict[str, str], annotations: dict[str, str], chips: int = 8
+) -> list[Obj]:
     pods = []
     for r in range(size):
-        pod = pod_object("ns", f"{name}-{r}", None, 8)
+        pod = pod_object("ns", f"{name}-{r}", None, chips)
         pod["metadata"]["labels"] = {"ascend.npu/gang": name, **labels}
         pod["metadata"]["annotations"] = {"ascend.npu/gang-size": str(size), **annotations}
         pods.append(pod)
@@ -158,7 +161,7 @@ def main() -> None:
     sp_names = [n.name for n in sp_snapshot.nodes]
     print(f"{len(sp_names)} nodes in {SUPER_PODS} SuperPoDs of {PER_SUPER_POD}, ~30 % busy")
     for size, block in ((32, 8), (64, 16)):
-        pods = gang("sp", size, {}, {"sp-block": str(block * 8)})
+        pods = gang("sp", size, {}, {"sp-block": str(block * 16)}, chips=16)
         median, worst, chosen = decide(sp_snapshot, pods, None, DEFAULT_NETWORK, args.repeats)
         print(
             f"  SuperPoD job of {size} nodes in {block}-node blocks: "

@@ -3,18 +3,23 @@
 Pure: jobs in, measurements out. It is how a placement policy is judged on real workloads
 (queueing delay per size class, jobs blocked by fragmentation) while every placement is
 re-checked against the topology rules, so a policy that wins by cheating shows up as a
-violation instead of a gain.
+violation instead of a gain. The replayed servers and the handler of its jobs are read as the
+scheduler reads a cluster's: the nodes' labels and the jobs' annotations through the one routing
+table (``chip_topology.routing``), a handler refused where it does not serve the nodes.
 """
 
 from __future__ import annotations
 
 import heapq
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 
-from chip_topology.products import MODULE_910X8, Product
+from chip_topology.products import Product
+from chip_topology.routing import product_for_resource, product_of_node, serves
+from contract.chip_names import ASCEND910, KIND_OF_RESOURCE, InvalidInput
 from scheduler_core.engine.model import Decision, Job, NodeState, Task
 from scheduler_core.engine.policies import Policy
 from scheduler_core.engine.session import Session
@@ -23,6 +28,33 @@ from scheduler_core.engine.session import Session
 class QueueMode(Enum):
     FIFO = "fifo"  # the head of the queue blocks everyone behind it
     BACKFILL = "backfill"  # any queued job that fits may start
+
+
+NONE: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """The replayed servers and how the trace's jobs ask for them: the nodes' labels (their
+    ``accelerator-type``), every job's annotations (``huawei.com/schedule_policy``) and the
+    resource its pods ask. The default: Atlas 800 910 servers, jobs of ``module910x8``."""
+
+    node_labels: Mapping[str, str] = field(default_factory=lambda: NONE)
+    job_annotations: Mapping[str, str] = field(default_factory=lambda: NONE)
+    resource: str = ASCEND910.resource
+
+    def products(self) -> tuple[Product, Product]:
+        """The nodes' product and the jobs' handler, routed as the scheduler routes them;
+        InvalidInput naming what no handler takes, or a handler that does not serve the
+        nodes."""
+        kind = KIND_OF_RESOURCE.get(self.resource)
+        if kind is None:
+            raise InvalidInput(f"{self.resource} is not a whole-chip NPU resource")
+        node = product_of_node(kind, self.node_labels)
+        job = product_for_resource(self.resource, NONE, self.job_annotations, NONE)
+        if not serves(node, job):
+            raise InvalidInput(f"the jobs' handler {job.name} does not serve {node.name} nodes")
+        return node, job
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +144,9 @@ def replay(
     nodes: int,
     policy: Policy,
     mode: QueueMode = QueueMode.BACKFILL,
-    product: Product = MODULE_910X8,
+    fleet: Fleet = Fleet(),
 ) -> ReplayResult:
+    product, handler = fleet.products()
     pending = sorted(jobs, key=lambda j: (j.submit, j.idx))
     cluster = [
         NodeState(f"node-{i:04d}", product.name, tuple(range(product.capacity)), product.capacity)
@@ -147,7 +180,7 @@ def replay(
         else:
             state.queue.extend(fresh)
             candidates = []
-        for started in _pass(state, candidates, mode, product, now):
+        for started in _pass(state, candidates, mode, (product, handler), now):
             heapq.heappush(running, (now + started.duration, started.idx))
         if not running and arrival >= len(pending):
             break
@@ -169,11 +202,17 @@ def replay(
 
 
 def _pass(
-    state: _State, candidates: list[TraceJob], mode: QueueMode, product: Product, now: float
+    state: _State,
+    candidates: list[TraceJob],
+    mode: QueueMode,
+    products: tuple[Product, Product],
+    now: float,
 ) -> list[TraceJob]:
-    """One scheduling pass. Feasibility only shrinks during a pass, so once a k-chip pod
-    fails every pod of k or more chips (and every gang) is skipped without asking the
-    engine, and once an N-node gang fails so is every gang of N or more."""
+    """One scheduling pass (``products``: the nodes', the jobs' handler). Feasibility only
+    shrinks during a pass, so once a k-chip pod fails every pod of k or more chips (and
+    every gang) is skipped without asking the engine, and once an N-node gang fails so is
+    every gang of N or more."""
+    product, handler = products
     started: list[TraceJob] = []
     smallest_failed_pod = product.capacity + 1
     smallest_failed_gang = 1 << 30
@@ -184,7 +223,7 @@ def _pass(
         ):
             decision = None
         else:
-            decision = state.session.place(_job_of(trace_job, product))
+            decision = state.session.place(_job_of(trace_job, handler))
         if decision is not None and decision.feasible:
             state.violations += count_violations(decision, product)
             state.queue.remove(trace_job)

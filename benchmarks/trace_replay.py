@@ -5,7 +5,10 @@ Run: ``.venv/bin/python -m benchmarks.trace_replay`` (``--trace``, ``--nodes``, 
 ``benchmarks/figures.py`` draws). Defaults: cluster04 on 80 nodes of 8 chips (offered load ≈
 0.77) and cluster07 on 40 nodes, FIFO with backfill. The placements: the extender's ``huawei`` and
 ``binpack``, and the stock DRA allocator's ``dra-first-fit`` and ``dra-ladder``
-(``benchmarks/dra_models.py``). Data: ``benchmarks/data/itp/`` (MIT, see SOURCE.md there).
+(``benchmarks/dra_models.py``). ``--accelerator-type`` labels the nodes and
+``--schedule-policy`` annotates every job, read through the scheduler's routing table
+(``chip_topology.routing``): by default Atlas 800 910 servers and ``module910x8`` jobs.
+Data: ``benchmarks/data/itp/`` (MIT, see SOURCE.md there).
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import time
 from pathlib import Path
 
 from benchmarks.dra_models import DRA_MODELS
-from benchmarks.replay import QueueMode, ReplayResult, TraceJob, replay
+from benchmarks.replay import Fleet, QueueMode, ReplayResult, TraceJob, replay
+from contract.annotations import ACCELERATOR_TYPE_LABEL, SCHEDULE_POLICY_ANNOTATION
+from contract.chip_names import InvalidInput
 from scheduler_core.engine.policies import POLICIES
 
 PLACEMENTS = {**POLICIES, **DRA_MODELS}
@@ -68,12 +73,22 @@ def show(result: ReplayResult, seconds: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trace", help="a CSV under benchmarks/data/itp/ (default: both)")
-    parser.add_argument("--nodes", type=int, help="8-chip nodes in the cluster")
+    parser.add_argument("--nodes", type=int, help="nodes in the cluster")
     parser.add_argument("--mode", choices=[m.value for m in QueueMode], default="backfill")
     parser.add_argument("--grid", action="store_true", help="docs/results.md's twelve settings")
     parser.add_argument("--json", type=Path, help="write the results here (benchmarks/figures.py)")
+    parser.add_argument("--accelerator-type", help="the nodes' accelerator-type label")
+    parser.add_argument("--schedule-policy", help="every job's huawei.com/schedule_policy")
     args = parser.parse_args()
     mode = QueueMode(args.mode)
+    fleet = Fleet(
+        {ACCELERATOR_TYPE_LABEL: args.accelerator_type} if args.accelerator_type else {},
+        {SCHEDULE_POLICY_ANNOTATION: args.schedule_policy} if args.schedule_policy else {},
+    )
+    try:
+        product, handler = fleet.products()
+    except InvalidInput as bad:
+        parser.error(str(bad))
     if args.grid:
         runs = list(GRID)
     elif args.trace:
@@ -83,11 +98,14 @@ def main() -> None:
     every: list[tuple[str, int, QueueMode, dict[str, ReplayResult]]] = []
     for trace, nodes, queue in runs:
         jobs = load(DATA / trace)
-        print(f"{trace}: {len(jobs)} jobs on {nodes} nodes x 8 chips, queue {queue.value}")
+        print(
+            f"{trace}: {len(jobs)} jobs of {handler.name} on {nodes} {product.name} nodes x "
+            f"{product.capacity} chips, queue {queue.value}"
+        )
         results: dict[str, ReplayResult] = {}
         for name, policy in PLACEMENTS.items():
             start = time.perf_counter()
-            results[name] = replay(jobs, nodes, policy, queue)
+            results[name] = replay(jobs, nodes, policy, queue, fleet)
             show(results[name], time.perf_counter() - start)
         huawei = results["huawei"].overall.mean
         for other in ("binpack", "dra-first-fit", "dra-ladder"):

@@ -3,7 +3,7 @@ scheduler and the agent, and the bounded parsers of the values both sides read."
 
 from __future__ import annotations
 
-from contract.chip_names import ASCEND310, ASCEND310P, RESOURCE_NAME, InvalidInput, quoted
+from contract.chip_names import ASCEND310, ASCEND310P, NPU, RESOURCE_NAME, InvalidInput, quoted
 from contract.vnpu import NPU_CORE_ANNOTATION
 
 # Pod annotations the scheduler and the agent write, and nobody else may (the admission
@@ -14,6 +14,9 @@ CONSUMED = str(2**64 - 1)  # strconv.FormatUint(math.MaxUint64, 10)
 REAL_ANNOTATION = "huawei.com/AscendReal"
 KUBELET_ANNOTATION = "huawei.com/kltDev"
 RANK_TABLE_ANNOTATION = "ascend.kubectl.kubernetes.io/ascend-910-configuration"
+# The 950 family's rank table (Ascend/mind-cluster component/ascend-common/api/default_name.go
+# ``PodNPUDeviceAnno``).
+NPU_RANK_TABLE_ANNOTATION = "ascend.kubectl.kubernetes.io/ascend-npu-configuration"
 RANK_INDEX_ANNOTATION = "hccl/rankIndex"  # a multi-node job's pod: its rank
 SUPER_POD_RANK_ANNOTATION = "super-pod-rank"
 SUPER_POD_ID_ANNOTATION = "super-pod-id"
@@ -23,6 +26,7 @@ TOR_SHARED_IP_ANNOTATION = "sharedTorIp"
 # The inference chips' choice (Ascend310-0,Ascend310-1) and the dynamic vNPU's (1-vir02_1c).
 CHIPS_310_ANNOTATION = ASCEND310.resource
 CHIPS_310P_ANNOTATION = ASCEND310P.resource
+CHIPS_NPU_ANNOTATION = NPU.resource  # the 950 family's choice: npu-0,npu-1
 # Why the scheduler deletes the pod (a restart's or a failed vNPU's Event reason): written
 # just before the deletion, the one mark its admission policy lets it delete an NPU pod by.
 DELETING_ANNOTATION = "ascend-npu.io/deleting"
@@ -30,11 +34,13 @@ WRITTEN_BY_US = (
     CHIPS_ANNOTATION,
     CHIPS_310_ANNOTATION,
     CHIPS_310P_ANNOTATION,
+    CHIPS_NPU_ANNOTATION,
     NPU_CORE_ANNOTATION,
     PREDICATE_TIME,
     REAL_ANNOTATION,
     KUBELET_ANNOTATION,
     RANK_TABLE_ANNOTATION,
+    NPU_RANK_TABLE_ANNOTATION,
     RANK_INDEX_ANNOTATION,
     SUPER_POD_RANK_ANNOTATION,
     SUPER_POD_ID_ANNOTATION,
@@ -50,6 +56,8 @@ GANG_SIZE_ANNOTATION = "ascend.npu/gang-size"  # how many pods the gang has
 TOR_AFFINITY_LABEL = "tor-affinity"
 SUPER_POD_AFFINITY_LABEL = "super-pod-affinity"
 SP_BLOCK_ANNOTATION = "sp-block"
+# MindCluster's handler choice (ascend-for-volcano common/util/constants.go SchedulePolicyAnnoKey)
+SCHEDULE_POLICY_ANNOTATION = "huawei.com/schedule_policy"
 SP_FIT_ANNOTATION = "sp-fit"  # "idlest": a MindIE job takes the SuperPoDs with most free first
 MINDIE_LABELS = ("app", "jobID")  # both set: a MindIE inference job
 FAULT_SCHEDULING_LABEL = "fault-scheduling"
@@ -62,16 +70,29 @@ STRATEGY_310_LABEL = "npu-310-strategy"  # card or chip (default): the 310 / 300
 DUO_LABEL = "duo"  # "true": a 310P job for Atlas 300I Duo cards
 DISTRIBUTED_LABEL = "distributed"  # "true": a 300I Duo chip job taking whole cards
 HOST_ARCH_LABEL = "host-arch"
+# The marks of an NPU-less role MindCluster's A3 handlers accept in a job (ascend-for-volcano
+# ``internal/npu/ascend910/ascend910a3/type.go``: MindSpore's scheduler, as the Ascend Operator
+# and Volcano name its task; a role the user takes out of the plugin).
+TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
+SCHEDULER_TASK_SPEC = "scheduler"
+SKIP_ASCEND_PLUGIN_ANNOTATION = "huawei.com/skip-ascend-plugin"
+SKIP_ENABLED = "enabled"
 
 # What a cache keeps of a pod's annotations: those read back. The rank table (kilobytes per
 # pod), kltDev and the deletion mark are written, never read; a user's own annotations are
 # not ours to hold.
+# Of those, what the controller that creates a pod may already write into it: its rank (Huawei's
+# Ascend Operator and Volcano's hcclrank job plugin number their pods so). Only at creation.
+SET_AT_CREATION = (RANK_INDEX_ANNOTATION,)
 KEPT_ANNOTATIONS = (
-    frozenset(WRITTEN_BY_US) - {RANK_TABLE_ANNOTATION, KUBELET_ANNOTATION, DELETING_ANNOTATION}
+    frozenset(WRITTEN_BY_US)
+    - {RANK_TABLE_ANNOTATION, NPU_RANK_TABLE_ANNOTATION, KUBELET_ANNOTATION, DELETING_ANNOTATION}
 ) | {
     GANG_SIZE_ANNOTATION,
     SP_BLOCK_ANNOTATION,
     SP_FIT_ANNOTATION,
+    TASK_SPEC_ANNOTATION,
+    SKIP_ASCEND_PLUGIN_ANNOTATION,
 }
 
 # Node labels and annotations.

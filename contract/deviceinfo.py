@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from contract.chip_names import (
     ASCEND910,
     KINDS,
+    NPU,
     ChipKind,
     InvalidInput,
     chip_name,
@@ -65,10 +66,12 @@ def chip_list(chips: Iterable[int], kind: ChipKind = ASCEND910) -> str:
 
 
 def keys(kind: ChipKind) -> tuple[str, str, str | None, str]:
-    """The DeviceList keys of a chip kind: free, unhealthy, network-unhealthy (910 only) and
-    faults (``vnpu-and-inference.md`` §6)."""
+    """The DeviceList keys of a chip kind: free, unhealthy, network-unhealthy (the training
+    chips: 910 and the 950 family) and faults (``vnpu-and-inference.md`` §6). The 950's are
+    ``huawei.com/npu-…`` (Ascend/mind-cluster component/ascend-device-plugin/pkg/common/
+    device.go ``GetAscend910Key``)."""
     resource = kind.resource
-    network = f"{resource}-NetworkUnhealthy" if kind is ASCEND910 else None
+    network = f"{resource}-NetworkUnhealthy" if kind in (ASCEND910, NPU) else None
     return resource, f"{resource}-Unhealthy", network, f"{resource}-Fault"
 
 
@@ -108,6 +111,10 @@ class DeviceInfo:
     update_time: int = 0
     super_pod_id: int | None = None  # MC-v6 A3 fields, outside the CheckCode
     server_index: int | None = None
+    # Atlas 950 SuperPoD: the node's rack, after the CheckCode and outside it (Ascend/mind-cluster
+    # component/ascend-device-plugin/pkg/common/proto.go NodeDeviceInfoCache ``RackID *int32``,
+    # omitempty; -1 ``DefaultRackID`` when unknown).
+    rack_id: int | None = None
     switch_sub_healthy: bool = False  # from SwitchInfoCfg, read only
     kind: ChipKind = ASCEND910  # whose keys the DeviceList has
 
@@ -121,6 +128,15 @@ class DeviceInfo:
         if self.super_pod_id is None or self.super_pod_id < 0:
             return None
         return self.super_pod_id
+
+    @property
+    def rack(self) -> int | None:
+        """The node's rack, or None when not set (missing or negative): upstream's 950 SuperPoD
+        predicate refuses a node whose RackID is below 0 (``policy/chip8node8ra64sp/node.go``
+        checkNodeStaticParams)."""
+        if self.rack_id is None or self.rack_id < 0:
+            return None
+        return self.rack_id
 
     @property
     def sub_healthy(self) -> bool:
@@ -150,6 +166,7 @@ def encode(info: DeviceInfo, separated: Iterable[int] = ()) -> dict[str, str]:
         + _super_pod_fields(info)
         + ',"CheckCode":'
         + go_json(check_code(devices, info.update_time))
+        + ("" if info.rack_id is None else f',"RackID":{info.rack_id}')
         + "}"
     )
     return {DATA_KEY: body, SEPARATED_KEY: chip_list(separated, info.kind)}
@@ -213,6 +230,7 @@ def decode(data: Mapping[str, str]) -> DeviceInfo:
         update_time=update_time,
         super_pod_id=_optional_int(cache, "SuperPodID"),
         server_index=_optional_int(cache, "ServerIndex"),
+        rack_id=_optional_int(cache, "RackID"),
         switch_sub_healthy=_switch_sub_healthy(data.get(SWITCH_KEY)),
         kind=kind,
     )

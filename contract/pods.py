@@ -52,6 +52,7 @@ from contract.vnpu import (
     VirtualName,
     parse_core_choice,
     parse_virtual_name,
+    vnpu_kind_of,
 )
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
@@ -112,10 +113,11 @@ class PodView:
             if NPU_CORE_RESOURCE in notes:  # none until the scheduler has chosen
                 choice = _parsed(notes, NPU_CORE_RESOURCE, parse_core_choice, errors)
             real = notes.get(REAL_ANNOTATION, "")
-            if "-" in real.split(",")[0].removeprefix(f"{ASCEND310P.name}-"):  # a vNPU's name
+            chips = vnpu_kind_of(real)  # 310P's or (910B / A3 vNPU) 910's
+            if "-" in real.split(",")[0].removeprefix(f"{chips.name}-"):  # a vNPU's name
                 vnpu = _parsed(notes, REAL_ANNOTATION, parse_virtual_name, errors)
             elif claims:
-                recorded = _parsed(notes, REAL_ANNOTATION, _chips_of(ASCEND310P), errors) or ()
+                recorded = _parsed(notes, REAL_ANNOTATION, _chips_of(chips), errors) or ()
             if claims and choice is not None and choice.template is None:
                 given = choice.chips
             cores = tuple(i for i in notes.get(KUBELET_ANNOTATION, "").split(",") if i)

@@ -13,7 +13,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from contract.chip_names import ASCEND310P, RESOURCE_DOMAIN, ChipKind, InvalidInput, quoted
+from contract.chip_names import (
+    ASCEND310P,
+    ASCEND910,
+    RESOURCE_DOMAIN,
+    ChipKind,
+    InvalidInput,
+    quoted,
+)
 
 NPU_CORE = "npu-core"
 NPU_CORE_RESOURCE = RESOURCE_DOMAIN + NPU_CORE
@@ -82,6 +89,57 @@ TEMPLATES_310P = {
 }
 
 
+# The 910B / A3 templates of dynamic vNPU by chip type: the key is the node's chip name label
+# (``910B3``) or, on A3, its ``servertype`` (``Ascend910A3-20``) (Ascend/mind-cluster
+# component/ascend-for-volcano plugin/factory.go ``getJobTemplate``, plugin/const.go).
+_B1_B2 = (
+    Template("vir03_1c_8g", 3, 1),
+    Template("vir06_1c_16g", 6, 1),
+    Template("vir12_3c_32g", 12, 3),
+)
+_B3 = (Template("vir05_1c_16g", 5, 1), Template("vir10_3c_32g", 10, 3))
+_B4 = (
+    Template("vir05_1c_8g", 5, 1),
+    Template("vir10_3c_16g_nm", 10, 3, DVPP_NO),
+    Template("vir10_4c_16g_m", 10, 4, DVPP_YES),
+    Template("vir10_3c_16g", 10, 3),
+)
+_A3_24 = (Template("vir06_1c_16g", 6, 1), Template("vir12_3c_32g", 12, 3))
+TEMPLATES_910 = {
+    chip: {t.name: t for t in templates}
+    for chip, templates in (
+        ("910B1", _B1_B2),
+        ("910B2C", _B1_B2),
+        ("910B2", _B1_B2),
+        ("910B3", _B3),
+        ("910B4", _B4),
+        ("910B4-1", _B3),
+        ("Ascend910A3-20", _B3),
+        ("Ascend910A3-24", _A3_24),
+    )
+}
+A3_SERVER_PREFIX = "Ascend910A3-"  # plugin/const.go ServerTypeA3Prefix
+# The node label the device plugin writes with the chip's name (``910B3``): a 910B node's
+# chip type (plugin/const.go ChipTypeKey).
+CHIP_NAME_LABEL = "node.kubernetes.io/npu.chip.name"
+# ``ring-controller.atlas`` of an npu-core job → the chips its dynamic vNPU is cut from
+# (internal/npu/factory.go: ascend-910, ascend-910b, huawei.com.npu → the 910 vNPU handler;
+# ascend-310P → 310P's). No label: 310P, the only dynamic vNPU chip of the v5 plugin.
+VNPU_KIND_OF_RING: dict[str | None, ChipKind] = {
+    "ascend-310P": ASCEND310P,
+    None: ASCEND310P,
+    "ascend-910": ASCEND910,
+    "ascend-910b": ASCEND910,
+    "huawei.com.npu": ASCEND910,
+}
+VNPU_KINDS = (ASCEND310P, ASCEND910)
+
+
+def vnpu_kind_of(real: str) -> ChipKind:
+    """The chips an npu-core pod's ``AscendReal`` names (``Ascend910-…``): 310P unless 910."""
+    return ASCEND910 if real.startswith(ASCEND910.name + "-") else ASCEND310P
+
+
 def parse_server_type(text: str) -> tuple[str, int]:
     """The node label ``servertype``, ``<chip kind>-<AI cores per chip>`` (``Ascend310P-8``)."""
     kind, _, cores = text.partition("-")
@@ -137,8 +195,10 @@ def _number(text: str, what: str, limit: int) -> int:
     return value
 
 
-def parse_virtual_name(text: str, kind: ChipKind = ASCEND310P) -> VirtualName:
-    """``Ascend310P-2c.1cpu-100-0[_1]`` → its parts; InvalidInput names what is wrong."""
+def parse_virtual_name(text: str, kind: ChipKind | None = None) -> VirtualName:
+    """``Ascend310P-2c.1cpu-100-0[_1]`` → its parts; InvalidInput names what is wrong. Its
+    chips are ``kind``'s, or (None) those its name starts with."""
+    kind = vnpu_kind_of(text) if kind is None else kind
     if len(text) > 80:
         raise InvalidInput(f"vNPU name {quoted(text)} is too long")
     body, _, group = text.partition("_")

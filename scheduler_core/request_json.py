@@ -14,15 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from chip_topology.products import product_by_name
+from chip_topology.routing import product_for_resource
 from contract.chip_names import (
     ASCEND910,
+    KIND_OF_RESOURCE,
     ChipKind,
     InvalidInput,
     chip_name,
     parse_chip_name,
     quoted,
 )
-from scheduler_core.engine.handlers import product_for_selector
 from scheduler_core.engine.model import Decision, Job, NodeState, Task
 from scheduler_core.engine.session import check_node_chips
 
@@ -36,7 +37,16 @@ class PlacementRequest:
 # The keys each object of a request may have (``place --help`` lists them).
 REQUEST_KEYS = ("nodes", "job")
 NODE_KEYS = ("name", "product", "allocatable", "free", "unhealthy", "network_unhealthy")
-JOB_KEYS = ("name", "product", "selector", "tasks", "namespace", "labels")
+JOB_KEYS = (
+    "name",
+    "product",
+    "resource",
+    "selector",
+    "tasks",
+    "namespace",
+    "labels",
+    "annotations",
+)
 TASK_KEYS = ("name", "npu")
 
 
@@ -130,9 +140,24 @@ def _task(raw: Any, path: str) -> Task:
 def _job(raw: Any) -> Job:
     obj = _object(raw, "job", JOB_KEYS)
     selector = _strings(obj, "selector", "job")
+    labels = _strings(obj, "labels", "job")
+    annotations = _strings(obj, "annotations", "job")
     product = _field(obj, "product", "job", str, required=False)
+    resource = _field(obj, "resource", "job", str, required=False)
+    if resource is not None and resource not in KIND_OF_RESOURCE:
+        known = ", ".join(KIND_OF_RESOURCE)
+        raise InvalidInput(f"job.resource: {quoted(resource)} is not one of {known}")
     try:
-        product = product_by_name(product).name if product else product_for_selector(selector).name
+        if product:
+            handler = product_by_name(product)
+            if resource is not None and handler.kind.resource != resource:
+                raise InvalidInput(
+                    f"{product} is a handler of {handler.kind.resource}, not {resource}"
+                )
+            product = handler.name
+        else:  # routed as the scheduler routes a pod asking ``resource`` (the table's order)
+            asked = resource or ASCEND910.resource
+            product = product_for_resource(asked, labels, annotations, selector).name
     except InvalidInput as bad:
         raise InvalidInput(f"job.product: {bad}") from None
     tasks = tuple(
@@ -140,7 +165,6 @@ def _job(raw: Any) -> Job:
     )
     name = _field(obj, "name", "job", str)
     namespace = _field(obj, "namespace", "job", str, required=False) or "default"
-    labels = _strings(obj, "labels", "job")
     try:
         return Job(name, product, tasks, namespace, labels, selector)
     except InvalidInput as bad:

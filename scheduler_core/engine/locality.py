@@ -1,7 +1,9 @@
 """Where a multi-node job's pods go on the network: the nodes, in rank order. Pure.
 
 One entry point for the extender's gangs: a job annotated ``sp-block`` gets logical
-SuperPoDs (``superpod``), a job labelled ``tor-affinity`` gets ToRs (``tor`` for NSLB 1.0,
+SuperPoDs (``superpod``; under ``huawei.com/schedule_policy: chip8-node8-sp`` the Atlas 850's
+checks, with or without ``sp-block``), a ``chip8-node8-ra64-sp`` job racks of an Atlas 950
+SuperPoD (``racks``), a job labelled ``tor-affinity`` gets ToRs (``tor`` for NSLB 1.0,
 ``tor_share`` for 2.0), any other job the candidates in the order given (best score first). A
 job restarting after a fault keeps its healthy ranks on their nodes and moves the others:
 first to its own ToRs, then to shared ToRs, then anywhere (MindCluster ``internal/nslb``); a
@@ -14,13 +16,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from contract.annotations import MINDIE_LABELS, SP_BLOCK_ANNOTATION, SP_FIT_ANNOTATION
+from contract.annotations import (
+    MINDIE_LABELS,
+    SCHEDULE_POLICY_ANNOTATION,
+    SP_BLOCK_ANNOTATION,
+    SP_FIT_ANNOTATION,
+)
 from contract.tor_topology import Topology
-from scheduler_core.engine import superpod, tor, tor_share
+from scheduler_core.engine import racks, superpod, tor, tor_share
 from scheduler_core.engine.tor import DISABLED
 from scheduler_core.engine.tor_share import SharedSelection, TorState
 
 NSLB_VERSIONS = ("1.0", "2.0")
+# ``huawei.com/schedule_policy`` values with network rules of their own (Ascend/mind-cluster
+# ``component/ascend-common/api/consts.go`` Chip8Node8Sp, Chip8Node8Ra64Sp).
+ATLAS_850_POLICY = "chip8-node8-sp"
+ATLAS_950_POLICY = "chip8-node8-ra64-sp"
+NETWORK_POLICIES = frozenset({ATLAS_850_POLICY, ATLAS_950_POLICY})
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +53,7 @@ class Network:
     tor_states: Mapping[int, TorState] = field(default_factory=dict)
     multi_job_tors: frozenset[int] = frozenset()  # ToRs under a job that spans several
     sub_healthy: frozenset[str] = frozenset()  # nodes whose chip or switch is sub-healthy
+    racks: Mapping[str, int] = field(default_factory=dict)  # node → RackID (Atlas 950)
 
     def tors_of(self, nodes: Iterable[str]) -> set[int]:
         return {t for n in nodes if (t := self.tor_of(n)) is not None}
@@ -90,6 +103,11 @@ def choose(
     fault job's last run; ``running``: nodes of the job's pods still running (``ask.size``
     then counts only the missing ranks); ``idle``: each candidate's idle NPUs."""
     sp_block = ask.annotations.get(SP_BLOCK_ANNOTATION)
+    policy = ask.annotations.get(SCHEDULE_POLICY_ANNOTATION)
+    if policy == ATLAS_950_POLICY and not running:
+        return _racks(ask, candidates, network, settings)
+    if policy == ATLAS_850_POLICY and sp_block is None:
+        sp_block = str(ask.size * ask.npu)  # ``plugin/job.go`` setSpBlock: the job's NPUs
     if previous:
         if sp_block is not None:
             return _super_pods_after_fault(
@@ -115,9 +133,18 @@ def choose(
     return Choice(nodes, tuple({} for _ in nodes))
 
 
+def _handler(ask: Ask) -> str:
+    if ask.annotations.get(SCHEDULE_POLICY_ANNOTATION) == ATLAS_850_POLICY:
+        return superpod.ATLAS_850
+    return superpod.A3
+
+
 def _super_pod_block(ask: Ask, settings: Settings, sp_block: str) -> tuple[int, int, int]:
     """(nodes per block, super-pod-size, reserve) of a SuperPoD job."""
     size, reserve = superpod.effective_settings(settings.super_pod_size, settings.reserve_nodes)
+    if _handler(ask) == superpod.ATLAS_850:
+        npus = [ask.npu] * ask.size
+        return superpod.block_nodes_850(sp_block, npus=npus, super_pod_size=size), size, reserve
     spec = ask.job.rsplit("/", 1)[-1]
     block = superpod.block_nodes(
         sp_block,
@@ -161,7 +188,8 @@ def _super_pods(
         raise Unplaceable(f"not enough node, npuTaskNum: {ask.size}, nodes: {len(nodes)}")
     free = _by_super_pod(nodes, network)
     try:
-        if all(ask.labels.get(k) for k in MINDIE_LABELS):
+        # MindIE's selection is the A3 handler's only (``ascend910a3/superpod/mindie_job.go``).
+        if _handler(ask) == superpod.A3 and all(ask.labels.get(k) for k in MINDIE_LABELS):
             chosen = superpod.select_mindie(
                 free,
                 ask.size // block,
@@ -179,10 +207,72 @@ def _super_pods(
                 size=size,
                 affinity=affinity,
                 sub_healthy=network.sub_healthy,
+                handler=_handler(ask),
             )
     except superpod.SuperPodUnplaceable as failed:
         raise Unplaceable(str(failed)) from None
     return _from_super_pods(chosen, ask.size, f"super-pod-{affinity}")
+
+
+def check_lone_pod(annotations: Mapping[str, str], npu: int, settings: Settings) -> None:
+    """A job of one pod (no gang) under the Atlas 850 or 950 SuperPoD policy: its checks as
+    upstream's ValidNPUJob runs them for a one-task job; SuperPodInvalid says what fails."""
+    policy = annotations.get(SCHEDULE_POLICY_ANNOTATION)
+    if policy == ATLAS_950_POLICY:
+        racks.rack_job(annotations, [npu], settings.super_pod_size)
+    elif policy == ATLAS_850_POLICY:
+        size, _ = superpod.effective_settings(settings.super_pod_size, settings.reserve_nodes)
+        sp_block = annotations.get(SP_BLOCK_ANNOTATION)
+        superpod.block_nodes_850(sp_block, npus=[npu], super_pod_size=size)
+
+
+def off_network(
+    annotations: Mapping[str, str], nodes: Iterable[str], network: Network
+) -> dict[str, str]:
+    """The nodes an Atlas 850 / 950 SuperPoD pod may not have (node → upstream's refusal):
+    no SuperPoD id (850, 950), no rack (950); ``chip8node8sp/frame.go`` CheckNodeNPUByTask,
+    ``chip8node8ra64sp/node.go`` checkNodeStaticParams."""
+    policy = annotations.get(SCHEDULE_POLICY_ANNOTATION)
+    refused: dict[str, str] = {}
+    for node in nodes:
+        super_pod = network.super_pods.get(node)
+        if policy == ATLAS_950_POLICY and (super_pod is None or node not in network.racks):
+            refused[node] = racks.unplaced(node, super_pod)
+        elif policy == ATLAS_850_POLICY and super_pod is None:
+            refused[node] = f"node {node} is not super-pod node or superPodID is not set"
+    return refused
+
+
+def _racks(ask: Ask, candidates: Sequence[str], network: Network, settings: Settings) -> Choice:
+    """An Atlas 950 SuperPoD job (``racks``): its checks, the candidates' SuperPoDs and
+    racks (a candidate without either is refused as upstream's predicate refuses it), the
+    strategy chain. A fault job restarting whole is placed afresh the same way, as upstream
+    places a job-level restart (``chip8node8ra64sp/reschedule.go`` selectNodesForFaultJob acts
+    only under pod-level rescheduling, which keeps healthy blocks and refills inside the rack:
+    not built). Rank ``r`` gets block ``r // block``'s node ``r % block``; no annotations
+    beyond the chips (the handler keeps the base handler's UseAnnotation)."""
+    job = racks.rack_job(ask.annotations, [ask.npu] * ask.size, settings.super_pod_size)
+    size, _ = superpod.effective_settings(settings.super_pod_size, settings.reserve_nodes)
+    where: dict[str, racks.Where] = {}
+    refused: list[str] = []
+    for node in candidates:
+        super_pod, rack = network.super_pods.get(node), network.racks.get(node)
+        if super_pod is None or rack is None:
+            refused.append(racks.unplaced(node, super_pod))
+        else:
+            where[node] = racks.Where(super_pod, rack)
+    if len(where) < ask.size:
+        why = refused[0] if refused else f"{len(where)} of {ask.size} nodes are free"
+        raise Unplaceable(why)
+    try:
+        chosen = racks.select(
+            job, where, super_pod_size=size, soft=superpod.affinity_of(ask.labels) == superpod.SOFT
+        )
+    except superpod.SuperPodUnplaceable as failed:
+        raise Unplaceable(str(failed)) from None
+    ranks = range(ask.size)
+    nodes = tuple(chosen.node_of_rank(r) for r in ranks)
+    return Choice(nodes, tuple({} for _ in ranks), how="racks")
 
 
 def _from_super_pods(chosen: superpod.SuperPodChoice, size: int, how: str) -> Choice:
@@ -267,6 +357,7 @@ def _super_pods_after_fault(
                 sub_healthy=network.sub_healthy,
                 unready=unready,
                 rescheduling=True,
+                handler=_handler(ask),
             )
         except superpod.SuperPodUnplaceable as failed:
             raise Unplaceable(str(failed)) from None

@@ -29,7 +29,6 @@ GRACE, FORCE = "grace", "force"
 GRACE_OVER_TIME = 900.0
 MAX_RETRIES = 1000
 RETRIES_KEY = "remain-retry-times"
-CHIPS_PER_RANK = 8  # fault rank id = chip + 8 × node rank (8-chip servers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +94,20 @@ def find_faults(
                 continue
             if failed:
                 bad_nodes.append(pod.node)
-                rank_ids += sorted(c + CHIPS_PER_RANK * pod.rank for c in failed)
+                rank_ids += fault_rank_ids(pod, failed)
         if bad_nodes:
             faults.append(FaultJob(job, mode, members, tuple(bad_nodes), tuple(rank_ids)))
     return faults
+
+
+def fault_rank_ids(pod: JobPod, failed: Collection[int]) -> list[int]:
+    """Upstream's FaultRankIds of a pod's failed chips: a chip's place among the pod's own
+    chips (sorted) plus the pod's rank × its chip count, so a 16-chip A3 pod's ranks do not
+    overlap (Ascend/mind-cluster 7934f67c ``component/ascend-for-volcano/internal/
+    rescheduling/reschedule.go`` getJobRankIdsFromTasks, getTaskUsedFaultCards; master's
+    ``rescheduling/task.go`` initFaultRankIndex counts ranks the same way)."""
+    chips = sorted(pod.chips)
+    return sorted(chips.index(c) + len(chips) * pod.rank for c in failed)
 
 
 def deletions(fault: FaultJob, seen: float, now: float, grace_over: float) -> list[Deletion]:

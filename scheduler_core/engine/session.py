@@ -22,16 +22,26 @@ from chip_topology.products import (
     mask_of,
     product_by_name,
 )
+from chip_topology.routing import serves
 from contract.chip_names import InvalidInput, chip_name
-from scheduler_core.engine.handlers import serves
 from scheduler_core.engine.ledger import Holding, SessionLedger
 from scheduler_core.engine.model import Decision, Job, NodeState, Placement, Status, Task
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
 from scheduler_core.engine.validation import JobInvalid, validate_job
 
 TOPOLOGY_REASON = "npu topology not meet job require,network unhealthy card is [ {} ]"
+# MindCluster's base handler and meshes of 4 (``internal/npu/base/frame.go``
+# JudgeNodeAndTaskNPU; ``policy/chip4nodex/frame.go`` CheckNodeNPUByTask).
+BASE_REASON = "NPUResourceShortage: node don't have enough resource, req<{req}>, idle<{idle}>"
+MESH_REASON = (
+    "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology, "
+    "network unhealthy card is [ {} ]"
+)
 # {node} and {card_type} are filled in per node (Status.named).
-LABEL_REASON = "check Node {node} label [accelerator-type] Failed, value is {value}"
+LABEL_REASON = (
+    "check Node {node} label [accelerator-type] Failed, value is {value}: a {have} node, "
+    "the job's handler {want} serves {serves}"
+)
 KIND_REASON = "node {node} has {have} chips, the task asks for {want}"
 KEEP = {"node": "{node}", "card_type": "{card_type}"}  # formatted, these stay for Status.named
 # Upstream's framework wraps an inference handler's refusal in its node's name, two spaces
@@ -53,9 +63,27 @@ class Signature(NamedTuple):
     usable: int
     network_unhealthy: int
     allocatable: int
+    unhealthy: int  # how many chips the node lists unhealthy (the base handler's score)
 
     def mask(self, distributed: bool) -> int:
+        """The usable chips; a distributed job of a network-fault-aware handler leaves the
+        network-unhealthy ones (``distributed`` is then ``Job.distributed and
+        product.network_fault``, see ``_drops``)."""
         return self.usable & ~self.network_unhealthy if distributed else self.usable
+
+
+def _drops(product: Product, distributed: bool) -> bool:
+    """Whether a job leaves a node's network-unhealthy chips (MindCluster ``base/node.go``
+    GetUsableTopFromNode: distributed jobs on handlers ``WithNetworkFault``)."""
+    return distributed and product.network_fault
+
+
+def _healthy(product: Product, signature: Signature) -> int:
+    """The count the score calls allocatable: the kubelet's for the ring handlers; max −
+    unhealthy for the base handler (``base/frame.go`` ScoreBestNPUNodes healthyCardsNum)."""
+    if product.rule is Rule.BASE:
+        return max(product.capacity - signature.unhealthy, 0)
+    return signature.allocatable
 
 
 def check_node_chips(node: NodeState) -> None:
@@ -92,25 +120,42 @@ def filter_node(
         if job_product.family is Family.INFERENCE:
             duo = FRAMEWORK_PREFIX + DUO_LABEL_REASON
             return Status.unschedulable(duo, per_node=True, unresolvable=True)
-        label = LABEL_REASON.format(value=node_product.accelerator_type, **KEEP)
+        served = sorted({job_product.name, *job_product.serves_nodes})
+        label = LABEL_REASON.format(
+            value=node_product.accelerator_type,
+            have=node_product.name,
+            want=job_product.name,
+            serves=" or ".join(served) + " nodes",
+            **KEEP,
+        )
         return Status.unschedulable(label, per_node=True, unresolvable=True)
     signature = _signature(node, usable)
+    drops = _drops(job_product, distributed)
     if job_product.family is Family.INFERENCE:
-        if fits(job_product, signature.mask(distributed), req, distributed):
+        if fits(job_product, signature.mask(drops), req, distributed):
             return Status.success()
         reason = INFERENCE_REASONS.get(job_product.rule, INFERENCE_REASONS[None])
         top = "[" + " ".join(str(c) for c in usable) + "]"  # Go's %v of a slice
         refusal = reason.format(req=req, top=top, idle=len(usable), **KEEP)
         return Status.unschedulable(refusal, per_node=True)
-    if not fits(job_product, signature.mask(distributed), req, distributed):
-        listed = ",".join(chip_name(c) for c in sorted(node.network_unhealthy))
-        return Status.unschedulable(TOPOLOGY_REASON.format(listed))
-    return Status.success()
+    mask = signature.mask(drops)
+    if fits(job_product, mask, req, distributed):
+        return Status.success()
+    if job_product.rule is Rule.BASE:
+        return Status.unschedulable(BASE_REASON.format(req=req, idle=mask.bit_count()))
+    listed = ",".join(chip_name(c, job_product.kind) for c in sorted(node.network_unhealthy))
+    if job_product.rule is Rule.MESH:
+        return Status.unschedulable(MESH_REASON.format(listed))
+    return Status.unschedulable(TOPOLOGY_REASON.format(listed))
 
 
 def _signature(node: NodeState, usable: Iterable[int]) -> Signature:
     return Signature(
-        node.product, mask_of(tuple(usable)), mask_of(node.network_unhealthy), node.allocatable
+        node.product,
+        mask_of(tuple(usable)),
+        mask_of(node.network_unhealthy),
+        node.allocatable,
+        len(node.unhealthy),
     )
 
 
@@ -193,11 +238,13 @@ class Session:
 
     def _leaves_room(self, name: str, job: Job, req: int, kept: str, keep: int) -> bool:
         usable = self._usable[name]
-        if job.distributed:
+        product = product_by_name(job.product)
+        if _drops(product, job.distributed):
             usable = tuple(c for c in usable if c not in self._nodes[name].network_unhealthy)
-        chips = self.policy.select(product_by_name(job.product), usable, req, job.distributed)
-        left = self._signature[name].mask(True) & ~mask_of(chips)
-        return fits(product_by_name(kept), left, keep, True)
+        chips = self.policy.select(product, usable, req, job.distributed)
+        held = product_by_name(kept)
+        left = self._signature[name].mask(_drops(held, True)) & ~mask_of(chips)
+        return fits(held, left, keep, True)
 
     def usable(self, name: str) -> tuple[int, ...]:
         """Chips of a node that may be offered now, in DeviceInfo order."""
@@ -314,7 +361,7 @@ class Session:
                     job.key, False, reason=refusal or "", scores=scores, rejected=rejected
                 )
             usable = self._usable[node]
-            if distributed:
+            if _drops(product, distributed):
                 usable = tuple(c for c in usable if c not in self._nodes[node].network_unhealthy)
             chips = self.policy.select(product, usable, task.npu, distributed)
             if len(chips) != task.npu:
@@ -363,9 +410,10 @@ class Session:
         except KeyError:
             pass
         job_product = product_by_name(product)
-        mask = signature.mask(distributed)
+        mask = signature.mask(_drops(job_product, distributed))
+        healthy = _healthy(job_product, signature)
         score = (
-            self.policy.score(job_product, mask, signature.allocatable, req, distributed)
+            self.policy.score(job_product, mask, healthy, req, distributed)
             if fits(job_product, mask, req, distributed)
             else None
         )

@@ -42,6 +42,8 @@ from contract.annotations import (
 HARD, SOFT = "hard", "soft"
 DEFAULT_SIZE, DEFAULT_RESERVE = 48, 2
 IDLEST = "idlest"  # sp-fit value
+A3, ATLAS_850 = "a3", "850"  # whose selection: the A3 handler's or chip8node8sp's
+A5_NODE_NPU = 8  # chip8node8sp ``nodeNPUNumber``
 
 
 class SuperPodInvalid(ValueError):
@@ -102,21 +104,38 @@ def block_nodes(
     super_pod_size: int,
     spec: str = "worker",
 ) -> int:
-    """Nodes per block from the job's ``sp-block`` annotation, validated with upstream's
-    messages (``checkSpBlock``, ``checkJobReqNpuNum``)."""
+    """Nodes per block from the job's ``sp-block`` annotation (NPUs), validated in upstream's
+    order and words: ``checkSpBlock`` (the block against the node's chips: 16 on an A3 x16
+    SuperPoD, 8 on x8), then ``checkRequireNPU`` / ``CheckTaskNPU`` (MindCluster
+    ``ascend910a3/superpod/frame.go``). ``chips_per_node`` is the node's real chip count."""
     required = tasks * npu_per_task
     npus = int(sp_block) if sp_block.isascii() and sp_block.isdigit() else 0
     if npus <= 0:
         raise SuperPodInvalid(f"sp-block({sp_block}) is invalid")
+    not_multiple = f"sp-block({npus}) is not mutiple of node npu ({chips_per_node})"
+    if npus < chips_per_node:
+        # A block smaller than a node is only a one-block job on part of one node.
+        if npus != required:
+            raise SuperPodInvalid(not_multiple)
+        block = 1
+    elif npus % chips_per_node:
+        raise SuperPodInvalid(not_multiple)
+    else:
+        block = npus // chips_per_node
+    if block > super_pod_size:
+        raise SuperPodInvalid(
+            f"sp-block({npus}/{chips_per_node}={block}) is bigger than size of "
+            f"super-pod({super_pod_size})"
+        )
     if tasks == 1:
+        if not (required == 1 or (required % 2 == 0 and required <= chips_per_node)):
+            raise SuperPodInvalid(
+                f"standalone super-pod job require npu [1, 2*n], instead of {required}"
+            )
         if npus != required:
             raise SuperPodInvalid(
                 f"the sp-block<{npus}> in annotations of standalone super-pod job should "
                 f"equal to required npu num<{required}>"
-            )
-        if not (required == 1 or (required % 2 == 0 and required <= chips_per_node)):
-            raise SuperPodInvalid(
-                f"standalone super-pod job require npu [1, 2*n], instead of {required}"
             )
         return 1
     if required % npus:
@@ -128,14 +147,50 @@ def block_nodes(
             f"expected: distributed super-pod job require npu({required}) should be equal to "
             f"node npu({chips_per_node}), actual: task<{spec}> req npu: {npu_per_task}, "
         )
-    if npus % chips_per_node:
-        raise SuperPodInvalid(f"sp-block({npus}) is not mutiple of node npu ({chips_per_node})")
-    block = npus // chips_per_node
+    return block
+
+
+def block_nodes_850(sp_block: str | None, *, npus: Sequence[int], super_pod_size: int) -> int:
+    """Nodes per block of an Atlas 850 SuperPoD job (``chip8-node8-sp``; ``npus``: each NPU
+    task's request), in the order and words of MindCluster ``policy/chip8node8sp/frame.go``
+    ValidNPUJob: checkSpBlock, checkRequireNPU, checkReqNPUEqualNodeNPU. Unlike the A3's, a
+    block below a node is one node whatever the request, a one-task job may ask any 1..8,
+    and a distributed task must ask exactly 8. Without ``sp-block`` the block is the job's
+    NPUs (``plugin/job.go`` setSpBlock); a value that is not a number reads as 0."""
+    required = sum(npus)
+    if sp_block is None:
+        block_npu = required
+    else:
+        block_npu = int(sp_block) if sp_block.isascii() and sp_block.isdigit() else 0
+    if block_npu <= 0:
+        raise SuperPodInvalid(f"sp-block({block_npu}) is invalid")
+    if block_npu < A5_NODE_NPU:
+        block = 1
+    elif block_npu % A5_NODE_NPU:
+        raise SuperPodInvalid(f"sp-block({block_npu}) is not mutiple of node npu ({A5_NODE_NPU})")
+    else:
+        block = block_npu // A5_NODE_NPU
     if block > super_pod_size:
         raise SuperPodInvalid(
-            f"sp-block({npus}/{chips_per_node}={block}) is bigger than size of "
-            f"super-pod({super_pod_size})"
+            f"sp-block({block_npu}/8={block}) is bigger than size of super-pod({super_pod_size})"
         )
+    if len(npus) == 1:
+        if required > A5_NODE_NPU:
+            raise SuperPodInvalid(
+                f"single super-pod job require npu [1, 2*n], instead of {required}"
+            )
+        if required != block_npu:
+            raise SuperPodInvalid(
+                "single super-pod job sp-block annotation should equal require npu num"
+            )
+        return block
+    if required % block_npu:
+        raise SuperPodInvalid(
+            f"distributed super-pod job require npu({required}) should be multiple of sp-block"
+        )
+    for npu in npus:
+        if npu != A5_NODE_NPU:
+            raise SuperPodInvalid(f"distributed super-pod job require npu 8*n, instead of {npu}")
     return block
 
 
@@ -195,10 +250,14 @@ def select(
     sub_healthy: Collection[str] = frozenset(),
     unready: Sequence[int] | None = None,
     rescheduling: bool = False,
+    handler: str = A3,
 ) -> SuperPodChoice:
     """Blocks for a job of ``tasks`` pods (one a node) among each SuperPoD's free candidate
     nodes, or SuperPodUnplaceable with upstream's message. ``unready``: the virtual ids still
-    to place (all of ``0 … need−1`` unless a fault restart kept some)."""
+    to place (all of ``0 … need−1`` unless a fault restart kept some). ``handler``: the A3's
+    or the Atlas 850's (``policy/chip8node8sp/frame.go``: the same grid and passes, but a
+    SuperPoD with more free nodes than ``super-pod-size`` fails the job (classifySuperPod)
+    and a shortage is worded ``required vitural-super-pod``)."""
     need = tasks // block
     wanted = list(range(need)) if unready is None else sorted(unready)
     hard = affinity != SOFT
@@ -208,15 +267,14 @@ def select(
         nodes = len(free[sp])
         if hard and nodes < block:
             continue
+        if handler == ATLAS_850 and nodes > size:
+            raise SuperPodUnplaceable("super-pod-size is smaller than superPod's node size")
         count += nodes // block
         ex = nodes - reserve
         column, row = divmod(ex, block) if ex >= 0 else (0, nodes % block)
         grid.setdefault((row, column), []).append(sp)
     if count < len(wanted) and (hard or rescheduling):
-        raise SuperPodUnplaceable(
-            f"select super pod failed, required {len(wanted)}, total {count}, "
-            f"node top: {_node_top(free)}"
-        )
+        raise SuperPodUnplaceable(_shortage(handler, len(wanted), count, free))
     pool = _Pool(free, sub_healthy, wanted)
     columns = max((c for _, c in grid), default=0)
     columns = max(columns, size // block)
@@ -250,11 +308,14 @@ def select(
                     pool.take(sp, min(block, pool.free(sp), tasks - taken))
     taken = sum(len(b.nodes) for b in pool.blocks)
     if taken < tasks:
-        raise SuperPodUnplaceable(
-            f"select super pod failed, required {len(wanted)}, total {count}, "
-            f"node top: {_node_top(free)}"
-        )
+        raise SuperPodUnplaceable(_shortage(handler, len(wanted), count, free))
     return SuperPodChoice(tuple(sorted(pool.blocks, key=lambda b: b.vid)))
+
+
+def _shortage(handler: str, wanted: int, count: int, free: Mapping[int, Sequence[str]]) -> str:
+    if handler == ATLAS_850:
+        return f"select super pod failed, required vitural-super-pod {wanted}, total {count}"
+    return f"select super pod failed, required {wanted}, total {count}, node top: {_node_top(free)}"
 
 
 def _largest_first(cell: Sequence[int], pool: _Pool) -> list[int]:

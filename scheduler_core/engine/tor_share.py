@@ -279,13 +279,6 @@ def reschedule(
     lists = _Lists(topology, candidates, states)
     mine = [t for t in lists.tors if t.id in used]
     pods_on = {t: sum(1 for ip in live if tor_of.get(ip) == t) for t in used}
-    marks: dict[int, tuple[int, bool]] = {}
-
-    def own(tor: _Tor) -> None:
-        if tor.kind == IDLE:
-            roomy = tor.free > pods_on.get(tor.id, 0) + 1 and add > 0
-            marks[tor.id] = (SHARED, True) if roomy else (EXCLUSIVE, True)
-
     entries: list[Entry] = []
     left = missing
     for tor in mine:
@@ -294,9 +287,9 @@ def reschedule(
         if tor.free:
             given = min(tor.free, left)
             entries.append(Entry(tor.id, tuple(tor.servers[:given]), tor.kind == SHARED))
-            own(tor)
             left -= given
-    if left == 0:
+    if sum(t.free for t in mine) >= missing:
+        marks = _used_tor_marks(mine, pods_on, add)
         return SharedSelection(tuple(entries), marks, "own-tors", frozenset(used))
     if job_size < topology.tor_count:
         raise TorShareFailed("not enough tor for fill job restart")
@@ -307,6 +300,7 @@ def reschedule(
     )
     if sum(t.free for t in free) + max_shared(shared, add) < left:
         raise TorShareFailed("not enough tor for job restart")
+    marks = _used_tor_marks(mine, pods_on, 0)  # upstream passes noneSharedTor here
     partial = None
     for tor in free:
         if left == 0 or tor.free == 0:
@@ -326,6 +320,26 @@ def reschedule(
         entries.append(Entry(partial.id, tuple(partial.servers[:left]), add > 0))
         marks[partial.id] = (SHARED, True) if add > 0 else (EXCLUSIVE, True)
     return SharedSelection(tuple(entries), marks, "restart", frozenset(used))
+
+
+def _used_tor_marks(
+    used: Sequence[_Tor], pods_on: Mapping[int, int], add: int
+) -> dict[int, tuple[int, bool]]:
+    """Upstream's ``setUsedTorAttr`` (Ascend/mind-cluster component/ascend-for-volcano
+    internal/nslb/util.go): every free ToR the job's running pods use, whether it gives a
+    server now or not, becomes shared while shared ToRs may be added (``add``, one fewer for
+    each) and its free servers exceed the job's pods on it by more than one, else exclusive.
+    Upstream walks a Go map; here the ConfigMap order decides which ToR is shared first."""
+    marks: dict[int, tuple[int, bool]] = {}
+    for tor in used:
+        if tor.kind != IDLE:
+            continue
+        if tor.free > pods_on.get(tor.id, 0) + 1 and add != 0:
+            marks[tor.id] = (SHARED, True)
+            add -= 1
+        else:
+            marks[tor.id] = (EXCLUSIVE, True)
+    return marks
 
 
 def apply(

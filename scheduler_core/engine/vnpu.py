@@ -1,6 +1,11 @@
-"""Dynamic vNPU on 310P (``huawei.com/npu-core``): template resolution, the node model, the
-predicate, the score and the chip choice of Volcano's ``internal/vnpu`` and
-``ascend310p/vnpu.go`` (``vnpu-and-inference.md`` §5.2–5.6). Pure: values in, values out.
+"""Dynamic vNPU (``huawei.com/npu-core``) on 310P, 910B and A3: template resolution, the node
+model, the predicate, the score and the chip choice of Volcano's ``internal/vnpu``,
+``ascend310p/vnpu.go`` (``vnpu-and-inference.md`` §5.2–5.6) and MindCluster's
+``ascend910/vnpu/job.go``. Pure: values in, values out.
+
+A node's *chip type* picks its templates and rules: ``Ascend310P``, or a 910B chip name
+(``910B3``) or an A3 ``servertype`` (``Ascend910A3-20``), as Ascend/mind-cluster
+component/ascend-for-volcano ``internal/npu/vnpu/frame.go`` ``GetTaskResource`` keys them.
 
 A node's chips each have AI cores and AI CPUs; a vNPU takes a template's share of one chip,
 a whole-chip task takes whole chips. Where upstream draws among equal chips from a Go map,
@@ -19,11 +24,40 @@ from contract.vnpu import (
     DVPP_NULL,
     DVPP_YES,
     TEMPLATES_310P,
+    TEMPLATES_910,
     CoreChoice,
+    Template,
 )
 
-# AI CPUs per chip by chip kind and AI cores per chip (``vnode.go``).
-AI_CPUS = {("Ascend310P", 8): 7}
+CHIP_310P = "Ascend310P"
+# AI CPUs per chip by chip type and AI cores per chip (Ascend/mind-cluster
+# component/ascend-for-volcano plugin/vnode.go ``initTemplate``).
+AI_CPUS = {
+    (CHIP_310P, 8): 7,
+    (CHIP_310P, 10): 7,
+    ("910B1", 25): 6,
+    ("910B2C", 24): 6,
+    ("910B2", 24): 6,
+    ("910B3", 20): 6,
+    ("910B4", 20): 6,
+    ("910B4-1", 20): 6,
+    ("Ascend910A3-20", 20): 6,
+    ("Ascend910A3-24", 24): 6,
+}
+# The AI-core requests a 910B / A3 chip type takes: two vNPU sizes or whole chips of its
+# cores (``ascend910/vnpu/job.go`` ``checkDyJobRequireMap``).
+REQUESTS_910 = {
+    "910B1": (6, 12, 25),
+    "910B2C": (6, 12, 24),
+    "910B2": (6, 12, 24),
+    "910B3": (5, 10, 20),
+    "910B4": (5, 10, 20),
+    "910B4-1": (5, 10, 20),
+    "Ascend910A3-20": (5, 10, 20),
+    "Ascend910A3-24": (6, 12, 24),
+}
+# B4 with 10 AI cores is the one 910 request that may name a CPU level and a DVPP.
+B4, B4_DVPP_CORES = "910B4", 10
 NOT_ENOUGH = "dynamic vnpu task<{task}> CheckNodeNPUByDyTask node <{node}> resource not enough"
 IN_FLIGHT = "{task} is using {node}, and not rewrite"
 BIG_VGROUPS, MANY_VGROUPS = 3, 4  # a segmented 310P chip: no ≥ 4 cores at 3, no ≥ 2 at 4
@@ -50,6 +84,27 @@ def validate_cores(task: str, cores: int, labels: Mapping[str, str]) -> None:
         raise VnpuInvalid(f"{task} req {cores} ai-core, but dvpp label is:{dvpp}")
 
 
+def validate_910(task: str, cores: int, labels: Mapping[str, str], chip_type: str) -> None:
+    """``ascend910/vnpu/job.go`` ``ValidDyVNPUJob`` for a node of ``chip_type``: the request
+    size its chip type takes, then a low CPU level and no DVPP label (B4 with 10 cores
+    excepted). The labels are read raw, as upstream does: ``vnpu-level: middle`` is refused."""
+    small, large, whole = REQUESTS_910.get(chip_type, (0, 0, 0))
+    if not whole or (cores not in (small, large) and (cores <= 0 or cores % whole)):
+        raise VnpuInvalid(f"{task} req err {cores}")
+    if chip_type == B4 and cores == B4_DVPP_CORES:
+        return
+    level = labels.get(VNPU_LEVEL_LABEL, "low")
+    if level != "low":
+        raise VnpuInvalid(
+            f"{task} req {cores} ai-core and npu is {chip_type}, but cpu level is:{level}"
+        )
+    dvpp = labels.get(VNPU_DVPP_LABEL, DVPP_NULL)
+    if dvpp != DVPP_NULL:
+        raise VnpuInvalid(
+            f"{task} req {cores} ai-core and npu is {chip_type}, but dvpp label is:{dvpp}"
+        )
+
+
 def validate_static(task: str, resource: str, count: int) -> None:
     """A pre-created vNPU type (``huawei.com/Ascend310P-2c``): one per pod, as upstream's
     static handler and the agent's Allocate both insist."""
@@ -58,7 +113,13 @@ def validate_static(task: str, resource: str, count: int) -> None:
 
 
 def task_resource(
-    cores: int, labels: Mapping[str, str], cores_per_chip: int, cpus_per_chip: int
+    cores: int,
+    labels: Mapping[str, str],
+    cores_per_chip: int,
+    cpus_per_chip: int,
+    *,
+    chip_type: str = CHIP_310P,
+    task: str = "",
 ) -> Resource:
     """The resource a task of ``cores`` AI cores asks for (``GetTaskResource``)."""
     if cores % cores_per_chip == 0:
@@ -67,6 +128,12 @@ def task_resource(
     dvpp = labels.get(VNPU_DVPP_LABEL, DVPP_NULL)
     if dvpp not in (DVPP_YES, DVPP_NO, DVPP_NULL):
         raise VnpuInvalid(f"err dvpp value:{dvpp}")
+    if chip_type != CHIP_310P:
+        name = template_910(cores, dvpp, chip_type)
+        if name is None:
+            raise VnpuInvalid(f"task<{task}> get virTemplate is null")
+        t = TEMPLATES_910[chip_type][name]
+        return Resource(t.cores, t.cpus, t.dvpp)
     if cores == 1:
         return _of("vir01")
     if cores == 2:
@@ -80,13 +147,28 @@ def task_resource(
     return Resource(0, 0)  # VOL-v5: no template, a zero resource that fits nowhere useful
 
 
+def template_910(cores: int, dvpp: str, chip_type: str) -> str | None:
+    """The template of a 910B / A3 vNPU of ``cores`` AI cores (``frame.go``
+    ``getResTemplateFromTaskSettingAndChipType`` / ``…ForA3``): the chip type's template of
+    that size, on B4 with 10 cores the one its DVPP label names."""
+    if chip_type == B4 and cores == B4_DVPP_CORES:
+        return {DVPP_YES: "vir10_4c_16g_m", DVPP_NO: "vir10_3c_16g_nm"}.get(dvpp, "vir10_3c_16g")
+    sized = [t.name for t in TEMPLATES_910.get(chip_type, {}).values() if t.cores == cores]
+    return sized[0] if sized else None
+
+
+def templates(chip_type: str) -> Mapping[str, Template]:
+    """A chip type's templates (empty for one upstream does not know)."""
+    return TEMPLATES_310P if chip_type == CHIP_310P else TEMPLATES_910.get(chip_type, {})
+
+
 def _of(template: str) -> Resource:
     t = TEMPLATES_310P[template]
     return Resource(t.cores, t.cpus, t.dvpp)
 
 
-def template_of(resource: Resource) -> str | None:
-    for t in TEMPLATES_310P.values():
+def template_of(resource: Resource, chip_type: str = CHIP_310P) -> str | None:
+    for t in templates(chip_type).values():
         if (t.cores, t.cpus, t.dvpp) == (resource.cores, resource.cpus, resource.dvpp):
             return t.name
     return None
@@ -135,19 +217,24 @@ class VNode:
     idle: int  # Volcano's Idle[npu-core]: capacity minus what its pods request
     in_flight: frozenset[str] = frozenset()  # templates given and not yet created
     pods: frozenset[str] = frozenset()  # the pods replayed
+    chip_type: str = CHIP_310P  # what picks its templates: Ascend310P, 910B3, Ascend910A3-20
+
+    @property
+    def is_310p(self) -> bool:
+        return self.chip_type == CHIP_310P
 
 
-def cpus_per_chip(kind: str, cores_per_chip: int) -> int:
-    cpus = AI_CPUS.get((kind, cores_per_chip))
+def cpus_per_chip(chip_type: str, cores_per_chip: int) -> int:
+    cpus = AI_CPUS.get((chip_type, cores_per_chip))
     if cpus is None:
-        raise VnpuInvalid(f"no AI CPU count known for {kind} with {cores_per_chip} AI cores")
+        raise VnpuInvalid(f"no AI CPU count known for {chip_type} with {cores_per_chip} AI cores")
     return cpus
 
 
 def node_model(
     name: str,
     *,
-    kind: str,
+    chip_type: str,
     cores_per_chip: int,
     capacity: int,
     free: Iterable[int],
@@ -157,7 +244,7 @@ def node_model(
 ) -> VNode:
     """``setNodeVNPUInfo``: every free chip fully free, then every pod replayed onto its
     chip (a chip only pods name joins the model; unhealthy ones are left out)."""
-    per_chip_cpus = cpus_per_chip(kind, cores_per_chip)
+    per_chip_cpus = cpus_per_chip(chip_type, cores_per_chip)
     if capacity <= 0 or capacity % cores_per_chip:
         raise VnpuInvalid(f"{name}: npu-core {capacity} is not whole chips of {cores_per_chip}")
     sick = frozenset(unhealthy)
@@ -167,6 +254,7 @@ def node_model(
         per_chip_cpus,
         tuple(VChip(c, cores_per_chip, per_chip_cpus) for c in sorted(set(free) - sick)),
         max(capacity - requested, 0),
+        chip_type=chip_type,
     )
     return _replay(base, pods, sick)
 
@@ -182,7 +270,7 @@ def _replay(node: VNode, pods: Sequence[VPod], sick: frozenset[int] = frozenset(
                 if c not in sick:
                     chips[c] = VChip(c, 0, 0, DVPP_NO, stable=pod.created)
             continue
-        t = TEMPLATES_310P.get(choice.template)
+        t = templates(node.chip_type).get(choice.template)
         if t is None or choice.chips[0] in sick:
             continue
         chip = chips.get(choice.chips[0]) or VChip(
@@ -215,13 +303,15 @@ def _dvpp_after(free: str, pod: str) -> str:
     return free
 
 
-def _chip_fits(chip: VChip, want: Resource) -> bool:
+def _chip_fits(chip: VChip, want: Resource, is_310p: bool = True) -> bool:
     if not chip.stable or chip.cores < want.cores or chip.cpus < want.cpus:
         return False
     if want.dvpp == DVPP_YES and chip.dvpp != DVPP_YES:
         return False
     if want.dvpp == DVPP_NULL and chip.dvpp == DVPP_NO:
         return False
+    if not is_310p:  # vGroups limit 310P chips only (vnode.go ``isChipVGroupValid``)
+        return True
     groups = len(chip.vgroups) if chip.segmented else 0
     too_many = groups >= MANY_VGROUPS and want.cores >= 2
     return not (too_many or (groups >= BIG_VGROUPS and want.cores >= 4))
@@ -238,7 +328,7 @@ def _meets(node: VNode, want: Resource) -> bool:
         return False
     if want.cores % node.cores_per_chip == 0:
         return len(_whole(node)) >= want.cores // node.cores_per_chip
-    return any(_chip_fits(c, want) for c in node.chips)
+    return any(_chip_fits(c, want, node.is_310p) for c in node.chips)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,13 +339,14 @@ class Verdict:
     resource: Resource | None
     downgraded: bool = False
     reason: str = ""
+    final: bool = False  # the node can never take the task (its chips' rules refuse it)
 
 
 def check(node: VNode, task: str, want: Resource) -> Verdict:
     """``CheckNodeNPUByDyTask``: the in-flight rule, then the resources, downgrading a
     ``high`` request once."""
     if node.in_flight:
-        template = template_of(want)
+        template = template_of(want, node.chip_type)
         if template is None:
             return Verdict(
                 None,
@@ -266,7 +357,7 @@ def check(node: VNode, task: str, want: Resource) -> Verdict:
             return Verdict(None, reason=IN_FLIGHT.format(task=task, node=node.name))
     if _meets(node, want):
         return Verdict(want)
-    lower = downgrade(want)
+    lower = downgrade(want) if node.is_310p else None  # 310P only, as CheckNodeNPUByDyTask
     if lower is not None and _meets(node, lower):
         return Verdict(lower, downgraded=True)
     return Verdict(None, reason=NOT_ENOUGH.format(task=task, node=node.name))
@@ -301,11 +392,11 @@ def choose(node: VNode, want: Resource) -> CoreChoice | None:
         if len(whole) * node.cores_per_chip != want.cores:
             return None
         return CoreChoice(tuple(c.id for c in whole))
-    template = template_of(want)
+    template = template_of(want, node.chip_type)
     if template is None:
         return None
     for chip in sorted(node.chips, key=lambda c: (c.cores, c.cpus, c.id)):
-        if _chip_fits(chip, want):
+        if _chip_fits(chip, want, node.is_310p):
             return CoreChoice((chip.id,), template)
     return None
 

@@ -23,7 +23,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from chip_topology.products import Family
+from chip_topology.products import Family, Rule
+from chip_topology.routing import product_of_node
 from contract import deviceinfo
 from contract.annotations import (
     ACCELERATOR_TYPE_LABEL,
@@ -35,7 +36,6 @@ from contract.annotations import (
     SUPER_POD_ID_LABEL,
 )
 from contract.chip_names import (
-    ASCEND310P,
     KIND_OF_RESOURCE,
     ChipKind,
     InvalidInput,
@@ -45,8 +45,7 @@ from contract.chip_names import (
 )
 from contract.deviceinfo import MAX_AGE
 from contract.objects import PLACED_RESOURCES, Obj, node_address
-from contract.vnpu import NPU_CORE_RESOURCE
-from scheduler_core.engine.handlers import product_of_node
+from contract.vnpu import CHIP_NAME_LABEL, NPU_CORE_RESOURCE, VNPU_KINDS
 from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.vnpu import VNode, VPod
 from scheduler_core.service.vnpu_nodes import vnode_of
@@ -78,6 +77,7 @@ NODE_LABELS = (
     NODED_ENABLE_LABEL,
     SERVER_TYPE_LABEL,
     INFER_CARD_TYPE_LABEL,
+    CHIP_NAME_LABEL,
 )
 
 
@@ -92,9 +92,9 @@ def npu_resource(node: Obj) -> str | None:
     return next((r for r in PLACED_RESOURCES if _quantity(node, "capacity", r) > 0), None)
 
 
-def kind_of(resource: str) -> ChipKind:
-    """The chips a resource's DeviceInfo lists (npu-core: 310P's)."""
-    return ASCEND310P if resource == NPU_CORE_RESOURCE else KIND_OF_RESOURCE[resource]
+def kinds_of(resource: str) -> tuple[ChipKind, ...]:
+    """The chips a resource's DeviceInfo may list (npu-core: 310P's, or 910B / A3's)."""
+    return VNPU_KINDS if resource == NPU_CORE_RESOURCE else (KIND_OF_RESOURCE[resource],)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +113,7 @@ class NodeView:
     valid_from: float = float("-inf")
     valid_until: float = float("inf")
     vnode: VNode | None = None  # a dynamic-vNPU node's model (state None, reason "")
+    rack: int | None = None  # its DeviceInfo's RackID (Atlas 950 SuperPoD), when set
 
 
 def trim_node(node: Obj) -> Obj:
@@ -220,7 +221,7 @@ def node_view(
     if beat is not None:
         until = min(until, beat)
     state: NodeState | VNode | str
-    if info.kind is not kind_of(resource):
+    if info.kind not in kinds_of(resource):
         state = f"{name}: its DeviceInfo lists {info.kind.name} chips, the node offers {resource}"
     elif resource == NPU_CORE_RESOURCE:
         capacity = _quantity(node, "capacity", resource)
@@ -257,6 +258,7 @@ def node_view(
         info.sub_healthy,
         since,
         until,
+        rack=info.rack,
     )
 
 
@@ -294,9 +296,10 @@ def _node_state(
         return f"{name}: {bad}"
     allocatable = _quantity(node, "allocatable", resource)
     if self_maintain:
-        # A 910 server has its product's chips; an inference node as many as it reports.
+        # A 910 server has its product's chips; an inference node or a base-handler one (a
+        # card server holds 1..8 chips, MindCluster base/frame.go) as many as it reports.
         chips = product.capacity
-        if product.family is Family.INFERENCE:
+        if product.family is Family.INFERENCE or product.rule is Rule.BASE:
             chips = min(_quantity(node, "capacity", resource), product.capacity)
         separated = _separated(data, kind)
         free = set(range(chips)) - held - set(info.unhealthy) - separated

@@ -65,6 +65,7 @@ class ExtenderState:
         self._failed: dict[str, frozenset[int]] = {}
         self.addresses: dict[str, str] = {}
         self._super_pods: dict[str, int] = {}
+        self._racks: dict[str, int] = {}  # node → RackID (Atlas 950 SuperPoD)
         self._sub_healthy: set[str] = set()
         self._topology: Topology | None = None
         self.network_stale = True  # the ToR state is built again before it is next read
@@ -137,6 +138,7 @@ class ExtenderState:
         where = (
             self.addresses.pop(name, None),
             self._super_pods.pop(name, None),
+            self._racks.pop(name, None),
             name in self._sub_healthy,
         )
         self._sub_healthy.discard(name)
@@ -166,6 +168,8 @@ class ExtenderState:
                     self.addresses[name] = view.address
                 if view.super_pod is not None:
                     self._super_pods[name] = view.super_pod
+                if view.rack is not None:
+                    self._racks[name] = view.rack
                 if view.sub_healthy:
                     self._sub_healthy.add(name)
         after = (self._failed.get(name), name in self._down, name in self.left_out)
@@ -173,6 +177,7 @@ class ExtenderState:
         self.network_stale |= where != (
             self.addresses.get(name),
             self._super_pods.get(name),
+            self._racks.get(name),
             name in self._sub_healthy,
         )
 
@@ -237,6 +242,7 @@ class ExtenderState:
                 self.pods,
                 self.gangs.reservations,
                 sub_healthy=frozenset(self._sub_healthy),
+                racks=self._racks,
             )
             self.network_stale = False
         return self.tors.network

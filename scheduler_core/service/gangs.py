@@ -13,6 +13,14 @@ tenant hold chips by writing an annotation); a namespace's holds together stay w
 passed, or the gang went, before it was reserved) holds nothing for a backoff that doubles
 with each such end, reset when one of its gangs is placed whole.
 
+A gang is its group's NPU pods: a pod asking no NPU (MindSpore's Scheduler, a verl master)
+is placed by the caller without this scheduler, and only counts among the group's pods a
+restart deletes. Its members take the ranks their controller gave them (``hccl/rankIndex``):
+a Volcano Job whose master asks no NPU numbers its workers from ``replicas(master)`` on
+(volcano-sh/volcano ``pkg/controllers/job/plugins/distributed-framework/hcclrank``), the
+Ascend Operator gives MindSpore's Scheduler-0 and Worker-0 both 0 (Ascend/mind-cluster
+``component/ascend-operator/pkg/controllers/v1/annotation.go`` ``setHcclRankIndex``).
+
 A gang partly running (a reservation that expired half bound, a leader that took over
 without the reservation its first ranks came from) waits for the rest of its nodes where
 the network lets the rest go (its SuperPoDs, its ToRs for a large model): there its nodes
@@ -67,6 +75,8 @@ class GangPods:
     ranks: dict[str, dict[int, str]] = field(default_factory=dict)  # gang → bound rank → node
     bound: dict[str, list[BoundMember]] = field(default_factory=dict)  # gang → bound pods
     members: dict[str, list[PodView]] = field(default_factory=dict)  # gang → live pods
+    # gang → the ranks its live NPU pods carry, when each carries one of its own
+    given: dict[str, list[int]] = field(default_factory=dict)
 
     def set_gang(
         self,
@@ -79,14 +89,23 @@ class GangPods:
         """A group's live pods now (in a stable order: a pod without a rank takes its place
         in it as its rank); ``labels_of``: a pod's labels with its job's settings; ``many``:
         the group is a job of several pods (a gang), not one pod's."""
-        for table in (self.pending, self.running, self.ranks, self.bound, self.members):
+        for table in (
+            self.pending,
+            self.running,
+            self.ranks,
+            self.bound,
+            self.members,
+            self.given,
+        ):
             table.pop(key, None)
+        given: list[int | None] = []
         for pod in pods:
             if not pod.live:
                 continue
             self.members.setdefault(key, []).append(pod)
-            if not many:
+            if not many or not pod.npu_limit:
                 continue
+            given.append(pod.rank)
             if not pod.node:
                 self.pending.setdefault(key, []).append(pod.name)
                 continue
@@ -99,6 +118,14 @@ class GangPods:
                 members.append(member)
             large = labels.get(TOR_AFFINITY_LABEL) == tor.LARGE_MODEL
             self.bound.setdefault(key, []).append(BoundMember(pod.node, pod.annotations, large))
+        if given and None not in given and len(set(given)) == len(given):
+            self.given[key] = sorted(r for r in given if r is not None)
+
+    def slots(self, gang: str, size: int) -> list[int]:
+        """The ranks of a gang of ``size`` NPU pods: those its pods carry, when each of as many
+        carries its own; else 0 … size − 1 (a pod without one takes any free)."""
+        given = self.given.get(gang, [])
+        return given if len(given) == size else list(range(size))
 
 
 def job_pod(pod: PodView, fallback_rank: int) -> JobPod | None:
@@ -439,7 +466,7 @@ class Gangs:
             why += unheld(request)
             self._wait(request, len(running), now, why, MEMBERS_MISSING)
             return NotReserved(why)
-        missing = [r for r in range(request.gang_size) if r not in running]
+        missing = [r for r in pods.slots(gang, request.gang_size) if r not in running]
         notes_on = {m.node: m.annotations for m in pods.bound.get(gang, [])}
         running_notes = {node: notes_on.get(node, {}) for node in running.values()}
         tasks = tuple(Task(f"{request.gang}-{r}", request.npu) for r in missing)

@@ -9,6 +9,13 @@ from the PodGroup). A Volcano Job's and an AscendJob's labels reach only their P
 controllers copy them there), a Deployment's only its pods, a Kubeflow v1 job's PodGroup has
 annotations but no labels: each is read where it is. A pod's own annotation is the fallback
 for ``sp-block`` and ``huawei.com/schedule_policy``.
+
+A group's pods that ask no NPU (MindSpore's ``Scheduler``, verl/Ray's ``master``) are placed by
+the caller alone (kube-scheduler and Volcano never send them to the extender under
+``managedResources``): the gang this scheduler reserves is the group's NPU pods, its size the
+PodGroup's ``minMember`` (which counts every pod) less the NPU-less pods seen, as upstream
+counts ``NPUTaskNum`` (ascend-for-volcano ``plugin/job.go`` ``setNPUTaskNumInJob``) while
+Volcano's own gang plugin still waits for all ``minMember`` pods.
 """
 
 from __future__ import annotations
@@ -21,8 +28,12 @@ from contract.annotations import (
     FAULT_RETRY_LABEL,
     FAULT_SCHEDULING_LABEL,
     RING_CONTROLLER_LABEL,
+    SCHEDULER_TASK_SPEC,
+    SKIP_ASCEND_PLUGIN_ANNOTATION,
+    SKIP_ENABLED,
     SP_BLOCK_ANNOTATION,
     SUPER_POD_AFFINITY_LABEL,
+    TASK_SPEC_ANNOTATION,
     TOR_AFFINITY_LABEL,
     parse_gang_size,
 )
@@ -93,7 +104,7 @@ class JobSettings:
     placed as it is described, ``waiting`` when part of its description has not arrived."""
 
     gang: str | None = None  # the group's name, in the pod's namespace
-    size: int = 1
+    size: int = 1  # its NPU pods: the group's size less the pods seen asking no NPU
     labels: Mapping[str, str] = field(default_factory=lambda: NONE)
     annotations: Mapping[str, str] = field(default_factory=lambda: NONE)
     refusal: str = ""
@@ -103,6 +114,9 @@ class JobSettings:
     # labels or annotations (``ascend.npu/gang-size``, Kueue's total count): only such a
     # gang may hold chips while it waits (``gangs.plan_holds``).
     size_stated: bool = False
+    # Its pods asking no NPU without a mark MindCluster's A3 handlers accept such a role by
+    # (``unmarked_roles``): an A3 job with one is refused (``a3_role_refusal``).
+    unmarked: tuple[str, ...] = ()
 
     def labels_of(self, pod: PodView) -> Mapping[str, str]:
         """Another pod of the same job: its labels with this job's settings (its own, where
@@ -138,6 +152,8 @@ class JobDirectory:
         size, info = described
         others = [m for m in members if m.key != pod.key]
         refusal = _uneven(group, pod, others)
+        idle = [p for p in (pod, *others) if p.npu_limit == 0]
+        size = max(1, size - len(idle))
         labels, conflict = _merged_labels(group, info, pod, others)
         annotations = dict(pod.annotations)
         annotations.update({k: v for k, v in info.annotations.items()})
@@ -151,6 +167,7 @@ class JobDirectory:
             annotations,
             refusal or conflict,
             size_stated=group.described_by_object and group.source in self.sources,
+            unmarked=unmarked_roles(idle),
         )
 
     def _described(self, group: GroupRef) -> tuple[int, PodGroupInfo] | JobSettings:
@@ -173,14 +190,32 @@ class JobDirectory:
         return info.min_member, info
 
 
+def unmarked_roles(idle: Iterable[PodView]) -> tuple[str, ...]:
+    """The pods asking no NPU that carry neither ``volcano.sh/task-spec: scheduler`` nor
+    ``huawei.com/skip-ascend-plugin: enabled``, by name."""
+    marks = (
+        (TASK_SPEC_ANNOTATION, SCHEDULER_TASK_SPEC),
+        (SKIP_ASCEND_PLUGIN_ANNOTATION, SKIP_ENABLED),
+    )
+    return tuple(
+        sorted(p.name for p in idle if not any(p.annotations.get(k) == v for k, v in marks))
+    )
+
+
+def a3_role_refusal(unmarked: tuple[str, ...], expected: str) -> str:
+    """MindCluster's A3 handlers (``module910a3x16/frame.go``, ``superpod/frame.go``
+    ``CheckTaskNPU``) pass a task of no NPU only with one of those marks; any other fails the
+    job in their words (``TaskValidateHelper.TaskValidResult``), ``expected`` the handler's."""
+    if not unmarked:
+        return ""
+    actual = "".join(f"task<{name}> req npu: 0" for name in unmarked)
+    return f"expected: {expected}, actual: {actual}, "
+
+
 def _uneven(group: GroupRef, pod: PodView, others: list[PodView]) -> str:
-    """Why a group's pods cannot be one NPU job: one asks no NPU, or they ask different
-    counts."""
-    pods = [pod, *others]
-    counts = {p.npu_limit for p in pods}
-    if len(pods) > 1 and 0 in counts and counts != {0}:
-        idle = next(p.name for p in pods if p.npu_limit == 0)
-        return f"{group.describe()}: pod {idle} asks for no NPU, the others do"
+    """Why a group's NPU pods cannot be one job: they ask different counts (its pods asking
+    no NPU are placed without this scheduler, as upstream's ``ValidNPUJob`` skips them)."""
+    counts = {p.npu_limit for p in (pod, *others)}
     if len(counts - {0}) > 1:
         asked = " and ".join(str(c) for c in sorted(counts - {0}))
         return f"{group.describe()}: its pods ask for {asked} NPUs; one job, one count"

@@ -10,12 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from contract.annotations import PREDICATE_TIME
+from contract.annotations import PREDICATE_TIME, SCHEDULE_POLICY_ANNOTATION
 from contract.chip_names import KIND_OF_RESOURCE, format_chip_list
 from contract.vnpu import NPU_CORE_ANNOTATION, NPU_CORE_RESOURCE
 from infra.events import ObjectRef, pod_ref
-from scheduler_core.engine import tor
+from scheduler_core.engine import locality, tor
 from scheduler_core.engine.model import Job, Placement
+from scheduler_core.engine.superpod import SuperPodInvalid
 from scheduler_core.engine.validation import JobInvalid, validate_job
 from scheduler_core.engine.vnpu import VnpuInvalid, validate_static
 from scheduler_core.service.assumed import Assumed
@@ -172,7 +173,8 @@ class Chips(_Assuming):
         job = request.job()
         try:
             validate_job(job)
-        except JobInvalid as invalid:
+            locality.check_lone_pod(request.annotations, request.npu, state.tors.settings)
+        except (JobInvalid, SuperPodInvalid) as invalid:
             return [], {}, dict.fromkeys(names, str(invalid))
         now = state.clock()
         held = state.gangs.held_nodes(state.session, state.faults.holds(now), now)
@@ -190,6 +192,10 @@ class Chips(_Assuming):
         if held and (kept := self._kept(job, request.npu, passing, held)):
             failed.update(kept)  # chips kept for waiting gangs, nodes for fault jobs
             passing = [n for n in passing if n not in kept]
+        if request.annotations.get(SCHEDULE_POLICY_ANNOTATION) in locality.NETWORK_POLICIES:
+            outside = locality.off_network(request.annotations, passing, state.network_view())
+            failed.update(outside)  # its DeviceInfo may name them later
+            passing = [n for n in passing if n not in outside]
         return passing, failed, never
 
     def _kept(
@@ -311,7 +317,8 @@ class GangMember(_Assuming):
 
 
 class DynamicVnpu:
-    """AI cores of a 310P chip: a vNPU cut by the engine's model (or whole chips)."""
+    """AI cores of a 310P, 910B or A3 chip: a vNPU cut by the engine's model (or whole
+    chips)."""
 
     def __init__(self, state: ExtenderState) -> None:
         self.state = state
@@ -332,7 +339,7 @@ class DynamicVnpu:
                 else:  # left out for now (its DeviceInfo or labels): it may come back
                     failed[name] = left_out
             elif verdict.resource is None:
-                failed[name] = verdict.reason
+                (never if verdict.final else failed)[name] = verdict.reason
             else:
                 passing.append(name)
         return passing, failed, never

@@ -40,7 +40,12 @@ from scheduler_core.service.gangs import WaitingGang
 MAX_AGE = 0.25  # seconds a built snapshot is served before the view is read again
 FREE, HELD, FAULTY = "free", "held", "faulty"
 # How the page draws a product's groups of chips.
-LAYOUTS = {Family.ASCEND910: "rings", Family.ASCEND910B: "mesh", Family.INFERENCE: "cards"}
+LAYOUTS = {
+    Family.ASCEND910: "rings",
+    Family.ASCEND910B: "mesh",
+    Family.ASCEND910A3: "cards",  # an A3 die: a package of two chips, drawn as a card
+    Family.INFERENCE: "cards",
+}
 # The page's own files and no other origin; no inline script or style, no frames, no forms.
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "

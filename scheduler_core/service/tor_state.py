@@ -30,6 +30,7 @@ class TorState:
         reservations: Mapping[str, Reservation],
         *,
         sub_healthy: frozenset[str] = frozenset(),
+        racks: Mapping[str, int] | None = None,
     ) -> None:
         """The network now: bound pods' ToR states, then the live reservations'."""
         on_tors = [
@@ -50,7 +51,12 @@ class TorState:
                     if address := addresses.get(p.node):
                         jobs_on.setdefault(address, set()).add(gang)
         network = locality.Network(
-            topology, dict(addresses), dict(super_pods), states, sub_healthy=sub_healthy
+            topology,
+            dict(addresses),
+            dict(super_pods),
+            states,
+            sub_healthy=sub_healthy,
+            racks=dict(racks or {}),
         )
         spans = _spans(network, pods, reservations)
         self.network = dataclasses.replace(network, multi_job_tors=spans)

@@ -12,17 +12,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from contract.annotations import REAL_ANNOTATION, SERVER_TYPE_LABEL, VNPU_DVPP_LABEL
-from contract.chip_names import InvalidInput, quoted
+from contract.annotations import (
+    REAL_ANNOTATION,
+    RING_CONTROLLER_LABEL,
+    SERVER_TYPE_LABEL,
+    VNPU_DVPP_LABEL,
+)
+from contract.chip_names import ASCEND310P, ChipKind, InvalidInput, quoted
 from contract.deviceinfo import DeviceInfo
 from contract.objects import Obj
 from contract.pods import PodView
 from contract.vnpu import (
+    A3_SERVER_PREFIX,
+    CHIP_NAME_LABEL,
     DVPP_NO,
     DVPP_NULL,
     DVPP_YES,
     NPU_CORE_ANNOTATION,
     NPU_CORE_RESOURCE,
+    VNPU_KIND_OF_RING,
     CoreChoice,
     parse_core_choice,
     parse_server_type,
@@ -59,19 +67,35 @@ def _dvpp(labels: Mapping[str, str]) -> str:
     return dvpp if dvpp in (DVPP_YES, DVPP_NO) else DVPP_NULL
 
 
+def chip_type_of(labels: Mapping[str, str], kind: ChipKind) -> str:
+    """What picks a vNPU node's templates (``frame.go`` ``GetTaskResource``): ``Ascend310P``;
+    on A3 the ``servertype`` (``Ascend910A3-20``); on 910B the chip name label (``910B3``)."""
+    if kind is ASCEND310P:
+        return vnpu.CHIP_310P
+    server_type = labels.get(SERVER_TYPE_LABEL, "")
+    if server_type.startswith(A3_SERVER_PREFIX):
+        return server_type
+    chip = labels.get(CHIP_NAME_LABEL)
+    if chip is None:  # upstream's words (plugin/vnode.go setChipPropertiesFromNPUNode)
+        raise VnpuInvalid(f"no node label <{CHIP_NAME_LABEL}>")
+    return chip
+
+
 def vnode_of(
     node: Obj, capacity: int, info: DeviceInfo, pods: Iterable[VPod], requested: int
 ) -> VNode | str:
     """``setNodeVNPUInfo``: the node's model, or why it is not a vNPU node. Its chips per
-    AI core count come from the label ``servertype`` the agent writes (``Ascend310P-8``)."""
+    AI core count come from the label ``servertype`` the agent writes (``Ascend310P-8``,
+    ``Ascend910B-20``, ``Ascend910A3-20``)."""
     meta = node.get("metadata") or {}
     name = str(meta.get("name", ""))
-    label = (meta.get("labels") or {}).get(SERVER_TYPE_LABEL, "")
+    labels = meta.get("labels") or {}
+    label = labels.get(SERVER_TYPE_LABEL, "")
     try:
         kind, cores = parse_server_type(label)
     except InvalidInput as bad:
         return f"{name}: {NPU_CORE_RESOURCE} node without a readable label: {bad}"
-    if kind != info.kind.name:
+    if not kind.startswith(info.kind.name):  # Ascend910B / Ascend910A3 are 910 chips
         return (
             f"{name}: label {SERVER_TYPE_LABEL} {quoted(label)} does not match its DeviceInfo "
             f"of {info.kind.name} chips"
@@ -79,7 +103,7 @@ def vnode_of(
     try:
         return vnpu.node_model(
             name,
-            kind=kind,
+            chip_type=chip_type_of(labels, info.kind),
             cores_per_chip=cores,
             capacity=capacity,
             free=info.free,
@@ -109,6 +133,11 @@ class VnpuTask:
     name: str
     cores: int
     labels: Mapping[str, str]
+
+    @property
+    def kind(self) -> ChipKind:
+        """The chips its job's ``ring-controller.atlas`` sends it to (310P without one)."""
+        return VNPU_KIND_OF_RING.get(self.labels.get(RING_CONTROLLER_LABEL), ASCEND310P)
 
 
 class VnpuNodes:
@@ -181,17 +210,42 @@ class VnpuNodes:
 
     def verdicts(self, task: VnpuTask, names: Iterable[str]) -> dict[str, vnpu.Verdict]:
         """The predicate on each vNPU node named (others are left out); VnpuInvalid when the
-        task itself is refused."""
-        vnpu.validate_cores(task.name, task.cores, task.labels)
+        task itself is refused. A 310P task is validated once (``ascend310p/vnpu``); a 910B /
+        A3 task by each node's chip type (``ascend910/vnpu/job.go``, where upstream takes
+        the chip type of the session's first vNPU node), a refusal final for that node."""
+        is_310p = task.kind is ASCEND310P
+        if is_310p:
+            vnpu.validate_cores(task.name, task.cores, task.labels)
         found: dict[str, vnpu.Verdict] = {}
         for name in names:
             node = self.node(name)
             if node is not None:
-                want = vnpu.task_resource(
-                    task.cores, task.labels, node.cores_per_chip, node.cpus_per_chip
-                )
-                found[name] = vnpu.check(node, task.name, want)
+                found[name] = self._verdict(task, node, is_310p)
         return found
+
+    @staticmethod
+    def _verdict(task: VnpuTask, node: VNode, is_310p: bool) -> vnpu.Verdict:
+        if node.is_310p != is_310p:
+            return vnpu.Verdict(
+                None,
+                reason=f"{node.name} cuts {'Ascend310P' if node.is_310p else 'Ascend910'} "
+                f"chips; {task.name}'s {RING_CONTROLLER_LABEL} asks for {task.kind.name} vNPUs",
+                final=True,
+            )
+        try:
+            if not is_310p:
+                vnpu.validate_910(task.name, task.cores, task.labels, node.chip_type)
+            want = vnpu.task_resource(
+                task.cores,
+                task.labels,
+                node.cores_per_chip,
+                node.cpus_per_chip,
+                chip_type=node.chip_type,
+                task=task.name,
+            )
+        except VnpuInvalid as invalid:
+            return vnpu.Verdict(None, reason=str(invalid), final=True)
+        return vnpu.check(node, task.name, want)
 
     def scores(self, task: VnpuTask, names: Iterable[str]) -> dict[str, float]:
         """``ScoreBestNPUNodes`` over the nodes that pass: 8 for the fewest idle AI cores

@@ -13,14 +13,16 @@ from typing import Any
 
 import msgspec
 
+from chip_topology import dies
+from chip_topology.products import SUPER_POD_PRODUCTS, Family, Product
+from chip_topology.routing import product_for_job
 from contract.annotations import ACCELERATOR_TYPE_LABEL, RING_CONTROLLER_LABEL
-from contract.chip_names import ASCEND910, KIND_OF_RESOURCE, RESOURCE_NAME, InvalidInput
+from contract.chip_names import ASCEND910, KIND_OF_RESOURCE, NPU, RESOURCE_NAME, InvalidInput
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
-from contract.vnpu import NPU_CORE_RESOURCE
-from scheduler_core.engine.handlers import product_for_job
+from contract.vnpu import NPU_CORE_RESOURCE, VNPU_KIND_OF_RING
 from scheduler_core.engine.model import Job, Task
-from scheduler_core.service.jobs import JobDirectory, JobSettings
+from scheduler_core.service.jobs import JobDirectory, JobSettings, a3_role_refusal
 from scheduler_core.service.vnpu_nodes import VnpuTask
 
 MAX_SCORE = 10
@@ -37,12 +39,6 @@ class BadPod(ValueError):
 class Unready(BadPod):
     """A pod whose job's description (its PodGroup) has not arrived yet: no node now, one may
     later."""
-
-
-# ``ring-controller.atlas`` values that send an npu-core job to the 310P vNPU handler
-# (upstream ignores the job without the label; we read no label as 310P, the only dynamic
-# vNPU chip of the v5 plugin).
-VNPU_310P_RING = ("ascend-310P", None)
 
 
 def field_of(body: Mapping[str, Any], key: str, kind: type, where: str = "") -> Any:
@@ -130,11 +126,45 @@ def _strings_only(values: Mapping[str, Any], where: str) -> None:
             raise BadRequest(f"{where}[{key!r}] is a JSON {_json_type(value)}, not a string")
 
 
+# The chips of multi-node jobs: the 910 family's and the 950 family's (whose jobs are gangs of
+# ``huawei.com/npu`` pods, MindCluster ``internal/npu/policy``).
+GANG_KINDS = (ASCEND910, NPU)
+
+
+def _a3_roles(handler: Product, settings: JobSettings, npu: int) -> str:
+    """An A3 job's pods asking no NPU that MindCluster's A3 handlers refuse
+    (``jobs.a3_role_refusal``), in the words of the handler's ``CheckTaskNPU``, which they
+    reach only for a distributed SuperPoD job and an even request of more than one chip
+    (``checkRequireNPU``, ``ValidNPUJob``: the engine's validation says the rest)."""
+    total = npu * settings.size
+    if handler.family is not Family.ASCEND910A3 or not settings.unmarked:
+        return ""
+    if handler.name in SUPER_POD_PRODUCTS:
+        if settings.size == 1:
+            return ""
+        expected = (
+            f"distributed super-pod job require npu({total}) should be equal "
+            f"to node npu({handler.capacity})"
+        )
+    elif total == 1 or total % dies.DIE:
+        return ""
+    else:
+        expected = (
+            "only standalone job can request single npu, npu num required by task in a3×16 "
+            f"job must be 2n, and <= {dies.TABLE_CHIPS}"
+        )
+    return a3_role_refusal(settings.unmarked, expected)
+
+
 def pod_request(pod: Obj, job: Callable[[PodView], JobSettings] | None = None) -> PodRequest:
     """The pod's NPU request (of a pod ``check_pod`` passed), its job's settings in it
     (``job``: how the service knows the pod's job; without, the pod alone says); BadPod
     names what cannot be read, Unready what has not arrived."""
     view = pod_view(pod)
+    if not view.npu_limit:
+        # Placed by the caller on any node (``kinds.NoNpu``), whatever its job says: a role of
+        # a job that asks no NPU is not this scheduler's (``jobs``).
+        return PodRequest(view.namespace, view.name, view.uid, 0, "", None, 1, view.labels)
     settings = (job or JobDirectory().settings)(view)
     if settings.refusal:
         raise BadPod(settings.refusal)
@@ -148,16 +178,20 @@ def pod_request(pod: Obj, job: Callable[[PodView], JobSettings] | None = None) -
         product = ""  # a vNPU has no chip handler
         if kind is not None:
             accelerator = {k: str(v) for k, v in selector.items() if k == ACCELERATOR_TYPE_LABEL}
-            product = product_for_job(kind, labels, accelerator).name
-        elif view.resource == NPU_CORE_RESOURCE and ring not in VNPU_310P_RING:
+            handler = product_for_job(kind, labels, settings.annotations, accelerator)
+            product = handler.name
+            if refusal := _a3_roles(handler, settings, view.npu_limit):
+                raise InvalidInput(refusal)
+        elif view.resource == NPU_CORE_RESOURCE and ring not in VNPU_KIND_OF_RING:
             raise InvalidInput(
                 f"{NPU_CORE_RESOURCE} with {RING_CONTROLLER_LABEL}={ring}: dynamic vNPU is "
-                "for Ascend310P (ascend-310P)"
+                "for Ascend310P (ascend-310P) and 910B / A3 (ascend-910, ascend-910b, "
+                "huawei.com.npu)"
             )
-        if settings.gang and kind is not ASCEND910:
+        if settings.gang and kind not in GANG_KINDS:
             raise InvalidInput(
                 f"{view.group.describe() if view.group else 'a gang'}: gangs are of "
-                f"{RESOURCE_NAME} pods, not {view.resource}"
+                f"{' or '.join(k.resource for k in GANG_KINDS)} pods, not {view.resource}"
             )
     except (InvalidInput, ValueError) as bad:
         raise BadPod(str(bad)) from None

@@ -170,12 +170,15 @@ def test_a_duo_chip_job_runs_only_on_a_node_labelled_as_a_300i_duo() -> None:
     )
 
 
-def test_gangs_are_of_910_pods_only() -> None:
+def test_gangs_are_of_910_and_950_pods_only() -> None:
     c = mixed()
     pod = c.pod("p", "huawei.com/Ascend310P", 1, {"ascend.npu/gang": "g"})
     answer = c.filter(pod)
     assert answer.NodeNames == []
-    assert "gangs are of huawei.com/Ascend910 pods" in answer.FailedAndUnresolvableNodes["c310p"]
+    assert (
+        "gangs are of huawei.com/Ascend910 or huawei.com/npu pods, not huawei.com/Ascend310P"
+        in answer.FailedAndUnresolvableNodes["c310p"]
+    )
 
 
 def test_no_pod_ever_lands_on_a_node_of_another_chip_kind() -> None:
@@ -289,8 +292,15 @@ def test_a_vnpu_request_upstream_refuses_fails_every_node_with_its_message() -> 
     assert set(c.filter(dvpp).FailedAndUnresolvableNodes.values()) == {
         "q req 1 ai-core, but dvpp label is:yes"
     }
-    other = c.pod("r", NPU_CORE, 2, {"ring-controller.atlas": "ascend-910"})
-    assert "dynamic vNPU is for Ascend310P" in c.filter(other).FailedAndUnresolvableNodes["v0"]
+    other = c.pod("r", NPU_CORE, 5, {"ring-controller.atlas": "ascend-910b"})
+    assert c.filter(other).FailedAndUnresolvableNodes["v0"] == (
+        "v0 cuts Ascend310P chips; r's ring-controller.atlas asks for Ascend910 vNPUs"
+    )
+    unknown = c.pod("s", NPU_CORE, 2, {"ring-controller.atlas": "ascend-910c"})
+    assert (
+        "dynamic vNPU is for Ascend310P (ascend-310P) and 910B / A3"
+        in (c.filter(unknown).FailedAndUnresolvableNodes["v0"])
+    )
 
 
 def volcano(c: Any, verb: str, body: dict[str, Any]) -> Any:
@@ -347,7 +357,7 @@ def test_a_node_whose_deviceinfo_or_labels_do_not_match_its_resource_is_left_out
 ):
     api = MemoryCluster()
     add_node(api, "v0", ASCEND310P, 4, cores=8)
-    add_node(api, "mixed-up", ASCEND910, 4, cores=8)  # npu-core, but 910 DeviceInfo
+    add_node(api, "mixed-up", ASCEND310, 4, cores=8)  # npu-core, but 310 DeviceInfo
     add_node(api, "unlabelled", ASCEND310P, 4, cores=8)
     node = api.get_node("unlabelled")
     node["metadata"]["labels"] = {}
@@ -356,7 +366,7 @@ def test_a_node_whose_deviceinfo_or_labels_do_not_match_its_resource_is_left_out
     answer = c.filter(c.pod("p", NPU_CORE, 1))
     assert answer.NodeNames == ["v0"]
     assert answer.FailedNodes["mixed-up"] == (
-        "mixed-up: its DeviceInfo lists Ascend910 chips, the node offers huawei.com/npu-core"
+        "mixed-up: its DeviceInfo lists Ascend310 chips, the node offers huawei.com/npu-core"
     )
     assert answer.FailedNodes["unlabelled"] == (
         "unlabelled: huawei.com/npu-core node without a readable label: "

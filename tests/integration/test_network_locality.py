@@ -25,6 +25,19 @@ def node_name(tor: int, slot: int) -> str:
     return f"t{tor}-s{slot}"
 
 
+A3_X8_SUPER_POD = {"accelerator-type": "module-a3-8-super-pod"}
+
+
+def a3_x8_super_pod_node(api: MemoryCluster, name: str, super_pod: int) -> None:
+    """An 8-chip Atlas 900 A3 SuperPoD server: an ``sp-block`` job counts its NPUs in 8s
+    only on these (MindCluster ``internal/npu/factory.go`` routes ``sp-block`` to the A3
+    SuperPoD handler, x8 by this label, else x16)."""
+    add_node(api, name, super_pod=super_pod)
+    node = api.get_node(name)
+    node["metadata"]["labels"] = dict(A3_X8_SUPER_POD)
+    api.put("Node", node)
+
+
 # The schedulers of the job forms this harness places (tests/jobs.py): it plays kube-scheduler
 # for all of them, so the extender binds their pods.
 FORMS_SCHEDULERS = frozenset({"ascend-npu-scheduler", "default-scheduler", "volcano"})
@@ -242,11 +255,12 @@ def test_super_pod_blocks_follow_the_selection_order_and_annotate_the_pods() -> 
     clock = Clock()
     names = [f"a{i}" for i in range(6)] + [f"b{i}" for i in range(10)]
     for name in names:
-        add_node(api, name, super_pod=7 if name.startswith("a") else 9)
+        a3_x8_super_pod_node(api, name, 7 if name.startswith("a") else 9)
     extender = Extender(api, clock=clock)
     service = SchedulerService(api, extender, clock=clock)
     for r in range(8):
         pod = pod_object("ns", f"sp-{r}", None, 8)
+        pod["spec"]["nodeSelector"] = dict(A3_X8_SUPER_POD)
         pod["metadata"]["labels"] = {"ascend.npu/gang": "sp"}
         pod["metadata"]["annotations"] = {
             "ascend.npu/gang-size": "8",
@@ -492,15 +506,18 @@ def test_nodes_reporting_no_super_pod_are_not_grouped_into_one_and_refuse_super_
     clock = Clock()
     names = ["x0", "x1", "y0", "y1"]
     for name in names:
-        add_node(api, name, super_pod=-2 if name.startswith("x") else -1)
+        a3_x8_super_pod_node(api, name, -2 if name.startswith("x") else -1)
     extender = Extender(api, clock=clock)
     service = SchedulerService(api, extender, clock=clock)
     for r in range(2):
         pod = pod_object("ns", f"sp-{r}", None, 8)
+        pod["spec"]["nodeSelector"] = dict(A3_X8_SUPER_POD)
         pod["metadata"]["labels"] = {"ascend.npu/gang": "sp"}
         pod["metadata"]["annotations"] = {"ascend.npu/gang-size": "2", "sp-block": "16"}
         api.put("Pod", pod)
-    api.put("Pod", pod_object("ns", "plain", None, 8))
+    plain = pod_object("ns", "plain", None, 8)
+    plain["spec"]["nodeSelector"] = dict(A3_X8_SUPER_POD)
+    api.put("Pod", plain)
     service.refresh()
     answer = extender.filter({"Pod": api.get_pod("ns", "sp-0"), "NodeNames": names})
     assert answer.NodeNames == []

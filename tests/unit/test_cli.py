@@ -219,3 +219,47 @@ def test_an_inference_job_is_placed_with_its_chip_kinds_names(
     inference["free"] = ["Ascend910-0"]
     code, _, err = run(request, monkeypatch, capsys)
     assert code == 2 and "nodes[0].free[0]" in err
+
+
+def test_a_huawei_npu_job_is_routed_by_its_resource_and_policy(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # MindCluster routes a huawei.com/npu job by its schedule_policy (factory.go): place
+    # read every job as huawei.com/Ascend910 and had no key to say otherwise.
+    node = {"name": "a5", "product": "atlas350x8", "free": [f"npu-{i}" for i in range(8)]}
+    job = {"name": "j", "tasks": [{"name": "t0", "npu": 2}], "resource": "huawei.com/npu"}
+    request: dict[str, Any] = {
+        "nodes": [node],
+        "job": {**job, "annotations": {"huawei.com/schedule_policy": "chip1-node8"}},
+    }
+    code, answer, _ = run(request, monkeypatch, capsys)
+    assert code == 0
+    assert answer["placements"] == [{"task": "t0", "node": "a5", "chips": ["npu-0", "npu-1"]}]
+    code, _, err = run({"nodes": [node], "job": job}, monkeypatch, capsys)
+    assert code == 2 and "job.product: huawei.com/npu asks for a huawei.com/schedule_policy" in err
+
+
+@pytest.mark.parametrize(
+    ("job", "error"),
+    [
+        (
+            {"resource": "huawei.com/Ascend999"},
+            "job.resource: 'huawei.com/Ascend999' is not one of",
+        ),
+        (
+            {"resource": "huawei.com/npu", "product": "module910x8"},
+            "job.product: module910x8 is a handler of huawei.com/Ascend910, not huawei.com/npu",
+        ),
+    ],
+)
+def test_a_resource_no_handler_takes_is_refused_naming_it(
+    job: dict[str, Any],
+    error: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    request = one_task(1)
+    request["job"].pop("product")
+    request["job"].update(job)
+    code, answer, err = run(request, monkeypatch, capsys)
+    assert code == 2 and answer is None and error in err

@@ -272,8 +272,8 @@ def test_the_help_example_is_a_request_place_answers(
         (
             "job",
             "priority",
-            "job: unknown key 'priority' (allowed: name, product, selector, tasks, namespace, "
-            "labels)",
+            "job: unknown key 'priority' (allowed: name, product, resource, selector, tasks, "
+            "namespace, labels, annotations)",
         ),
         ("task", "npus", "job.tasks[0]: unknown key 'npus' (allowed: name, npu)"),
         ("request", "node", "request: unknown key 'node' (allowed: nodes, job)"),

@@ -39,6 +39,7 @@ def test_a_slice_lists_every_chip_in_ring_order_with_its_ring_and_health() -> No
     assert attributes(published, "npu-5") == {
         "model": "Ascend910",
         "topology": "module910x8",
+        "acceleratorType": "module",
         "physicalID": 5,
         "logicID": 5,
         "hccsRing": 1,
@@ -50,6 +51,26 @@ def test_a_slice_lists_every_chip_in_ring_order_with_its_ring_and_health() -> No
     assert attributes(published, "npu-2")["hccsRing"] == 0
     owner = published["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"], owner["uid"]) == ("Node", "node-a", "uid-a")
+
+
+def test_an_a3_chip_is_published_with_its_die_and_a_950_npu_with_its_model() -> None:
+    a3 = NodeChips("Ascend910", "module910a3x16", tuple(Chip(i, i) for i in range(16)), die_size=2)
+    published = desired_slice(DRIVER, "a3-node", "uid", a3)
+    assert len(published["spec"]["devices"]) == 16
+    assert [attributes(published, f"npu-{i}")["die"] for i in (0, 1, 2, 7, 14, 15)] == [
+        0,
+        0,
+        1,
+        3,
+        7,
+        7,
+    ]
+    assert attributes(published, "npu-9")["physicalID"] == 9
+    # Chips of other servers are not in dies: no attribute a claim could match on.
+    assert "die" not in attributes(desired_slice(DRIVER, "n", "u", node()), "npu-1")
+    npu = NodeChips("npu", None, tuple(Chip(i, i) for i in range(8)))
+    found = attributes(desired_slice(DRIVER, "a5", "u", npu), "npu-7")
+    assert (found["model"], found["physicalID"], "die" in found) == ("npu", 7, False)
 
 
 def test_ring_free_counts_the_healthy_chips_of_each_ring_no_claim_holds() -> None:

@@ -94,10 +94,13 @@ def test_a_310_task_never_lands_on_a_910_or_310p_node() -> None:
     assert not Session(nodes).place(job("chip310x4", 1)).feasible
 
 
-def test_310p_whole_chips_are_the_first_free_in_list_order() -> None:
+def test_310p_whole_chips_are_the_first_free_by_id_whatever_the_listed_order() -> None:
+    # MindCluster's base handler sorts the node's usable chips (Ascend/mind-cluster
+    # component/ascend-for-volcano/internal/npu/base/node.go GetUsableTopFromNode); VOL-v5's
+    # took them as listed, which chose 3 and 0 here.
     session = Session([node("p", [3, 0, 2], "ascend310p")])
     decision = session.place(job("ascend310p", 2))
-    assert decision.placements[0].chips == (3, 0)
+    assert decision.placements[0].chips == (0, 2)
 
 
 def test_duo_chip_handler_takes_half_used_cards_first_and_only_on_duo_nodes() -> None:

@@ -31,15 +31,9 @@ ALLOWED = {
     "chip_drivers": {"contract", "chip_topology", "infra"},
     # The agent imports nothing of the scheduler: the chip rules it needs are shared.
     "agent": {"contract", "chip_topology", "chip_drivers", "infra", "deviceplugin_api"},
-    # The DRA driver reads chips through the shared drivers; nothing imports it.
-    "dra_driver": {
-        "contract",
-        "chip_topology",
-        "chip_drivers",
-        "infra",
-        "deviceplugin_api",
-        "agent",
-    },
+    # The DRA driver reads chips through the shared drivers and their shared device state,
+    # never the agent; nothing imports it.
+    "dra_driver": {"contract", "chip_topology", "chip_drivers", "infra", "deviceplugin_api"},
 }
 # Third-party packages the pure engine must not touch.
 IMPURE = ("kubernetes", "grpc", "watchdog", "yaml", "socket", "threading", "time", "http")

@@ -38,7 +38,12 @@ TABLES = {
     "910b2-npu-smi-info-24.1.0.3.txt": ("Ascend910", "module910bx8", 8, list(range(8))),
     "910b4-1-npu-smi-info-25.2.0-masked-busid.txt": ("Ascend910", None, 2, [0, 1]),
     "910b4-npu-smi-info-24.1.rc1-container.txt": ("Ascend910", None, 1, [0]),
-    "a3-910c-npu-smi-info-25.2.0-procs.txt": ("Ascend910", None, 16, list(range(16))),
+    "a3-910c-npu-smi-info-25.2.0-procs.txt": (
+        "Ascend910",
+        "module910a3x16",
+        16,
+        list(range(16)),
+    ),
 }
 
 
@@ -65,6 +70,16 @@ def test_a3_takes_the_physical_id_from_the_phy_id_column_of_both_dies() -> None:
         (1, 0, 2),
         (1, 1, 3),
     ]
+
+
+def test_an_a3_is_recognised_with_its_dies_of_two_chips() -> None:
+    # npu-smi names an A3 chip only "Ascend910": the Phy-ID layout (8 NPUs x 2 chips) tells it.
+    chips = discover(sample("a3-910c-npu-smi-info-25.2.0-procs.txt"))
+    assert (chips.product, chips.die_size) == ("module910a3x16", 2)
+    assert [chips.die_of(c.id) for c in chips.chips[:4]] == [0, 0, 1, 1]
+    assert [c.card for c in chips.chips[-2:]] == [(7, 0), (7, 1)]
+    a2 = discover(sample("910b1-npu-smi-info-24.1.rc3.txt"))
+    assert (a2.die_size, a2.die_of(3)) == (0, None)
 
 
 def test_310p_card_ids_are_not_chip_ids() -> None:

@@ -20,35 +20,35 @@ def score(product: Product, free: list[int], req: int, alloc: int, dist: bool = 
     return huawei_score(product, mask_of(free), alloc, req, dist)
 
 
+# MindCluster builds half, card and 910B x8 on its base handler (Ascend/mind-cluster
+# component/ascend-for-volcano/internal/npu/factory.go initCard910ByBaseHandler): VOL-v5's
+# cases 13-15 (ring tables, 8 × (card − best)) are replaced by base/frame.go's score,
+# (max − unhealthy) × 100 − usable, whatever the request.
 @pytest.mark.parametrize(
-    ("free", "expected"), [([0], 128), ([0, 1, 2], 120), ([0, 1], 112), ([0, 1, 2, 3], 104)]
+    ("free", "expected"), [([0], 399), ([0, 1, 2], 397), ([0, 1], 398), ([0, 1, 2, 3], 396)]
 )
-def test_upstream_case13_half_scores_one_chip(free: list[int], expected: float) -> None:
+def test_half_scores_as_the_base_handler(free: list[int], expected: float) -> None:
     assert score(HALF_910X4, free, 1, alloc=4) == expected
 
 
-@pytest.mark.parametrize(("free", "expected"), [([0], 64), ([0, 1], 56)])
-def test_upstream_case14_card_scores_one_chip(free: list[int], expected: float) -> None:
-    assert score(CARD_910X2, free, 1, alloc=2) == expected
+@pytest.mark.parametrize(("free", "req", "expected"), [([0], 1, 799), ([0, 1], 2, 798)])
+def test_card_scores_as_the_base_handler(free: list[int], req: int, expected: float) -> None:
+    assert score(CARD_910X2, free, req, alloc=8) == expected
 
 
-@pytest.mark.parametrize(("free", "expected"), [([0], 0), ([0, 1], 64)])
-def test_upstream_case15_card_scores_two_chips(free: list[int], expected: float) -> None:
-    assert score(CARD_910X2, free, 2, alloc=2) == expected
-
-
-def test_half_takes_the_first_free_chips() -> None:
+def test_half_takes_the_first_free_chips_in_id_order() -> None:
+    # base/node.go GetUsableTopFromNode sorts the annotation's chips numerically.
     nodes = [node("n", [2, 0, 3], product="half910x4")]
-    assert chips_of(place(nodes, 2, product="half910x4")) == [("n", (2, 0))]
+    assert chips_of(place(nodes, 2, product="half910x4")) == [("n", (0, 2))]
 
 
 def test_card_two_chips_need_both_chips_free() -> None:
     assert not place([node("n", [1], product="card910x2")], 2, product="card910x2").feasible
 
 
-def test_910bx8_score_is_eight_times_allocatable_minus_leftover() -> None:
-    # 8 × (alloc − (free − req)) = 8 × (8 − (3 − 2))
-    assert score(MODULE_910BX8, [0, 1, 2], 2, alloc=8) == 56
+def test_910bx8_score_is_the_base_handlers() -> None:
+    # (8 − 0 unhealthy) × 100 − 3 usable (VOL-v5's 8 × (alloc − (free − req)) is gone)
+    assert score(MODULE_910BX8, [0, 1, 2], 2, alloc=8) == 797
 
 
 def test_910bx8_any_chips_fit_because_the_server_is_fully_connected() -> None:

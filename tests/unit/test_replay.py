@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.replay import QueueMode, TraceJob, replay
+from benchmarks.replay import Fleet, QueueMode, TraceJob, replay
 from benchmarks.trace_replay import load
+from contract.chip_names import InvalidInput
 from scheduler_core.engine.policies import BINPACK, HUAWEI, POLICIES, Policy
 
 DATA = Path(__file__).parents[2] / "benchmarks" / "data" / "itp"
@@ -62,3 +63,34 @@ def test_a_week_of_the_itp_trace_replays_with_no_rule_broken(policy: str) -> Non
     assert result.violations == 0
     assert result.unfinished == 0
     assert result.overall.count == len(jobs)
+
+
+POLICY = "huawei.com/schedule_policy"
+
+
+def test_the_replay_routes_its_jobs_by_the_policy_onto_the_labelled_nodes() -> None:
+    # chip8-node8 on module-910b-8 servers: the 910B handler takes 3 chips and 5 more beside
+    # them on one node; 910 x8's rings (the replay's one product before) refuse 3.
+    fleet = Fleet({"accelerator-type": "module-910b-8"}, {POLICY: "chip8-node8"})
+    jobs = [TraceJob(0, 0, 10, 3, 1), TraceJob(1, 0, 10, 5, 1)]
+    result = replay(jobs, nodes=1, policy=HUAWEI, fleet=fleet)
+    assert result.unfinished == 0 and result.overall.mean == 0.0
+
+
+@pytest.mark.parametrize(
+    ("fleet", "error"),
+    [
+        (
+            Fleet(job_annotations={POLICY: "chip9-node9"}),
+            "'chip9-node9' names no MindCluster handler",
+        ),
+        (
+            Fleet(job_annotations={POLICY: "chip8-node8"}),
+            "module910bx8 does not serve module910x8 nodes",
+        ),
+        (Fleet(resource="huawei.com/npu"), "huawei.com/npu asks for a huawei.com/schedule_policy"),
+    ],
+)
+def test_a_replay_no_handler_serves_is_refused_naming_why(fleet: Fleet, error: str) -> None:
+    with pytest.raises(InvalidInput, match=error):
+        replay([TraceJob(0, 0, 10, 1, 1)], nodes=1, policy=HUAWEI, fleet=fleet)

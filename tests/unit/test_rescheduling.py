@@ -164,3 +164,18 @@ def test_restarts_left_are_recorded_under_the_check_code_and_read_back() -> None
     assert retry_limit({"fault-retry-times": "3"}) == 3
     with pytest.raises(InvalidInput, match="fault-retry-times '-1' is not a number"):
         retry_limit({"fault-retry-times": "-1"})
+
+
+def test_fault_rank_ids_count_the_pods_own_chips_so_16_chip_a3_ranks_do_not_overlap() -> None:
+    # A 2 × 16 A3 gang: chip 3 fails under rank 1 → 3 + 16 × 1 = 19 (8 × rank gave 11, a
+    # rank of pod 0). A pod of chips 8..15 counts its chips from its first: chip 11 → 3.
+    whole = [JobPod("ns", f"a3-{r}", f"u{r}", n, r, tuple(range(16))) for r, n in enumerate("ab")]
+    (fault,) = find_faults(
+        {"ns/a3": (FORCE, whole)}, {"a": node("a"), "b": node("b", frozenset({3}))}, ()
+    )
+    assert fault.rank_ids == (19,)
+    half = [JobPod("ns", f"h-{r}", f"v{r}", n, r, tuple(range(8, 16))) for r, n in enumerate("ab")]
+    (fault,) = find_faults(
+        {"ns/h": (GRACE, half)}, {"a": node("a", frozenset({11})), "b": node("b")}, ()
+    )
+    assert fault.rank_ids == (3,)

@@ -62,17 +62,28 @@ def test_a_single_pod_job_may_use_network_unhealthy_chips() -> None:
 
 
 def test_a_node_of_another_product_is_rejected_with_upstreams_label_message() -> None:
-    session = Session([node("b8", FULL, product="module910bx8")])
-    status = session.filter(job(1), 1)["b8"]
-    assert status.reason == "check Node b8 label [accelerator-type] Failed, value is module-910b-8"
+    # 910B x8's base handler takes the first free chips, which may straddle a 910's rings.
+    session = Session([node("r8", FULL)])
+    status = session.filter(job(1, product="module910bx8"), 1)["r8"]
+    assert status.reason == (
+        "check Node r8 label [accelerator-type] Failed, value is module: a module910x8 "
+        "node, the job's handler module910bx8 serves module910bx8 nodes"
+    )
+    assert status.unresolvable
+
+
+def test_the_default_handler_also_takes_910b_servers_as_upstream_does() -> None:
+    # Rings of 4 are legal on a 910B's full mesh; upstream never checks the node's label.
+    session = Session([node("b8", [0, 1, 5], product="module910bx8")])
+    assert chips_of(session.place(job(2))) == [("b8", (0, 1))]
 
 
 def test_an_infeasible_job_says_why_for_every_node() -> None:
-    session = Session([node("a", [0, 4]), node("b8", FULL, product="module910bx8")])
+    session = Session([node("a", [0, 4]), node("b16", FULL, product="module910bx16")])
     reason = session.place(job(2)).reason
     assert reason.startswith("task job-0 of default/job (2 x module910x8): 0/2 nodes are available")
     assert "1 npu topology not meet job require" in reason
-    assert "1 check Node b8 label [accelerator-type]" in reason
+    assert "1 check Node b16 label [accelerator-type]" in reason
 
 
 def test_explain_scores_every_passing_node_and_gives_reasons_for_the_others() -> None:

@@ -188,8 +188,10 @@ def test_sp_block_is_validated_with_upstreams_messages() -> None:
     cases = [
         (("0", 16, 8), "sp-block(0) is invalid"),
         (("many", 16, 8), "sp-block(many) is invalid"),
-        (("12", 16, 8), "distributed super-pod job require npu(128) should be multiple"),
-        (("12", 2, 12), "require npu(24) should be equal to node npu(8), actual: task<worker>"),
+        (("12", 16, 8), "sp-block(12) is not mutiple of node npu (8)"),
+        (("24", 2, 8), "distributed super-pod job require npu(16) should be multiple"),
+        (("8", 2, 12), "require npu(24) should be equal to node npu(8), actual: task<worker>"),
+        (("5", 1, 4), "sp-block(5) is not mutiple of node npu (8)"),
         (("12", 3, 8), "sp-block(12) is not mutiple of node npu (8)"),
         (("512", 64, 8), "sp-block(512/8=64) is bigger than size of super-pod(48)"),
         (("8", 1, 4), "sp-block<8> in annotations of standalone super-pod job should equal"),

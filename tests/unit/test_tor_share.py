@@ -193,6 +193,32 @@ def test_a_rescheduled_job_short_on_its_own_tors_takes_free_tors_ascending() -> 
     assert chosen.marks[2] == (EXCLUSIVE, True)
 
 
+def test_every_idle_tor_a_rescheduled_job_uses_is_marked_as_upstreams_set_used_tor_attr() -> None:
+    """Traced from upstream (internal/nslb/util.go setUsedTorAttr, called by nslbv2.go
+    setServerListForPartialPods): a job of 8 with pods bound without ``isSharedTor`` on t0
+    (1 pod, 3 servers free) and t1 (2 pods, 2 free) misses 1 pod. t0 gives it and, with 3
+    free > 1 + 1, becomes shared; t1 gives nothing, but its 2 free do not exceed its 2 pods
+    by more than one: it becomes exclusive (it stayed idle)."""
+    live: dict[str, dict[str, str]] = {
+        server_ip(0, 0): {}, server_ip(1, 0): {}, server_ip(1, 1): {},
+    }  # fmt: skip
+    candidates = [server_ip(0, s) for s in (1, 2, 3)] + [server_ip(1, s) for s in (2, 3)]
+    chosen = reschedule(FOUR, candidates, 1, live=live, states={}, shared_tor_num=2, job_size=8)
+    assert tors_of(chosen) == [(0, 1)]
+    assert chosen.marks == {0: (SHARED, True), 1: (EXCLUSIVE, True)}
+    after = apply({}, chosen, "ns/job", NORMAL)
+    assert (after[0].kind, after[1].kind) == (SHARED, EXCLUSIVE)
+    # One shared ToR left to add (shared-tor-num 1): t0 takes it, t1 is exclusive again;
+    # a job short on its own ToRs marks every used idle ToR exclusive (noneSharedTor).
+    one = reschedule(FOUR, candidates, 1, live=live, states={}, shared_tor_num=1, job_size=8)
+    assert one.marks == {0: (SHARED, True), 1: (EXCLUSIVE, True)}
+    short = reschedule(
+        FOUR, [*candidates, *servers(t2=4)], 6, live=live, states={}, shared_tor_num=2,
+        job_size=9,
+    )  # fmt: skip
+    assert short.marks[0] == short.marks[1] == (EXCLUSIVE, True)
+
+
 def test_a_pod_bound_without_is_shared_tor_does_not_pin_its_job_to_one_tor() -> None:
     # Traced from upstream (nslbv2.go): only an explicit "0" (freeTorAnno) makes a job
     # single-ToR; a pod another scheduler bound carries no annotation.

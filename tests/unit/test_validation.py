@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from contract.chip_names import InvalidInput
-from scheduler_core.engine.handlers import product_for_selector
+from chip_topology.products import Product
+from chip_topology.routing import product_for_job
+from contract.chip_names import ASCEND910, InvalidInput
 from scheduler_core.engine.validation import JobInvalid, validate_job
 from tests.unit.helpers import job
 
@@ -65,20 +66,35 @@ def test_tasks_without_npu_are_allowed_beside_npu_tasks() -> None:
     validate_job(job(0, 2))
 
 
+# MindCluster builds half and card on its base handler (Ascend/mind-cluster
+# component/ascend-for-volcano/internal/npu/factory.go initCard910ByBaseHandler; base/frame.go
+# ValidNPUJob): VOL-v5's card910x2 / half910x4 sizes and messages are gone.
 def test_half_allows_one_two_or_four() -> None:
-    assert rejection(8, product="half910x4", name="h", namespace="ns") == (
-        "huawei.com/Ascend910half checkSingleTrainMode ns/h req npu not in [1,2,4]"
+    assert rejection(3, product="half910x4", name="h", namespace="ns") == (
+        "expected: job<h> req npu num should small than 4, and not in map[3:{}], "
+        "actual: task<h-0> req npu: 3, "
     )
+    assert "req npu: 8" in rejection(8, product="half910x4")
 
 
-def test_card_allows_one_or_two() -> None:
-    assert rejection(4, product="card910x2", name="c").endswith("req npu not in [1,2]")
+@pytest.mark.parametrize("req", [1, 2, 4, 8])
+def test_a_card_server_takes_up_to_eight_chips(req: int) -> None:
+    validate_job(job(req, product="card910x2"))
+    validate_job(job(req, req, product="card910x2"))  # no whole-server rule
+
+
+def test_a_card_task_above_eight_chips_is_refused_naming_it() -> None:
+    assert rejection(9, product="card910x2", name="c") == (
+        "expected: job<c> req npu num should small than 8, and not in map[], "
+        "actual: task<c-0> req npu: 9, "
+    )
 
 
 @pytest.mark.parametrize("req", [9, 11, 13, 15, 17])
 def test_910bx16_rejects_odd_counts_above_eight(req: int) -> None:
     assert rejection(req, product="module910bx16", name="b") == (
-        "huawei.com/Ascend910module-910b-16 checkJobTrainMode b req npu is invalid"
+        "expected: job<b> req npu num should small than 16, and not in "
+        f"map[9:{{}} 11:{{}} 13:{{}} 15:{{}}], actual: task<b-0> req npu: {req}, "
     )
 
 
@@ -87,24 +103,31 @@ def test_910bx16_accepts_other_counts(req: int) -> None:
     validate_job(job(req, product="module910bx16"))
 
 
-def test_910b_rejects_a_contradicting_ring_controller_label() -> None:
+# MindCluster dropped VOL-v5's 910B label and architecture checks with the plugin refactor
+# (dbde0740; no ring-controller / host-arch read in internal/npu/base or
+# ascend910b/module910bx16): a job so labelled is accepted.
+def test_910b_accepts_any_ring_controller_label() -> None:
     labels = {"ring-controller.atlas": "ascend-910"}
-    assert rejection(2, product="module910bx8", name="b", labels=labels) == (
-        "b label:ascend-910 not right(ascend-910b)"
+    assert validate_job(job(2, product="module910bx8", labels=labels)).name == "module910bx8"
+
+
+def test_910bx16_runs_on_arm_hosts_too() -> None:
+    selector = {"host-arch": "huawei-arm"}
+    assert validate_job(job(2, product="module910bx16", selector=selector)).name == (
+        "module910bx16"
     )
 
 
-def test_910bx16_runs_on_x86_hosts_only() -> None:
-    selector = {"host-arch": "huawei-arm"}
-    assert "host-arch:huawei-arm" in rejection(2, product="module910bx16", selector=selector)
-
-
 def test_the_handler_comes_from_the_accelerator_type_selector_defaulting_to_module() -> None:
-    assert product_for_selector({}).name == "module910x8"
-    assert product_for_selector({"accelerator-type": "module-910b-16"}).name == "module910bx16"
-    assert product_for_selector({"accelerator-type": "card"}).name == "card910x2"
+    assert route({}).name == "module910x8"
+    assert route({"accelerator-type": "module-910b-16"}).name == "module910bx16"
+    assert route({"accelerator-type": "card"}).name == "card910x2"
 
 
 def test_an_unknown_accelerator_type_is_not_supported() -> None:
     with pytest.raises(InvalidInput, match=re.escape("not support huawei.com/Ascend910chip-x")):
-        product_for_selector({"accelerator-type": "chip-x"})
+        route({"accelerator-type": "chip-x"})
+
+
+def route(selector: dict[str, str]) -> Product:
+    return product_for_job(ASCEND910, {}, {}, selector)

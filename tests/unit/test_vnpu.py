@@ -15,7 +15,7 @@ from scheduler_core.engine.vnpu import Resource, VnpuInvalid, VPod
 def node(free: list[int], pods: list[VPod] = (), name: str = "n") -> vnpu.VNode:  # type: ignore[assignment]
     return vnpu.node_model(
         name,
-        kind="Ascend310P",
+        chip_type="Ascend310P",
         cores_per_chip=8,
         capacity=32,
         free=free,

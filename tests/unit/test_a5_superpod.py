@@ -1,0 +1,99 @@
+"""The Atlas 850 / 950 SuperPoD plumbing around the handlers: the nodes' product, the DeviceInfo
+``RackID``, a one-pod job's checks, fault restarts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chip_topology.products import SUPERPOD_850X8, SUPERPOD_950X8
+from chip_topology.routing import product_for_job, product_of_node, serves
+from contract import deviceinfo
+from contract.chip_names import NPU
+from contract.deviceinfo import DeviceInfo
+from scheduler_core.engine import locality
+from scheduler_core.engine.superpod import SuperPodInvalid
+
+POLICY = "huawei.com/schedule_policy"
+
+
+def test_an_unlabelled_npu_server_serves_both_super_pod_policies() -> None:
+    node = product_of_node(NPU, {"accelerator": "huawei-npu"})
+    assert node is SUPERPOD_850X8
+    assert product_of_node(NPU, {"accelerator-type": "950-SuperPod-Atlas-8"}) is SUPERPOD_950X8
+    for policy, product in (
+        ("chip8-node8-sp", SUPERPOD_850X8),
+        ("chip8-node8-ra64-sp", SUPERPOD_950X8),
+    ):
+        routed = product_for_job(NPU, {}, {POLICY: policy}, {})
+        assert routed is product and serves(node, routed)
+
+
+def test_rack_id_is_read_and_written_outside_the_check_code() -> None:
+    info = DeviceInfo(
+        frozenset(range(8)),
+        frozenset(),
+        frozenset(),
+        update_time=5,
+        super_pod_id=1,
+        rack_id=3,
+        kind=NPU,
+    )
+    data = deviceinfo.encode(info)
+    cache = json.loads(data[deviceinfo.DATA_KEY])
+    assert cache["RackID"] == 3 and list(cache)[-1] == "RackID"  # after CheckCode, as omitempty
+    back = deviceinfo.decode(data)
+    assert (back.rack_id, back.rack, back.super_pod) == (3, 3, 1)
+    cache["RackID"] = -1  # the device plugin's DefaultRackID: no rack
+    unset = deviceinfo.decode({**data, deviceinfo.DATA_KEY: json.dumps(cache)})
+    assert unset.rack is None
+    assert "RackID" not in json.loads(
+        deviceinfo.encode(DeviceInfo(frozenset(), frozenset(), frozenset()))[deviceinfo.DATA_KEY]
+    )
+
+
+def test_a_one_pod_job_gets_the_policys_checks_and_nodes_with_a_super_pod_and_rack() -> None:
+    settings = locality.Settings()
+    sample = {POLICY: "chip8-node8-ra64-sp", "sp-block": "8", "ra-block": "8"}
+    locality.check_lone_pod(sample, 8, settings)
+    with pytest.raises(SuperPodInvalid, match="single super-pod job sp-block annotation"):
+        locality.check_lone_pod({**sample, "sp-block": "4"}, 8, settings)
+    with pytest.raises(SuperPodInvalid, match="single super-pod job require npu"):
+        locality.check_lone_pod({POLICY: "chip8-node8-sp", "sp-block": "16"}, 9, settings)
+    network = locality.Network(super_pods={"a": 0, "b": 0}, racks={"a": 2})
+    assert locality.off_network(sample, ["a", "b", "c"], network) == {
+        "b": "node rack-id is invalid for node=b, id=-1",
+        "c": "the super-pod-id of node is invalid for node=c, id=-1",
+    }
+    assert locality.off_network({POLICY: "chip8-node8-sp"}, ["a", "c"], network) == {
+        "c": "node c is not super-pod node or superPodID is not set"
+    }
+
+
+def test_an_850_fault_restart_keeps_its_healthy_block_and_a_950_one_is_placed_afresh() -> None:
+    ask = locality.Ask("ns/j", 4, 8, 8, {}, {POLICY: "chip8-node8-sp", "sp-block": "16"})
+    network = locality.Network(super_pods={n: 1 for n in ("a", "b", "c", "d", "e", "f")})
+    previous = {0: "a", 1: "b", 2: "c", 3: "d"}
+    choice = locality.choose(
+        ask,
+        ["a", "b", "c", "e", "f"],
+        network,
+        locality.Settings(),
+        previous=previous,
+        fault_nodes=frozenset({"d"}),
+    )
+    assert choice.nodes[:3] == ("a", "b", "c") and choice.nodes[3] in ("e", "f")
+    racks = {n: i // 2 for i, n in enumerate("abcdef")}
+    ra64 = locality.Ask(
+        "ns/k", 2, 8, 8, {}, {POLICY: "chip8-node8-ra64-sp", "sp-block": "16", "ra-block": "16"}
+    )
+    afresh = locality.choose(
+        ra64,
+        ["a", "c", "e", "f"],
+        locality.Network(super_pods=network.super_pods, racks=racks),
+        locality.Settings(),
+        previous={0: "a", 1: "b"},
+        fault_nodes=frozenset({"b"}),
+    )
+    assert afresh.nodes == ("e", "f")  # ra-block 16: the one rack with two free nodes
