@@ -3,8 +3,9 @@ build it here, so what the tests run is what a node runs.
 
 Without the Kubernetes API the device plugin serves the kubelet's own choice. With it: the
 node's pod cache, the annotation handshake (``volcano_type``) or the kubelet's choice with
-PodResources as the record, the DeviceInfo publisher, the repair loop and the ``servertype``
-node label. Collaborators are passed in at construction; nothing is attached afterwards.
+PodResources as the record, the DeviceInfo publisher, the repair loop and the node labels
+``servertype`` and ``node.kubernetes.io/npu.chip.name``. Collaborators are passed in at
+construction; nothing is attached afterwards.
 """
 
 from __future__ import annotations
@@ -24,15 +25,16 @@ from agent.allocation.handshake_rules import held_chips
 from agent.device_plugin import DevicePlugin
 from agent.deviceinfo_publisher import HEARTBEAT, DeviceInfoPublisher
 from agent.metrics import AgentMetrics, ChipReadings
-from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
 from agent.repair import POD_RESOURCES_SOCKET, RepairLoop, kubelet_devices
 from agent.upkeep import Upkeep
 from chip_drivers.chips import DriverError, NodeChips
 from chip_drivers.fake import NpuDriver
+from chip_drivers.state import DeviceState
 from contract.annotations import SERVER_TYPE_LABEL
 from contract.dra import DEFAULT_DRIVER, DRA_NODE_LABEL, SLICE_KIND, slice_name
 from contract.objects import node_address
+from contract.vnpu import CHIP_NAME_LABEL
 from infra.events import EventRecorder
 from infra.kube.port import KubeError, KubeGateway, NotFound
 
@@ -220,11 +222,17 @@ def start_node_agent(
     return NodeAgent(plugin, metrics, cache, publisher, repair, served, upkeep=upkeep, cores=cores)
 
 
+DYNAMIC_910 = ("Ascend910B-", "Ascend910A3-")  # servertype of the 910s with dynamic vNPU
+
+
 def _check_dynamic(config: AgentConfig, driver: NpuDriver) -> None:
     """Upstream's start-up refusals of dynamic vNPU (DriverError names the reason)."""
     node = driver.read()
-    if node.resource != "Ascend310P":
-        raise DriverError("only 310p support to set presetVirtualDevice false")
+    # 910B (A2) and A3 cut vNPUs too (Ascend/mind-cluster component/ascend-device-plugin
+    # pkg/server/manager.go setAscendManager); their servertype says which 910 they are.
+    cuts = node.resource == "Ascend310P" or (node.server_type or "").startswith(DYNAMIC_910)
+    if not cuts:
+        raise DriverError("only 310p, 910a2 and 910a3 support to set presetVirtualDevice false")
     if node.product == "chip310px2":
         raise DriverError("Atlas 300I Duo is not supported to dynamic virtual instance")
     if config.kube is None or not config.kube.volcano_type:
@@ -296,17 +304,29 @@ class NodeAddress:
         return self._address
 
 
+def node_labels(chips: NodeChips) -> dict[str, str]:
+    """The node labels the driver's report gives, as Huawei's device plugin writes them
+    (Ascend/mind-cluster component/ascend-device-plugin pkg/server/manager.go
+    getNewNodeLabel): ``servertype`` and the chip name ``node.kubernetes.io/npu.chip.name``
+    (``910B3``: the scheduler picks a 910B node's vNPU templates by it)."""
+    labels = {SERVER_TYPE_LABEL: chips.server_type, CHIP_NAME_LABEL: chips.chip_name}
+    return {key: value for key, value in labels.items() if value is not None}
+
+
 def label_node(gateway: KubeGateway, node: str, chips: NodeChips) -> bool:
-    """Set ``servertype`` when the node lacks it and the driver knows it (never overwrite an
-    admin's value). True when a label was written."""
-    if chips.server_type is None:
+    """Set the labels of ``node_labels`` the node lacks (never overwrite an admin's value;
+    upstream's plugin rewrites the chip name every time, ours leaves a set one alone as it
+    does ``servertype``). True when a label was written."""
+    wanted = node_labels(chips)
+    if not wanted:
         return False
     try:
         labels = gateway.get_node(node).get("metadata", {}).get("labels") or {}
-        if SERVER_TYPE_LABEL in labels:
+        missing = {key: value for key, value in wanted.items() if key not in labels}
+        if not missing:
             return False
-        gateway.patch_node_labels(node, {SERVER_TYPE_LABEL: chips.server_type})
+        gateway.patch_node_labels(node, missing)
     except KubeError as failed:
-        log.warning("node %s: label %s not set (%s)", node, SERVER_TYPE_LABEL, failed)
+        log.warning("node %s: labels %s not set (%s)", node, ", ".join(sorted(wanted)), failed)
         return False
     return True

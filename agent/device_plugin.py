@@ -21,10 +21,11 @@ from watchdog.observers import Observer
 from agent.allocation.base import Allocator
 from agent.allocation.kubelet_requests import KubeletChoice
 from agent.metrics import AgentMetrics
-from agent.plugin_server import KUBELET_SOCKET, DeviceState, PluginServer
+from agent.plugin_server import KUBELET_SOCKET, PluginServer
 from agent.resources import CoreAllocator, plan
 from chip_drivers.chips import NodeChips
 from chip_drivers.fake import NpuDriver
+from chip_drivers.state import DeviceState
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from typing import Any
 import grpc
 
 from agent.allocation.handshake_rules import held_chips, reserved_chips
-from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
 from chip_drivers.chips import Network, NodeChips
+from chip_drivers.state import DeviceState
 from contract import deviceinfo
 from contract.chip_names import InvalidInput, parse_chip_list
 from contract.deviceinfo import ChipFault, DeviceInfo
@@ -71,6 +71,7 @@ def device_info(
         update_time=update_time,
         super_pod_id=node.super_pod_id,
         server_index=node.server_index,
+        rack_id=node.rack_id,
         kind=node.kind,
     )
 

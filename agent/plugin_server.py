@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from pathlib import Path
 
@@ -20,7 +20,8 @@ import grpc
 from agent.allocation.base import AllocationFailed, InvalidRequest
 from agent.metrics import AgentMetrics
 from agent.resources import Devices
-from chip_drivers.chips import NodeChips
+from chip_drivers.state import DeviceState
+from contract.chip_names import RESOURCE_DOMAIN
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 from deviceplugin_api.v1beta1 import api_pb2_grpc as dp_grpc
 
@@ -28,44 +29,8 @@ log = logging.getLogger(__name__)
 
 API_VERSION = "v1beta1"
 KUBELET_SOCKET = "kubelet.sock"
-RESOURCE_DOMAIN = "huawei.com"
 MAX_MESSAGE = 4 * 1024 * 1024  # Huawei's plugin: max receive 4 MiB
 STOP_GRACE = 0.05  # lets an in-flight Allocate answer; a restart must stay well under 1 s
-
-
-class DeviceState:
-    """The current chips, and a condition that wakes every ListAndWatch on a change."""
-
-    def __init__(self, node: NodeChips, on_change: Sequence[Callable[[], None]] = ()) -> None:
-        self._node = node
-        self._version = 0
-        self._changed = threading.Condition()
-        # Called after every change of the chips (e.g. to republish DeviceInfo).
-        self._listeners = tuple(on_change)
-
-    @property
-    def node(self) -> NodeChips:
-        with self._changed:
-            return self._node
-
-    def update(self, node: NodeChips) -> None:
-        with self._changed:
-            if node == self._node:
-                return
-            self._node = node
-            self._version += 1
-            self._changed.notify_all()
-        for listener in self._listeners:
-            listener()
-
-    def wait_change(self, seen: int, timeout: float) -> tuple[int, NodeChips]:
-        with self._changed:
-            self._changed.wait_for(lambda: self._version != seen, timeout=timeout)
-            return self._version, self._node
-
-    def wake(self) -> None:
-        with self._changed:
-            self._changed.notify_all()
 
 
 class DevicePluginService(dp_grpc.DevicePluginServicer):
@@ -186,7 +151,7 @@ class PluginServer:
 
     @property
     def resource_name(self) -> str:
-        return f"{RESOURCE_DOMAIN}/{self.resource}"
+        return f"{RESOURCE_DOMAIN}{self.resource}"
 
     def serve(self) -> None:
         """Serve on a fresh socket (an old file is removed first), mode 0600. The old server

@@ -20,12 +20,11 @@ from agent.pod_cache import PodCache
 from chip_drivers.chips import NodeChips
 from contract.annotations import (
     KUBELET_ANNOTATION,
-    RANK_TABLE_ANNOTATION,
     REAL_ANNOTATION,
 )
-from contract.chip_names import ASCEND910, RESOURCE_NAME, format_chip_list
+from contract.chip_names import RESOURCE_NAME, format_chip_list
 from contract.pods import PodView
-from contract.rank_table import rank_table
+from contract.rank_table import rank_table, rank_table_annotation
 from deviceplugin_api.podresources.v1 import api_pb2 as pr
 from deviceplugin_api.podresources.v1 import api_pb2_grpc as pr_grpc
 from infra.kube.port import Conflict, KubeError, KubeGateway
@@ -89,10 +88,9 @@ def repairs(
             REAL_ANNOTATION: format_chip_list(real, kind),
             KUBELET_ANNOTATION: ",".join(kubelet_ids),
         }
-        if kind is ASCEND910:  # the rank table is for training chips
-            written[RANK_TABLE_ANNOTATION] = rank_table(
-                pod.name, server_id, ((c.id, c.ip) for c in chips)
-            )
+        annotation = rank_table_annotation(kind)  # the rank table is for training chips
+        if annotation is not None:
+            written[annotation] = rank_table(pod.name, server_id, ((c.id, c.ip) for c in chips))
         found.append(Repair(pod, written))
     return found
 

@@ -16,7 +16,7 @@ from agent.allocation.handshake_rules import held_chips
 from agent.pod_cache import PodCache
 from chip_drivers.chips import DriverError, NodeChips
 from chip_drivers.fake import NpuDriver
-from contract.chip_names import ASCEND910, InvalidInput, parse_chip_name
+from contract.chip_names import ASCEND910, NPU, InvalidInput, parse_chip_name
 from contract.pods import PodView
 from infra.periodic import Periodic
 
@@ -28,7 +28,7 @@ def to_reset(
 ) -> list[int]:
     """Unhealthy inference chips no pod holds (by its record or the kubelet's devices), no
     vNPU is cut from, and not reset already in this spell."""
-    if node.kind is ASCEND910:
+    if node.kind in (ASCEND910, NPU):  # hot reset is the inference chips' (training: no)
         return []
     used = set(held_chips(pods)) | {v.phy for v in node.vnpus}
     for device in kubelet_ids:

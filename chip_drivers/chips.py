@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -10,6 +11,9 @@ from contract.vnpu import CORE_SPECS, VirtualName
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
+# A Kubernetes label value (non-empty here): what a chip name must be to become a node label
+# (Ascend/mind-cluster component/ascend-device-plugin pkg/common/constants.go LabelValueRegex).
+LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
 class DriverError(RuntimeError):
@@ -67,11 +71,25 @@ class NodeChips:
     chips: tuple[Chip, ...]
     # The node label ``servertype`` (``<chip type>-<AI cores>``, e.g. Ascend910-32) when known.
     server_type: str | None = None
-    # A3 SuperPoD servers: the SuperPoD's ID and this server's index in it, when known.
+    # A3 SuperPoD servers: the SuperPoD's ID and this server's index in it, when known; Ascend
+    # 950 SuperPoD servers also their rack (the DeviceInfo's RackID).
     super_pod_id: int | None = None
     server_index: int | None = None
+    rack_id: int | None = None
     ai_cores: int = 0  # AI cores per chip (the dynamic vNPU budget), 0 when unknown
     vnpus: tuple[VirtualDevice, ...] = ()
+    # The chip's name as the driver reports it (``910B3``, ``310P3``; an A3 says
+    # ``Ascend910``): the node label ``node.kubernetes.io/npu.chip.name``, which picks a 910B
+    # node's vNPU templates. None when unknown.
+    chip_name: str | None = None
+    # Chips per die: 2 on an A3 server (an NPU module is one package of two chips, npu-smi's
+    # "NPU" with chips 0 and 1, allocated together: Ascend/mind-cluster
+    # component/ascend-for-volcano/internal/ascend910/ascend910a3/base.go); 0: no dies.
+    die_size: int = 0
+
+    def die_of(self, chip: int) -> int | None:
+        """The die (A3 NPU module) a chip is on: physical id // 2 on an A3; None elsewhere."""
+        return chip // self.die_size if self.die_size else None
 
     @property
     def kind(self) -> ChipKind:

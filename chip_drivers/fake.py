@@ -21,6 +21,7 @@ from watchdog.observers import Observer
 
 from chip_drivers.chips import (
     HEALTHY,
+    LABEL_VALUE,
     UNHEALTHY,
     Chip,
     DriverError,
@@ -28,7 +29,8 @@ from chip_drivers.chips import (
     NodeChips,
     VirtualDevice,
 )
-from chip_topology.products import product_by_name
+from chip_topology.dies import DIE
+from chip_topology.products import Family, product_by_name
 from contract.chip_names import KINDS, InvalidInput
 from contract.vnpu import CORE_SPECS, template_cores
 
@@ -36,8 +38,13 @@ log = logging.getLogger(__name__)
 
 OnChange = Callable[[NodeChips], None]
 RESOURCE_910 = "Ascend910"
+# The product a state without one has; the 950 family (``npu``) has none by default.
 DEFAULT_PRODUCT = {"Ascend910": "module910x8", "Ascend310": "chip310x4", "Ascend310P": "ascend310p"}
 FIRST_VDEV = 100  # the driver numbers vNPUs from 100
+# The servertype prefix of a product family when it is not the chip type: upstream's
+# RealCardType (Ascend/mind-cluster component/ascend-device-plugin pkg/server/manager.go
+# getNewNodeLabel writes servertype <RealCardType>-<AI cores>, e.g. Ascend910B-20).
+CARD_TYPE = {Family.ASCEND910B: "Ascend910B", Family.ASCEND910A3: "Ascend910A3"}
 
 
 class NpuDriver(Protocol):
@@ -124,11 +131,21 @@ def parse_fake_state(text: str) -> NodeChips:
     chip_type = _field(raw, "chip_type", "state", str, RESOURCE_910)
     if chip_type not in KINDS:
         raise DriverError(f"state.chip_type: {chip_type!r} is not one of {', '.join(KINDS)}")
-    product_name = _field(raw, "product", "state", str, DEFAULT_PRODUCT[chip_type])
-    try:
-        product = product_by_name(product_name)
-    except InvalidInput as bad:
-        raise DriverError(f"state.product: {bad}") from None
+    product_name = raw.get("product", DEFAULT_PRODUCT.get(chip_type))
+    die_size = 0
+    card_type = chip_type  # upstream's RealCardType: the servertype's prefix
+    if product_name is None:  # a 950 node: no product of ours until the state names one
+        capacity, where = KINDS[chip_type].max_chips, chip_type
+    else:
+        if not isinstance(product_name, str):
+            raise DriverError(f"state.product: expected str, got {product_name!r}")
+        try:
+            product = product_by_name(product_name)
+        except InvalidInput as bad:
+            raise DriverError(f"state.product: {bad}") from None
+        capacity, where = product.capacity, product_name
+        die_size = DIE if product.family is Family.ASCEND910A3 else 0
+        card_type = CARD_TYPE.get(product.family, chip_type)
     chips = tuple(
         _chip(c, f"chips[{i}]") for i, c in enumerate(_field(raw, "chips", "state", list, []))
     )
@@ -136,30 +153,35 @@ def parse_fake_state(text: str) -> NodeChips:
     for i, chip in enumerate(chips):
         if chip.id in seen:
             raise DriverError(f"chips[{i}].id: chip {chip.id} is named twice")
-        if not 0 <= chip.id < product.capacity:
-            raise DriverError(
-                f"chips[{i}].id: {chip.id} is outside {product.name} (0-{product.capacity - 1})"
-            )
+        if not 0 <= chip.id < capacity:
+            raise DriverError(f"chips[{i}].id: {chip.id} is outside {where} (0-{capacity - 1})")
         seen.add(chip.id)
     server_type = raw.get("servertype")
     if server_type is not None and (not isinstance(server_type, str) or not server_type):
         raise DriverError(f"state.servertype: expected text like Ascend910-32, got {server_type!r}")
-    super_pod = {key: _index(raw, key) for key in ("super_pod_id", "server_index")}
+    super_pod = {key: _index(raw, key) for key in ("super_pod_id", "server_index", "rack_id")}
     ai_cores = _field(raw, "ai_cores", "state", int, 8 if chip_type == "Ascend310P" else 0)
     vnpus = tuple(
         _vnpu(v, f"vnpus[{i}]", seen, ai_cores)
         for i, v in enumerate(_field(raw, "vnpus", "state", list, []))
     )
-    if server_type is None and ai_cores:  # as upstream's plugin labels it: <chip>-<AI cores>
-        server_type = f"{chip_type}-{ai_cores}"
+    if server_type is None and ai_cores:  # as upstream's plugin labels it: <card>-<AI cores>
+        server_type = f"{card_type}-{ai_cores}"
+    chip_name = raw.get("chip_name")
+    if chip_name is not None and not (
+        isinstance(chip_name, str) and LABEL_VALUE.fullmatch(chip_name)
+    ):
+        raise DriverError(f"state.chip_name: expected a name like 910B3, got {chip_name!r}")
     return NodeChips(
         chip_type,
-        product.name,
+        product_name,
         chips,
         server_type,
         **super_pod,
         ai_cores=ai_cores,
         vnpus=vnpus,
+        die_size=die_size,
+        chip_name=chip_name,
     )
 
 
@@ -182,7 +204,7 @@ def _vnpu(raw: Any, path: str, chips: set[int], ai_cores: int) -> VirtualDevice:
 
 
 def _index(raw: dict[str, Any], key: str) -> int | None:
-    """A SuperPoD id or server index: a number ≥ 0, or the driver's -1 (0xffffffff) and -2
+    """A SuperPoD id, server index or rack id: a number ≥ 0, or the driver's -1 (0xffffffff) and -2
     (not reported, or the query failed), which the DeviceInfo carries as they are."""
     value = raw.get(key)
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < -2):

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from chip_drivers.chips import Chip, DriverError, NodeChips
+from chip_drivers.chips import LABEL_VALUE, Chip, DriverError, NodeChips
+from chip_topology.dies import DIE
 
 HEALTHY_STATES = frozenset({"OK", "Warning"})  # Warning = minor alarm; the chip still works
 _DCMI_ERROR = re.compile(r"dcmi .*initiali[sz]e[d]? failed.*ret is (-?\d+)", re.IGNORECASE)
@@ -151,8 +152,11 @@ def resource_of(model: str, table: Table) -> str:
 
 def product_of(resource: str, model: str, table: Table, count: int) -> str | None:
     """The chip_topology product, when one is known for this hardware."""
-    if resource != "Ascend910" or table.second_column == "Phy-ID":
-        return None  # inference cards have no HCCS rings; A3 has no handler here
+    if resource != "Ascend910":
+        return None  # inference cards have no HCCS rings
+    if table.second_column == "Phy-ID":  # only an A3 prints it (it names its dies' chips)
+        # npu-smi cannot tell a SuperPoD server (superpod910a3x16): --product says so.
+        return {16: "module910a3x16", 8: "module910a3x8"}.get(count)
     if "910B" in model.upper():
         return {8: "module910bx8", 16: "module910bx16"}.get(count)
     # A container may see a subset of a server: only a full server's count is trusted.
@@ -204,7 +208,15 @@ def discover(info: str, mapping: str | None = None) -> NodeChips:
     product = product_of(resource, chips[0].model, table, len(chips))
     # Only the 910A's AI-core count (32) is certain from the model name alone.
     server_type = "Ascend910-32" if chips[0].model.upper() == "910A" else None
-    return NodeChips(resource, product, tuple(chips), server_type)
+    die_size = DIE if table.second_column == "Phy-ID" else 0
+    # The Name column is DCMI's chip name, which upstream's plugin writes as the node label
+    # node.kubernetes.io/npu.chip.name (pkg/server/manager.go updateChipNameToNode); a name
+    # that cannot be a label value is skipped, as there (updateNode).
+    name = chips[0].model
+    chip_name = name if LABEL_VALUE.fullmatch(name) else None
+    return NodeChips(
+        resource, product, tuple(chips), server_type, die_size=die_size, chip_name=chip_name
+    )
 
 
 Runner = Callable[[list[str]], str | None]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.allocation.kubelet_requests import ENV_RUNTIME_OPTIONS, ENV_VISIBLE, MANAGER_DEVICES
+from chip_drivers.container import ENV_RUNTIME_OPTIONS, ENV_VISIBLE, MANAGER_DEVICES
 from contract.objects import Obj
 from dra_driver.claims import Grant
 from dra_driver.files import write_atomically

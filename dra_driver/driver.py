@@ -14,9 +14,11 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.plugin_server import RESOURCE_DOMAIN, DeviceState
 from chip_drivers.fake import NpuDriver
+from chip_drivers.state import DeviceState
+from contract.chip_names import RESOURCE_DOMAIN
 from contract.dra import CLAIM_KIND, DEFAULT_DRIVER, DRA_NODE_LABEL
+from contract.objects import Obj
 from dra_driver.cdi import CdiWriter
 from dra_driver.checkpoint import Checkpoint
 from dra_driver.metrics import DraMetrics, Readings
@@ -109,9 +111,9 @@ class DraDriver:
         self.chips.close()
 
 
-def check_not_served_by_the_device_plugin(gateway: KubeGateway, node: str, resource: str) -> None:
-    capacity = (gateway.get_node(node).get("status") or {}).get("capacity") or {}
-    served = f"{RESOURCE_DOMAIN}/{resource}"
+def check_not_served_by_the_device_plugin(node_obj: Obj, node: str, resource: str) -> None:
+    capacity = (node_obj.get("status") or {}).get("capacity") or {}
+    served = f"{RESOURCE_DOMAIN}{resource}"
     if str(capacity.get(served, "0")) not in ("", "0"):
         raise ServedTwice(
             f"node {node} reports {served}: the device plugin serves its chips. Run either the "
@@ -125,7 +127,11 @@ def start_dra_driver(config: DraConfig, chips: NpuDriver, gateway: KubeGateway) 
     device plugin serves this node, OSError (``infra.cli.ListenError``) when the metrics
     address cannot be bound (nothing is left running then)."""
     first = chips.read()
-    check_not_served_by_the_device_plugin(gateway, config.node, first.resource)
+    node = gateway.get_node(config.node)
+    check_not_served_by_the_device_plugin(node, config.node, first.resource)
+    # The node's product comes from its labels when the chip driver names none (a 950 node:
+    # the device plugin's accelerator-type, set once from the hardware).
+    labels = dict(node.get("metadata", {}).get("labels") or {})
     home = config.plugins_dir / config.driver
     cdi = CdiWriter(config.cdi_root, config.driver, config.ascend_runtime, config.dev_root)
     metrics = DraMetrics()
@@ -143,6 +149,7 @@ def start_dra_driver(config: DraConfig, chips: NpuDriver, gateway: KubeGateway) 
         chips=lambda: state.node,
         checkpoint=Checkpoint(home / "checkpoint.json"),
         cdi=cdi,
+        labels=labels,
         on_change=republish,
     )
     state = DeviceState(first, on_change=(republish, chips_changed))
@@ -155,6 +162,7 @@ def start_dra_driver(config: DraConfig, chips: NpuDriver, gateway: KubeGateway) 
         preparer.prepared_chips,
         ring_free_hint=config.ring_free_hint,
         tor_ip=tor.tor_ip,
+        labels=labels,
         on_watch_error=metrics.watch_failed,
         on_loop_error=metrics.loop_failed,
     )

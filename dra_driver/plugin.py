@@ -30,7 +30,7 @@ from typing import Any
 
 import grpc
 
-from agent.plugin_server import DeviceState
+from chip_drivers.state import DeviceState
 from deviceplugin_api.dra.v1 import api_pb2 as v1
 from deviceplugin_api.dra.v1 import api_pb2_grpc as v1_grpc
 from deviceplugin_api.dra.v1beta1 import api_pb2 as v1beta1

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from chip_drivers.chips import NodeChips
@@ -64,6 +64,7 @@ class Preparer:
         chips: Callable[[], NodeChips],
         checkpoint: Checkpoint,
         cdi: CdiWriter,
+        labels: Mapping[str, str] | None = None,
         on_change: Callable[[], None] = lambda: None,
     ) -> None:
         self.driver = driver
@@ -72,6 +73,7 @@ class Preparer:
         self._chips = chips
         self._checkpoint = checkpoint
         self._cdi = cdi
+        self._labels = labels  # the Node's: its product when the chip driver names none
         self._on_change = on_change  # the prepared chips changed (the ringFree hint)
         self._lock = threading.Lock()
         self._prepared = checkpoint.load()
@@ -115,7 +117,12 @@ class Preparer:
         node = self._chips()
         by_id = {c.id: c for c in node.chips}
         grants = granted(
-            claim, ref, driver=self.driver, node=self.node, chips=by_id, product=product_of(node)
+            claim,
+            ref,
+            driver=self.driver,
+            node=self.node,
+            chips=by_id,
+            product=product_of(node, self._labels),
         )
         unhealthy = sorted(g.chip for g in grants if not by_id[g.chip].healthy)
         if unhealthy:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from chip_drivers.chips import NodeChips
 from contract.dra import SLICE_KIND, slice_name
@@ -44,6 +44,7 @@ class SlicePublisher:
         *,
         ring_free_hint: bool = True,
         tor_ip: Callable[[], str | None] = lambda: None,
+        labels: Mapping[str, str] | None = None,
         backoff: Backoff | None = None,
         on_watch_error: Callable[[], None] = lambda: None,
         on_loop_error: Callable[[str], None] = lambda name: None,
@@ -56,6 +57,7 @@ class SlicePublisher:
         self._prepared_chips = prepared_chips
         self._ring_free_hint = ring_free_hint
         self._tor_ip = tor_ip
+        self._labels = labels  # the Node's: its product when the chip driver names none
         self._backoff = backoff or Backoff(0.2, 10.0)
         self._node_uid = ""
         self._wanted = threading.Event()
@@ -128,9 +130,16 @@ class SlicePublisher:
 
     def desired(self) -> Obj:
         chips = self._chips()
-        free = ring_free(chips, self._prepared_chips()) if self._ring_free_hint else None
+        labels = self._labels
+        free = ring_free(chips, self._prepared_chips(), labels) if self._ring_free_hint else None
         return desired_slice(
-            self.driver, self.node, self._node_uid, chips, free=free, tor_ip=self._tor_ip()
+            self.driver,
+            self.node,
+            self._node_uid,
+            chips,
+            labels=labels,
+            free=free,
+            tor_ip=self._tor_ip(),
         )
 
     def publish(self) -> None:

@@ -1,16 +1,19 @@
 """The ResourceSlice a node's DRA driver publishes: one pool named after the node, one slice,
-one device per chip, listed in ring order (the stock allocator is first-fit over that order).
+one device per chip, listed in group order (the stock allocator is first-fit over that order).
 
 Each device is ``npu-<physical id>`` with attributes in the driver's own domain: ``model``
-(the chip, ``Ascend910``), ``topology`` (the product: ring size and legal requests),
-``physicalID``, ``logicID``, ``hccsRing`` (the HCCS ring the chip is on: what a claim's
-``matchAttribute`` keeps one request in), ``healthy`` (an unhealthy chip stays listed, false:
-the DeviceClass selects healthy chips only; taints need the DRADeviceTaints gate of 1.36),
-``serverIndex`` and ``superPodID`` on SuperPoD servers, ``torIP`` (its leaf switch, from the
-imported ToR topology), and ``ringFree`` (the healthy chips of
-its ring not prepared for a claim: the hint the exact-fit ladder's ``firstAvailable`` rungs
-select on). Shapes: ``shared/reference/dra.md`` §3.1, §3.2, §6.1 (from ``k8s.io/api``
-``resource/v1/types.go``).
+(the chip kind, ``Ascend910`` or ``npu`` on the Ascend 950 family), ``physicalID``,
+``logicID``, ``healthy`` (an unhealthy chip stays listed, false: the DeviceClasses select
+healthy chips only; taints need the DRADeviceTaints gate of 1.36), ``serverIndex`` and
+``superPodID`` on SuperPoD servers, ``torIP`` (its leaf switch, from the imported ToR
+topology), and what the node's product (``chip_topology.products``) says of the chip:
+``topology`` (the product's name), ``acceleratorType`` (the node label value its handler is
+named by) and its group, under the attribute a claim's ``matchAttribute`` keeps one request
+in (``group_attributes``), with ``ringFree`` (the healthy chips of that group not prepared
+for a claim: the hint the exact-fit ladder's ``firstAvailable`` rungs select on). The product
+is the chip driver's, else the one ``chip_topology.routing.product_of_node`` reads from the
+node's labels, as the scheduler does. Shapes: ``shared/reference/dra.md`` §3.1, §3.2, §6.1
+(from ``k8s.io/api`` ``resource/v1/types.go``).
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from chip_drivers.chips import Chip, NodeChips
-from chip_topology.products import Product, product_by_name
-from contract.chip_names import InvalidInput
+from chip_topology import dies
+from chip_topology.products import Family, Product, Rule, product_by_name
+from chip_topology.routing import product_of_node
+from contract.chip_names import ASCEND910, NPU, InvalidInput
 from contract.dra import slice_name
 from contract.objects import Obj
 
@@ -40,31 +45,63 @@ def chip_of(device: str) -> int | None:
     return int(number)
 
 
-def product_of(chips: NodeChips) -> Product | None:
-    if chips.product is None:
-        return None
+def product_of(chips: NodeChips, labels: Mapping[str, str] | None = None) -> Product | None:
+    """The node's product: the one the chip driver names, else the one the scheduler reads
+    from the node's labels (``product_of_node``); None when neither knows the hardware."""
     try:
-        return product_by_name(chips.product)
+        if chips.product is not None:
+            return product_by_name(chips.product)
+        return product_of_node(chips.kind, labels or {})
     except InvalidInput:
         return None
 
 
-def ring_of(product: Product | None, chip: int) -> int | None:
-    """The HCCS ring (the product's group) a chip is on; None without a ring rule."""
+# The attribute naming a chip's group, by the chips' kind: an Ascend 910's HCCS ring (the
+# whole node on a base product), an Ascend 950's mesh of 4 (``chip4nodex``; the whole node on
+# a 1p server), an inference chip's card.
+RING, DIE, MESH, CARD = "hccsRing", "die", "mesh", "card"
+
+
+def group_attribute(product: Product) -> str:
+    if product.family is Family.INFERENCE:
+        return CARD
+    return MESH if product.kind is NPU else RING
+
+
+def group_of(product: Product | None, chip: int) -> int | None:
+    """The product's group a chip is on (its ring, die, mesh or card); None without one."""
     if product is None or not product.groups or chip >= product.capacity:
         return None
     return product.group_of(chip)
 
 
-def ring_free(chips: NodeChips, prepared: Collection[int]) -> dict[int, int]:
-    """Per ring: its healthy chips not prepared for any claim."""
-    product = product_of(chips)
+def group_attributes(product: Product | None, chip: int) -> dict[str, int]:
+    """The attributes that let a claim ask the groups the scheduler gives on this product:
+    the group under its kind's name (``group_attribute``); on an A3 also ``die``, its NPU
+    module of two chips (whole dies for 2 chips or more: ``chip_topology.dies``); on a 910
+    product placed by meshes (``chip4-node8``) also ``mesh``."""
+    group = group_of(product, chip)
+    if product is None or group is None:
+        return {}
+    found = {group_attribute(product): group}
+    if product.rule is Rule.DIES:
+        found[DIE] = chip // dies.DIE
+    if product.rule is Rule.MESH and product.kind is ASCEND910:
+        found[MESH] = group
+    return found
+
+
+def ring_free(
+    chips: NodeChips, prepared: Collection[int], labels: Mapping[str, str] | None = None
+) -> dict[int, int]:
+    """Per group of the node's product: its healthy chips not prepared for any claim."""
+    product = product_of(chips, labels)
     free: dict[int, int] = {}
     for chip in chips.chips:
-        ring = ring_of(product, chip.id)
-        if ring is not None:
-            free.setdefault(ring, 0)
-            free[ring] += chip.healthy and chip.id not in prepared
+        group = group_of(product, chip.id)
+        if group is not None:
+            free.setdefault(group, 0)
+            free[group] += chip.healthy and chip.id not in prepared
     return free
 
 
@@ -81,13 +118,18 @@ def _device(
         "logicID": {"int": chip.logic_id},
         "healthy": {"bool": chip.healthy},
     }
-    if chips.product is not None:
+    if product is not None:
+        attributes["topology"] = {"string": product.name}
+        # Inference handlers are named by a job's strategy, not by a node label.
+        if product.family is not Family.INFERENCE:
+            attributes["acceleratorType"] = {"string": product.accelerator_type}
+    elif chips.product is not None:
         attributes["topology"] = {"string": chips.product}
-    ring = ring_of(product, chip.id)
-    if ring is not None:
-        attributes["hccsRing"] = {"int": ring}
-        if free is not None:
-            attributes["ringFree"] = {"int": free.get(ring, 0)}
+    for name, value in group_attributes(product, chip.id).items():
+        attributes[name] = {"int": value}
+    group = group_of(product, chip.id)
+    if group is not None and free is not None:
+        attributes["ringFree"] = {"int": free.get(group, 0)}
     if chips.super_pod_id is not None:
         attributes["superPodID"] = {"int": chips.super_pod_id}
     if chips.server_index is not None:
@@ -103,15 +145,16 @@ def desired_slice(
     node_uid: str,
     chips: NodeChips,
     *,
+    labels: Mapping[str, str] | None = None,
     generation: int = 1,
     free: Mapping[int, int] | None = None,
     tor_ip: str | None = None,
 ) -> Obj:
-    """The node's one slice (``free``: the ``ringFree`` hint per ring, when published;
-    ``tor_ip``: the node's leaf switch, when known); owned by the Node, so deleting the Node
-    collects it."""
-    product = product_of(chips)
-    ordered = sorted(chips.chips, key=lambda c: (ring_of(product, c.id) or 0, c.id))
+    """The node's one slice (``labels``: the Node's, for its product when the chip driver
+    names none; ``free``: the ``ringFree`` hint per group, when published; ``tor_ip``: the
+    node's leaf switch, when known); owned by the Node, so deleting the Node collects it."""
+    product = product_of(chips, labels)
+    ordered = sorted(chips.chips, key=lambda c: (group_of(product, c.id) or 0, c.id))
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,13 +158,15 @@ class DraTestbed:
         )
 
 
-def _host(plane: ControlPlane, root: Path, name: str, index: int) -> DraHost:
+def _host(
+    plane: ControlPlane, root: Path, name: str, index: int, *, state: str, labels: Mapping[str, str]
+) -> DraHost:
     home = root / name
     (home / "dev").mkdir(parents=True, exist_ok=True)
-    (home / "state.yaml").write_text(state_file(frozenset()))
+    (home / "state.yaml").write_text(state)
     registration = NodeRegistration(
         api_client(plane.admin),
-        RegisteredNode(name, NODE_LABELS, f"192.168.0.{index + 1}"),
+        RegisteredNode(name, {**NODE_LABELS, **labels}, f"192.168.0.{index + 1}"),
         dict,  # no device plugin's resource: the driver refuses a node reporting one
     )
     registration.start()
@@ -194,9 +196,17 @@ def _stop_host(host: DraHost) -> None:
 
 
 @contextmanager
-def dra_testbed(plane: ControlPlane, root: Path, nodes: list[str]) -> Iterator[DraTestbed]:
-    """The DRA overlay applied, ``nodes`` 8-chip 910 servers each with its driver's slice
-    published and its plugin registered, kube-scheduler running; stops what it started."""
+def dra_testbed(
+    plane: ControlPlane,
+    root: Path,
+    nodes: list[str],
+    states: Mapping[str, str] | None = None,
+    labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> Iterator[DraTestbed]:
+    """The DRA overlay applied, ``nodes`` 8-chip 910 servers (or the fake-driver state
+    ``states`` gives a node, with the labels ``labels`` gives it over the 910 ones) each with
+    its driver's slice published and its plugin registered, kube-scheduler running; stops
+    what it started."""
     # The claim templates and the tests' pods live in `default`, whose ServiceAccount the
     # controller manager makes asynchronously (a pod before it is refused: seen under load).
     plane.rest().ensure_namespace("default")
@@ -205,7 +215,9 @@ def dra_testbed(plane: ControlPlane, root: Path, nodes: list[str]) -> Iterator[D
         stack.callback(shutil.rmtree, root, True)
         hosts: dict[str, DraHost] = {}
         for index, name in enumerate(nodes):
-            host = hosts[name] = _host(plane, root, name, index)
+            state = (states or {}).get(name) or state_file(frozenset())
+            extra = (labels or {}).get(name, {})
+            host = hosts[name] = _host(plane, root, name, index, state=state, labels=extra)
             stack.callback(_stop_host, host)
         scheduler = plane.start_scheduler(SCHEDULER_CONFIGURATION, name="kube-scheduler-dra")
         stack.callback(plane.processes.pop, scheduler.name, None)

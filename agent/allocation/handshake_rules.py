@@ -18,12 +18,11 @@ from contract.annotations import (
     CONSUMED,
     KUBELET_ANNOTATION,
     PREDICATE_TIME,
-    RANK_TABLE_ANNOTATION,
     REAL_ANNOTATION,
 )
 from contract.chip_names import ASCEND910, ChipKind, chip_name, format_chip_list
 from contract.pods import PodView
-from contract.rank_table import rank_table
+from contract.rank_table import rank_table, rank_table_annotation
 
 NOT_FOUND = "not get valid pod"
 
@@ -178,11 +177,10 @@ def consumed_annotations(
     server_id: str,
     kind: ChipKind = ASCEND910,
 ) -> dict[str, str]:
-    """What a chip Allocate writes on the pod: its record, and the rank table for 910 chips
-    (the training ones)."""
+    """What a chip Allocate writes on the pod: its record, and the rank table for the
+    training chips (910, and the 950 family in its own annotation)."""
     written = consumed_record(format_chip_list((c.id for c in chips), kind), kubelet_ids)
-    if kind is ASCEND910:
-        written[RANK_TABLE_ANNOTATION] = rank_table(
-            pod.name, server_id, ((c.id, c.ip) for c in chips)
-        )
+    annotation = rank_table_annotation(kind)
+    if annotation is not None:
+        written[annotation] = rank_table(pod.name, server_id, ((c.id, c.ip) for c in chips))
     return written

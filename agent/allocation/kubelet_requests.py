@@ -7,6 +7,7 @@ from pathlib import Path
 
 from agent.allocation.base import InvalidRequest
 from chip_drivers.chips import Chip, NodeChips
+from chip_drivers.container import ENV_RUNTIME_OPTIONS, ENV_VISIBLE, MANAGER_DEVICES
 from chip_topology.products import product_by_name, select_huawei
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 
@@ -14,10 +15,6 @@ from deviceplugin_api.v1beta1 import api_pb2 as dp
 MAX_CONTAINER_REQUESTS = 300_000
 MAX_DEVICES_PER_CONTAINER = 800
 MAX_DEVICE_ID_LENGTH = 50
-
-MANAGER_DEVICES = ("/dev/davinci_manager", "/dev/hisi_hdc", "/dev/devmm_svm")
-ENV_VISIBLE = "ASCEND_VISIBLE_DEVICES"
-ENV_RUNTIME_OPTIONS = "ASCEND_RUNTIME_OPTIONS"
 
 
 def check_device_ids(ids: Sequence[str], known: dict[str, Chip], what: str) -> list[Chip]:

@@ -24,12 +24,13 @@ from celpy.adapter import json_to_cel
 from contract.annotations import (
     DELETING_ANNOTATION,
     SERVER_TYPE_LABEL,
+    SET_AT_CREATION,
     WRITER_LABEL,
     WRITTEN_BY_US,
 )
 from contract.chip_names import RESOURCE_DOMAIN
 from contract.objects import PLACED_RESOURCES, is_npu_resource
-from contract.vnpu import _VIRTUAL_TYPE
+from contract.vnpu import _VIRTUAL_TYPE, CHIP_NAME_LABEL
 from scheduler_core.service.server import LEADER_LABEL
 
 ROOT = Path(__file__).parents[2]
@@ -170,10 +171,11 @@ def request(
     user_info: dict[str, Any] = {"username": user}
     if node is not None:
         user_info["extra"] = {NODE_NAME: [node]}
+    # As the API server sends it: no subResource key for the object itself.
     return {
+        **({"subResource": sub} if sub else {}),
         "operation": operation,
         "resource": {"group": "", "version": "v1", "resource": resource},
-        "subResource": sub,
         "namespace": namespace,
         "name": name,
         "userInfo": user_info,
@@ -183,6 +185,7 @@ def request(
 
 
 CHOSEN = {"huawei.com/Ascend910": "Ascend910-0", "predicate-time": "1"}
+RANK = "hccl/rankIndex"
 
 
 def variable(policy: str, name: str) -> Any:
@@ -193,6 +196,12 @@ def variable(policy: str, name: str) -> Any:
 
 def test_the_policies_protect_exactly_the_annotations_our_components_write() -> None:
     protected = list(WRITTEN_BY_US)
+    creating = request("CREATE", "pods", "alice", pod())
+    (found,) = [
+        v for v in POLICIES["ascend-npu-annotations"]["variables"] if v["name"] == "creatable"
+    ]
+    creatable = evaluate(found["expression"], {"request": json_to_cel(creating)})
+    assert [str(k) for k in creatable] == list(SET_AT_CREATION)
     assert [str(k) for k in variable("ascend-npu-annotations", "protected")] == protected
     assert [str(k) for k in variable("ascend-npu-scheduler-scope", "ours")] == protected
     # The deletion mark is the scheduler's alone.
@@ -243,8 +252,35 @@ def test_a_pod_asks_npus_exactly_when_the_code_says_it_does(resource: str) -> No
             False,
         ),
         (
-            "a pod naming its own rank",
+            "a pod created with its rank, as the Ascend Operator and Volcano's hcclrank write it",
             request("CREATE", "pods", "alice", pod({"hccl/rankIndex": "0"})),
+            True,
+        ),
+        (
+            "a pod's rank changed later",
+            request(
+                "UPDATE",
+                "pods",
+                "alice",
+                pod({"hccl/rankIndex": "1"}),
+                pod({"hccl/rankIndex": "0"}),
+            ),
+            False,
+        ),
+        (
+            "a rank added later",
+            request("UPDATE", "pods", "alice", pod({"hccl/rankIndex": "1"}), pod()),
+            False,
+        ),
+        (
+            "a Binding carrying a rank",
+            request(
+                "CREATE",
+                "pods",
+                "alice",
+                {"kind": "Binding", "metadata": {"name": "p", "annotations": {RANK: "0"}}},
+                sub="binding",
+            ),
             False,
         ),
         (
@@ -441,6 +477,7 @@ def by_agent(resource: str, new: Any, old: Any, *, sub: str = "", **kw: Any) -> 
 
 CONSUMED = {**CHOSEN, "predicate-time": "18", "huawei.com/AscendReal": "Ascend910-0"}
 SERVER_TYPE = {SERVER_TYPE_LABEL: "Ascend910B-20"}
+CHIP_NAME = {CHIP_NAME_LABEL: "910B3"}
 
 
 @pytest.mark.parametrize(
@@ -513,6 +550,22 @@ SERVER_TYPE = {SERVER_TYPE_LABEL: "Ascend910B-20"}
             False,
         ),
         ("its node's servertype", by_agent("nodes", a_node(labels=SERVER_TYPE), a_node()), True),
+        ("its node's chip name", by_agent("nodes", a_node(labels=CHIP_NAME), a_node()), True),
+        (
+            "both labels at once",
+            by_agent("nodes", a_node(labels={**SERVER_TYPE, **CHIP_NAME}), a_node()),
+            True,
+        ),
+        (
+            "another node's chip name",
+            by_agent("nodes", a_node("node-b", CHIP_NAME), a_node("node-b")),
+            False,
+        ),
+        (
+            "another node.kubernetes.io label",
+            by_agent("nodes", a_node(labels={"node.kubernetes.io/npu.chip.count": "8"}), a_node()),
+            False,
+        ),
         (
             "another node's servertype",
             by_agent("nodes", a_node("node-b", SERVER_TYPE), a_node("node-b")),
@@ -563,8 +616,8 @@ def test_an_agent_refusal_names_what_it_may_not_change() -> None:
     labelled = a_node(labels={"node-restriction.kubernetes.io/x": "y", **SERVER_TYPE})
     verdict = admit(AGENT_SCOPE, by_agent("nodes", labelled, a_node()))
     assert verdict.refusals == (
-        "the agent may change only the servertype label of its node, not "
-        "node-restriction.kubernetes.io/x",
+        "the agent may change only the servertype, node.kubernetes.io/npu.chip.name labels of "
+        "its node, not node-restriction.kubernetes.io/x",
     )
 
 

@@ -460,7 +460,10 @@ def test_every_ascend_node_runs_exactly_one_agent_in_the_mode_it_is_labelled_for
         "dra": dra["spec"]["template"]["spec"],
     }
     nodes = {
-        "dra": [{"accelerator": "huawei-Ascend910", "ascend.npu/dra": "true"}],
+        "dra": [
+            {"accelerator": "huawei-Ascend910", "ascend.npu/dra": "true"},
+            {"accelerator": "huawei-npu", "ascend.npu/dra": "true"},
+        ],
         "base": [
             {"accelerator": "huawei-Ascend910", "ascend.npu/dra": "false"},
             {"accelerator": "huawei-Ascend910"},

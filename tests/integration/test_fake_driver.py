@@ -47,9 +47,34 @@ def test_a_superpod_server_publishes_its_superpod_id_and_index() -> None:
     assert decode(encode(device_info(parse_fake_state(EIGHT), (), 1))).super_pod_id is None
 
 
+def test_an_a3_server_has_sixteen_chips_in_dies_of_two() -> None:
+    state = parse_fake_state(
+        "product: superpod910a3x16\nsuper_pod_id: 0\nserver_index: 1\nchips:\n"
+        + "".join(f"  - id: {i}\n" for i in range(16))
+    )
+    assert (state.resource, len(state.chips), state.die_size) == ("Ascend910", 16, 2)
+    assert [state.die_of(c) for c in (0, 1, 2, 15)] == [0, 0, 1, 7]
+    assert (state.super_pod_id, state.server_index) == (0, 1)
+    assert state.device_id(state.chips[15]) == "Ascend910-15"
+
+
+def test_a_950_node_serves_npu_chips_named_by_their_npu_id() -> None:
+    state = parse_fake_state(
+        "chip_type: npu\nai_cores: 32\nchips:\n" + "".join(f"  - id: {i}\n" for i in range(16))
+    )
+    assert (state.resource, state.product, state.die_size) == ("npu", None, 0)
+    assert state.device_id(state.chips[9]) == "npu-9"
+    assert state.kind.resource == "huawei.com/npu"
+    # Huawei's plugin labels a 950 node ``npu-<AI cores>`` (ascend-device-plugin
+    # pkg/server/manager.go getNewNodeLabel).
+    assert state.server_type == "npu-32"
+
+
 @pytest.mark.parametrize(
     ("text", "error"),
     [
+        ("chip_type: npu\nchips:\n  - {id: 16}\n", "chips[0].id: 16 is outside npu (0-15)"),
+        ("product: 7\nchips: []\n", "state.product: expected str, got 7"),
         ("chips: [", "not YAML"),
         ("- 1\n", "expected a mapping"),
         ("chips:\n  - {logic_id: 1}\n", "chips[0].id: missing"),

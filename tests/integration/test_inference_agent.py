@@ -10,9 +10,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from agent.builder import AgentConfig, KubeSettings, NodeAgent, start_node_agent
+from chip_drivers.chips import DriverError
 from chip_drivers.fake import FakeDriver
 from simulation.cluster import wait_for
 from simulation.kubelet import KubeletSimulator
@@ -257,3 +259,44 @@ def test_a_failed_chip_costs_the_kubelet_exactly_its_own_ai_cores(short_dir: Pat
         assert {devices[i] for i in given[1]} == {"Unhealthy"}, "the failed chip's pod's IDs"
         assert {devices[i] for i in given[0]} == {"Healthy"}, "the healthy chip's pod's IDs"
         assert kubelet.free("huawei.com/npu-core") == 6, "chip 0's free cores, all offered"
+
+
+def test_a_910b_vnpu_is_created_at_allocate_over_grpc_and_named_as_910(short_dir: Path) -> None:
+    """910B (A2) dynamic vNPU: a 910B3 node of 20 AI cores per chip serves npu-core; the
+    scheduler's ``1-vir10_3c_32g`` becomes a vNPU on chip 1, recorded as a 910 vNPU."""
+    text = state("Ascend910", 2, product="module910bx8", ai_cores=20, servertype="Ascend910B-20")
+    with agent(short_dir, text, preset_virtual=False) as (running, kubelet, api, path):
+        assert kubelet.resources() == ["huawei.com/npu-core"]
+        assert kubelet.wait_for(lambda: kubelet.allocatable("huawei.com/npu-core") == 40)
+        notes = {"huawei.com/npu-core": "1-vir10_3c_32g", "predicate-time": "5"}
+        api.put("Pod", pod("v", "huawei.com/npu-core", 10, notes))
+        allocation = kubelet.allocate("ns/v", "main", "huawei.com/npu-core", 10)
+        envs = dict(allocation.response.envs)
+        assert envs["ASCEND_RUNTIME_OPTIONS"] == "VIRTUAL"
+        written = api.get_pod("ns", "v")["metadata"]["annotations"]
+        assert written["huawei.com/AscendReal"] == (
+            f"Ascend910-10c.3cpu.32g-{envs['ASCEND_VISIBLE_DEVICES']}-1_0"
+        )
+        created = yaml.safe_load(path.read_text())["vnpus"]
+        assert [(v["chip"], v["template"]) for v in created] == [(1, "vir10_3c_32g")]
+        # The vNPU is the pod's: the upkeep loop keeps it while the pod lives.
+        cores = running.cores
+        assert cores is not None and cores.created == 1
+        assert cores.destroy_unused() == 0
+        api.delete("Pod", "ns", "v")
+        assert wait_for(lambda: not yaml.safe_load(path.read_text()).get("vnpus"))
+
+
+def test_dynamic_vnpu_is_refused_on_a_910_that_cuts_none(short_dir: Path) -> None:
+    path = short_dir / "state.yaml"
+    path.write_text(state("Ascend910", 2, ai_cores=32, servertype="Ascend910-32"))
+    config = AgentConfig(
+        short_dir / "plugins",
+        ascend_runtime=True,
+        period=0.2,
+        kube=KubeSettings(NODE, True, short_dir / "podres.sock"),
+        preset_virtual=False,
+    )
+    message = "^only 310p, 910a2 and 910a3 support to set presetVirtualDevice false$"
+    with pytest.raises(DriverError, match=message):
+        start_node_agent(config, FakeDriver(path), MemoryCluster())

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from agent.deviceinfo_publisher import DeviceInfoPublisher
-from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
 from chip_drivers.chips import Chip, NodeChips
+from chip_drivers.state import DeviceState
 from contract.deviceinfo import decode
 from contract.objects import Obj
 from infra.kube.port import Page, Selection

@@ -9,11 +9,11 @@ import pytest
 
 from agent.device_plugin import DevicePlugin
 from agent.deviceinfo_publisher import DeviceInfoPublisher
-from agent.plugin_server import DeviceState
 from agent.pod_cache import PodCache
 from agent.repair import RepairLoop, kubelet_devices, repairs
 from chip_drivers.chips import Chip, NodeChips
 from chip_drivers.fake import FakeDriver
+from chip_drivers.state import DeviceState
 from contract.annotations import CONSUMED
 from contract.deviceinfo import decode
 from contract.pods import PodView

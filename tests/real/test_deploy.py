@@ -29,6 +29,7 @@ from contract.annotations import (
     PREDICATE_TIME,
     REAL_ANNOTATION,
     SERVER_TYPE_LABEL,
+    SET_AT_CREATION,
     TOR_SHARE_CONFIGMAP,
     WRITER_LABEL,
     WRITTEN_BY_US,
@@ -36,7 +37,7 @@ from contract.annotations import (
 from contract.chip_names import RESOURCE_NAME
 from contract.deviceinfo import configmap_name
 from contract.dra import DEFAULT_DRIVER
-from contract.vnpu import NPU_CORE_RESOURCE
+from contract.vnpu import CHIP_NAME_LABEL, NPU_CORE_RESOURCE
 from infra.kube.client import KubernetesGateway, api_client
 from infra.kube.policies import AGENT_POLICIES, DRA_DRIVER_POLICIES, SCHEDULER_POLICIES
 from infra.kube.port import KubeError
@@ -600,6 +601,17 @@ def test_a_tenant_creates_its_pods_but_none_carrying_our_annotations(cluster: Cl
         says=REFUSAL + "huawei.com/Ascend910, predicate-time",
     )
     for key in WRITTEN_BY_US:
+        if key in SET_AT_CREATION:  # a rank, as Huawei's operator writes it: creation only
+            allowed(alice, "POST", PODS, pod("ranked", annotations={key: "0"}))
+            denied_by_policy(
+                alice,
+                ANNOTATIONS,
+                "PATCH",
+                f"{PODS}/ranked",
+                {"metadata": {"annotations": {key: "1"}}},
+                says=key,
+            )
+            continue
         denied_by_policy(
             alice, ANNOTATIONS, "POST", PODS, pod("one", annotations={key: "0"}), says=key
         )
@@ -786,6 +798,20 @@ def test_the_agent_labels_only_its_own_node(cluster: Cluster) -> None:
     denied_by_policy(cluster.agent_unbound, AGENT_SCOPE, "PATCH", f"/api/v1/nodes/{NODE_A}", label)
     # The policy holds the agent alone: anyone else is left to RBAC.
     allowed(cluster.admin, "PATCH", f"/api/v1/nodes/{NODE_B}", label)
+    # The chip name as Huawei's device plugin labels it, and no other node.kubernetes.io key.
+    chip_name = {"metadata": {"labels": {CHIP_NAME_LABEL: "910B3"}}}
+    allowed(agent, "PATCH", f"/api/v1/nodes/{NODE_A}", chip_name)
+    assert (
+        cluster.admin.get(f"/api/v1/nodes/{NODE_A}")["metadata"]["labels"][CHIP_NAME_LABEL]
+        == "910B3"
+    )
+    denied_by_policy(
+        agent, AGENT_SCOPE, "PATCH", f"/api/v1/nodes/{NODE_B}", chip_name, says="only its own"
+    )
+    count = {"metadata": {"labels": {"node.kubernetes.io/npu.chip.count": "8"}}}
+    denied_by_policy(
+        agent, AGENT_SCOPE, "PATCH", f"/api/v1/nodes/{NODE_A}", count, says="npu.chip.count"
+    )
 
 
 def test_the_agent_writes_only_its_nodes_deviceinfo(cluster: Cluster) -> None:
@@ -839,9 +865,11 @@ def test_a_stolen_agent_token_does_no_more_than_a_kubelet_may(cluster: Cluster) 
     kept = admin.get(path)
     assert kept["metadata"]["labels"] == {"app": "b"}
     assert kept["spec"]["containers"][0]["image"] == "ascend-training:latest"
-    # What the agent does, by its own client: its node's servertype, the pod consumed.
+    # What the agent does, by its own client: its node's labels, the pod consumed.
     gateway = KubernetesGateway(api_client(bound_token(cluster.plane, AGENT_ACCOUNT, NODE_A)))
-    gateway.patch_node_labels(NODE_A, {SERVER_TYPE_LABEL: "Ascend910B-20"})
+    gateway.patch_node_labels(
+        NODE_A, {SERVER_TYPE_LABEL: "Ascend910B-20", CHIP_NAME_LABEL: "910B3"}
+    )
     allowed(cluster.scheduler, "PATCH", path, {"metadata": {"annotations": CHOSEN}})
     version = admin.get(path)["metadata"]["resourceVersion"]
     record = consumed_record("Ascend910-0", ["Ascend910-0"])
@@ -1040,10 +1068,11 @@ DRA_SLICES = "ascend-npu-dra-slices"
         ("four chips anywhere", claim("four", 4), False),
         ("the whole node", claim("eight", 8), True),
         ("every matching chip", claim("all", None, mode="All"), False),
-        ("sixteen chips", claim("sixteen", 16), False),
+        ("a whole 16-chip node (910B x16, A3)", claim("sixteen", 16), True),
+        ("twelve chips", claim("twelve", 12), False),
     ],
 )
-def test_a_claim_asks_a_legal_count_and_keeps_two_or_four_chips_on_one_ring(
+def test_a_claim_asks_a_legal_count_and_keeps_two_or_four_chips_on_one_group(
     cluster: Cluster, case: str, obj: Obj, admitted: bool
 ) -> None:
     claims = f"/apis/resource.k8s.io/v1/namespaces/{TEAM}/resourceclaims"

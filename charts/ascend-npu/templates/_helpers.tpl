@@ -55,8 +55,9 @@ the code's):
 */}}
 {{- define "ascend-npu.ourAnnotations" -}}
 ['huawei.com/Ascend910', 'huawei.com/Ascend310', 'huawei.com/Ascend310P',
-'huawei.com/npu-core', 'predicate-time', 'huawei.com/AscendReal', 'huawei.com/kltDev',
-'ascend.kubectl.kubernetes.io/ascend-910-configuration', 'hccl/rankIndex',
+'huawei.com/npu', 'huawei.com/npu-core', 'predicate-time', 'huawei.com/AscendReal',
+'huawei.com/kltDev', 'ascend.kubectl.kubernetes.io/ascend-910-configuration',
+'ascend.kubectl.kubernetes.io/ascend-npu-configuration', 'hccl/rankIndex',
 'super-pod-rank', 'super-pod-id', 'isSharedTor', 'isHealthy', 'sharedTorIp',
 'ascend-npu.io/deleting']
 {{- end -}}
@@ -65,7 +66,7 @@ the code's):
 - name: npuResources
   expression: >-
     ['huawei.com/Ascend910', 'huawei.com/Ascend310', 'huawei.com/Ascend310P',
-    'huawei.com/npu-core']
+    'huawei.com/npu', 'huawei.com/npu-core']
 - name: vnpuResource
   expression: >-
     '^huawei\\.com/(Ascend910-([2-6]|8|10|12|16)c|Ascend310P-(1|2|4)c)'
