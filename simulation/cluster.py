@@ -4,8 +4,8 @@ The loopback API server; per node a fake driver, the agent as its own builder wi
 (pod cache, annotation handshake, DeviceInfo publisher, repair loop and node label, through
 the official kubernetes client) and a kubelet simulator over real gRPC unix sockets; the
 scheduler service over HTTP (driven by ``kube_scheduler.KubeScheduler``). ``admit`` lets each
-node's kubelet admit the pods bound to it. Beside the 910 servers, 310P nodes may serve
-dynamic vNPUs (``huawei.com/npu-core``, created at Allocate through the fake driver).
+node's kubelet admit the pods bound to it. Beside the 910 servers, 310P and 910B nodes may
+serve dynamic vNPUs (``huawei.com/npu-core``, created at Allocate through the fake driver).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +25,8 @@ from typing import Any
 from agent.builder import AgentConfig, KubeSettings, NodeAgent, start_node_agent
 from agent.pod_cache import PodCache
 from chip_drivers.fake import FakeDriver, edit_fake_state
+from chip_topology.products import SUPERPOD_910A3X8
+from contract.annotations import ACCELERATOR_TYPE_LABEL
 from contract.chip_names import ASCEND310P, RESOURCE_NAME
 from contract.deviceinfo import configmap_name, decode
 from contract.objects import Obj, npu_request
@@ -34,6 +36,7 @@ from scheduler_core.engine.policies import policy_by_name
 from scheduler_core.engine.rescheduling import GRACE_OVER_TIME
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import OPEN, Access, SchedulerService
+from simulation.hardware import ASCEND910_LABELS, Hardware
 from simulation.kube_scheduler import SERVICE_PROFILES
 from simulation.kubelet import Allocation, KubeletError, KubeletSimulator
 from simulation.loopback import LoopbackApiServer, node_object
@@ -41,6 +44,12 @@ from simulation.memory import MemoryCluster
 
 # The fault code the simulated agents count as sub-health (their --sub-health-codes).
 SUB_HEALTH_CODE = "80E01801"
+
+
+# A node given a SuperPoD: an 8-chip server of an Atlas 9000 A3 SuperPoD, as Huawei's
+# installation labels it (a job reaches it with sp-block and this accelerator-type selector).
+A3_SUPER_POD_X8 = SUPERPOD_910A3X8.name
+A3_SUPER_POD_X8_TYPE = SUPERPOD_910A3X8.accelerator_type
 
 
 def state_file(
@@ -51,11 +60,12 @@ def state_file(
     super_pod: int | None = None,
 ) -> str:
     """A fake-driver state file of one 8-chip module910x8 server (``codes``: chip → a fault
-    code it reports; ``super_pod``: the SuperPoD it is in)."""
+    code it reports; ``super_pod``: the SuperPoD it is in, which makes it an 8-chip server of
+    an Atlas 9000 A3 SuperPoD, ``superpod910a3x8``)."""
     unhealthy = set(unhealthy)
     lines = ["product: module910x8", "servertype: Ascend910-32"]
     if super_pod is not None:
-        lines.append(f"super_pod_id: {super_pod}")
+        lines = [f"product: {A3_SUPER_POD_X8}", f"super_pod_id: {super_pod}"]
     lines.append("chips:")
     for i in range(chips):
         health = "Unhealthy" if i in unhealthy else "Healthy"
@@ -72,6 +82,17 @@ def vnpu_state_file(chips: int = VNPU_CHIPS) -> str:
     """A fake-driver state file of a 310P node (8 AI cores and 7 AI CPUs per chip)."""
     rows = "".join(f"  - {{id: {i}, health: Healthy}}\n" for i in range(chips))
     return f"chip_type: {ASCEND310P.name}\nai_cores: 8\nchips:\n{rows}"
+
+
+VNPU_910B_CHIPS = 8  # chips of a simulated Atlas 800T A2 (910B3: 20 AI cores each)
+
+
+def vnpu_910b_state_file(chips: int = VNPU_910B_CHIPS) -> str:
+    """A fake-driver state file of a 910B3 server cutting dynamic vNPUs: the driver reports
+    the chip name (its node label ``node.kubernetes.io/npu.chip.name``, which picks the
+    templates) and the servertype follows as upstream forms it (``Ascend910B-20``)."""
+    rows = "".join(f"  - {{id: {i}, health: Healthy}}\n" for i in range(chips))
+    return f"product: module910bx8\nai_cores: 20\nchip_name: 910B3\nchips:\n{rows}"
 
 
 def start_agent(
@@ -118,7 +139,7 @@ class SimNode:
     home: Path
     kubelet: KubeletSimulator
     agent: NodeAgent
-    dynamic_vnpu: bool = False  # a 310P node whose agent runs -presetVirtualDevice=false
+    dynamic_vnpu: bool = False  # a 310P or 910B node whose agent runs -presetVirtualDevice=false
 
     def set_health(self, unhealthy: frozenset[int]) -> None:
         set_health(self.home / "state.yaml", unhealthy)
@@ -357,16 +378,22 @@ def simulated_cluster(
     graceful: bool = False,
     grace_over: float = GRACE_OVER_TIME,
     vnpu_nodes: int = 0,
+    vnpu_910b_nodes: int = 0,
+    hardware: Sequence[tuple[Hardware, int]] = (),
     serve: bool = True,
     access: Access = OPEN,
     npu_map: bool = False,
 ) -> Iterator[SimulatedCluster]:
     """``every_kubelet_random``: no kubelet asks for the preferred allocation (by default
-    every second one does not); ``super_pods``: node → its SuperPoD; ``graceful``: pods
+    every second one does not); ``super_pods``: node → its SuperPoD (such a node is an 8-chip
+    server of an Atlas 9000 A3 SuperPoD); ``graceful``: pods
     deleted with a grace period stay until forced (containers that ignore SIGTERM);
     ``grace_over``: the scheduler's grace-over-time; ``vnpu_nodes``: 310P nodes
-    (``infer-00`` …) serving dynamic vNPUs beside the 910 servers; ``serve``: the scheduler
-    service answers here (without, its replicas run elsewhere and ``service`` only reads);
+    (``infer-00`` …) serving dynamic vNPUs beside the 910 servers; ``vnpu_910b_nodes``: 910B3
+    servers (``vnpu-910b-00`` …) serving them too; ``hardware``: servers of
+    other products beside them, so many of each (``simulation.hardware``, named
+    ``<prefix>-00`` …); ``serve``: the scheduler service answers here (without, its replicas
+    run elsewhere and ``service`` only reads);
     ``access``: who may call its verbs (default: anyone, as ``--insecure``); ``npu_map``: it
     serves the NPU map (``--npu-map``)."""
     root = Path(tempfile.mkdtemp(prefix="sim", dir="/tmp"))
@@ -390,27 +417,27 @@ def simulated_cluster(
         cluster = SimulatedCluster(store, api, {}, service, "", stack)
         for i in range(nodes):
             name = f"node-{i:02d}"
-            home = root / name
-            home.mkdir()
-            store.put("Node", node_object(i))
-            (home / "state.yaml").write_text(
-                state_file(
-                    (unhealthy or {}).get(name, frozenset()),
-                    super_pod=(super_pods or {}).get(name),
-                )
+            node_obj = node_object(i)
+            if name in (super_pods or {}):
+                node_obj["metadata"]["labels"][ACCELERATOR_TYPE_LABEL] = A3_SUPER_POD_X8_TYPE
+            state = state_file(
+                (unhealthy or {}).get(name, frozenset()), super_pod=(super_pods or {}).get(name)
             )
             prefers = not every_kubelet_random and i % 2 == 0
-            node = cluster.start_node(name, home, use_preferred=prefers, seed=i)
-            stack.callback(_stop_node, node)
+            _host(cluster, root, node_obj, state, use_preferred=prefers, seed=i)
         for i in range(vnpu_nodes):
-            name = f"infer-{i:02d}"
-            home = root / name
-            home.mkdir()
-            labels = {"accelerator": f"huawei-{ASCEND310P.name}"}
-            store.put("Node", {"metadata": {"name": name, "labels": labels}, "status": {}})
-            (home / "state.yaml").write_text(vnpu_state_file())
-            node = cluster.start_node(name, home, False, seed=100 + i, dynamic_vnpu=True)
-            stack.callback(_stop_node, node)
+            labels = {"accelerator": f"huawei-{ASCEND310P.name}", "host-arch": "huawei-arm"}
+            node_obj = {"metadata": {"name": f"infer-{i:02d}", "labels": labels}, "status": {}}
+            _host(cluster, root, node_obj, vnpu_state_file(), seed=100 + i, dynamic_vnpu=True)
+        for i in range(vnpu_910b_nodes):
+            labels = {**ASCEND910_LABELS, "accelerator-type": "module-910b-8"}
+            node_obj = {"metadata": {"name": f"vnpu-910b-{i:02d}", "labels": labels}, "status": {}}
+            state = vnpu_910b_state_file()
+            _host(cluster, root, node_obj, state, seed=200 + i, dynamic_vnpu=True)
+        for subnet, (kind, count) in enumerate(hardware, start=1):
+            for i in range(count):
+                node_obj, state = kind.node_object(i, subnet), kind.state(i, subnet)
+                _host(cluster, root, node_obj, state, seed=100 * subnet + i)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not all(map(_offers, cluster.nodes.values())):
             time.sleep(0.02)
@@ -420,6 +447,27 @@ def simulated_cluster(
             stack.callback(service.stop)
         cluster.wait_published()
         yield cluster
+
+
+def _host(
+    cluster: SimulatedCluster,
+    root: Path,
+    node_obj: Obj,
+    state: str,
+    *,
+    seed: int,
+    use_preferred: bool = False,
+    dynamic_vnpu: bool = False,
+) -> None:
+    """One simulated node: its Node object, its fake driver's state file under ``root``, its
+    kubelet and agent, stopped with the cluster."""
+    name = node_obj["metadata"]["name"]
+    home = root / name
+    home.mkdir()
+    cluster.store.put("Node", node_obj)
+    (home / "state.yaml").write_text(state)
+    node = cluster.start_node(name, home, use_preferred, seed, dynamic_vnpu=dynamic_vnpu)
+    cluster.stack.callback(_stop_node, node)
 
 
 def _stop_node(node: SimNode) -> None:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contract.annotations import REAL_ANNOTATION
-from contract.chip_names import InvalidInput
+from chip_drivers.fake import parse_fake_state
+from contract.annotations import REAL_ANNOTATION, SCHEDULE_POLICY_ANNOTATION
+from contract.chip_names import RESOURCE_NAME, InvalidInput
 from contract.groups import COSCHEDULING, COSCHEDULING_GROUP_LABEL, PODGROUP_APIS, podgroups
 from contract.vnpu import (
     NPU_CORE_ANNOTATION,
@@ -28,7 +29,13 @@ from contract.vnpu import (
     parse_core_choice,
     parse_virtual_name,
 )
-from simulation.cluster import SimulatedCluster, simulated_cluster, tor_configmap, wait_for
+from simulation.cluster import (
+    SimulatedCluster,
+    simulated_cluster,
+    tor_configmap,
+    wait_for,
+)
+from simulation.hardware import ATLAS_800T_A3
 from simulation.kube_scheduler import ExtenderConfig, KubeScheduler
 from simulation.memory import pod_object
 from simulation.volcano import VolcanoScheduler
@@ -51,6 +58,7 @@ VNPU_PODS = [("serve-a", 2), ("serve-b", 2), ("serve-c", 4), ("serve-d", 1), ("s
 ROW = "{:12} {:8} {:18} {:18} {}"
 VNPU_ROW = "{:12} {:9} {:12} {:6} {:8} {}"
 PER_TOR = 2
+A3_JOB = "a3-train-0"
 CYCLES = 8  # a node creates one vNPU template at a time: a few rounds place them all
 
 
@@ -90,7 +98,12 @@ def _submit(cluster: SimulatedCluster) -> list[str]:
 def run(nodes: int = 5, policy: str = "huawei") -> int:
     faulty = {"node-02": frozenset({3})}
     with simulated_cluster(
-        nodes, policy, faulty, every_kubelet_random=True, vnpu_nodes=1
+        nodes,
+        policy,
+        faulty,
+        every_kubelet_random=True,
+        vnpu_nodes=1,
+        hardware=((ATLAS_800T_A3, 1),),
     ) as cluster:
         # kube-scheduler's default: no node cache, a NodeList each way.
         scheduler = KubeScheduler(cluster, ExtenderConfig(cluster.url, node_cache_capable=False))
@@ -133,7 +146,53 @@ def run(nodes: int = 5, policy: str = "huawei") -> int:
         _gang_line(cluster)
         code = _summary(admitted)
         code = _volcano_part(cluster) or code
+        code = _a3_part(cluster, scheduler) or code
         return _vnpu_table(cluster, scheduler) or code
+
+
+def _a3_part(cluster: SimulatedCluster, scheduler: KubeScheduler) -> int:
+    """The A3 node: the chips its agent serves and publishes, by die, then a job of
+    ``huawei.com/schedule_policy: chip2-node16`` placed on it. Non-zero when the container
+    does not get the scheduler's chips, or they are not whole dies."""
+    node = cluster.nodes["a3-00"]
+    chips = parse_fake_state((node.home / "state.yaml").read_text())
+    listed = sorted(node.kubelet.devices(RESOURCE_NAME), key=lambda d: int(d.rsplit("-", 1)[1]))
+    by_die: dict[int, list[str]] = {}
+    for chip in chips.chips:
+        die = chips.die_of(chip.id)
+        if die is not None:
+            by_die.setdefault(die, []).append(str(chip.id))
+    dies = " ".join(f"{d}:{','.join(c)}" for d, c in sorted(by_die.items()))
+    print(
+        f"{node.name}: an Atlas 800T A3 node ({chips.product}), {len(listed)} chips in dies of "
+        f"{chips.die_size} (die:chips {dies}); the kubelet lists {listed[0]}..{listed[-1]}, "
+        f"its DeviceInfo publishes {cluster.published_free(node.name)} free"
+    )
+    # As Huawei's current samples write it: the schedule policy names the handler.
+    pod = pod_object(
+        "demo", A3_JOB, None, 4, annotations={SCHEDULE_POLICY_ANNOTATION: "chip2-node16"}
+    )
+    cluster.store.put("Pod", pod)
+    cluster.service.refresh()
+    for _ in range(3):
+        bound = scheduler.cycle()
+        cluster.admit()
+        cluster.service.refresh()
+        if bound == 0 or f"demo/{A3_JOB}" in cluster.admitted:
+            break
+    entry = cluster.admitted.get(f"demo/{A3_JOB}")
+    if entry is None:
+        print(f"{A3_JOB}: not placed: {_reason(cluster, scheduler, f'demo/{A3_JOB}')}")
+        return 1
+    given = cluster.store.get_pod("demo", A3_JOB)["metadata"]["annotations"][RESOURCE_NAME]
+    visible = entry.allocation.response.envs.get("ASCEND_VISIBLE_DEVICES", "")
+    ids = [int(c) for c in visible.split(",") if c]
+    whole = all(ids.count(c ^ 1) for c in ids)  # both chips of each die (2k, 2k + 1)
+    print(
+        f"{A3_JOB} (4 chips, schedule_policy chip2-node16) on {entry.node}: the scheduler "
+        f"chose {given}, the container sees {visible}; whole dies: {'yes' if whole else 'no'}"
+    )
+    return 0 if visible == _ids(tuple(given.split(","))) and whole else 1
 
 
 def _volcano_part(cluster: SimulatedCluster) -> int:

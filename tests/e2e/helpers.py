@@ -24,9 +24,13 @@ def submit(
     annotations: dict[str, str] | None = None,
     scheduler: str | None = None,
     uid: str | None = None,
+    selector: dict[str, str] | None = None,
 ) -> None:
-    """``uid``: a pod made again by its controller has a new one (default: one per name)."""
+    """``uid``: a pod made again by its controller has a new one (default: one per name);
+    ``selector``: its nodeSelector."""
     pod = pod_object("ns", name, None, npu)
+    if selector:
+        pod["spec"]["nodeSelector"] = dict(selector)
     if uid is not None:
         pod["metadata"]["uid"] = uid
     if scheduler is not None:

@@ -13,7 +13,13 @@ import pytest
 
 from contract.deviceinfo import configmap_name, decode
 from infra.kube.port import KubeError
-from simulation.cluster import SUB_HEALTH_CODE, SimulatedCluster, simulated_cluster, wait_for
+from simulation.cluster import (
+    A3_SUPER_POD_X8_TYPE,
+    SUB_HEALTH_CODE,
+    SimulatedCluster,
+    simulated_cluster,
+    wait_for,
+)
 from simulation.kube_scheduler import KubeScheduler
 from simulation.memory import pod_object
 from tests.e2e.helpers import check_invariants, fault_nodes, run, submit
@@ -36,6 +42,12 @@ def published_sub_healthy(cluster: SimulatedCluster, node: str) -> bool:
         return False
 
 
+# A job of blocks of two 8-chip servers of an Atlas 9000 A3 SuperPoD (sp-block counts NPUs;
+# the selector picks the x8 SuperPoD handler, as MindCluster's factory.go routes it).
+SP = {"sp-block": "16"}
+SP_NODES = {"accelerator-type": A3_SUPER_POD_X8_TYPE}
+
+
 def test_a_sub_healthy_node_is_the_last_choice_inside_a_superpod() -> None:
     nodes = [f"node-0{i}" for i in range(4)]
     with simulated_cluster(4, super_pods=dict.fromkeys(nodes, 0)) as cluster:
@@ -48,7 +60,7 @@ def test_a_sub_healthy_node_is_the_last_choice_inside_a_superpod() -> None:
         # 2 nodes a block; SuperPoD 0 has 4 free, 2 kept in reserve: one block, by name
         # node-00 and node-01, but node-00 is sub-healthy.
         for r in range(2):
-            submit(cluster, f"sp-{r}", 8, gang="sp", size=2, annotations={"sp-block": "16"})
+            submit(cluster, f"sp-{r}", 8, gang="sp", size=2, annotations=SP, selector=SP_NODES)
         run(cluster, scheduler)
         check_invariants(cluster, scheduler)
         assert sorted(node_of(cluster, f"sp-{r}") for r in range(2)) == ["node-01", "node-02"]
@@ -56,7 +68,7 @@ def test_a_sub_healthy_node_is_the_last_choice_inside_a_superpod() -> None:
         assert (notes["super-pod-rank"], notes["super-pod-id"]) == ("0", "0")
         # Sub-health is never a refusal: a job of all four nodes takes node-00 too.
         for r in range(2):
-            submit(cluster, f"all-{r}", 8, gang="all", size=2, annotations={"sp-block": "16"})
+            submit(cluster, f"all-{r}", 8, gang="all", size=2, annotations=SP, selector=SP_NODES)
         run(cluster, scheduler)
         check_invariants(cluster, scheduler)
         assert sorted(node_of(cluster, f"all-{r}") for r in range(2)) == ["node-00", "node-03"]

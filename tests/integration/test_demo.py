@@ -26,6 +26,12 @@ def test_the_demo_admits_every_pod_with_the_scheduler_chips(
     assert vnpus is not None, lines[-1]
     created, given, destroyed = map(int, vnpus.groups())
     assert created == given == destroyed > 0
+    # An Atlas A3 node beside them: its 16 chips by die, and a chip2-node16 job on whole dies.
+    (a3,) = [line for line in lines if line.startswith("a3-00: ")]
+    assert "16 chips in dies of 2 (die:chips 0:0,1 1:2,3" in a3, a3
+    assert "Ascend910-0..Ascend910-15, its DeviceInfo publishes 16 free" in a3, a3
+    (job,) = [line for line in lines if line.startswith("a3-train-0 ")]
+    assert "on a3-00" in job and job.endswith("whole dies: yes"), job
 
 
 def test_binpack_keeps_room_for_the_gang_in_the_demo(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,173 @@
+"""Decision time per product: the extender over HTTP on 5,000 nodes of one product each.
+
+Run: ``.venv/bin/python -m benchmarks.products [--nodes 5000] [--pods 200]``. For every
+product, an in-memory cluster of ``--nodes`` servers of that product (labelled as its device
+plugin and Huawei's docs label them, mixed occupancy from one seed), the scheduler service in
+its own process, and ``--pods`` single pods of that product's usual sizes (routed as Huawei's
+samples route them: the ``huawei.com/schedule_policy`` annotation, else the
+``accelerator-type`` selector), each filtered over every node and prioritized over the passing
+ones, as kube-scheduler calls it. Printed side by side with the 910 x8 (module910x8) figure,
+as a ratio; issue 37 asks the A3 handler to stay within 1.2× of the 910 path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.deviceinfo_publisher import configmap
+from benchmarks.extender import Latency, drive
+from contract.chip_names import ASCEND910, KIND_OF_RESOURCE, chip_name
+from contract.deviceinfo import DeviceInfo
+from simulation.memory import MemoryCluster, pod_object
+from simulation.processes import scheduler_process
+
+POLICY = "huawei.com/schedule_policy"
+
+
+@dataclass(frozen=True)
+class ProductLoad:
+    """Nodes of one product and the pods Huawei's samples send to it."""
+
+    name: str
+    chips: int
+    sizes: tuple[int, ...]
+    resource: str = ASCEND910.resource
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    pod_selector: Mapping[str, str] = field(default_factory=dict)
+
+
+LOADS = (
+    ProductLoad("910 x8 (module910x8)", 8, (1, 2, 4, 8)),
+    ProductLoad(
+        "910B x8 (chip8-node8)",
+        8,
+        (1, 2, 3, 4, 8),
+        node_labels={"accelerator-type": "module-910b-8"},
+        pod_annotations={POLICY: "chip8-node8"},
+    ),
+    ProductLoad(
+        "910B x16 (chip8-node16)",
+        16,
+        (1, 2, 4, 8, 16),
+        node_labels={"accelerator-type": "module-910b-16"},
+        pod_annotations={POLICY: "chip8-node16"},
+    ),
+    ProductLoad(
+        "A3 x16 (chip2-node16)",
+        16,
+        (1, 2, 4, 8, 16),
+        node_labels={"accelerator-type": "module-a3-16"},
+        pod_annotations={POLICY: "chip2-node16"},
+    ),
+    ProductLoad(
+        "card x8 (chip1-node2)",
+        8,
+        (1, 2, 4, 8),
+        node_labels={"accelerator-type": "card"},
+        pod_annotations={POLICY: "chip1-node2"},
+    ),
+    ProductLoad(
+        "910 mesh of 4 (chip4-node8)",
+        8,
+        (1, 2, 4, 8),
+        pod_annotations={POLICY: "chip4-node8"},
+    ),
+    ProductLoad(
+        "Atlas 350 (chip1-node8, huawei.com/npu)",
+        8,
+        (1, 2, 4, 8),
+        resource="huawei.com/npu",
+        node_labels={"accelerator": "huawei-npu"},  # no accelerator-type on Ascend 950 nodes
+        pod_annotations={POLICY: "chip1-node8"},
+    ),
+)
+
+
+def product_cluster(load: ProductLoad, nodes: int, seed: int) -> MemoryCluster:
+    """``nodes`` servers of ``load``'s product, some chips of each taken by a running pod."""
+    rng = random.Random(seed)
+    kind = KIND_OF_RESOURCE[load.resource]
+    store = MemoryCluster()
+    now = int(time.time())
+    for i in range(nodes):
+        name = f"node-{i:05d}"
+        used = rng.sample(range(load.chips), rng.choice((0, 0, 2, 4, 6)))
+        capacity = {load.resource: str(load.chips)}
+        store.put(
+            "Node",
+            {
+                "metadata": {"name": name, "labels": dict(load.node_labels)},
+                "status": {"capacity": capacity, "allocatable": dict(capacity)},
+            },
+        )
+        info = DeviceInfo(
+            frozenset(range(load.chips)) - set(used),
+            frozenset(),
+            frozenset(),
+            update_time=now,
+            kind=kind,
+        )
+        store.put("ConfigMap", configmap(name, info))
+        if used:
+            chips = ",".join(chip_name(c, kind) for c in used)
+            store.put(
+                "Pod",
+                pod_object(
+                    "busy",
+                    name,
+                    name,
+                    len(used),
+                    phase="Running",
+                    resource=load.resource,
+                    annotations={kind.resource: chips, "huawei.com/AscendReal": chips},
+                ),
+            )
+    return store
+
+
+def decision_time(load: ProductLoad, nodes: int, pods: int, workdir: Path) -> Latency:
+    store = product_cluster(load, nodes, seed=nodes)
+    names = [f"node-{i:05d}" for i in range(nodes)]
+    for i in range(pods):
+        pod = pod_object(
+            "ns",
+            f"p{i}",
+            None,
+            load.sizes[i % len(load.sizes)],
+            resource=load.resource,
+            annotations=load.pod_annotations,
+        )
+        pod["spec"]["nodeSelector"] = dict(load.pod_selector)
+        store.put("Pod", pod)
+    with scheduler_process(store, workdir, "--log-level", "WARNING") as service:
+        return drive(service.url, store, names, pods, bind=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=5_000)
+    parser.add_argument("--pods", type=int, default=200)
+    args = parser.parse_args()
+    print(f"extender over HTTP, {args.nodes} nodes of one product, {args.pods} pods")
+    base: Latency | None = None
+    with tempfile.TemporaryDirectory() as workdir:
+        for load in LOADS:
+            ours = decision_time(load, args.nodes, args.pods, Path(workdir))
+            base = base or ours
+            print(
+                f"  {load.name:<42} filter p50 {ours.filter_p50:5.1f} ms, prioritize p50 "
+                f"{ours.prioritize_p50:5.1f} ms, filter + prioritize p99 {ours.both_p99:5.1f} "
+                f"ms (x{ours.both_p99 / base.both_p99:.2f} of 910 x8), bind p50 "
+                f"{ours.bind_p50:.1f} ms"
+            )
+
+
+if __name__ == "__main__":
+    main()
