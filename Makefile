@@ -71,6 +71,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.agent_plugin
 	$(BIN)/python -m benchmarks.handshake
 	$(BIN)/python -m benchmarks.extender
+	$(BIN)/python -m benchmarks.products
 	$(BIN)/python -m benchmarks.network_locality
 	$(BIN)/python -m benchmarks.place_command
 	$(BIN)/python -m benchmarks.vnpu

@@ -31,6 +31,19 @@ def has_half_die(mask: int) -> bool:
     return bool((mask ^ (mask >> 1)) & _PAIRS)
 
 
+def canonical(mask: int) -> int:
+    """A mask every die rule answers for as for ``mask``: its whole dies first, then its
+    half-used dies (their low chip), from die 0. Filter, score, the chips' count and the dies
+    a pick leaves depend on these two counts alone, so nodes whose chips differ only in which
+    dies are used share one answer (a session caches per mask: 16-chip servers have thousands
+    of masks but few such counts)."""
+    whole = full_dies(mask)
+    half = ((mask ^ (mask >> 1)) & _PAIRS).bit_count()
+    whole_bits = (1 << (DIE * whole)) - 1
+    half_bits = sum(1 << (DIE * (whole + i)) for i in range(half))
+    return whole_bits | half_bits
+
+
 def fits(mask: int, req: int, max_req: int = TABLE_CHIPS) -> bool:
     """``JudgeNodeAndTaskNPU``: 1..max chips, enough usable; two or more take whole dies."""
     if not 1 <= req <= max_req or mask.bit_count() < req:

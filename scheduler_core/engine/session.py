@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
+from chip_topology import dies
 from chip_topology.products import (
     Family,
     Product,
@@ -150,13 +151,11 @@ def filter_node(
 
 
 def _signature(node: NodeState, usable: Iterable[int]) -> Signature:
-    return Signature(
-        node.product,
-        mask_of(tuple(usable)),
-        mask_of(node.network_unhealthy),
-        node.allocatable,
-        len(node.unhealthy),
-    )
+    mask, network = mask_of(tuple(usable)), mask_of(node.network_unhealthy)
+    if not network and product_by_name(node.product).rule is Rule.DIES:
+        # Only A3 handlers take A3 nodes, and their answers depend on the die counts alone.
+        mask = dies.canonical(mask)
+    return Signature(node.product, mask, network, node.allocatable, len(node.unhealthy))
 
 
 class Session:

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chip_topology.products import PRODUCTS, Product
+from chip_topology import dies
+from chip_topology.products import MODULE_910A3X16, PRODUCTS, Product, fits, mask_of
 from scheduler_core.engine.model import Decision, Job, NodeState, Task
 from scheduler_core.engine.policies import POLICIES
 from scheduler_core.engine.session import Session
@@ -143,3 +144,30 @@ def test_releasing_every_job_restores_every_node(scenario: Scenario) -> None:
     for job in scenario.jobs:
         session.release_job(job.key)
     assert {name: session.usable(name) for name in session.nodes} == before
+
+
+@given(st.integers(0, 2**16 - 1), st.integers(1, 16), st.sampled_from(sorted(POLICIES)))
+def test_an_a3_mask_and_its_canonical_form_get_the_same_answers(
+    mask: int, req: int, policy_name: str
+) -> None:
+    # The session caches A3 answers per canonical mask (dies.canonical): filter, score and
+    # what a pick leaves must not tell the two apart.
+    policy = POLICIES[policy_name]
+    same = dies.canonical(mask)
+    assert same.bit_count() == mask.bit_count()
+    for distributed in (False, True):
+        assert fits(MODULE_910A3X16, mask, req, distributed) == fits(
+            MODULE_910A3X16, same, req, distributed
+        )
+        if not fits(MODULE_910A3X16, mask, req, distributed):
+            continue
+        assert policy.score(MODULE_910A3X16, mask, 16, req, distributed) == policy.score(
+            MODULE_910A3X16, same, 16, req, distributed
+        )
+        left = []
+        for m in (mask, same):
+            usable = [c for c in range(16) if m >> c & 1]
+            chosen = policy.select(MODULE_910A3X16, usable, req, distributed)
+            rest = m & ~mask_of(chosen)
+            left.append((len(chosen), dies.full_dies(rest), rest.bit_count()))
+        assert left[0] == left[1]
