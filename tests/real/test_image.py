@@ -49,6 +49,7 @@ TRIPLET = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}
 SITE = build.SITE
 PROJECT_PACKAGES = {
     "agent",
+    "chip_drivers",
     "chip_topology",
     "contract",
     "deviceplugin_api",
