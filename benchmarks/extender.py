@@ -19,6 +19,7 @@ import random
 import tempfile
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ import msgspec
 import psutil
 
 from agent.deviceinfo_publisher import configmap
+from contract.chip_names import ASCEND910, KIND_OF_RESOURCE, chip_name
 from contract.deviceinfo import DeviceInfo
 from contract.groups import COSCHEDULING, COSCHEDULING_GROUP_LABEL, PODGROUP_APIS, podgroups
 from infra.http import HttpServer, Response
@@ -56,41 +58,48 @@ def post(url: str, body: dict[str, Any]) -> Any:
         return msgspec.json.decode(response.read())
 
 
-def cluster(nodes: int, seed: int) -> MemoryCluster:
+def occupied_cluster(
+    nodes: int,
+    seed: int,
+    *,
+    chips: int = 8,
+    resource: str = ASCEND910.resource,
+    labels: Mapping[str, str] | None = None,
+) -> MemoryCluster:
+    """``nodes`` servers of ``chips`` chips, labelled ``labels``; on each, from ``seed``, 0,
+    2, 4 or 6 chips held by a running pod, and the DeviceInfo its agent publishes."""
     rng = random.Random(seed)
+    kind = KIND_OF_RESOURCE[resource]
     store = MemoryCluster()
-    store.apis.add(PODGROUP_APIS[COSCHEDULING])  # the gang's PodGroup API, served from start
     now = int(time.time())
     for i in range(nodes):
         name = f"node-{i:05d}"
-        used = rng.sample(range(8), rng.choice((0, 0, 2, 4, 6)))
+        used = rng.sample(range(chips), rng.choice((0, 0, 2, 4, 6)))
+        capacity = {resource: str(chips)}
         store.put(
             "Node",
             {
-                "metadata": {"name": name},
-                "status": {
-                    "capacity": {"huawei.com/Ascend910": "8"},
-                    "allocatable": {"huawei.com/Ascend910": "8"},
-                },
+                "metadata": {"name": name, "labels": dict(labels or {})},
+                "status": {"capacity": capacity, "allocatable": dict(capacity)},
             },
         )
-        info = DeviceInfo(
-            frozenset(range(8)) - set(used), frozenset(), frozenset(), update_time=now
-        )
+        free = frozenset(range(chips)) - set(used)
+        info = DeviceInfo(free, frozenset(), frozenset(), update_time=now, kind=kind)
         store.put("ConfigMap", configmap(name, info))
         if used:
-            chips = ",".join(f"Ascend910-{c}" for c in used)
-            store.put(
-                "Pod",
-                pod_object(
-                    "busy",
-                    name,
-                    name,
-                    len(used),
-                    phase="Running",
-                    annotations={"huawei.com/AscendReal": chips},
-                ),
+            held = ",".join(chip_name(c, kind) for c in used)
+            notes = {kind.resource: held, "huawei.com/AscendReal": held}
+            busy = pod_object(
+                "busy", name, name, len(used), phase="Running", resource=resource, annotations=notes
             )
+            store.put("Pod", busy)
+    return store
+
+
+def cluster(nodes: int, seed: int) -> MemoryCluster:
+    """910 x8 servers, mixed occupancy, the coscheduling PodGroup API served."""
+    store = occupied_cluster(nodes, seed)
+    store.apis.add(PODGROUP_APIS[COSCHEDULING])  # the gang's PodGroup API, served from start
     return store
 
 

@@ -13,18 +13,14 @@ as a ratio; issue 37 asks the A3 handler to stay within 1.2× of the 910 path.
 from __future__ import annotations
 
 import argparse
-import random
 import tempfile
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.deviceinfo_publisher import configmap
-from benchmarks.extender import Latency, drive
-from contract.chip_names import ASCEND910, KIND_OF_RESOURCE, chip_name
-from contract.deviceinfo import DeviceInfo
-from simulation.memory import MemoryCluster, pod_object
+from benchmarks.extender import Latency, drive, occupied_cluster
+from contract.chip_names import ASCEND910
+from simulation.memory import pod_object
 from simulation.processes import scheduler_process
 
 POLICY = "huawei.com/schedule_policy"
@@ -90,50 +86,10 @@ LOADS = (
 )
 
 
-def product_cluster(load: ProductLoad, nodes: int, seed: int) -> MemoryCluster:
-    """``nodes`` servers of ``load``'s product, some chips of each taken by a running pod."""
-    rng = random.Random(seed)
-    kind = KIND_OF_RESOURCE[load.resource]
-    store = MemoryCluster()
-    now = int(time.time())
-    for i in range(nodes):
-        name = f"node-{i:05d}"
-        used = rng.sample(range(load.chips), rng.choice((0, 0, 2, 4, 6)))
-        capacity = {load.resource: str(load.chips)}
-        store.put(
-            "Node",
-            {
-                "metadata": {"name": name, "labels": dict(load.node_labels)},
-                "status": {"capacity": capacity, "allocatable": dict(capacity)},
-            },
-        )
-        info = DeviceInfo(
-            frozenset(range(load.chips)) - set(used),
-            frozenset(),
-            frozenset(),
-            update_time=now,
-            kind=kind,
-        )
-        store.put("ConfigMap", configmap(name, info))
-        if used:
-            chips = ",".join(chip_name(c, kind) for c in used)
-            store.put(
-                "Pod",
-                pod_object(
-                    "busy",
-                    name,
-                    name,
-                    len(used),
-                    phase="Running",
-                    resource=load.resource,
-                    annotations={kind.resource: chips, "huawei.com/AscendReal": chips},
-                ),
-            )
-    return store
-
-
 def decision_time(load: ProductLoad, nodes: int, pods: int, workdir: Path) -> Latency:
-    store = product_cluster(load, nodes, seed=nodes)
+    store = occupied_cluster(
+        nodes, nodes, chips=load.chips, resource=load.resource, labels=load.node_labels
+    )
     names = [f"node-{i:05d}" for i in range(nodes)]
     for i in range(pods):
         pod = pod_object(

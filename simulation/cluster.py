@@ -449,6 +449,21 @@ def simulated_cluster(
         yield cluster
 
 
+@contextmanager
+def serving(store: MemoryCluster) -> Iterator[SimulatedCluster]:
+    """The scheduler service over HTTP on ``store`` behind a loopback API server, refreshed,
+    without simulated nodes (the store's Nodes and DeviceInfo are the cluster)."""
+    with ExitStack() as stack:
+        api = LoopbackApiServer(store)
+        api.start()
+        stack.callback(api.stop)
+        service = SchedulerService(store, Extender(store), refresh_period=60)
+        url = service.start()
+        stack.callback(service.stop)
+        service.refresh()
+        yield SimulatedCluster(store, api, {}, service, url, stack)
+
+
 def _host(
     cluster: SimulatedCluster,
     root: Path,

@@ -570,9 +570,12 @@ def put_npu_node(
     *,
     allocatable: int = 8,
     resource: str = RESOURCE_NAME,
+    chips: int = 8,
+    labels: Mapping[str, str] | None = None,
 ) -> None:
-    """A node of 8 chips (``allocatable`` of them at the kubelet) and the DeviceInfo its agent
-    would publish, as the scheduler reads them."""
-    status = {"capacity": {resource: "8"}, "allocatable": {resource: str(allocatable)}}
-    store.put("Node", {"metadata": {"name": name}, "status": status})
+    """A node of ``chips`` chips (``allocatable`` of them at the kubelet) labelled ``labels``,
+    and the DeviceInfo its agent would publish, as the scheduler reads them."""
+    status = {"capacity": {resource: str(chips)}, "allocatable": {resource: str(allocatable)}}
+    meta = {"name": name, "labels": dict(labels or {})}
+    store.put("Node", {"metadata": meta, "status": status})
     store.put("ConfigMap", configmap(name, info))

@@ -120,6 +120,33 @@ class DraTestbed:
                 return None
             raise
 
+    def submit_on(self, namespace: str, node: str, name: str, claim: str) -> None:
+        """A pod on ``node`` whose one container uses the existing ResourceClaim ``claim``."""
+        self.admin.create(
+            f"/api/v1/namespaces/{namespace}/pods",
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "resourceClaims": [{"name": "npus", "resourceClaimName": claim}],
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "job",
+                            "resources": {"claims": [{"name": "npus"}]},
+                        }
+                    ],
+                },
+            },
+        )
+
+    def allocated_ids(self, namespace: str, claim: str, prefix: str) -> list[int]:
+        """The chip ids allocated to ``claim`` (device names ``<prefix><id>``)."""
+        path = f"{RESOURCE}/namespaces/{namespace}/resourceclaims/{claim}"
+        results = self.admin.get(path)["status"]["allocation"]["devices"]["results"]
+        return sorted(int(r["device"].removeprefix(prefix)) for r in results)
+
     def bound(self, namespace: str, name: str, timeout: float = 120) -> Obj:
         """The pod once kube-scheduler bound it."""
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"

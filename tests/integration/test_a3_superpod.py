@@ -7,16 +7,13 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-from contextlib import ExitStack
 from typing import Any
 
-from agent.deviceinfo_publisher import configmap
 from contract.deviceinfo import DeviceInfo
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
-from simulation.cluster import SimulatedCluster
-from simulation.loopback import LoopbackApiServer
-from simulation.memory import MemoryCluster, pod_object
+from simulation.cluster import serving
+from simulation.memory import MemoryCluster, pod_object, put_npu_node
 from simulation.volcano import VolcanoScheduler
 
 A3_SP = "module-a3-16-super-pod"
@@ -35,14 +32,6 @@ def a3_cluster(super_pods: dict[str, int]) -> MemoryCluster:
     """16-chip A3 SuperPoD servers (label ``accelerator-type``, DeviceInfo of 16 chips)."""
     store = MemoryCluster()
     for name, super_pod in super_pods.items():
-        chips = {"huawei.com/Ascend910": "16"}
-        store.put(
-            "Node",
-            {
-                "metadata": {"name": name, "labels": {"accelerator-type": A3_SP}},
-                "status": {"capacity": chips, "allocatable": chips},
-            },
-        )
         info = DeviceInfo(
             frozenset(range(16)),
             frozenset(),
@@ -50,7 +39,8 @@ def a3_cluster(super_pods: dict[str, int]) -> MemoryCluster:
             update_time=int(time.time()),
             super_pod_id=super_pod,
         )
-        store.put("ConfigMap", configmap(name, info))
+        labels = {"accelerator-type": A3_SP}
+        put_npu_node(store, name, info, allocatable=16, chips=16, labels=labels)
     return store
 
 
@@ -122,17 +112,9 @@ def test_sp_block_not_a_multiple_of_16_and_odd_chips_are_refused_in_upstreams_wo
 def test_volcano_enqueues_and_binds_the_a3_super_pod_gang() -> None:
     store = a3_cluster(NODES)
     gang(store, "sp", 2, 16, sp_block="32", scheduler="volcano")
-    with ExitStack() as stack:
-        api = LoopbackApiServer(store)
-        api.start()
-        stack.callback(api.stop)
-        service = SchedulerService(store, Extender(store), refresh_period=60)
-        url = service.start()
-        stack.callback(service.stop)
-        service.refresh()
+    with serving(store) as cluster:
         asked = {"TotalRequest": {"ScalarResources": {"huawei.com/Ascend910": 32_000}}}
-        assert post(f"{url}/volcano/jobEnqueueable", {"job": asked}) == {"status": 1}
-        cluster = SimulatedCluster(store, api, {}, service, url, stack)
+        assert post(f"{cluster.url}/volcano/jobEnqueueable", {"job": asked}) == {"status": 1}
         volcano = VolcanoScheduler(cluster)
         assert volcano.session().bound == 2, volcano.reasons
     pods = [store.get_pod("ns", f"sp-{r}") for r in range(2)]

@@ -9,18 +9,15 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-from contextlib import ExitStack
 from typing import Any
 
-from agent.deviceinfo_publisher import configmap
 from contract.chip_names import NPU
 from contract.deviceinfo import DeviceInfo
 from contract.groups import PODGROUP_APIS, VOLCANO, podgroups
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
-from simulation.cluster import SimulatedCluster
-from simulation.loopback import LoopbackApiServer
-from simulation.memory import MemoryCluster, pod_object
+from simulation.cluster import serving
+from simulation.memory import MemoryCluster, pod_object, put_npu_node
 from simulation.volcano import VolcanoScheduler
 from tests.huawei_jobs import expand
 
@@ -41,14 +38,6 @@ def npu_cluster(nodes: dict[str, tuple[int, int | None]]) -> MemoryCluster:
     """8-NPU servers: node → (SuperPodID, RackID or None when its DeviceInfo has none)."""
     store = MemoryCluster()
     for name, (super_pod, rack) in nodes.items():
-        chips = {NPU.resource: "8"}
-        store.put(
-            "Node",
-            {
-                "metadata": {"name": name, "labels": {"accelerator": "huawei-npu"}},
-                "status": {"capacity": chips, "allocatable": chips},
-            },
-        )
         info = DeviceInfo(
             frozenset(range(8)),
             frozenset(),
@@ -58,7 +47,8 @@ def npu_cluster(nodes: dict[str, tuple[int, int | None]]) -> MemoryCluster:
             rack_id=rack,
             kind=NPU,
         )
-        store.put("ConfigMap", configmap(name, info))
+        labels = {"accelerator": "huawei-npu"}
+        put_npu_node(store, name, info, resource=NPU.resource, labels=labels)
     return store
 
 
@@ -106,15 +96,7 @@ def test_the_950_sample_job_goes_to_a_node_with_a_rack_over_http() -> None:
 
 
 def volcano_session(store: MemoryCluster) -> VolcanoScheduler:
-    with ExitStack() as stack:
-        api = LoopbackApiServer(store)
-        api.start()
-        stack.callback(api.stop)
-        service = SchedulerService(store, Extender(store), refresh_period=60)
-        url = service.start()
-        stack.callback(service.stop)
-        service.refresh()
-        cluster = SimulatedCluster(store, api, {}, service, url, stack)
+    with serving(store) as cluster:
         volcano = VolcanoScheduler(cluster)
         volcano.session()
         return volcano

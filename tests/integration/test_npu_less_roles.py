@@ -11,7 +11,7 @@ import json
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -20,11 +20,9 @@ from agent.deviceinfo_publisher import configmap
 from contract.chip_names import ASCEND910, NPU, ChipKind
 from contract.deviceinfo import DeviceInfo
 from contract.groups import PODGROUP_APIS, VOLCANO, podgroups
-from scheduler_core.service.extender import Extender
-from scheduler_core.service.server import SchedulerService
 from simulation.cluster import SimulatedCluster, wait_for
+from simulation.cluster import serving as served
 from simulation.kube_scheduler import KubeScheduler
-from simulation.loopback import LoopbackApiServer
 from simulation.memory import MemoryCluster, pod_object
 from simulation.volcano import VolcanoScheduler
 from tests.huawei_jobs import GROUP_NAME, RANK, Expanded, expand, npu_request
@@ -79,14 +77,8 @@ def submit(store: MemoryCluster, job: Expanded, caller: str) -> None:
 def serving(store: MemoryCluster) -> Iterator[SimulatedCluster]:
     """The scheduler service over HTTP on ``store`` (its Volcano PodGroups served)."""
     store.apis.add(PODGROUP_APIS[VOLCANO])
-    with ExitStack() as stack:
-        api = LoopbackApiServer(store)
-        api.start()
-        stack.callback(api.stop)
-        service = SchedulerService(store, Extender(store), refresh_period=60)
-        url = service.start()
-        stack.callback(service.stop)
-        yield SimulatedCluster(store, api, {}, service, url, stack)
+    with served(store) as cluster:
+        yield cluster
 
 
 def run(cluster: SimulatedCluster, caller: str, pods: list[Obj]) -> None:

@@ -62,40 +62,18 @@ def claim(name: str, count: int, device_class: str = CLASS_950, mesh: bool = Fal
     return {"metadata": {"name": name}, "spec": {"devices": devices}}
 
 
-def submit(bed: DraTestbed, name: str, claim_name: str) -> None:
-    bed.admin.create(
-        f"/api/v1/namespaces/{NS}/pods",
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "restartPolicy": "Never",
-                "nodeSelector": {"kubernetes.io/hostname": NODE},
-                "resourceClaims": [{"name": "npus", "resourceClaimName": claim_name}],
-                "containers": [
-                    {"name": "main", "image": "infer", "resources": {"claims": [{"name": "npus"}]}}
-                ],
-            },
-        },
-    )
-
-
-def allocated(bed: DraTestbed, name: str) -> list[int]:
-    results = bed.admin.get(f"{CLAIMS}/{name}")["status"]["allocation"]["devices"]["results"]
-    return sorted(int(r["device"].removeprefix("npu-")) for r in results)
-
-
 def test_four_npus_on_the_mesh_attribute_get_one_whole_mesh_as_davinci_devices(
     bed: DraTestbed,
 ) -> None:
     bed.admin.create(CLAIMS, claim("one-npu", 1))
-    submit(bed, "single", "one-npu")
+    bed.submit_on(NS, NODE, "single", "one-npu")
     bed.start(bed.bound(NS, "single"))
-    assert allocated(bed, "one-npu") == [0]  # first fit over the slice's mesh order
+    assert bed.allocated_ids(NS, "one-npu", "npu-") == [0]  # first fit over the slice's mesh order
     bed.admin.create(CLAIMS, claim("one-mesh", 4, mesh=True))
-    submit(bed, "meshed", "one-mesh")
+    bed.submit_on(NS, NODE, "meshed", "one-mesh")
     (container,) = bed.start(bed.bound(NS, "meshed")).values()
     # First fit alone would take 1–4, across both meshes; the constraint keeps mesh 1 whole.
-    assert allocated(bed, "one-mesh") == [4, 5, 6, 7]
+    assert bed.allocated_ids(NS, "one-mesh", "npu-") == [4, 5, 6, 7]
     chips = [p for p in container.device_nodes if p.removeprefix("/dev/davinci").isdigit()]
     assert sorted(chips) == [f"/dev/davinci{c}" for c in (4, 5, 6, 7)]
     assert "/dev/davinci_manager" in container.device_nodes
@@ -110,7 +88,7 @@ def test_four_npus_without_the_mesh_constraint_are_refused(bed: DraTestbed) -> N
 
 def test_a_claim_of_the_910_class_gets_no_950_npu(bed: DraTestbed) -> None:
     bed.admin.create(CLAIMS, claim("a-910", 1, CLASS_910))
-    submit(bed, "wrong-kind", "a-910")
+    bed.submit_on(NS, NODE, "wrong-kind", "a-910")
 
     def unschedulable() -> bool:
         pod = bed.admin.get(f"/api/v1/namespaces/{NS}/pods/wrong-kind")

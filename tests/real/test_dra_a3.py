@@ -50,29 +50,6 @@ def claim_on_a_die(name: str) -> Obj:
     }
 
 
-def submit(bed: DraTestbed, name: str, claim: str) -> None:
-    bed.admin.create(
-        f"/api/v1/namespaces/{NS}/pods",
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "restartPolicy": "Never",
-                "nodeSelector": {"kubernetes.io/hostname": NODE},
-                "resourceClaims": [{"name": "npus", "resourceClaimName": claim}],
-                "containers": [
-                    {"name": "main", "image": "train", "resources": {"claims": [{"name": "npus"}]}}
-                ],
-            },
-        },
-    )
-
-
-def allocated(bed: DraTestbed, claim: str) -> list[int]:
-    path = f"{RESOURCE}/namespaces/{NS}/resourceclaims/{claim}"
-    results = bed.admin.get(path)["status"]["allocation"]["devices"]["results"]
-    return sorted(int(r["device"].removeprefix("npu-")) for r in results)
-
-
 def test_two_chip_claims_on_the_die_attribute_each_get_one_whole_die(bed: DraTestbed) -> None:
     claims = f"{RESOURCE}/namespaces/{NS}/resourceclaims"
     # One chip first, so first fit alone would split the next pair across two dies.
@@ -89,15 +66,15 @@ def test_two_chip_claims_on_the_die_attribute_each_get_one_whole_die(bed: DraTes
             },
         },
     )
-    submit(bed, "single", "one")
+    bed.submit_on(NS, NODE, "single", "one")
     bed.start(bed.bound(NS, "single"))
-    given = {"single": allocated(bed, "one")}
+    given = {"single": bed.allocated_ids(NS, "one", "npu-")}
     for i in range(3):
         bed.admin.create(claims, claim_on_a_die(f"die-{i}"))
-        submit(bed, f"pair-{i}", f"die-{i}")
+        bed.submit_on(NS, NODE, f"pair-{i}", f"die-{i}")
         # kube-scheduler writes the allocation before it binds (PreBind).
         bed.start(bed.bound(NS, f"pair-{i}"))
-        given[f"pair-{i}"] = allocated(bed, f"die-{i}")
+        given[f"pair-{i}"] = bed.allocated_ids(NS, f"die-{i}", "npu-")
     for name in ("pair-0", "pair-1", "pair-2"):
         low, high = given[name]
         assert low // 2 == high // 2 and high == low + 1, f"{name}: one die, got {given[name]}"
