@@ -224,7 +224,8 @@ def test_chip8node8ra64sp_valid_npu_job(  # noqa: PLR0917 (a transcribed table)
 
 
 def test_the_huawei_950_sample_job_is_valid_and_ra_block_defaults_to_8() -> None:
-    # /work/shared/real-workloads 950-superpod-sp-block-8: one pod of 8, sp-block 8, ra-block 8.
+    # Huawei's sample (tests/data/huawei_jobs/950-superpod-sp-block-8…): one pod of 8, sp-block 8,
+    # ra-block 8.
     job = racks.rack_job({"sp-block": "8", "ra-block": "8"}, [8], 48)
     assert job == RackJob(tasks=1, block=1, ra_block=1, ra_block_npu=8, ub_memory=False)
     assert racks.rack_job({"sp-block": "16"}, [8, 8], 48).ra_block == 1
