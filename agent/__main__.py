@@ -11,19 +11,23 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # gRPC's C core logs every GOAWAY of a restarting kubelet at info level: keep errors only.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
+from agent import hot_reset
 from agent.builder import AgentConfig, KubeSettings, start_node_agent
 from agent.deviceinfo_publisher import configmap, device_info
 from agent.plugin_server import KUBELET_SOCKET
 from agent.repair import POD_RESOURCES_SOCKET
 from chip_drivers.chips import DriverError, NodeChips
 from chip_drivers.choice import driver_flags, make_driver
+from chip_drivers.fake import NpuDriver
 from contract.chip_names import KINDS
 from contract.deviceinfo import MAX_AGE
 from contract.pods import holders_by_node, pod_view
@@ -51,10 +55,14 @@ from infra.kube.port import KubeError, KubeGateway, Selection, list_all
 from infra.logs import add_log_options
 from infra.logs import configure as configure_logs
 
+if TYPE_CHECKING:
+    from infra.http import HttpServer
+
 log = logging.getLogger("agent")
 
 DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 EXIT_BAD_INPUT = 2
+WAIT_STEP = 1.0  # seconds between reads while -deviceResetTimeout waits for chips
 COMMANDS = ("serve", "devices", "deviceinfo", "status")
 # The longest socket name the agent makes in --plugin-dir: one per resource it serves
 # (agent/resources.py), a pre-created vNPU type the longest of them.
@@ -84,7 +92,85 @@ NO_EFFECT: tuple[tuple[str, str, Callable[[str], object], object, str], ...] = (
     ("--fd-flag", "-fdFlag", flag_bool, False, "the FusionDirector edge mode is not built"),
     ("--log-max-age", "-maxAge", int_between(7, 700), 7, "log files rotate by size only"),
     ("--edge-log-file", "-edgeLogFile", str, "", "the edge mode is not built"),
+    (
+        "--deal-watch-handler",
+        "-dealWatchHandler",
+        flag_bool,
+        False,
+        "the pod cache's reflector re-lists after any watch error already",
+    ),
+    (
+        "--check-cached-pods",
+        "-checkCachedPods",
+        flag_bool,
+        True,
+        "the pod cache is the API server's watch alone, re-listed after a watch error",
+    ),
+    (
+        "--enable-slow-node",
+        "-enableSlowNode",
+        flag_bool,
+        False,
+        "slow-node detection (the steptime-dtpgroup ConfigMap for CCAE) is not built",
+    ),
+    (
+        "--soft-share-dev-config-dir",
+        "-softShareDevConfigDir",
+        str,
+        "",
+        "soft-share vNPU (vCANN-RT, -shareDevCount=100) is not built",
+    ),
+    (
+        "--use-single-die-mode",
+        "-useSingleDieMode",
+        flag_bool,
+        False,
+        "the agent does not set the A3 multi-die policy: dies are served as the driver sets them",
+    ),
+    (
+        "--get-pod-from-kubelet",
+        "-getPodFromKubelet",
+        flag_bool,
+        False,
+        "pods are read from the API server through one watch of this node's pods",
+    ),
 )
+# Flags Huawei's plugin takes with two dashes (Ascend/mind-cluster
+# component/ascend-common/common-utils/healthz/healthz.go RegisterFlags); Go's flag package
+# takes any flag with one dash or two.
+HEALTHZ_FLAGS = (
+    "--enable-healthz",
+    "--healthz-address",
+    "--tls-cert-file",
+    "--tls-private-key-file",
+)
+
+
+def go_spellings(argv: Sequence[str], options: Collection[str]) -> list[str]:
+    """``argv`` with Huawei's flags spelled as the parser knows them: Go's flag package reads
+    ``-x`` and ``--x`` alike, so ``--volcanoType=true`` is ``-volcanoType=true`` and
+    ``-enable-healthz`` is ``--enable-healthz``. ``options`` are the parser's option strings."""
+    spelled: list[str] = []
+    for token in argv:
+        name, equals, value = token.partition("=")
+        if name.startswith("--") and name not in options and name[1:] in options:
+            name = name[1:]
+        elif not name.startswith("--") and f"-{name}" in HEALTHZ_FLAGS:
+            name = f"-{name}"
+        spelled.append(name + equals + value)
+    return spelled
+
+
+def hot_reset_mode(text: str) -> int:
+    """``-hotReset``: -1 (off), 0 (inference chips) or 2 (training chips, offline), as
+    upstream's checkHotResetMode (Ascend/mind-cluster component/ascend-device-plugin main.go)."""
+    value = int_between(-1, 2)(text)
+    if value == 1:
+        raise argparse.ArgumentTypeError(
+            "-hotReset=1 (online reset) was removed upstream (Ascend/mind-cluster commit "
+            "40bc27dd); use 0 (inference) or 2 (training, offline)"
+        )
+    return value
 
 
 def _heartbeat(text: str) -> float:
@@ -167,10 +253,43 @@ def build_parser() -> CommandParser:
     serve.add_argument(
         "--hot-reset",
         "-hotReset",
-        type=int_between(-1, 2),
+        type=hot_reset_mode,
         default=-1,
-        help="0: reset an unhealthy 310/310P chip once no pod uses it; -1: never "
-        "(1 and 2, training modes, have no effect here)",
+        help="-1: never reset a chip; 0 (inference) or 2 (training, offline): reset faulty "
+        "chips by reset group once no pod and no process is on the group for 60 s",
+    )
+    serve.add_argument(
+        "--third-party-scan-delay",
+        "-thirdPartyScanDelay",
+        type=int_at_least(0),
+        default=300,
+        help="seconds after a failed hot reset before chips another party reset are scanned",
+    )
+    serve.add_argument(
+        "--device-reset-timeout",
+        "-deviceResetTimeout",
+        type=int_between(10, 600),
+        default=600,
+        help="seconds to wait at start for the driver to report every chip it counts "
+        "[10, 600]; then the chips there are are served",
+    )
+    serve.add_argument(
+        "--enable-healthz",
+        **bool_flag(False),
+        help="serve GET / and /healthz on --healthz-address (Huawei's liveness probe)",
+    )
+    serve.add_argument(
+        "--healthz-address",
+        type=int_between(1025, 65535),
+        default=11251,
+        metavar="PORT",
+        help="port of the healthz server, on every address of the node [1025, 65535]",
+    )
+    serve.add_argument(
+        "--tls-cert-file", type=Path, help="healthz over HTTPS: certificate (with the key)"
+    )
+    serve.add_argument(
+        "--tls-private-key-file", type=Path, help="healthz over HTTPS: private key (with the cert)"
     )
     serve.add_argument(
         "--pod-resources-socket",
@@ -255,6 +374,12 @@ def _devices(args: argparse.Namespace) -> int:
     return 0
 
 
+def _own_pod() -> tuple[str, str] | None:
+    """The agent's pod from the downward API (the chart sets POD_NAMESPACE and POD_NAME)."""
+    namespace, name = os.environ.get("POD_NAMESPACE", ""), os.environ.get("POD_NAME", "")
+    return (namespace, name) if namespace and name else None
+
+
 def _deviceinfo(args: argparse.Namespace) -> int:
     node = _read_chips(args)
     if node is None:
@@ -322,8 +447,10 @@ def _serve(args: argparse.Namespace) -> int:
     for long, huawei, _, default, why in NO_EFFECT:
         value = getattr(args, long.removeprefix("--").replace("-", "_"))
         if value != default:
-            log.warning("%s=%s has no effect here: %s", huawei, value, why)
+            log.warning("%s=%s accepted, has no effect here: %s", huawei, value, why)
     try:
+        with exit_on_bind_error({"--healthz-address": ("", args.healthz_address)}):
+            healthz = _healthz(args)
         config = _agent_config(args)
         gateway = (
             None if config.kube is None else _gateway(kubeconfig_for(args.kube, args.kubeconfig))
@@ -341,8 +468,10 @@ def _serve(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
     stop = stop_on_signals()
     try:
+        driver = make_driver(args, args.period)
+        wait_for_every_chip(driver, args.device_reset_timeout, stop)
         with exit_on_bind_error({"--metrics-listen": config.metrics_listen}):
-            agent = start_node_agent(config, make_driver(args, args.period), gateway)
+            agent = start_node_agent(config, driver, gateway)
     except DriverError as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -357,7 +486,65 @@ def _serve(args: argparse.Namespace) -> int:
     )
     wait_until(stop)
     agent.stop()
+    if healthz is not None:
+        healthz.stop()
     return 0
+
+
+def _healthz(args: argparse.Namespace) -> HttpServer | None:
+    """The healthz server of ``--enable-healthz``, started first as upstream's (so the
+    liveness probe answers while chips are waited for); ValueError names a bad flag. As
+    Ascend/mind-cluster component/ascend-common/common-utils/healthz/healthz.go: the port on
+    every address, HTTPS when both TLS files are given, both or neither."""
+    if not args.enable_healthz:
+        return None
+    cert, key = args.tls_cert_file, args.tls_private_key_file
+    if (cert is None) != (key is None):
+        raise ValueError(
+            "--tls-cert-file and --tls-private-key-file must be both set or both empty"
+        )
+    # Imported only for an agent that serves healthz (see _gateway on memory).
+    from infra.http import healthz_server, tls_context  # noqa: PLC0415
+
+    tls = None
+    if cert is not None and key is not None:
+        try:
+            tls = tls_context(cert, key, None)
+        except OSError as failed:  # ssl.SSLError among them
+            raise ValueError(
+                f"--tls-cert-file {cert}, --tls-private-key-file {key}: {failed}"
+            ) from None
+    server = healthz_server(tls)
+    url = server.start("", args.healthz_address)
+    log.info("healthz server started on %s", url)
+    return server
+
+
+def wait_for_every_chip(driver: NpuDriver, timeout: float, stop: threading.Event) -> None:
+    """Wait up to ``timeout`` seconds (-deviceResetTimeout) for the driver to report every
+    chip it counts, reading again every second; then go on with the chips there are, naming
+    the missing ones. A driver that reports none at all fails at once (DriverError), as
+    upstream's does when DCMI does not start (Ascend/mind-cluster
+    component/ascend-common/devmanager/devmanager.go WaitDeviceOnline)."""
+    deadline = time.monotonic() + timeout
+    missing = driver.read().missing
+    if missing:
+        log.info("waiting up to %.0f s for chips %s to be reported", timeout, _ids(missing))
+    while missing:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or stop.wait(min(WAIT_STEP, remaining)):
+            break
+        missing = driver.read().missing
+    if missing:
+        log.warning(
+            "chips %s not reported after %.0f s (-deviceResetTimeout): serving the others",
+            _ids(missing),
+            timeout,
+        )
+
+
+def _ids(chips: Sequence[int]) -> str:
+    return ", ".join(map(str, chips))
 
 
 def _agent_config(args: argparse.Namespace) -> AgentConfig:
@@ -375,6 +562,7 @@ def _agent_config(args: argparse.Namespace) -> AgentConfig:
             args.pod_resources_socket,
             heartbeat=args.deviceinfo_heartbeat,
             sub_health_codes=args.sub_health_codes,
+            pod=_own_pod(),
         )
     _check_paths(args)
     ascend_runtime = (
@@ -391,7 +579,8 @@ def _agent_config(args: argparse.Namespace) -> AgentConfig:
         kube,
         args.metrics_listen,
         preset_virtual=args.preset_virtual_device,
-        hot_reset=args.hot_reset == 0,
+        hot_reset=hot_reset.enabled(args.hot_reset),
+        third_party_scan_delay=float(args.third_party_scan_delay),
     )
 
 
@@ -428,10 +617,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not arguments or arguments[0] not in (*COMMANDS, "-h", "--help", "--version", "-version"):
         arguments.insert(0, "serve")
     if arguments[0] == "serve":
+        serve = parser.commands["serve"]
+        options = {o for action in serve._actions for o in action.option_strings}
         try:
             arguments = [
                 "serve",
-                *config.arguments(parser.commands["serve"], arguments[1:], "ASCEND_AGENT_"),
+                *config.arguments(serve, go_spellings(arguments[1:], options), "ASCEND_AGENT_"),
             ]
         except config.ConfigError as bad:
             print(f"error: {bad}", file=sys.stderr)

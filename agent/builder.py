@@ -3,9 +3,10 @@ build it here, so what the tests run is what a node runs.
 
 Without the Kubernetes API the device plugin serves the kubelet's own choice. With it: the
 node's pod cache, the annotation handshake (``volcano_type``) or the kubelet's choice with
-PodResources as the record, the DeviceInfo publisher, the repair loop and the node labels
-``servertype`` and ``node.kubernetes.io/npu.chip.name``. Collaborators are passed in at
-construction; nothing is attached afterwards.
+PodResources as the record, the DeviceInfo publisher, the repair loop, the node labels
+``servertype`` and ``node.kubernetes.io/npu.chip.name`` and Huawei's node annotations
+(agent/node_annotations.py). Collaborators are passed in at construction; nothing is attached
+afterwards.
 """
 
 from __future__ import annotations
@@ -24,10 +25,13 @@ from agent.allocation.handshake import COMPONENT, WAIT_FOR_POD, ChipHandshake
 from agent.allocation.handshake_rules import held_chips
 from agent.device_plugin import DevicePlugin
 from agent.deviceinfo_publisher import HEARTBEAT, DeviceInfoPublisher
+from agent.faults.pipeline import FaultPipeline
+from agent.hot_reset import IDLE_SECONDS
 from agent.metrics import AgentMetrics, ChipReadings
+from agent.node_annotations import annotate_node
 from agent.pod_cache import PodCache
 from agent.repair import POD_RESOURCES_SOCKET, RepairLoop, kubelet_devices
-from agent.upkeep import Upkeep
+from agent.upkeep import HotReset, Upkeep
 from chip_drivers.chips import DriverError, NodeChips
 from chip_drivers.fake import NpuDriver
 from chip_drivers.state import DeviceState
@@ -35,7 +39,7 @@ from contract.annotations import SERVER_TYPE_LABEL
 from contract.dra import DEFAULT_DRIVER, DRA_NODE_LABEL, SLICE_KIND, slice_name
 from contract.objects import node_address
 from contract.vnpu import CHIP_NAME_LABEL
-from infra.events import EventRecorder
+from infra.events import EventRecorder, pod_ref
 from infra.kube.port import KubeError, KubeGateway, NotFound
 
 if TYPE_CHECKING:
@@ -55,6 +59,9 @@ class KubeSettings:
     heartbeat: float = HEARTBEAT  # seconds: DeviceInfo written at least this often
     # Fault codes that make a healthy chip sub-healthy (MindCluster's SubHealthFaultCodes).
     sub_health_codes: frozenset[str] = frozenset()
+    # The agent's own pod (namespace, name: the downward API's POD_NAMESPACE, POD_NAME), on
+    # which fault Events are recorded; None: no fault Events.
+    pod: tuple[str, str] | None = None
     dra_driver: str = DEFAULT_DRIVER  # the DRA driver whose slice of this node rules us out
 
 
@@ -66,7 +73,11 @@ class AgentConfig:
     kube: KubeSettings | None = None  # None: no Kubernetes API, the kubelet's IDs are chips
     metrics_listen: tuple[str, int] | None = None  # HOST, PORT of /metrics, /healthz, /readyz
     preset_virtual: bool = True  # False: dynamic vNPU (310P, npu-core, needs the handshake)
-    hot_reset: bool = False  # reset unhealthy inference chips no pod uses
+    hot_reset: bool = False  # -hotReset 0 or 2: reset faulty chips by group once idle
+    third_party_scan_delay: float = 300.0  # seconds a third party has after a failed reset
+    # Seconds a reset group must stay idle before its reset: upstream's fixed 60 s (no flag);
+    # only tests shorten it.
+    hot_reset_idle: float = IDLE_SECONDS
 
 
 @dataclass
@@ -141,10 +152,10 @@ def start_node_agent(
         on_loop_error=metrics.loop_error,
     )
     cache.start()
-    server_id = NodeAddress(gateway, kube.node_name)
+    host_ip = NodeAddress(gateway, kube.node_name)
     events = EventRecorder(gateway, COMPONENT, kube.node_name)
     allocator: Allocator | None = (
-        ChipHandshake(gateway, cache, server_id, kube.wait_for_pod, events)
+        ChipHandshake(gateway, cache, host_ip, kube.wait_for_pod, events)
         if kube.volcano_type
         else None
     )
@@ -179,16 +190,43 @@ def start_node_agent(
     state = plugin.state
     assert state is not None, "a started device plugin has read its chips"
     label_node(gateway, kube.node_name, state.node)
+    annotate_node(gateway, kube.node_name, state.node)
     repair = RepairLoop(
         gateway,
         cache,
         node=lambda: state.node,
-        server_id=server_id,
+        host_ip=host_ip,
         socket=kube.pod_resources_socket,
         period=config.period,
         on_loop_error=metrics.loop_error,
     )
     repair.start()
+    faults = FaultPipeline(
+        gateway,
+        sub_health_codes=kube.sub_health_codes,
+        events=events,
+        pod=None if kube.pod is None else pod_ref(*kube.pod),
+        node=kube.node_name,
+    )
+    socket, resource = kube.pod_resources_socket, state.node.kind.resource
+    reset = (
+        HotReset(
+            driver,
+            cache,
+            levels=faults.levels,  # as the publisher's last poll escalated them
+            kubelet_devices=lambda: [
+                d for ids in kubelet_devices(socket, resource).values() for d in ids
+            ],
+            gateway=gateway,
+            node_name=kube.node_name,
+            third_party_scan_delay=config.third_party_scan_delay,
+            on_change=deviceinfo_due.set,
+            idle_seconds=config.hot_reset_idle,
+            events=events,
+        )
+        if config.hot_reset
+        else None
+    )
     publisher = DeviceInfoPublisher(
         gateway,
         kube.node_name,
@@ -196,28 +234,18 @@ def start_node_agent(
         cache=cache,
         period=config.period,
         heartbeat=kube.heartbeat,
-        sub_health_codes=kube.sub_health_codes,
+        faults=faults,
         # With the kubelet's choice, its PodResources are the only record of fresh allocations.
         extra_held=None if kube.volcano_type else _kubelet_held(kube.pod_resources_socket, state),
+        recovering=(lambda: ()) if reset is None else reset.recovering,
         wake=deviceinfo_due,
         on_api_error=metrics.api_error,
         on_loop_error=metrics.loop_error,
     )
     publisher.start()
     upkeep = None
-    if cores is not None or config.hot_reset:
-        socket, resource = kube.pod_resources_socket, state.node.kind.resource
-        upkeep = Upkeep(
-            driver,
-            cache,
-            cores=cores,
-            hot_reset=config.hot_reset,
-            kubelet_devices=lambda: [
-                d for ids in kubelet_devices(socket, resource).values() for d in ids
-            ],
-            period=config.period,
-            on_loop_error=metrics.loop_error,
-        )
+    if cores is not None or reset is not None:
+        upkeep = Upkeep(cores, reset, period=config.period, on_loop_error=metrics.loop_error)
         upkeep.start()
     return NodeAgent(plugin, metrics, cache, publisher, repair, served, upkeep=upkeep, cores=cores)
 
@@ -286,7 +314,7 @@ def _kubelet_held(socket: Path, state: DeviceState) -> Callable[[], set[int]]:
 class NodeAddress:
     """The node's InternalIP for the rank table, asked of the API server until it has one: an
     agent started while the API server was away (or before the node had its address) would
-    otherwise write rank tables without a server id for its whole life."""
+    otherwise write rank tables without a host IP for its whole life."""
 
     def __init__(self, gateway: KubeGateway, node: str) -> None:
         self._gateway = gateway

@@ -20,38 +20,19 @@ from typing import Any
 import grpc
 
 from agent.allocation.handshake_rules import held_chips, reserved_chips
+from agent.faults.escalation import FaultMachine, Observation
+from agent.faults.pipeline import FaultPipeline
+from agent.faults.table import FaultConfig, default_config
 from agent.pod_cache import PodCache
-from chip_drivers.chips import Network, NodeChips
+from chip_drivers.chips import NodeChips
 from chip_drivers.state import DeviceState
 from contract import deviceinfo
 from contract.chip_names import InvalidInput, parse_chip_list
-from contract.deviceinfo import ChipFault, DeviceInfo
+from contract.deviceinfo import DeviceInfo
 from contract.objects import Obj
 from infra.kube.port import Conflict, KubeError, KubeGateway, NotFound
 
 log = logging.getLogger(__name__)
-
-# Without a fault-code table the level follows health, as the device plugin's defaults do.
-CARD_FAULT_LEVEL = "SeparateNPU"
-MINOR_FAULT_LEVEL = "NotHandleFault"
-LINK_DOWN_CODE = "81078603"
-LINK_DOWN_LEVEL = "PreSeparateNPU"
-
-
-def faults_of(
-    node: NodeChips, sub_health_codes: frozenset[str] = frozenset()
-) -> tuple[ChipFault, ...]:
-    """Each chip's faults; a healthy chip with a sub-health code is SubHealthFault."""
-    faults = []
-    for chip in sorted(node.chips, key=lambda c: c.id):
-        if not chip.healthy or chip.fault_codes:
-            level = MINOR_FAULT_LEVEL if chip.healthy else CARD_FAULT_LEVEL
-            if chip.healthy and sub_health_codes.intersection(chip.fault_codes):
-                level = deviceinfo.SUB_HEALTH_LEVEL
-            faults.append(ChipFault(chip.id, False, level, chip.fault_codes, node.kind))
-        if chip.network is Network.DOWN:
-            faults.append(ChipFault(chip.id, True, LINK_DOWN_LEVEL, (LINK_DOWN_CODE,), node.kind))
-    return tuple(faults)
 
 
 def device_info(
@@ -59,24 +40,42 @@ def device_info(
     held: Iterable[int],
     update_time: int,
     sub_health_codes: frozenset[str] = frozenset(),
+    *,
+    seen: Observation | None = None,
+    recovering: Iterable[int] = (),
 ) -> DeviceInfo:
     """Free = healthy chips no live pod holds and no vNPU is cut from; a held chip is never
-    listed free."""
-    taken = set(held) | {v.phy for v in node.vnpus}
+    listed free. Unhealthy lists and fault entries come from the fault pipeline's
+    observation ``seen`` (without one: a fresh machine with Huawei's default table)."""
+    held = set(held)
+    if seen is None:
+        defaults = default_config()
+        config = FaultConfig(
+            defaults.table.with_sub_health(sub_health_codes), defaults.customization
+        )
+        seen = FaultMachine(config).observe(node, held, update_time * 1000)
+    taken = held | {v.phy for v in node.vnpus}
     return DeviceInfo(
-        free=frozenset(c.id for c in node.chips if c.healthy and c.id not in taken),
-        unhealthy=frozenset(c.id for c in node.chips if not c.healthy),
-        network_unhealthy=frozenset(c.id for c in node.chips if c.network is Network.DOWN),
-        faults=faults_of(node, sub_health_codes),
+        free=frozenset(
+            c.id
+            for c in node.chips
+            if c.id not in seen.unhealthy and c.healthy and c.id not in taken
+        ),
+        unhealthy=seen.unhealthy,
+        network_unhealthy=seen.network_unhealthy,
+        faults=seen.faults,
         update_time=update_time,
         super_pod_id=node.super_pod_id,
         server_index=node.server_index,
         rack_id=node.rack_id,
         kind=node.kind,
+        recovering=frozenset(recovering),
     )
 
 
-def configmap(node_name: str, info: DeviceInfo, separated: Iterable[int] = ()) -> dict[str, Any]:
+def configmap(
+    node_name: str, info: DeviceInfo, separated: Iterable[int] = (), reasons: str | None = None
+) -> dict[str, Any]:
     """The ConfigMap object the agent writes (label ``mx-consumer-cim: "true"`` for MindCluster
     Volcano, data as Huawei's device plugin writes it)."""
     label, value = deviceinfo.CONSUMER_LABEL
@@ -88,7 +87,7 @@ def configmap(node_name: str, info: DeviceInfo, separated: Iterable[int] = ()) -
             "namespace": deviceinfo.NAMESPACE,
             "labels": {label: value},
         },
-        "data": deviceinfo.encode(info, separated),
+        "data": deviceinfo.encode(info, separated, reasons),
     }
 
 
@@ -108,6 +107,8 @@ class DeviceInfoPublisher:
         period: float,
         heartbeat: float = HEARTBEAT,
         sub_health_codes: frozenset[str] = frozenset(),
+        faults: FaultPipeline | None = None,
+        recovering: Callable[[], Iterable[int]] = lambda: (),
         clock: Callable[[], float] = time.time,
         extra_held: Callable[[], Iterable[int]] | None = None,
         wake: threading.Event | None = None,
@@ -120,12 +121,16 @@ class DeviceInfoPublisher:
         self._cache = cache
         self._period = period  # how often to look again (the kubelet's records are not evented)
         self._heartbeat = heartbeat  # written at least this often, changed or not
-        self._sub_health_codes = sub_health_codes
+        # Levels, escalation and fault Events; by default Huawei's table (plus the agent's
+        # sub-health codes) without the override ConfigMap's Events.
+        self.faults = faults or FaultPipeline(gateway, sub_health_codes=sub_health_codes)
+        self._recovering = recovering  # chips being hot-reset (the reset manager's)
+        self._restored = False  # the separated chips and reasons taken back from the ConfigMap
         self._clock = clock
         # Chips held by pods that carry no record yet (the kubelet's PodResources), when the
         # kubelet's choice is the chip; raises when that source cannot be read.
         self._extra_held = extra_held
-        self._last: dict[str, str] | None = None
+        self._last: tuple[dict[str, str], frozenset[int], str] | None = None
         self._last_time = 0.0
         # The ConfigMap as last written or read: its resourceVersion is the next write's
         # precondition, so an unchanged node costs no read (a Conflict re-reads it).
@@ -171,23 +176,37 @@ class DeviceInfoPublisher:
 
     def _write_if_due(self) -> bool:
         data = dict((self._current or {}).get("data") or {})
-        separated = self._separated(data)
+        listed = self._separated(data)
         pods = self._cache.pods()
-        taken = set(held_chips(pods)) | reserved_chips(pods) | separated
+        held = set(held_chips(pods))
         if self._extra_held is not None:
             try:
-                taken |= set(self._extra_held())
+                held |= set(self._extra_held())
             except grpc.RpcError as failed:
                 log.warning(
                     "not publishing: the kubelet's PodResources are unreadable (%s)", failed.code()
                 )
                 return False
         now = self._clock()
-        info = device_info(self._state.node, taken, int(now), self._sub_health_codes)
-        lists = info.device_list()
+        node = self._state.node
+        machine = self.faults.machine
+        if not self._restored:  # a restarted agent keeps upstream's escalations
+            reasons_text = data.get(deviceinfo.REASON_KEY, "")
+            machine.restore(listed, reasons_text, node.kind, int(now * 1000))
+            self._restored = True
+        # Before the poll: an admin's edits of the list count in its levels; after it: a chip
+        # this poll escalated or released is written (or left out) at once, as upstream's
+        # DeleteManuallyFaultInfo and its escalation change the list of the same write.
+        machine.separated(listed, int(now * 1000))
+        seen = self.faults.observe(node, held, now)
+        separated = machine.separated(listed, int(now * 1000))
+        taken = held | reserved_chips(pods) | separated
+        info = device_info(node, taken, int(now), seen=seen, recovering=self._recovering())
+        reasons = machine.reasons_text(node.kind)
+        lists = (info.device_list(), separated, reasons)
         if lists == self._last and now - self._last_time < self._heartbeat:
             return False
-        body = configmap(self._node, info, separated)
+        body = configmap(self._node, info, separated, reasons)
         body["data"] = {**data, **body["data"]}  # keys written by others are kept
         try:
             if self._current is None:
@@ -201,6 +220,7 @@ class DeviceInfoPublisher:
             raise Conflict("the DeviceInfo ConfigMap was deleted meanwhile") from None
         self._last, self._last_time = lists, now
         self.writes += 1
+        self.faults.written(node.kind)
         return True
 
     def start(self) -> None:

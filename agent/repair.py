@@ -16,6 +16,7 @@ from pathlib import Path
 
 import grpc
 
+from agent.allocation.handshake_rules import pod_rank_table
 from agent.pod_cache import PodCache
 from chip_drivers.chips import NodeChips
 from contract.annotations import (
@@ -24,7 +25,6 @@ from contract.annotations import (
 )
 from contract.chip_names import RESOURCE_NAME, format_chip_list
 from contract.pods import PodView
-from contract.rank_table import rank_table, rank_table_annotation
 from deviceplugin_api.podresources.v1 import api_pb2 as pr
 from deviceplugin_api.podresources.v1 import api_pb2_grpc as pr_grpc
 from infra.kube.port import Conflict, KubeError, KubeGateway
@@ -63,7 +63,7 @@ def repairs(
     pods: Sequence[PodView],
     devices: Mapping[str, list[str]],
     node: NodeChips,
-    server_id: str,
+    host_ip: str,
 ) -> list[Repair]:
     """The records to write on live pods that hold devices but have no ``AscendReal``."""
     by_device = node.by_device_id()
@@ -88,10 +88,7 @@ def repairs(
             REAL_ANNOTATION: format_chip_list(real, kind),
             KUBELET_ANNOTATION: ",".join(kubelet_ids),
         }
-        annotation = rank_table_annotation(kind)  # the rank table is for training chips
-        if annotation is not None:
-            written[annotation] = rank_table(pod.name, server_id, ((c.id, c.ip) for c in chips))
-        found.append(Repair(pod, written))
+        found.append(Repair(pod, written | pod_rank_table(pod, chips, host_ip, node)))
     return found
 
 
@@ -104,7 +101,7 @@ class RepairLoop:
         cache: PodCache,
         *,
         node: Callable[[], NodeChips],
-        server_id: Callable[[], str],
+        host_ip: Callable[[], str],
         socket: Path = POD_RESOURCES_SOCKET,
         period: float = 5.0,
         on_loop_error: Callable[[str], None] = lambda loop: None,
@@ -112,7 +109,7 @@ class RepairLoop:
         self._gateway = gateway
         self._cache = cache
         self._node = node
-        self._server_id = server_id
+        self._host_ip = host_ip
         self._socket = socket
         self._loop = Periodic(
             "repair",
@@ -131,7 +128,7 @@ class RepairLoop:
             log.warning("PodResources unavailable (%s): no repairs this round", failed.code())
             return 0
         done = 0
-        for repair in repairs(self._cache.pods(), devices, self._node(), self._server_id()):
+        for repair in repairs(self._cache.pods(), devices, self._node(), self._host_ip()):
             try:
                 updated = self._gateway.patch_pod_annotations(
                     repair.pod.namespace,

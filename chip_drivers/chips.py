@@ -37,6 +37,9 @@ class Chip:
     ip: str = ""
     model: str = ""
     card: tuple[int, int] | None = None  # npu-smi's (NPU ID, chip index), when known
+    # A3/950 SuperPoD: the chip's ID within the SuperPoD (SDID, DCMI dcmi_get_spod_info), which
+    # the rank table and baseDeviceInfos carry; None when the driver cannot tell.
+    super_device_id: int | None = None
 
     @property
     def health(self) -> str:
@@ -86,6 +89,20 @@ class NodeChips:
     # "NPU" with chips 0 and 1, allocated together: Ascend/mind-cluster
     # component/ascend-for-volcano/internal/ascend910/ascend910a3/base.go); 0: no dies.
     die_size: int = 0
+    # The server's or card's board id (DCMI dcmi_get_board_info; npu-smi info -t board), when
+    # known: an 800I A2 without HCCS or a 300I A2 resets its chips one by one (agent/hot_reset.py).
+    board_id: int | None = None
+    # The chips the driver counts (DCMI's card number; the fake state's expected_chips), when
+    # it says: one of them absent from ``chips`` is not reported yet, e.g. still resetting.
+    expected_chips: tuple[int, ...] = ()
+
+    @property
+    def missing(self) -> tuple[int, ...]:
+        """The chips the driver counts but does not report (upstream waits for them at start:
+        Ascend/mind-cluster component/ascend-common/devmanager/devmanager.go
+        WaitDeviceOnline, card number against card list)."""
+        present = {c.id for c in self.chips}
+        return tuple(c for c in self.expected_chips if c not in present)
 
     def die_of(self, chip: int) -> int | None:
         """The die (A3 NPU module) a chip is on: physical id // 2 on an A3; None elsewhere."""

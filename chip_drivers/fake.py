@@ -10,7 +10,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -66,8 +66,16 @@ class NpuDriver(Protocol):
 
     def list_vnpus(self) -> tuple[VirtualDevice, ...]: ...
 
-    def reset_chip(self, chip: int) -> None:
-        """Hot-reset an inference chip (no pod may be using it)."""
+    def reset_chips(self, fault: int, group: frozenset[int]) -> None:
+        """Hot-reset the faulty chip and return once every chip of its reset group is back
+        (upstream issues one in-band reset of the faulty chip and waits for the group to
+        boot); DriverError when the reset fails or the group does not come back. No pod or
+        process may be using any chip of the group."""
+        ...
+
+    def processes(self) -> Mapping[int, tuple[int, ...]]:
+        """The ids of the processes running on each chip (chips without any may be absent);
+        DriverError when they cannot be listed."""
         ...
 
 
@@ -107,6 +115,7 @@ def _chip(raw: Any, path: str) -> Chip:
         network=Network(network),
         fault_codes=tuple(c.upper() for c in codes),
         ip=_field(raw, "ip", path, str, ""),
+        super_device_id=_index(raw, "super_device_id", path),
     )
 
 
@@ -160,6 +169,13 @@ def parse_fake_state(text: str) -> NodeChips:
     if server_type is not None and (not isinstance(server_type, str) or not server_type):
         raise DriverError(f"state.servertype: expected text like Ascend910-32, got {server_type!r}")
     super_pod = {key: _index(raw, key) for key in ("super_pod_id", "server_index", "rack_id")}
+    expected = _field(raw, "expected_chips", "state", list, [])
+    for i, chip_id in enumerate(expected):
+        if not isinstance(chip_id, int) or isinstance(chip_id, bool) or not 0 <= chip_id < capacity:
+            raise DriverError(
+                f"state.expected_chips[{i}]: expected a chip id of {where} (0-{capacity - 1}), "
+                f"got {chip_id!r}"
+            )
     ai_cores = _field(raw, "ai_cores", "state", int, 8 if chip_type == "Ascend310P" else 0)
     vnpus = tuple(
         _vnpu(v, f"vnpus[{i}]", seen, ai_cores)
@@ -167,6 +183,9 @@ def parse_fake_state(text: str) -> NodeChips:
     )
     if server_type is None and ai_cores:  # as upstream's plugin labels it: <card>-<AI cores>
         server_type = f"{card_type}-{ai_cores}"
+    fake_processes(raw)
+    _reset_seconds(raw)
+    board_id = _field(raw, "board_id", "state", int, -1)
     chip_name = raw.get("chip_name")
     if chip_name is not None and not (
         isinstance(chip_name, str) and LABEL_VALUE.fullmatch(chip_name)
@@ -182,6 +201,8 @@ def parse_fake_state(text: str) -> NodeChips:
         vnpus=vnpus,
         die_size=die_size,
         chip_name=chip_name,
+        expected_chips=tuple(expected),
+        board_id=None if board_id < 0 else board_id,
     )
 
 
@@ -203,12 +224,12 @@ def _vnpu(raw: Any, path: str, chips: set[int], ai_cores: int) -> VirtualDevice:
     return vnpu
 
 
-def _index(raw: dict[str, Any], key: str) -> int | None:
-    """A SuperPoD id, server index or rack id: a number ≥ 0, or the driver's -1 (0xffffffff) and -2
-    (not reported, or the query failed), which the DeviceInfo carries as they are."""
+def _index(raw: dict[str, Any], key: str, path: str = "state") -> int | None:
+    """A SuperPoD id, server index, rack id or super device id: a number ≥ 0, or the driver's
+    -1 (0xffffffff) and -2 (not reported, or the query failed), carried as they are."""
     value = raw.get(key)
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < -2):
-        raise DriverError(f"state.{key}: expected a number ≥ 0, -1 or -2, got {value!r}")
+        raise DriverError(f"{path}.{key}: expected a number ≥ 0, -1 or -2, got {value!r}")
     return value
 
 
@@ -276,7 +297,7 @@ class FakeDriver:
     vNPUs it creates and destroys, and chip resets, are written back to the file (so a test
     or a user sees them): ``vnpus`` and ``resets`` (chip id → count). A create beyond the
     chip's AI cores (``ai_cores``, 8 on a 310P) fails as the hardware would; a reset heals
-    the chip when ``reset_heals`` is true.
+    its group unless the state lists the chip in ``reset_fails``.
     """
 
     def __init__(self, path: Path) -> None:
@@ -367,16 +388,64 @@ class FakeDriver:
     def list_vnpus(self) -> tuple[VirtualDevice, ...]:
         return self.read().vnpus
 
-    def reset_chip(self, chip: int) -> None:
-        def reset(raw: dict[str, Any], node: NodeChips) -> None:
-            if chip not in {c.id for c in node.chips}:
-                raise DriverError(f"reset chip {chip}: no such chip")
-            resets = raw.setdefault("resets", {})
-            resets[chip] = int(resets.get(chip, 0)) + 1
-            if raw.get("reset_heals"):
-                for entry in raw.get("chips") or []:
-                    if entry.get("id") == chip:
-                        entry["health"] = HEALTHY
-                        entry.pop("fault_codes", None)
+    def processes(self) -> Mapping[int, tuple[int, ...]]:
+        """Each chip's ``processes`` in the state file (pids a test or a user put there)."""
+        try:
+            text = _read_limited(self.path)
+        except (OSError, DriverError) as bad:
+            raise DriverError(f"{self.path}: {bad}") from None
+        return fake_processes(_load(text))
 
-        self._edit(reset)
+    def reset_chips(self, fault: int, group: frozenset[int]) -> None:
+        """Lists the group under ``resetting`` for ``reset_seconds``, then counts the reset in
+        ``resets`` and brings the group back healthy with its fault codes cleared; a fault
+        chip listed in ``reset_fails`` (a test hook) fails instead and stays as it was."""
+
+        def start(raw: dict[str, Any], node: NodeChips) -> tuple[float, bool]:
+            missing = sorted(group - {c.id for c in node.chips})
+            if fault not in group or missing:
+                raise DriverError(f"reset chip {fault}: no chips {missing or [fault]}")
+            raw["resetting"] = sorted(group)
+            return _reset_seconds(raw), fault in (raw.get("reset_fails") or [])
+
+        def end(raw: dict[str, Any], node: NodeChips) -> None:
+            raw.pop("resetting", None)
+            resets = raw.setdefault("resets", {})
+            resets[fault] = int(resets.get(fault, 0)) + 1
+            if failing:
+                return
+            for entry in raw.get("chips") or []:
+                if entry.get("id") in group:
+                    entry["health"] = HEALTHY
+                    entry.pop("fault_codes", None)
+
+        seconds, failing = self._edit(start)
+        # The time a reset takes on hardware (upstream polls boot status for up to 180 s).
+        threading.Event().wait(seconds)
+        self._edit(end)
+        if failing:
+            raise DriverError(f"reset chip {fault}: failed (listed in reset_fails)")
+
+
+def _reset_seconds(raw: dict[str, Any]) -> float:
+    value = raw.get("reset_seconds", 0)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 600:
+        raise DriverError(f"state.reset_seconds: expected 0-600 seconds, got {value!r}")
+    return float(value)
+
+
+def fake_processes(raw: Any) -> dict[int, tuple[int, ...]]:
+    """``chips[i].processes`` (pids) by chip id; DriverError names a bad entry."""
+    found: dict[int, tuple[int, ...]] = {}
+    chips = raw.get("chips") if isinstance(raw, dict) else None
+    for i, entry in enumerate(chips if isinstance(chips, list) else []):
+        if not isinstance(entry, dict):
+            continue
+        pids = entry.get("processes", [])
+        if not isinstance(pids, list) or not all(
+            isinstance(p, int) and not isinstance(p, bool) and p > 0 for p in pids
+        ):
+            raise DriverError(f"chips[{i}].processes: expected a list of process ids, got {pids!r}")
+        if pids:
+            found[int(entry.get("id", -1))] = tuple(pids)
+    return found

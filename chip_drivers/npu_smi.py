@@ -138,6 +138,41 @@ def parse_mapping(text: str) -> list[MappingRow]:
     return rows
 
 
+def parse_processes(text: str) -> dict[tuple[int, int], tuple[int, ...]]:
+    """The process table of ``npu-smi info``: (NPU ID, chip index) → process ids, the
+    listing upstream reads through DCMI (``dcmi_get_device_resource_info``,
+    devmanager.go GetDevProcessInfo). ``No running processes found in NPU n`` rows list
+    nothing; a chip without rows runs nothing."""
+    _check_dcmi(text)
+    found: dict[tuple[int, int], list[int]] = {}
+    in_table = False
+    for line in text.splitlines():
+        if "|" not in line:
+            continue
+        cells = _cells(line)
+        first = cells[0].split()
+        if first[:2] == ["NPU", "Chip"] and any("Process id" in c for c in cells):
+            in_table = True
+            continue
+        if not in_table or len(first) != 2 or len(cells) < 2:
+            continue
+        pid = cells[1].split()[0] if cells[1] else ""
+        if first[0].isdigit() and first[1].isdigit() and pid.isdigit():
+            found.setdefault((int(first[0]), int(first[1])), []).append(int(pid))
+    return {card: tuple(pids) for card, pids in found.items()}
+
+
+_BOARD_ID = re.compile(r"^\s*Board ID\s*:\s*(0x[0-9a-fA-F]+|\d+)\s*$", re.MULTILINE)
+
+
+def parse_board_id(text: str) -> int | None:
+    """``Board ID`` of ``npu-smi info -t board -i <NPU ID>`` (``Board ID : 0x02``; DCMI
+    ``dcmi_get_board_info``), None when the output has none."""
+    _check_dcmi(text)
+    found = _BOARD_ID.search(text)
+    return None if found is None else int(found.group(1), 0)
+
+
 def resource_of(model: str, table: Table) -> str:
     """The device type the kubelet sees (Huawei's ``pkg/common/device.go`` names)."""
     upper = model.upper()

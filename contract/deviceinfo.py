@@ -43,6 +43,11 @@ SWITCH_KEY = "SwitchInfoCfg"  # A3: the node's switch faults, outside DeviceInfo
 # node status). It makes a node a last choice, never a refusal.
 SUB_HEALTH_LEVEL = "SubHealthFault"
 SUB_HEALTHY_STATUS = "SubHealthy"
+CARD_FAULT = "CardUnhealthy"
+NETWORK_FAULT = "CardNetworkUnhealthy"
+NODE_FAULT = "NodeUnhealthy"  # a node's fault (Volcano's own), no chip: skipped when read
+# Upstream's escalation reasons per chip (pkg/common/upgradefault.go), outside DeviceInfoCfg.
+REASON_KEY = "UpgradeFaultReason"
 
 
 def check_code(device_list: Mapping[str, str], update_time: int) -> str:
@@ -82,21 +87,35 @@ class ChipFault:
     level: str
     codes: tuple[str, ...]
     kind: ChipKind = ASCEND910
+    handling: str = ""  # fault_handling; "" when absent (then readers use the level)
+    # fault_time_and_level_map: (code, fault time in ms as upstream, level), sorted by code
+    times: tuple[tuple[str, int, str], ...] = ()
 
     def to_go(self) -> str:
-        # Struct field order of the device plugin, not sorted: write it by hand.
+        # Struct field order of the device plugin, not sorted, no omitempty (Ascend/mind-cluster
+        # component/ascend-device-plugin pkg/common/proto.go DeviceFault): write it by hand.
+        # Upstream's fault_handling is always the level (ascendcommon.go getDeviceFaultsWithMode).
+        # FaultTimeAndLevel's struct order (fault_time, fault_level) inside a map sorted by code.
+        times = ",".join(
+            f'{go_json(code)}:{{"fault_time":{at},"fault_level":{go_json(level)}}}'
+            for code, at, level in sorted(self.times)
+        )
         return (
             '{"fault_type":'
-            + go_json("CardNetworkUnhealthy" if self.network else "CardUnhealthy")
+            + go_json(NETWORK_FAULT if self.network else CARD_FAULT)
             + ',"npu_name":'
             + go_json(chip_name(self.chip, self.kind))
             + ',"large_model_fault_level":'
             + go_json(self.level)
             + ',"fault_level":'
             + go_json(self.level)
+            + ',"fault_handling":'
+            + go_json(self.handling or self.level)
             + ',"fault_code":'
             + go_json(",".join(self.codes))
-            + "}"
+            + ',"fault_time_and_level_map":{'
+            + times
+            + "}}"
         )
 
 
@@ -117,6 +136,9 @@ class DeviceInfo:
     rack_id: int | None = None
     switch_sub_healthy: bool = False  # from SwitchInfoCfg, read only
     kind: ChipKind = ASCEND910  # whose keys the DeviceList has
+    # Chips being hot-reset: ``<res>-Recovering``, written (empty too) for the kinds with a
+    # network list, as upstream's ascend910.go updateDeviceInfo does.
+    recovering: frozenset[int] = frozenset()
 
     @property
     def super_pod(self) -> int | None:
@@ -151,11 +173,18 @@ class DeviceInfo:
         }
         if network is not None:
             devices[network] = chip_list(self.network_unhealthy, self.kind)
+            devices[recovering_key(self.kind)] = chip_list(self.recovering, self.kind)
         return devices
 
 
-def encode(info: DeviceInfo, separated: Iterable[int] = ()) -> dict[str, str]:
-    """The ConfigMap's ``data``."""
+def recovering_key(kind: ChipKind) -> str:
+    return f"{kind.resource}-Recovering"
+
+
+def encode(
+    info: DeviceInfo, separated: Iterable[int] = (), reasons: str | None = None
+) -> dict[str, str]:
+    """The ConfigMap's ``data``; ``reasons``: the ``UpgradeFaultReason`` text, when kept."""
     devices = info.device_list()
     body = (
         '{"DeviceInfo":{"DeviceList":'
@@ -169,7 +198,10 @@ def encode(info: DeviceInfo, separated: Iterable[int] = ()) -> dict[str, str]:
         + ("" if info.rack_id is None else f',"RackID":{info.rack_id}')
         + "}"
     )
-    return {DATA_KEY: body, SEPARATED_KEY: chip_list(separated, info.kind)}
+    data = {DATA_KEY: body, SEPARATED_KEY: chip_list(separated, info.kind)}
+    if reasons is not None:
+        data[REASON_KEY] = reasons
+    return data
 
 
 def _super_pod_fields(info: DeviceInfo) -> str:
@@ -233,34 +265,48 @@ def decode(data: Mapping[str, str]) -> DeviceInfo:
         rack_id=_optional_int(cache, "RackID"),
         switch_sub_healthy=_switch_sub_healthy(data.get(SWITCH_KEY)),
         kind=kind,
+        recovering=(
+            _chips(devices.get(recovering_key(kind), ""), recovering_key(kind), kind)
+            if network
+            else frozenset()
+        ),
     )
 
 
 def _faults(text: str, kind: ChipKind) -> tuple[ChipFault, ...]:
-    """The ``-Fault`` list: the entries' chip, type and level (codes as written)."""
+    """The ``-Fault`` list, every field; an older device plugin's entries without
+    ``fault_handling`` or ``fault_time_and_level_map`` read as "" and ()."""
     where = f"{DATA_KEY}.DeviceList[{keys(kind)[3]}]"
     try:
         entries = json.loads(text) if text else []
         if not isinstance(entries, list) or len(entries) > MAX_FAULTS:
             raise TypeError(f"not a list of at most {MAX_FAULTS} faults")
-        faults = []
-        for entry in entries:
-            chip = parse_chip_list(str(entry["npu_name"]), kind=kind)
-            if len(chip) != 1:
-                raise ValueError(f"npu_name {quoted(str(entry['npu_name']))} is not one chip")
-            codes = str(entry.get("fault_code") or "")
-            faults.append(
-                ChipFault(
-                    chip[0],
-                    entry.get("fault_type") == "CardNetworkUnhealthy",
-                    str(entry.get("fault_level") or ""),
-                    tuple(c for c in codes.split(",") if c),
-                    kind,
-                )
-            )
+        faults = [_fault(entry, kind) for entry in entries if entry.get("fault_type") != NODE_FAULT]
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError, InvalidInput) as bad:
         raise InvalidInput(f"{where} is malformed: {quoted(repr(bad))}") from None
     return tuple(faults)
+
+
+def _fault(entry: Mapping[str, object], kind: ChipKind) -> ChipFault:
+    chip = parse_chip_list(str(entry["npu_name"]), kind=kind)
+    if len(chip) != 1:
+        raise ValueError(f"npu_name {quoted(str(entry['npu_name']))} is not one chip")
+    codes = str(entry.get("fault_code") or "")
+    times = entry.get("fault_time_and_level_map") or {}
+    if not isinstance(times, dict):
+        raise TypeError("fault_time_and_level_map is not a map")
+    return ChipFault(
+        chip[0],
+        entry.get("fault_type") == NETWORK_FAULT,
+        str(entry.get("fault_level") or ""),
+        tuple(c for c in codes.split(",") if c),
+        kind,
+        str(entry.get("fault_handling") or ""),
+        tuple(
+            (str(code), int(at["fault_time"]), str(at["fault_level"]))
+            for code, at in sorted(times.items())
+        ),
+    )
 
 
 def _switch_sub_healthy(text: str | None) -> bool:

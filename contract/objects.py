@@ -107,7 +107,8 @@ def vnpu_creation_failed(pod: Obj) -> bool:
 
 
 def node_address(node: Obj) -> str:
-    """The node's InternalIP (the rank table's ``server_id``), or "" when it has none."""
+    """The node's InternalIP (the rank table's ``host_ip`` and ``server_ip``), or "" when it
+    has none."""
     for address in (node.get("status") or {}).get("addresses") or []:
         if isinstance(address, dict) and address.get("type") == "InternalIP":
             return str(address.get("address", ""))

@@ -80,7 +80,9 @@ class EventRecorder:
     def normal(self, about: ObjectRef, reason: str, message: str) -> None:
         self.record(about, "Normal", reason, message)
 
-    def record(self, about: ObjectRef, kind: str, reason: str, message: str) -> None:
+    def record(
+        self, about: ObjectRef, kind: str, reason: str, message: str, action: str = ""
+    ) -> None:
         now = self._clock()
         message = message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
         key = (about.uid or f"{about.kind}/{about.namespace}/{about.name}", reason, message)
@@ -96,6 +98,8 @@ class EventRecorder:
             series.count += 1
             series.written = now
             body = self._body(about, series, now, kind=kind, reason=reason, message=message)
+            if action:  # what was done or is due (the device plugin's fault Events: the level)
+                body["action"] = action
             if self._writer is None:
                 self._writer = threading.Thread(target=self._write, name="events", daemon=True)
                 self._writer.start()
@@ -117,7 +121,12 @@ class EventRecorder:
         self, about: ObjectRef, series: _Series, now: float, *, kind: str, reason: str, message: str
     ) -> Obj:
         return {
-            "metadata": {"generateName": f"{about.name}.", "namespace": about.namespace},
+            # An Event about a cluster-scoped object (a Node) lives in "default", as the
+            # kubelet's (k8s pkg/apis/core/validation/events.go legacyValidateEvent).
+            "metadata": {
+                "generateName": f"{about.name}.",
+                "namespace": about.namespace or "default",
+            },
             "involvedObject": {
                 "kind": about.kind,
                 "namespace": about.namespace,

@@ -299,6 +299,22 @@ def error(code: int, message: str) -> Response:
     return Response.json(code, {"Error": message})
 
 
+def _alive() -> Response:
+    """The liveness answer: the process answers."""
+    return Response.text(200, "ok\n")
+
+
+def healthz_server(tls: ssl.SSLContext | None = None) -> HttpServer:
+    """A server of the liveness answer alone, at ``/healthz`` and at ``/``, where Huawei's
+    device-plugin DaemonSets probe it (Ascend/mind-cluster
+    component/ascend-common/common-utils/healthz/healthz.go, healthzPath "/")."""
+
+    def get(path: str) -> Response:
+        return _alive() if path in ("/", "/healthz") else Response.text(404, "not found\n")
+
+    return HttpServer("healthz", get, tls=tls)
+
+
 class ProbeServer:
     """A daemon's ``/metrics``, ``/healthz`` (the process answers) and ``/readyz``:
     ``why_not_ready`` gives None when ready, else the reason the 503 says."""
@@ -312,7 +328,7 @@ class ProbeServer:
         if path == "/metrics":
             return Response.text(200, self._metrics_text(), PROMETHEUS_TEXT)
         if path == "/healthz":
-            return Response.text(200, "ok\n")
+            return _alive()
         if path == "/readyz":
             why = self._why_not_ready()
             return Response.text(200, "ready\n") if why is None else Response.text(503, why + "\n")

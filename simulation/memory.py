@@ -519,6 +519,9 @@ class MemoryCluster:
     def patch_node_labels(self, name: str, labels: Mapping[str, str]) -> Obj:
         return self.patch_metadata("Node", "", name, {"labels": labels})
 
+    def patch_node_annotations(self, name: str, annotations: Mapping[str, str | None]) -> Obj:
+        return self.patch_metadata("Node", "", name, {"annotations": annotations})
+
     def create_event(self, namespace: str, body: Obj) -> Obj:
         with self._lock:
             self._check("create event")

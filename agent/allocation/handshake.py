@@ -221,14 +221,14 @@ class ChipHandshake:
         self,
         gateway: KubeGateway,
         cache: PodCache,
-        server_id: Callable[[], str],
+        host_ip: Callable[[], str],
         wait_for_pod: float = WAIT_FOR_POD,
         events: EventRecorder | None = None,
     ) -> None:
-        """``server_id``: the node's InternalIP for the rank table, asked at each Allocate (an
+        """``host_ip``: the node's InternalIP for the rank table, asked at each Allocate (an
         agent started while the API server was away learns it later)."""
         self._shake = Handshake(gateway, cache, wait_for_pod, events)
-        self._server_id = server_id
+        self._host_ip = host_ip
 
     def give_chips(self, requested: list[Chip], node: NodeChips) -> list[Chip]:
         kubelet_ids = [node.device_id(c) for c in requested]
@@ -253,7 +253,7 @@ class ChipHandshake:
                 if stale:
                     raise Undecided from None  # the cache was behind: decide on the API's
                 raise self._shake.refuse(pod, str(refused)) from None
-            written = consumed_annotations(pod, chips, kubelet_ids, self._server_id(), node.kind)
+            written = consumed_annotations(pod, chips, kubelet_ids, self._host_ip(), node)
             return chips, written, lambda: None
 
         pod, chips = self._shake.run(

@@ -20,9 +20,9 @@ from contract.annotations import (
     PREDICATE_TIME,
     REAL_ANNOTATION,
 )
-from contract.chip_names import ASCEND910, ChipKind, chip_name, format_chip_list
+from contract.chip_names import chip_name, format_chip_list
 from contract.pods import PodView
-from contract.rank_table import rank_table, rank_table_annotation
+from contract.rank_table import RankDevice, ServerPlace, rank_table, rank_table_annotation
 
 NOT_FOUND = "not get valid pod"
 
@@ -174,13 +174,24 @@ def consumed_annotations(
     pod: PodView,
     chips: Sequence[Chip],
     kubelet_ids: Sequence[str],
-    server_id: str,
-    kind: ChipKind = ASCEND910,
+    host_ip: str,
+    node: NodeChips,
 ) -> dict[str, str]:
     """What a chip Allocate writes on the pod: its record, and the rank table for the
     training chips (910, and the 950 family in its own annotation)."""
-    written = consumed_record(format_chip_list((c.id for c in chips), kind), kubelet_ids)
-    annotation = rank_table_annotation(kind)
-    if annotation is not None:
-        written[annotation] = rank_table(pod.name, server_id, ((c.id, c.ip) for c in chips))
-    return written
+    written = consumed_record(format_chip_list((c.id for c in chips), node.kind), kubelet_ids)
+    return written | pod_rank_table(pod, chips, host_ip, node)
+
+
+def pod_rank_table(
+    pod: PodView, chips: Iterable[Chip], host_ip: str, node: NodeChips
+) -> dict[str, str]:
+    """The rank table annotation of a pod given ``chips`` of ``node`` (none for the
+    inference chips): ``host_ip`` the node's IP, the SuperPoD place and each chip's super
+    device id as the driver reports them."""
+    annotation = rank_table_annotation(node.kind)
+    if annotation is None:
+        return {}
+    place = ServerPlace(host_ip, node.super_pod_id, node.server_index, node.rack_id)
+    devices = (RankDevice(c.id, c.ip, c.super_device_id) for c in chips)
+    return {annotation: rank_table(pod.name, pod.uid, place, devices)}

@@ -440,6 +440,10 @@ class KubernetesGateway:
         body = {"metadata": {"labels": dict(labels)}}
         return self._read(f"patch node {name}", self._core.patch_node, name, body)
 
+    def patch_node_annotations(self, name: str, annotations: Mapping[str, str | None]) -> Obj:
+        body = {"metadata": {"annotations": dict(annotations)}}
+        return self._read(f"patch node {name}", self._core.patch_node, name, body)
+
     def create_event(self, namespace: str, body: Obj) -> Obj:
         return self._read(
             f"create event in {namespace}", self._core.create_namespaced_event, namespace, body

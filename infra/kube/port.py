@@ -123,6 +123,10 @@ class KubeGateway(Protocol):
 
     def patch_node_labels(self, name: str, labels: Mapping[str, str]) -> Obj: ...
 
+    def patch_node_annotations(self, name: str, annotations: Mapping[str, str | None]) -> Obj:
+        """Merge-patch annotations (None removes one), whatever the node's version."""
+        ...
+
     def create_event(self, namespace: str, body: Obj) -> Obj: ...
 
     def get_object(self, kind: str, namespace: str, name: str) -> Obj:

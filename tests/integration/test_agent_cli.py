@@ -255,7 +255,7 @@ def test_version_and_huawei_log_flags(short_dir: Path) -> None:
     try:
         assert wait_for(lambda: log_file.exists() and "serving" in log_file.read_text())
         text = log_file.read_text()
-        assert text.count("-linkdownTimeout=10 has no effect here") == 1
+        assert text.count("-linkdownTimeout=10 accepted, has no effect here") == 1
         assert "presetVirtualDevice" not in text, "a default value warns of nothing"
     finally:
         process.send_signal(signal.SIGTERM)

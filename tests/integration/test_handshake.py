@@ -4,6 +4,7 @@ kubernetes client over HTTP against the loopback API server."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -139,9 +140,13 @@ def test_the_container_gets_the_scheduler_chips_and_the_pod_records_them(cluster
     assert written["huawei.com/AscendReal"] == "Ascend910-4,Ascend910-5"
     # GetPreferredAllocation steered the kubelet to the same chips: its records tell the truth.
     assert written["huawei.com/kltDev"] == written["huawei.com/AscendReal"]
-    assert (
-        '"server_id":"192.168.10.11"'
-        in written["ascend.kubectl.kubernetes.io/ascend-910-configuration"]
+    table = json.loads(written["ascend.kubectl.kubernetes.io/ascend-910-configuration"])
+    # As Huawei's plugin: server_id the pod's UID, host_ip and server_ip the node's address.
+    pod_uid = cluster.api.get_pod("ns", "train")["metadata"]["uid"]
+    assert (table["server_id"], table["host_ip"], table["server_ip"]) == (
+        pod_uid,
+        "192.168.10.11",
+        "192.168.10.11",
     )
 
 

@@ -24,7 +24,7 @@ NODE = "node-1"
 NPU = "huawei.com/npu"
 ASCEND910 = "huawei.com/Ascend910"
 A3 = "product: module910a3x16\nsuper_pod_id: 2\nserver_index: 5\nchips:\n" + "".join(
-    f"  - {{id: {i}, ip: 10.0.0.{i + 10}}}\n" for i in range(16)
+    f"  - {{id: {i}, ip: 10.0.0.{i + 10}, super_device_id: {80 + i}}}\n" for i in range(16)
 )
 A5 = "chip_type: npu\nai_cores: 32\nchips:\n" + "".join(
     f"  - {{id: {i}, ip: 10.0.1.{i + 10}{', health: Unhealthy' if i == 7 else ''}}}\n"
@@ -100,6 +100,73 @@ def test_an_a3_pod_gets_the_scheduler_die_and_its_rank_table(a3: Node) -> None:
     assert written["huawei.com/AscendReal"] == "Ascend910-14,Ascend910-15"
     table = json.loads(written["ascend.kubectl.kubernetes.io/ascend-910-configuration"])
     assert [d["device_id"] for d in table["devices"]] == ["14", "15"]
+    # The Ascend Operator builds an A3 SuperPoD's hccl.json (version 1.2) from it.
+    instance = operator_instance(written["ascend.kubectl.kubernetes.io/ascend-910-configuration"])
+    pod_uid = a3.api.get_pod("ns", "train")["metadata"]["uid"]
+    assert (instance["server_id"], instance["host_ip"], instance["server_ip"]) == (
+        pod_uid,
+        "192.168.10.11",
+        "192.168.10.11",
+    )
+    assert (instance["super_pod_id"], instance["server_index"], instance["rack_id"]) == (2, "5", -2)
+    assert operator_device_list_v1_2(instance, rank_index=3) == [
+        {"device_id": "14", "device_ip": "10.0.0.24", "super_device_id": "94", "rank_id": "6"},
+        {"device_id": "15", "device_ip": "10.0.0.25", "super_device_id": "95", "rank_id": "7"},
+    ]
+
+
+# The Ascend Operator's reading of the rank table annotation (Ascend/mind-cluster 22bb3d98
+# component/ascend-operator/pkg/ranktable/common/server.go Instance and Dev, json.Unmarshal in
+# common.go parseDeviceInfo): each field by its JSON name and Go type; a wrong type is an
+# unmarshal error there, an assertion here. Unknown keys are ignored, as Go's decoder does.
+OPERATOR_INSTANCE = {
+    "pod_name": str,
+    "server_id": str,
+    "server_ip": str,
+    "host_ip": str,
+    "super_pod_id": int,
+    "devices": list,
+    "rack_id": int,
+    "server_index": str,
+}
+OPERATOR_DEV = {"device_id": str, "device_ip": str, "super_device_id": str, "levelList": list}
+INT32 = range(-(2**31), 2**31)
+
+
+def operator_instance(text: str) -> dict[str, object]:
+    raw = json.loads(text)
+    decoded: dict[str, object] = {}
+    for key, kind in OPERATOR_INSTANCE.items():
+        value = raw.get(key)
+        if value is None:
+            continue  # Go leaves the zero value
+        assert isinstance(value, kind) and not isinstance(value, bool), (key, value)
+        if kind is int:
+            assert value in INT32, (key, value)
+        decoded[key] = value
+    devices = []
+    for device in raw.get("devices") or []:
+        for key, kind in OPERATOR_DEV.items():
+            assert device.get(key) is None or isinstance(device[key], kind), (key, device)
+        devices.append({k: v for k, v in device.items() if k in OPERATOR_DEV})
+    decoded["devices"] = devices
+    return decoded
+
+
+def operator_device_list_v1_2(instance: dict[str, object], rank_index: int) -> list[dict[str, str]]:
+    """The hccl.json devices of one pod, as common.go getDeviceList builds them for version
+    1.2 (the A3 SuperPoD's): rank = pod rank x chips per pod + index, super_device_id copied."""
+    devices = instance["devices"]
+    assert isinstance(devices, list)
+    return [
+        {
+            "device_id": d["device_id"],
+            "device_ip": d["device_ip"],
+            "super_device_id": d.get("super_device_id", ""),
+            "rank_id": str(rank_index * len(devices) + index),
+        }
+        for index, d in enumerate(devices)
+    ]
 
 
 def test_an_a3_node_publishes_its_superpod_beside_the_deviceinfo(a3: Node) -> None:

@@ -100,7 +100,8 @@ class CountingCalls(MemoryCluster):
         self.calls: list[str] = []
 
     def get_configmap(self, namespace: str, name: str) -> Obj:
-        self.calls.append("get")
+        # The fault-code override is read once per PollInterval (300 s): counted apart.
+        self.calls.append("get-fault-config" if name == "mindx-dl-fault-config" else "get")
         return super().get_configmap(namespace, name)
 
     def update_configmap(self, body: Obj) -> Obj:
@@ -119,7 +120,7 @@ def test_it_writes_on_change_and_at_least_every_heartbeat_and_reads_nothing_in_b
     for _ in range(59):  # a minute at rest, looked at every second
         clock.now += 1
         assert not publisher.publish_once(), "nothing changed within the heartbeat"
-    assert api.calls == ["get", "create"], "at rest: no call at all"
+    assert api.calls == ["get", "get-fault-config", "create"], "at rest: no call at all"
     state.update(
         NodeChips("Ascend910", "module910x8", tuple(Chip(i, i, healthy=i < 6) for i in range(8)))
     )
@@ -127,7 +128,9 @@ def test_it_writes_on_change_and_at_least_every_heartbeat_and_reads_nothing_in_b
     clock.now += 60
     assert publisher.publish_once(), "the heartbeat, changed or not"
     assert publisher.writes == 3
-    assert api.calls == ["get", "create", "update", "update"], "no read before a write"
+    assert api.calls == ["get", "get-fault-config", "create", "update", "update"], (
+        "no read before a write"
+    )
 
 
 def test_a_write_that_lost_a_race_reads_the_configmap_and_keeps_the_admins_keys() -> None:

@@ -88,7 +88,7 @@ def test_with_the_kubelets_choice_the_records_come_from_pod_resources(
     publisher.publish_once()
     free = decode(api.get_configmap("kube-system", "mindx-dl-deviceinfo-n1")["data"]).free
     assert free.isdisjoint(int(d.rsplit("-", 1)[1]) for d in allocation.device_ids)
-    loop = RepairLoop(api, cache, node=lambda: NODE, server_id=lambda: "", socket=socket)
+    loop = RepairLoop(api, cache, node=lambda: NODE, host_ip=lambda: "", socket=socket)
     assert loop.run_once() == 1
     written = api.get_pod("ns", "p")["metadata"]["annotations"]
     assert written["huawei.com/AscendReal"] == ",".join(allocation.device_ids)
@@ -101,6 +101,6 @@ def test_without_pod_resources_nothing_is_repaired(
     api, _, cache, socket = node
     cache.resync()
     loop = RepairLoop(
-        api, cache, node=lambda: NODE, server_id=lambda: "", socket=socket.with_name("none.sock")
+        api, cache, node=lambda: NODE, host_ip=lambda: "", socket=socket.with_name("none.sock")
     )
     assert loop.run_once() == 0

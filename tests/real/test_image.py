@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 from packaging.requirements import Requirement
 
+from agent.faults.table import default_config
 from contract.dra import SLICE_KIND
 from image import build, layout
 from infra.kube.port import Selection
@@ -408,6 +409,20 @@ def test_the_modules_load_from_bytecode_compiled_at_build_time(container: Contai
         compiled = f"{folder}/__pycache__/{name.removesuffix('.py')}.cpython-311.pyc"
         assert f"# {compiled} matches {source}" in log
     assert not re.findall(r"^# (?:bytecode is stale|could not create).*", log, re.M)
+
+
+def test_the_agent_reads_huaweis_fault_tables_from_the_image(container: Container) -> None:
+    """The vendored faultCode.json and faultCustomization.json (agent/faults/data) are the
+    wheel's package data: without them the agent could not classify a fault code."""
+    process = container.start(
+        "fault-tables",
+        ["python", "-c", "from agent.faults.table import default_config as d; "
+         "c = d(); print(len(c.table.chip), len(c.customization.frequency))"],
+    )  # fmt: skip
+    assert process.wait(timeout=60) == 0, container.log("fault-tables")
+    default = default_config()
+    shipped = f"{len(default.table.chip)} {len(default.customization.frequency)}"
+    assert container.log("fault-tables").split() == shipped.split()
 
 
 def test_arm64s_python_runs_the_scheduler_under_qemu_user(

@@ -53,6 +53,8 @@ def test_the_configmap_layout_is_the_device_plugins() -> None:
     assert body.startswith(
         '{"DeviceInfo":{"DeviceList":{"huawei.com/Ascend910":"Ascend910-0,Ascend910-1",'
         '"huawei.com/Ascend910-Fault":"[]","huawei.com/Ascend910-NetworkUnhealthy":"",'
+        # Written empty too, as upstream's ascend910.go updateDeviceInfo does.
+        '"huawei.com/Ascend910-Recovering":"",'
         '"huawei.com/Ascend910-Unhealthy":"Ascend910-7"},"UpdateTime":1700000000},"CheckCode":"'
     )
     cache = json.loads(body)
@@ -149,10 +151,12 @@ def test_the_free_list_never_names_a_chip_a_live_pod_holds() -> None:
         ),
     )
     info = device_info(node, held=[3], update_time=7)
+    # A link just gone down is not (yet) network-unhealthy: 81078603 counts after 20 s
+    # (faultCustomization.json FaultDuration); tests/unit/test_fault_escalation.py has the rest.
     assert (info.free, info.unhealthy, info.network_unhealthy) == (
         frozenset({0, 2}),
         frozenset({1}),
-        frozenset({2}),
+        frozenset(),
     )
     faults = json.loads(info.device_list()["huawei.com/Ascend910-Fault"])
     assert faults == [
@@ -161,14 +165,22 @@ def test_the_free_list_never_names_a_chip_a_live_pod_holds() -> None:
             "npu_name": "Ascend910-1",
             "large_model_fault_level": "SeparateNPU",
             "fault_level": "SeparateNPU",
+            "fault_handling": "SeparateNPU",
             "fault_code": "80E18402",
+            "fault_time_and_level_map": {
+                "80E18402": {"fault_time": 7000, "fault_level": "SeparateNPU"}
+            },
         },
         {
             "fault_type": "CardNetworkUnhealthy",
             "npu_name": "Ascend910-2",
-            "large_model_fault_level": "PreSeparateNPU",
-            "fault_level": "PreSeparateNPU",
+            "large_model_fault_level": "NotHandleFault",
+            "fault_level": "NotHandleFault",
+            "fault_handling": "NotHandleFault",
             "fault_code": "81078603",
+            "fault_time_and_level_map": {
+                "81078603": {"fault_time": 7000, "fault_level": "NotHandleFault"}
+            },
         },
     ]
     cm = configmap("node-a", info)
@@ -212,6 +224,39 @@ def test_a_recorded_a3_node_reporting_super_pod_minus_2_decodes_with_no_super_po
         frozenset({0}),
     )
     assert '"SuperPodID":-2,"ServerIndex":-2,"CheckCode"' in encode(info)["DeviceInfoCfg"]
+
+
+def test_a_recorded_huawei_deviceinfo_is_written_back_byte_for_byte() -> None:
+    # Every field of Huawei's fault entries (fault_handling, fault_time_and_level_map in
+    # struct order), the network entry first and the empty -Recovering key survive a
+    # decode and encode: the same bytes, so the same CheckCode as Huawei's plugin.
+    text = (RECORDED / "a3-superpod-unknown.json").read_text().strip()
+    info = decode({"DeviceInfoCfg": text})
+    assert encode(info)["DeviceInfoCfg"] == text
+    assert info.faults[1].handling == "SeparateNPU"
+    assert info.faults[1].times[1] == ("80E18402", 1744167455784, "SeparateNPU")
+
+
+def test_entries_of_an_older_plugin_and_node_faults_decode() -> None:
+    entries = [
+        {
+            "fault_type": "CardUnhealthy",
+            "npu_name": "Ascend910-1",
+            "fault_level": "RestartNPU",
+            "large_model_fault_level": "RestartNPU",
+            "fault_code": "80E18402",
+        },
+        {"fault_type": "NodeUnhealthy", "npu_name": "", "fault_level": "SeparateNPU"},
+    ]
+    devices = {"huawei.com/Ascend910-Fault": json.dumps(entries)}
+    body = json.dumps(
+        {
+            "DeviceInfo": {"DeviceList": devices, "UpdateTime": 1},
+            "CheckCode": check_code(devices, 1),
+        }
+    )
+    (fault,) = decode({"DeviceInfoCfg": body}).faults
+    assert (fault.chip, fault.level, fault.handling, fault.times) == (1, "RestartNPU", "", ())
 
 
 @pytest.mark.parametrize(("raw", "super_pod"), [(None, None), (-1, None), (-2, None), (0, 0)])

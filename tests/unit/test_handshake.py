@@ -140,15 +140,24 @@ def test_live_pods_hold_their_real_chips_or_their_consumed_annotation() -> None:
 def test_allocate_records_consumption_real_and_kubelet_chips_and_the_rank_table() -> None:
     chips = [NODE.chips[5], NODE.chips[4]]
     written = consumed_annotations(
-        PodView("ns", "job-worker-0"), chips, ["Ascend910-0", "Ascend910-7"], "192.168.10.11"
+        PodView("ns", "job-worker-0", uid="2f0c-uid"),
+        chips,
+        ["Ascend910-0", "Ascend910-7"],
+        "192.168.10.11",
+        NODE,
     )
     assert written["predicate-time"] == "18446744073709551615"
     assert written["huawei.com/AscendReal"] == "Ascend910-5,Ascend910-4"
     assert written["huawei.com/kltDev"] == "Ascend910-0,Ascend910-7"
     table = written["ascend.kubectl.kubernetes.io/ascend-910-configuration"]
+    # Huawei's Instance, field for field (Ascend/mind-cluster component/ascend-device-plugin
+    # pkg/common/proto.go): server_id the pod's UID, -2 where the driver cannot tell.
     assert table == (
-        '{"pod_name":"job-worker-0","server_id":"192.168.10.11","devices":['
-        '{"device_id":"4","device_ip":"10.0.0.14"},{"device_id":"5","device_ip":"10.0.0.15"}]}'
+        '{"pod_name":"job-worker-0","server_id":"2f0c-uid","host_ip":"192.168.10.11",'
+        '"super_pod_id":-2,"devices":['
+        '{"device_id":"4","device_ip":"10.0.0.14","super_device_id":"-2"},'
+        '{"device_id":"5","device_ip":"10.0.0.15","super_device_id":"-2"}],'
+        '"rack_id":-2,"server_index":"-2","server_ip":"192.168.10.11"}'
     )
     assert json.loads(table)["devices"][0]["device_id"] == "4"
 
