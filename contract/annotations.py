@@ -30,6 +30,9 @@ CHIPS_NPU_ANNOTATION = NPU.resource  # the 950 family's choice: npu-0,npu-1
 # Why the scheduler deletes the pod (a restart's or a failed vNPU's Event reason): written
 # just before the deletion, the one mark its admission policy lets it delete an NPU pod by.
 DELETING_ANNOTATION = "ascend-npu.io/deleting"
+# A fault job's faulty pod placed again on its previous node, for ClusterD (Ascend/mind-cluster
+# component/ascend-common/api/consts.go RescheduleInPlaceKey; Volcano's UseAnnotation).
+RESCHEDULE_IN_PLACE_ANNOTATION = "reschedule-in-place"
 WRITTEN_BY_US = (
     CHIPS_ANNOTATION,
     CHIPS_310_ANNOTATION,
@@ -48,6 +51,7 @@ WRITTEN_BY_US = (
     TOR_HEALTHY_ANNOTATION,
     TOR_SHARED_IP_ANNOTATION,
     DELETING_ANNOTATION,
+    RESCHEDULE_IN_PLACE_ANNOTATION,
 )
 
 # What users write on their pods: gangs, network locality, fault rescheduling, product.
@@ -84,6 +88,10 @@ SKIP_ENABLED = "enabled"
 # Of those, what the controller that creates a pod may already write into it: its rank (Huawei's
 # Ascend Operator and Volcano's hcclrank job plugin number their pods so). Only at creation.
 SET_AT_CREATION = (RANK_INDEX_ANNOTATION,)
+# A job's fault silencing, read by ClusterD (and this scheduler) from its PodGroup or, for a
+# job of one pod, the pod: ``<code or level>[:seconds],…`` (MindCluster docs api/k8s.md Table 3).
+FILTER_CODE_ANNOTATION = "huawei.com/schedule.filter.faultCode"
+FILTER_LEVEL_ANNOTATION = "huawei.com/schedule.filter.faultLevel"
 KEPT_ANNOTATIONS = (
     frozenset(WRITTEN_BY_US)
     - {RANK_TABLE_ANNOTATION, NPU_RANK_TABLE_ANNOTATION, KUBELET_ANNOTATION, DELETING_ANNOTATION}
@@ -93,13 +101,12 @@ KEPT_ANNOTATIONS = (
     SP_FIT_ANNOTATION,
     TASK_SPEC_ANNOTATION,
     SKIP_ASCEND_PLUGIN_ANNOTATION,
+    FILTER_CODE_ANNOTATION,
+    FILTER_LEVEL_ANNOTATION,
 }
 
 # Node labels and annotations.
 SUPER_POD_ID_LABEL = "huawei.com/topotree.superpodid"
-NODED_ENABLE_LABEL = "nodeDEnable"  # "on": NodeD's heartbeats say whether the node is up
-NODED_HEARTBEAT = "noded/heartbeat"  # Unix time of NodeD's last heartbeat
-NODED_INTERVAL = "noded/heartbeat-interval"  # seconds between heartbeats
 SERVER_TYPE_LABEL = "servertype"  # the agent sets it when absent: Ascend310P-8
 INFER_CARD_TYPE_LABEL = "infer-card-type"  # card-300i-duo: a node of Atlas 300I Duo cards
 DUO_CARD_TYPE = "card-300i-duo"

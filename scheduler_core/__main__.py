@@ -231,6 +231,7 @@ def _serve(args: argparse.Namespace) -> int:
         args.self_maintain,
         election=election,
         npu_map=args.npu_map,
+        noded=args.noded,
     )
     policies.report(service.metrics.registry, "ascend_scheduler", gone)
     stop = threading.Event()
@@ -478,6 +479,15 @@ def build_parser() -> CommandParser:
         "--npu-map",
         **bool_flag(False),
         help="serve the live NPU map (GET /map) on --listen, behind the verbs' authentication",
+    )
+    # Off by default: NodeD's namespace (mindx-dl) exists only where MindCluster is installed.
+    serve.add_argument(
+        "--noded",
+        **bool_flag(False),
+        help=(
+            "read NodeD's mindx-dl/mindx-dl-nodeinfo-<node>: a node it reports UnHealthy is "
+            "left out, PreSeparate takes no new pods"
+        ),
     )
     serve.add_argument(
         "--log-level", type=log_level, default="info", help="debug, info, warning, error, critical"

@@ -19,7 +19,7 @@ FAULT_KINDS = (
     "chip-fail",
     "hostile",
     "agent-down",
-    "noded-silent",
+    "noded-unhealthy",
 )
 FAULTS_UNTIL = 0.6  # of the run: faults strike in this first part, the rest settles
 

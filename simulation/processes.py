@@ -287,7 +287,8 @@ GANG_TTL = 30.0
 
 class Replica:
     """One scheduler replica, a process of its own, with leader election (``LEASE``,
-    ``RENEW``, ``RETRY`` seconds) and a short gang TTL, as the robustness run drives it."""
+    ``RENEW``, ``RETRY`` seconds), a short gang TTL and NodeD read (``--noded``), as the
+    robustness run drives it."""
 
     def __init__(self, name: str, api_url: str, workdir: Path) -> None:
         self.name = name
@@ -311,6 +312,7 @@ class Replica:
             "0.5",
             "--gang-ttl",
             str(GANG_TTL),
+            "--noded",
             "--log-level",
             "WARNING",
         )

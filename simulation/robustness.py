@@ -20,7 +20,8 @@ faults drawn from the seed strike at random moments, several at once:
 - ``hostile``: a tenant's pod with malformed NPU annotations;
 - ``agent-down``: a node's agent stopped for a while (its DeviceInfo goes stale, Allocate
   fails), then started again;
-- ``noded-silent``: a node's NodeD stops beating for a while (every node runs NodeD here).
+- ``noded-unhealthy``: a node's NodeD reports it UnHealthy for a while (its
+  ``mindx-dl-nodeinfo-<node>``; the replicas read NodeD, ``--noded``), then Healthy again.
 
 Invariants, each a typed check with its evidence (``Violation``), after every step: no chip in
 two live containers; every bound NPU pod carries the scheduler's chips; every container's
@@ -37,6 +38,7 @@ A failure prints the seed and the fault schedule; ``Schedule.load`` runs it agai
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
@@ -46,13 +48,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from contract.annotations import (
-    CHIPS_ANNOTATION,
-    FAULT_RETRY_LABEL,
-    NODED_ENABLE_LABEL,
-    NODED_HEARTBEAT,
-)
-from contract.annotations import NODED_INTERVAL as NODED_INTERVAL_ANNOTATION
+from contract import nodeinfo
+from contract.annotations import CHIPS_ANNOTATION, FAULT_RETRY_LABEL
 from contract.chip_names import RESOURCE_NAME
 from contract.groups import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
 from contract.objects import Obj
@@ -80,8 +77,11 @@ from simulation.workload import NAMESPACE, Workload
 
 STEP = 0.25  # seconds between the harness's steps
 SETTLE = 10.0  # after the last fault: every pod runs or has a reason by then
-NODED_INTERVAL = 1  # seconds between NodeD's heartbeats
 AI_CORES = 8  # of a simulated 310P chip
+# What NodeD reports of a node it finds faulty (a CPU fault it separates the node for).
+NODE_DOWN = nodeinfo.NodeInfo(
+    nodeinfo.UNHEALTHY, (nodeinfo.DeviceFault("CPU", 0, ("00000011",), "SeparateFault"),)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +146,6 @@ class Run:
         self.waiting_since: dict[str, float] = {}
         self._restore: list[tuple[float, Fault]] = []
         self._down_agents: set[str] = set()
-        self._silent: set[str] = set()  # nodes whose NodeD does not beat
-        self._beaten = 0.0
         self._leading: str | None = None  # the leader last seen, for the timeline
         self._restarts_seen = 0
         self._start = time.monotonic()
@@ -172,7 +170,6 @@ class Run:
                 while pending and pending[0].at <= now:
                     self._inject(pending.pop(0))
                 self._restore_due(now)
-                self._heartbeats(now)
                 self.workload.step(now)
                 self._schedule()
                 self._nodes()
@@ -252,34 +249,30 @@ class Run:
         elif fault.kind == "agent-down":
             node.agent.stop()
             self._down_agents.add(node.name)
-        elif fault.kind == "noded-silent":
-            self._silent.add(node.name)
+        elif fault.kind == "noded-unhealthy":
+            # The API server away (another fault): this write of NodeD's is lost.
+            with contextlib.suppress(KubeError):
+                self._noded(node.name, NODE_DOWN)
         self._restore.append((self.now() + fault.lasts, fault))
 
-    def _heartbeats(self, now: float) -> None:
-        """NodeD on every node beats once a second (``noded/heartbeat``), but on silent ones."""
-        if now - self._beaten < NODED_INTERVAL or not self.cluster.store.reachable:
-            return
-        self._beaten = now
-        beat = str(int(time.time()))
-        for name in self.cluster.nodes:
-            if name in self._silent:
-                continue
-            try:
-                self.cluster.store.patch_metadata(
-                    "Node",
-                    "",
-                    name,
-                    {
-                        "labels": {NODED_ENABLE_LABEL: "on"},
-                        "annotations": {
-                            NODED_HEARTBEAT: beat,
-                            NODED_INTERVAL_ANNOTATION: str(NODED_INTERVAL),
-                        },
-                    },
-                )
-            except KubeError:
-                return
+    def _noded(self, node: str, info: nodeinfo.NodeInfo) -> None:
+        """NodeD's report of ``node`` written (Ascend/mind-cluster component/noded/pkg/reporter/
+        cmreporter/configmap_reporter.go: created, then updated)."""
+        body = {
+            "metadata": {
+                "name": nodeinfo.configmap_name(node),
+                "namespace": nodeinfo.NAMESPACE,
+                "labels": dict([nodeinfo.CONSUMER_LABEL]),
+            },
+            "data": nodeinfo.encode(info),
+        }
+        store = self.cluster.store
+        try:
+            store.get_configmap(nodeinfo.NAMESPACE, nodeinfo.configmap_name(node))
+        except KubeError:
+            store.create_configmap(body)
+        else:
+            store.update_configmap(body)
 
     def _hostile(self, fault: Fault) -> None:
         """A tenant's pod whose NPU annotations are garbage (it must be refused, named)."""
@@ -324,8 +317,8 @@ class Run:
         elif fault.kind == "agent-down" and node.name in self._down_agents:
             self._down_agents.discard(node.name)
             self.cluster.restart_node_agent(node.name)
-        elif fault.kind == "noded-silent":
-            self._silent.discard(node.name)
+        elif fault.kind == "noded-unhealthy":
+            self._noded(node.name, nodeinfo.NodeInfo(nodeinfo.HEALTHY))
         else:
             return False
         return True

@@ -25,13 +25,10 @@ from typing import Any
 
 from chip_topology.products import Family, Rule
 from chip_topology.routing import product_of_node
-from contract import deviceinfo
+from contract import deviceinfo, nodeinfo
 from contract.annotations import (
     ACCELERATOR_TYPE_LABEL,
     INFER_CARD_TYPE_LABEL,
-    NODED_ENABLE_LABEL,
-    NODED_HEARTBEAT,
-    NODED_INTERVAL,
     SERVER_TYPE_LABEL,
     SUPER_POD_ID_LABEL,
 )
@@ -41,22 +38,16 @@ from contract.chip_names import (
     InvalidInput,
     chip_name,
     parse_chip_list,
-    quoted,
 )
 from contract.deviceinfo import MAX_AGE
 from contract.objects import PLACED_RESOURCES, Obj, node_address
 from contract.vnpu import CHIP_NAME_LABEL, NPU_CORE_RESOURCE, VNPU_KINDS
+from scheduler_core.engine.fault_levels import NodeFaults, node_faults
 from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.vnpu import VNode, VPod
 from scheduler_core.service.vnpu_nodes import vnode_of
 
 MAX_SKEW = 60  # seconds a node's clock may run ahead of the scheduler's
-# NodeD: a node is down once three heartbeat intervals passed without a new heartbeat. Its
-# heartbeat is compared with this clock (not the time the value last changed, which a
-# restarted scheduler would have to learn again); the node writes its time from NTP too.
-MISSED_HEARTBEATS = 3
-DEFAULT_HEARTBEAT_INTERVAL = 5
-MAX_HEARTBEAT_INTERVAL = 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +65,6 @@ class Snapshot:
 NODE_LABELS = (
     ACCELERATOR_TYPE_LABEL,
     SUPER_POD_ID_LABEL,
-    NODED_ENABLE_LABEL,
     SERVER_TYPE_LABEL,
     INFER_CARD_TYPE_LABEL,
     CHIP_NAME_LABEL,
@@ -104,8 +94,10 @@ class NodeView:
     name: str
     state: NodeState | None
     reason: str = ""  # why it is left out (state None)
-    down: bool = False  # its agent publishes nothing (recent)
-    failed: frozenset[int] | None = None  # chips its DeviceInfo reports failed, if read
+    # Its agent publishes nothing (recent), or NodeD reports it UnHealthy: its pods fail.
+    down: bool = False
+    # Chips whose fault stops a running pod (``fault_levels``), if its DeviceInfo was read.
+    failed: frozenset[int] | None = None
     address: str = ""
     super_pod: int | None = None
     sub_healthy: bool = False  # a chip or its switch reports sub-health: a last choice
@@ -114,6 +106,18 @@ class NodeView:
     valid_until: float = float("inf")
     vnode: VNode | None = None  # a dynamic-vNPU node's model (state None, reason "")
     rack: int | None = None  # its DeviceInfo's RackID (Atlas 950 SuperPoD), when set
+    # Its chip faults in detail (levels, codes, fault times): what a job's silencing reads.
+    faults: NodeFaults | None = None
+    notice: str = ""  # a problem with its inputs that does not leave it out (NodeD's)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeD:
+    """What NodeD reports of a node (``mindx-dl-nodeinfo-<node>``): the last good content
+    (None: none, the node is healthy) and why the current one is not read, if it is not."""
+
+    info: nodeinfo.NodeInfo | None = None
+    error: str = ""
 
 
 def trim_node(node: Obj) -> Obj:
@@ -132,11 +136,6 @@ def trim_node(node: Obj) -> Obj:
             "name": meta.get("name", ""),
             "resourceVersion": meta.get("resourceVersion", ""),
             "labels": {k: v for k, v in (meta.get("labels") or {}).items() if k in NODE_LABELS},
-            "annotations": {
-                k: v
-                for k, v in (meta.get("annotations") or {}).items()
-                if k in (NODED_HEARTBEAT, NODED_INTERVAL)
-            },
         },
         "status": {
             "capacity": npu("capacity"),
@@ -144,23 +143,6 @@ def trim_node(node: Obj) -> Obj:
             "addresses": [{"type": "InternalIP", "address": address}] if address else [],
         },
     }
-
-
-def heartbeat_deadline(node: Obj) -> float | str | None:
-    """When a node whose NodeD is enabled (label ``nodeDEnable=on``) counts as down: its
-    ``noded/heartbeat`` (Unix time) plus three ``noded/heartbeat-interval`` (seconds, 5 when
-    absent). None without NodeD; a string says what is wrong with the annotations."""
-    meta = node.get("metadata") or {}
-    if (meta.get("labels") or {}).get(NODED_ENABLE_LABEL) != "on":
-        return None
-    notes = meta.get("annotations") or {}
-    beat, interval = notes.get(NODED_HEARTBEAT, ""), notes.get(NODED_INTERVAL, "")
-    if not (beat.isascii() and beat.isdigit() and len(beat) <= 12):
-        return f"{NODED_ENABLE_LABEL}=on but {NODED_HEARTBEAT} is {quoted(beat)}, not a Unix time"
-    seconds = int(interval) if interval.isascii() and interval.isdigit() else 0
-    if not 0 < seconds <= MAX_HEARTBEAT_INTERVAL:
-        seconds = DEFAULT_HEARTBEAT_INTERVAL
-    return int(beat) + MISSED_HEARTBEATS * seconds
 
 
 def published(data: Mapping[str, str] | None) -> deviceinfo.DeviceInfo | str | None:
@@ -183,11 +165,18 @@ def node_view(
     now: float,
     self_maintain: bool = True,
     vpods: Iterable[VPod] = (),
+    noded: NodeD = NodeD(),
 ) -> NodeView | None:
     """One node's view (None when it is not an NPU node): ``data`` is its DeviceInfo
     ConfigMap's data, ``info`` that data decoded (``published``), ``held`` the chips its live
-    pods hold, ``requested`` how many of the node's resource they request and ``vpods`` the
-    shares of its npu-core pods."""
+    pods hold, ``requested`` how many of the node's resource they request, ``vpods`` the
+    shares of its npu-core pods and ``noded`` what NodeD reports of it.
+
+    NodeD's status acts as Huawei's Volcano plugin reads it (Ascend/mind-cluster
+    component/ascend-for-volcano/internal/rescheduling/node.go ``setNodeHealthyByNodeD``,
+    reschedule.go ``checkNodeCurNodeIsFault``): ``UnHealthy`` makes the node a fault node (its
+    pods fail, it takes none), ``PreSeparate`` takes no new pod and leaves the running ones.
+    Its ``FaultDevList`` is named in the reason; upstream too only reports it."""
     name = node.get("metadata", {}).get("name", "")
     resource = npu_resource(node)
     if resource is None:
@@ -210,16 +199,20 @@ def node_view(
         )
         return NodeView(name, None, reason, valid_until=info.update_time - MAX_SKEW)
     since, until = float(info.update_time - MAX_SKEW), float(info.update_time + MAX_AGE)
-    failed = info.unhealthy | info.network_unhealthy
-    beat = heartbeat_deadline(node)
-    if isinstance(beat, str) or (beat is not None and now >= beat):
-        reason = beat if isinstance(beat, str) else f"NodeD heartbeat missed since {int(beat)}"
-        after = since if isinstance(beat, str) else beat
+    faults = node_faults(info)
+    failed, notice = faults.failed, noded.error and f"{name}: {noded.error}"
+    if noded.info is not None and noded.info.status != nodeinfo.HEALTHY:
         return NodeView(
-            name, None, f"{name}: {reason}", True, failed, valid_from=after, valid_until=until
+            name,
+            None,
+            f"{name}: NodeD reports {noded.info.describe()}",
+            noded.info.status == nodeinfo.UNHEALTHY,
+            failed,
+            valid_from=since,
+            valid_until=until,
+            faults=faults,
+            notice=notice,
         )
-    if beat is not None:
-        until = min(until, beat)
     state: NodeState | VNode | str
     if info.kind not in kinds_of(resource):
         state = f"{name}: its DeviceInfo lists {info.kind.name} chips, the node offers {resource}"
@@ -235,13 +228,36 @@ def node_view(
             held=set(held),
             requested=requested,
             self_maintain=self_maintain,
+            pre_separated=faults.pre_separated,
         )
     if isinstance(state, str):
-        return NodeView(name, None, state, failed=failed, valid_from=since, valid_until=until)
+        return NodeView(
+            name,
+            None,
+            state,
+            failed=failed,
+            valid_from=since,
+            valid_until=until,
+            faults=faults,
+            notice=notice,
+        )
     where = node_address(node)
+    sub_healthy = faults.sub_healthy
     if isinstance(state, VNode):
         return NodeView(
-            name, None, "", False, failed, where, None, info.sub_healthy, since, until, state
+            name,
+            None,
+            "",
+            False,
+            failed,
+            where,
+            None,
+            sub_healthy,
+            since,
+            until,
+            state,
+            faults=faults,
+            notice=notice,
         )
     label = (node.get("metadata", {}).get("labels") or {}).get(SUPER_POD_ID_LABEL, "")
     super_pod = info.super_pod
@@ -255,10 +271,12 @@ def node_view(
         failed,
         where,
         super_pod,
-        info.sub_healthy,
+        sub_healthy,
         since,
         until,
         rack=info.rack,
+        faults=faults,
+        notice=notice,
     )
 
 
@@ -285,8 +303,12 @@ def _node_state(
     held: set[int],
     requested: int,
     self_maintain: bool,
+    pre_separated: frozenset[int] = frozenset(),
 ) -> NodeState | str:
-    """The node's state, or why it is left out."""
+    """The node's state, or why it is left out. A pre-separated chip no pod holds takes no
+    new pod, as ClusterD lists it unhealthy (``fault_levels``), nor does a chip being reset;
+    where the agent does not list it unhealthy, the kubelet's idle count is taken down by it
+    too."""
     name = node["metadata"]["name"]
     labels = node.get("metadata", {}).get("labels") or {}
     kind = KIND_OF_RESOURCE[resource]
@@ -305,8 +327,12 @@ def _node_state(
         free = set(range(chips)) - held - set(info.unhealthy) - separated
     else:
         free = set(info.free) - held  # a bound pod holds its chips before they are published
+    # Chips being reset (``-Recovering``) take no pod either: Volcano takes them out of the
+    # free ones (ascend-for-volcano common/k8s/cmmgr.go); the kubelet still counts them.
+    kept_out = free & (pre_separated | info.recovering)
+    free -= kept_out
     # Pods keep chips that failed under them: then the kubelet's count runs below zero.
-    idle = max(allocatable - requested, 0)
+    idle = max(allocatable - requested - len(kept_out), 0)
     if len(free) != idle:
         return (
             f"{name}'s {resource} not stable: {len(free)} listed free, {idle} idle at the kubelet"
@@ -316,7 +342,7 @@ def _node_state(
         product=product.name,
         free=tuple(sorted(free, key=lambda c: chip_name(c, kind))),  # the published order
         allocatable=min(allocatable, product.capacity),
-        unhealthy=frozenset(c for c in info.unhealthy if c < product.capacity),
+        unhealthy=frozenset(c for c in info.unhealthy | kept_out if c < product.capacity),
         network_unhealthy=frozenset(c for c in info.network_unhealthy if c < product.capacity),
         card_type=str(labels.get(INFER_CARD_TYPE_LABEL, "")),
     )

@@ -4,6 +4,7 @@ pods), the session ledger they feed, and the fault restarts found in it. The ver
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -12,24 +13,27 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from chip_topology.products import product_by_name
-from contract.annotations import FAULT_SCHEDULING_LABEL
+from contract.annotations import FAULT_SCHEDULING_LABEL, SP_BLOCK_ANNOTATION
 from contract.chip_names import KIND_OF_RESOURCE, InvalidInput
 from contract.pods import PodView
 from contract.tor_topology import Topology
 from contract.vnpu import NPU_CORE_RESOURCE
 from infra.events import EventRecorder
 from infra.kube.port import KubeGateway
-from scheduler_core.engine import locality, rescheduling
+from scheduler_core.engine import fault_levels, locality, rescheduling
+from scheduler_core.engine.fault_levels import NodeFaults, Silence
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
 from scheduler_core.engine.rescheduling import Deletion, FaultJob, JobPod
 from scheduler_core.engine.session import Session
 from scheduler_core.service.assumed import AssumedBinds
 from scheduler_core.service.cluster_view import NodeView
-from scheduler_core.service.fault_restarts import FaultRestarts
+from scheduler_core.service.fault_restarts import FaultRestarts, ResetUpdate
 from scheduler_core.service.gangs import DEFAULT_HOLD_SHARE, GangPods, Gangs, job_pod
 from scheduler_core.service.jobs import JobDirectory, JobSettings
 from scheduler_core.service.tor_state import TorState
 from scheduler_core.service.vnpu_nodes import VnpuNodes
+
+log = logging.getLogger(__name__)
 
 DEFAULT_NETWORK = locality.Settings()
 COMPONENT = "ascend-npu-scheduler"
@@ -63,6 +67,11 @@ class ExtenderState:
         self.pods = GangPods()
         self._down: set[str] = set()
         self._failed: dict[str, frozenset[int]] = {}
+        self._node_faults: dict[str, NodeFaults] = {}  # the failed chips' fault codes
+        # Jobs that silence some faults (``huawei.com/schedule.filter.*``), and when the
+        # first fault silenced now shows: the fault jobs are looked for again then.
+        self._silences: dict[str, Silence] = {}
+        self._silence_ends: float | None = None
         self.addresses: dict[str, str] = {}
         self._super_pods: dict[str, int] = {}
         self._racks: dict[str, int] = {}  # node → RackID (Atlas 950 SuperPoD)
@@ -78,6 +87,8 @@ class ExtenderState:
         self._one_pod: dict[str, tuple[str, list[JobPod]]] = {}
         self._failed_pods: dict[str, PodView] = {}  # failed pods of fault-retry-times jobs
         self._failed_vnpus: dict[str, PodView] = {}  # pods whose vNPU could not be made
+        self._warned: set[str] = set()  # jobs whose malformed recovery settings were logged
+        self._bad_silence: set[str] = set()  # jobs whose malformed silencing was logged
         self.tors = TorState(network)
         self.binds = 0
         # Whether a decision may still be written: with an election, this replica still
@@ -130,11 +141,17 @@ class ExtenderState:
                 # every member for each: quadratic in the gang's size).
                 job = self.job_of(members[0]) if members else JobSettings()
                 self.pods.set_gang(gang, members, job.labels_of, many=job.gang is not None)
+                self._set_silence(gang, job.annotations)
             if gangs:
                 self.network_stale = self._faults_stale = True
 
     def _set_node(self, name: str, view: NodeView | None) -> None:
-        before = (self._failed.get(name), name in self._down, name in self.left_out)
+        before = (
+            self._failed.get(name),
+            name in self._down,
+            name in self.left_out,
+            name in self._sub_healthy,
+        )
         where = (
             self.addresses.pop(name, None),
             self._super_pods.pop(name, None),
@@ -144,6 +161,7 @@ class ExtenderState:
         self._sub_healthy.discard(name)
         self.left_out.pop(name, None)
         self._failed.pop(name, None)
+        self._node_faults.pop(name, None)
         self._down.discard(name)
         self.vnpu.set_node(name, None if view is None else view.vnode)
         if view is None:
@@ -151,6 +169,8 @@ class ExtenderState:
         else:
             if view.failed is not None:
                 self._failed[name] = view.failed
+            if view.faults is not None and view.faults.codes:
+                self._node_faults[name] = view.faults
             if view.down:
                 self._down.add(name)
             try:
@@ -172,7 +192,12 @@ class ExtenderState:
                     self._racks[name] = view.rack
                 if view.sub_healthy:
                     self._sub_healthy.add(name)
-        after = (self._failed.get(name), name in self._down, name in self.left_out)
+        after = (
+            self._failed.get(name),
+            name in self._down,
+            name in self.left_out,
+            name in self._sub_healthy,
+        )
         self._faults_stale |= before != after
         self.network_stale |= where != (
             self.addresses.get(name),
@@ -185,15 +210,52 @@ class ExtenderState:
         """A pod outside any gang, labelled ``fault-scheduling``, is a fault job of its own."""
         old = self._one_pod.pop(key, None)
         mode = self.job_labels(pod).get(FAULT_SCHEDULING_LABEL) if pod is not None else None
+        settings = self.job_of(pod) if pod is not None else None
         if (
             pod is not None
-            and self.job_of(pod).gang is None
+            and settings is not None
+            and settings.gang is None
             and mode in (rescheduling.GRACE, rescheduling.FORCE)
         ):
             member = job_pod(pod, 0)
             if member is not None:
                 self._one_pod[key] = (mode, [member])
         self._faults_stale |= old != self._one_pod.get(key)
+        alone = settings is not None and settings.gang is None
+        self._set_silence(key, settings.annotations if alone and settings else {})
+
+    def _set_silence(self, job: str, annotations: Mapping[str, str]) -> None:
+        """The job's silencing (kept only when it silences something); a malformed one is
+        logged once and silences nothing, as ClusterD reports every fault then."""
+        silence = fault_levels.silence_of(annotations)
+        if isinstance(silence, str):
+            if job not in self._bad_silence:
+                log.warning("job %s: %s; no fault is silenced for it", job, silence)
+                self._bad_silence.add(job)
+            silence = Silence()
+        else:
+            self._bad_silence.discard(job)
+        old = self._silences.pop(job, None)
+        if silence.codes or silence.levels:
+            self._silences[job] = silence
+        self._faults_stale |= old != self._silences.get(job)
+
+    def _failed_for(self, now: float) -> Callable[[str], Mapping[str, frozenset[int]]]:
+        """The failed chips as each job sees them: its silenced faults younger than their
+        window left out (ClusterD's custom_filter_fault_processor.go); notes when the first
+        of those shows, to look again then."""
+
+        def failed_for(job: str) -> Mapping[str, frozenset[int]]:
+            silence = self._silences.get(job)
+            if silence is None or not self._node_faults:
+                return self._failed
+            faults = {n: f for n, f in self._node_faults.items() if n in self._failed}
+            end = fault_levels.silence_ends(silence, faults.values(), now)
+            if end is not None:
+                self._silence_ends = min(end, self._silence_ends or end)
+            return {**self._failed, **fault_levels.job_failed_chips(silence, faults, now)}
+
+        return failed_for
 
     def pods_failed(self, pods: Mapping[str, PodView | None]) -> None:
         """Pods of ``fault-retry-times`` jobs that failed (None: such a pod is gone)."""
@@ -281,9 +343,12 @@ class ExtenderState:
         """Find fault jobs in the last view and say which pods to delete so they restart.
         A fault job's healthy nodes stay held for it until it is placed again."""
         with self.lock:
-            if not self._faults_stale and not self.faults.active:
+            now = self.clock()
+            shows = self._silence_ends is not None and now >= self._silence_ends
+            if not self._faults_stale and not self.faults.active and not shows:
                 return []  # nothing changed that could make or end a fault: no scan
             self._faults_stale = False
+            self._silence_ends = None
             running = self.pods.running | self._one_pod
             on_nodes = {p.node for _, members in running.values() for p in members}
             down = self._down | {
@@ -294,15 +359,38 @@ class ExtenderState:
                 self.pods.pending,
                 self._failed,
                 down,
-                self.clock(),
+                now,
                 one_pod=self._one_pod.keys(),
+                recoveries={
+                    job: self._recovery(job) for job in running if job not in self._one_pod
+                },
+                sub_healthy=self._sub_healthy,
+                failed_for=self._failed_for(now),
             )
             return deletions + self.faults.retry(
                 self._failed_pods,
                 lambda job: self.pods.members.get(job, []),
-                self.clock(),
+                now,
                 self.job_labels,
             )
+
+    def _recovery(self, job: str) -> rescheduling.Recovery:
+        """How a gang recovers from a fault, from its job's settings (``sp-block`` over its
+        pods' NPUs: the pods of one virtual SuperPoD)."""
+        members = self.pods.members.get(job, [])
+        npu = next((p for p in members if p.npu_limit), None)
+        if npu is None:
+            return rescheduling.Recovery()
+        settings = self.job_of(npu)
+        block_text = settings.annotations.get(SP_BLOCK_ANNOTATION, "")
+        block = int(block_text) // npu.npu_limit if block_text.isdigit() else 0
+        recovery, warning = rescheduling.recovery_of(settings.labels, settings.annotations, block)
+        if warning and job not in self._warned:  # once per job, not at every check
+            log.warning("job %s: %s", job, warning)
+            self._warned.add(job)
+        elif not warning:
+            self._warned.discard(job)
+        return recovery
 
     def restore_faults(
         self, faults: Iterable[tuple[FaultJob, float]], retries: Mapping[str, int]
@@ -317,6 +405,15 @@ class ExtenderState:
         """``vcjob-fault-npu-cm`` data and each fault job's ``fault-config-<job>``."""
         with self.lock:
             return self.faults.records()
+
+    def resets_due(self) -> list[tuple[str, str, ResetUpdate]]:
+        """The ``reset-config-<job>`` updates due: (namespace, job name, the update)."""
+        with self.lock:
+            due = self.faults.take_resets()
+            return [
+                (job.split("/", 1)[0], self.jobs.job_name(job), update)
+                for job, update in sorted(due.items())
+            ]
 
     def tor_share_data(self) -> dict[str, str] | None:
         """``tor-share-cm`` content under switch affinity 2.0 (None otherwise)."""

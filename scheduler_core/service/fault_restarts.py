@@ -7,12 +7,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from contract.annotations import FAULT_CONFIG_PREFIX, FAULT_RETRY_LABEL
 from contract.chip_names import InvalidInput
 from contract.pods import PodView
 from scheduler_core.engine import rescheduling
-from scheduler_core.engine.rescheduling import Deletion, FaultJob, JobPod
+from scheduler_core.engine.rescheduling import Deletion, FaultJob, JobPod, Recovery
 from scheduler_core.service.live_view import gang_of
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ class FaultRestarts:
         # Restarts begun since start, by kind (``ascend_scheduler_fault_restarts_total``):
         # a fault job found (``fault_scheduling``), a failure of a fault-retry-times job.
         self.restarted = {FAULT_SCHEDULING: 0, FAULT_RETRY: 0}
+        self.resets: dict[str, ResetUpdate] = {}  # reset-config-<job> updates due
 
     @property
     def active(self) -> bool:
@@ -53,9 +55,32 @@ class FaultRestarts:
         known = self._faults.get(job)
         return known[0] if known else None
 
-    def placed(self, job: str) -> None:
-        """The job has been placed again: its nodes are no longer held for it."""
-        self._faults.pop(job, None)
+    def placed(self, job: str, labels: Labels | None = None) -> None:
+        """The job has been placed (again): its nodes are no longer held for it. A
+        ``pod-rescheduling: "on"`` job without process-level recovery has its
+        ``reset-config-<job>`` updated, as Volcano does once all its tasks are placed
+        (ascend-for-volcano ``plugin/job.go`` updateResetConfigMap, called from
+        ``plugin/factory.go`` BeforeCloseHandler)."""
+        known = self._faults.pop(job, None)
+        if labels is None:
+            return
+        recovery, _ = rescheduling.recovery_of(labels, {})
+        fault = known[0] if known else None
+        if fault is not None and _grace_exit(fault):
+            # Placed off its sub-healthy nodes: GracefulExit back to 0 (reschedule.go
+            # synCacheFaultJobWithSession, resetGraceExitCode).
+            self.resets[job] = ResetUpdate(graceful_exit=0)
+        if recovery.pod_level and not recovery.process:
+            # Only its faulty pods were placed: RetryTime + 1; the whole job: 0.
+            pod_level = fault is not None and fault.moving is not None
+            self.resets[job] = dataclasses.replace(
+                self.resets.get(job, ResetUpdate()), pod_level=pod_level
+            )
+
+    def take_resets(self) -> dict[str, ResetUpdate]:
+        """The jobs whose ``reset-config-<job>`` update is due, once each."""
+        resets, self.resets = self.resets, {}
+        return resets
 
     def holds(self, now: float) -> dict[str, str]:
         """Healthy nodes of restarting fault jobs (node → job), within the hold limit."""
@@ -76,11 +101,21 @@ class FaultRestarts:
         now: float,
         *,
         one_pod: Collection[str] = (),
+        recoveries: Mapping[str, Recovery] | None = None,
+        sub_healthy: Collection[str] = (),
+        failed_for: Callable[[str], Mapping[str, frozenset[int]]] | None = None,
     ) -> list[Deletion]:
         """Find fault jobs among the running jobs of a view (``one_pod``: those that are a
-        single pod, not a gang) and say which pods to delete so they restart; forget a fault
-        job that did not come back within the hold limit, a one-pod job once its pod is gone."""
-        for fault in rescheduling.find_faults(running, failed, down):
+        single pod, not a gang; ``recoveries``: how each job recovers) and say which pods to
+        delete so they restart; forget a fault job that did not come back within the hold
+        limit (a process-level one within its ``wait-reschedule-timeout``, after which
+        ClusterD gives up on it), a one-pod job once its pod is gone."""
+        # ``failed_for``: the failed chips as one job sees them (its silenced faults left
+        # out); without it every job sees the snapshot's ``failed``.
+        faults = rescheduling.find_faults(
+            running, failed_for or (lambda _job: failed), down, recoveries, sub_healthy
+        )
+        for fault in faults:
             if fault.job in one_pod:
                 self._one_pod.add(fault.job)
             known = self._faults.get(fault.job)
@@ -88,29 +123,49 @@ class FaultRestarts:
                 self._faults[fault.job] = (fault, known[1])  # restored: now with its pods
             elif known is None:
                 log.warning(
-                    "fault job %s (%s): nodes %s, fault ranks %s",
+                    "fault job %s (%s): nodes %s, fault ranks %s, placed again: %s",
                     fault.job,
                     fault.mode,
                     list(fault.nodes),
                     list(fault.rank_ids),
+                    "all" if fault.moving is None else sorted(fault.moving),
                 )
                 self._faults[fault.job] = (fault, now)
                 self.restarted[FAULT_SCHEDULING] += 1
-        for job, (_, seen) in list(self._faults.items()):
+                if _grace_exit(fault):
+                    # Save a checkpoint and exit before the pods are deleted (job.go
+                    # deleteJobWithSubHealthyLabels, updateResetConfigMapWithGraceExit).
+                    self.resets[fault.job] = ResetUpdate(graceful_exit=rescheduling.GRACE_EXIT)
+        for job, (fault, seen) in list(self._faults.items()):
             gone = job not in pending and job not in running
+            limit = fault.recovery.wait if fault.recovery.process else self._hold_limit
             if gone and job in self._one_pod:
                 del self._faults[job]
                 self._one_pod.discard(job)
-            elif gone and now - seen > self._hold_limit:
+            elif (gone or fault.moving is not None) and now - seen > limit:
                 log.warning("fault job %s did not come back; its nodes are free again", job)
                 del self._faults[job]
         deletions = []
-        for fault, seen in self._faults.values():
-            _, members = running.get(fault.job, ("", []))
+        for job, (stored, seen) in list(self._faults.items()):
+            _, members = running.get(job, ("", []))
             still = {p.uid: p for p in members}  # the UIDs of the run that failed
             current = dataclasses.replace(
-                fault, pods=tuple(still[p.uid] for p in fault.pods if p.uid in still)
+                stored, pods=tuple(still[p.uid] for p in stored.pods if p.uid in still)
             )
+            fault = stored
+            if members and not any(p.uid for p in stored.pods) and job in (recoveries or {}):
+                fault = _resumed(stored, (recoveries or {})[job], members)
+            # The ranks placed again widen by stages while the job waits (``scope``).
+            moving = rescheduling.scope(fault, now - seen)
+            if moving != stored.moving:
+                log.warning(
+                    "fault job %s waited %.0f s: placed again now %s",
+                    job,
+                    now - seen,
+                    "all" if moving is None else sorted(moving),
+                )
+            if (updated := dataclasses.replace(fault, moving=moving)) != stored:
+                self._faults[job] = (updated, seen)
             deletions += rescheduling.deletions(current, seen, now, self._grace_over)
         return deletions
 
@@ -204,6 +259,35 @@ class FaultRestarts:
                 fault, seen
             )
         return rescheduling.record(faults, self.retries), configs
+
+
+@dataclass(frozen=True, slots=True)
+class ResetUpdate:
+    """What this scheduler updates in a job's ``reset-config-<job>``
+    (``rescheduling.reset_config``): None, nothing of that."""
+
+    pod_level: bool | None = None  # the job placed: only its faulty pods (True) or whole
+    graceful_exit: int | None = None  # GracefulExit (graceExit of sub-healthy pods)
+
+
+def _resumed(fault: FaultJob, recovery: Recovery, members: Iterable[JobPod]) -> FaultJob:
+    """A fault job read back from ``vcjob-fault-npu-cm`` (which keeps no settings) while some
+    of its pods still run: under pod- or process-level recovery, the ranks not running are
+    the ones being placed again."""
+    alive = {p.rank for p in members}
+    gone = tuple(sorted(r for r in fault.previous if r not in alive))
+    return dataclasses.replace(fault, recovery=recovery, failed=gone)
+
+
+def _grace_exit(fault: FaultJob) -> bool:
+    """A fault of sub-health alone under ``graceExit``, in a job ClusterD does not recover
+    (its reset-config then carries GracefulExit)."""
+    recovery = fault.recovery
+    return (
+        fault.sub_health
+        and recovery.sub_healthy == rescheduling.GRACE_EXIT_STRATEGY
+        and not recovery.process
+    )
 
 
 def _job_of(pod: PodView) -> str:

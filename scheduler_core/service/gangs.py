@@ -41,12 +41,20 @@ from chip_topology.products import product_by_name
 from contract.annotations import (
     FAULT_SCHEDULING_LABEL,
     RANK_INDEX_ANNOTATION,
+    RESCHEDULE_IN_PLACE_ANNOTATION,
     TOR_AFFINITY_LABEL,
 )
 from contract.pods import PodView
 from scheduler_core.engine import locality, tor
 from scheduler_core.engine.model import Job, Placement, Task
-from scheduler_core.engine.rescheduling import GANG_RESTART_REASON, Deletion, FaultJob, JobPod
+from scheduler_core.engine.rescheduling import (
+    GANG_RESTART_REASON,
+    NEED_VOLCANO_OPE_ANNOTATION,
+    OPE_DELETE,
+    Deletion,
+    FaultJob,
+    JobPod,
+)
 from scheduler_core.engine.session import Session
 from scheduler_core.engine.superpod import SuperPodInvalid
 from scheduler_core.engine.tor import TorInvalid
@@ -128,6 +136,35 @@ class GangPods:
         return given if len(given) == size else list(range(size))
 
 
+def _after_pod_fault(candidates: list[str], missing: Iterable[int], fault: FaultJob) -> list[str]:
+    """Candidates for the ranks a pod-level fault job places again beside its survivors:
+    each rank's previous node first when it did not fail (Volcano's ``prefer-previous-node``,
+    ascend-for-volcano ``plugin/factory.go`` addPreferPreviousNodeScore), the failed nodes
+    last (``rescheduling/reschedule.go`` reduceScoreForLastFaultNode)."""
+    previous = fault.previous
+    first = [
+        n
+        for r in missing
+        if (n := previous.get(r)) is not None and n in candidates and n not in fault.nodes
+    ]
+    rest = [n for n in candidates if n not in first and n not in fault.nodes]
+    return list(dict.fromkeys(first)) + rest + [n for n in candidates if n in fault.nodes]
+
+
+def _in_place(
+    notes: Mapping[int, Mapping[str, str]], nodes: Mapping[int, str], fault: FaultJob
+) -> dict[int, Mapping[str, str]]:
+    """A faulty rank placed again on its previous node carries ``reschedule-in-place:
+    "true"`` for ClusterD (ascend-for-volcano ``rescheduling/reschedule.go`` UseAnnotation)."""
+    previous = fault.previous
+    return {
+        r: {**note, RESCHEDULE_IN_PLACE_ANNOTATION: "true"}
+        if r in fault.failed and previous.get(r) == nodes[r]
+        else note
+        for r, note in notes.items()
+    }
+
+
 def job_pod(pod: PodView, fallback_rank: int) -> JobPod | None:
     """A bound pod of a multi-node job, or None when its AscendReal names no chips."""
     if not pod.recorded or not pod.node:
@@ -141,6 +178,7 @@ def job_pod(pod: PodView, fallback_rank: int) -> JobPod | None:
         fallback_rank if rank is None else rank,
         pod.recorded,
         pod.deleting,
+        pod.annotations.get(NEED_VOLCANO_OPE_ANNOTATION) == OPE_DELETE,
     )
 
 
@@ -458,8 +496,14 @@ class Gangs:
         """Reserve the gang's missing ranks (all of them, or those of a fault job's run that
         failed), on nodes chosen for the network; or say why it cannot be yet."""
         gang = request.gang_key
-        # Ranks still running stay (a reservation that expired half bound, a restart).
-        running = {} if fault else pods.ranks.get(gang, {})
+        # Ranks still running stay (a reservation that expired half bound, a restart, the
+        # survivors of a pod-level fault job); a whole-job fault restarts every rank.
+        running = pods.ranks.get(gang, {})
+        if fault is not None:
+            moving = fault.moving
+            running = (
+                {} if moving is None else {r: n for r, n in running.items() if r not in moving}
+            )
         present = len(pods.pending.get(gang, [])) + len(running)
         if present < request.gang_size:
             why = f"gang {gang}: {present} of {request.gang_size} pods exist; waiting for the rest"
@@ -478,6 +522,9 @@ class Gangs:
         ]
         scores = session.score(job, request.npu, candidates)
         candidates.sort(key=lambda n: (-scores.get(n, 0.0), n))
+        partial = fault is not None and fault.moving is not None
+        if fault is not None and partial:
+            candidates = _after_pod_fault(candidates, missing, fault)
         ask = locality.Ask(
             gang,
             len(missing),
@@ -492,7 +539,7 @@ class Gangs:
                 candidates,
                 network,
                 settings,
-                previous=fault.previous if fault else None,
+                previous=fault.previous if fault and not partial else None,
                 fault_nodes=frozenset(fault.nodes) if fault else frozenset(),
                 running=running_notes,
                 # One-task SuperPoD jobs prefer the least idle nodes.
@@ -516,10 +563,13 @@ class Gangs:
         self._waiting.pop(gang, None)
         self._holding.discard(gang)  # its hold served: no backoff
         self._rest_in.pop(gang, None)
+        notes = dict(zip(missing, choice.notes, strict=True))
+        if fault is not None and partial:
+            notes = _in_place(notes, dict(zip(missing, choice.nodes, strict=True)), fault)
         reservation = Reservation(
             dict(zip(missing, decision.placements, strict=True)),
             now + self.ttl,
-            dict(zip(missing, choice.notes, strict=True)),
+            notes,
             choice.shared,
             request.labels.get(TOR_AFFINITY_LABEL, tor.DISABLED),
             job.key,

@@ -1,11 +1,14 @@
 """What the scheduler service reads of the cluster: listed once, then watched.
 
-Six reflectors, and one per PodGroup API served (``infra.kube.reflector``), each keeping
+Seven reflectors, and one per PodGroup API served (``infra.kube.reflector``), each keeping
 only the fields read:
 
 - nodes: name, the NPU capacity and allocatable, the labels read, the InternalIP;
 - the DeviceInfo ConfigMaps of ``kube-system``, by their label ``mx-consumer-cim=true``
   (the label upstream's own informer selects on);
+- NodeD's ConfigMaps (``mindx-dl/mindx-dl-nodeinfo-<node>``) when told to read them, by the
+  same label, which NodeD sets on them (Ascend/mind-cluster component/noded/pkg/reporter/cmreporter/
+  configmap_reporter.go);
 - the ToR topology (``kube-system/basic-tor-node-cm``) and the fault record
   (``volcano-system/vcjob-fault-npu-cm``), each by name;
 - pods that are not finished (a field selector on the phase), kept only when they request
@@ -31,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from contract import deviceinfo
+from contract import deviceinfo, nodeinfo
 from contract.annotations import (
     FAULT_RECORD,
     FAULT_RETRY_LABEL,
@@ -94,6 +97,7 @@ class ClusterInformers:
         clock: Callable[[], float],
         *,
         self_maintain: bool = True,
+        noded: bool = False,
         on_pods: Callable[[list[PodView]], None] = lambda pods: None,
         on_api_error: Callable[[], None] = lambda: None,
         on_loop_error: Callable[[str], None] = lambda name: None,
@@ -131,6 +135,18 @@ class ClusterInformers:
             _data,
             self._deviceinfos,
         )
+        # NodeD's ConfigMaps, where the service is told to read them (its namespace exists
+        # only where MindCluster is installed, and reading it needs a Role there).
+        self.nodeinfo: Reflector[Data] | None = None
+        if noded:
+            self.nodeinfo = reflector(
+                Selection(
+                    "ConfigMap", nodeinfo.NAMESPACE, labels="=".join(nodeinfo.CONSUMER_LABEL)
+                ),
+                "nodeinfo",
+                _data,
+                self._nodeinfos,
+            )
         self.topology = reflector(
             _named(TOPOLOGY_CONFIGMAP), "tor-topology", _data, self._topologies
         )
@@ -148,6 +164,7 @@ class ClusterInformers:
             self.fault_record,
             self.pods,
             self.failed_pods,
+            *([self.nodeinfo] if self.nodeinfo is not None else []),
         )
         self.watching = False
 
@@ -163,6 +180,12 @@ class ClusterInformers:
         with self._lock:
             for change in changes:
                 self._view.set_deviceinfo(change.key.split("/", 1)[-1], change.new)
+            self._extender.state.update(views=self._view.changed(self._clock()))
+
+    def _nodeinfos(self, changes: list[Change[Data]]) -> None:
+        with self._lock:
+            for change in changes:
+                self._view.set_nodeinfo(change.key.split("/", 1)[-1], change.new)
             self._extender.state.update(views=self._view.changed(self._clock()))
 
     def _pods(self, changes: list[Change[PodView]]) -> None:
@@ -286,6 +309,8 @@ class ClusterInformers:
                 read.set_node(name, node)
             for key, data in fresh[self.deviceinfo.name].items():
                 read.set_deviceinfo(key.split("/", 1)[-1], data)
+            for key, data in fresh.get("nodeinfo", {}).items():
+                read.set_nodeinfo(key.split("/", 1)[-1], data)
             for key, pod in fresh[self.pods.name].items():
                 read.set_pod(key, pod)
             read.changed(now)

@@ -27,6 +27,8 @@ from types import MappingProxyType
 from contract.annotations import (
     FAULT_RETRY_LABEL,
     FAULT_SCHEDULING_LABEL,
+    FILTER_CODE_ANNOTATION,
+    FILTER_LEVEL_ANNOTATION,
     RING_CONTROLLER_LABEL,
     SCHEDULER_TASK_SPEC,
     SKIP_ASCEND_PLUGIN_ANNOTATION,
@@ -41,8 +43,14 @@ from contract.chip_names import InvalidInput
 from contract.groups import COSCHEDULING, KUEUE_TOTAL_ANNOTATION, OWN, VOLCANO, GroupRef
 from contract.objects import Obj
 from contract.pods import PodView
+from scheduler_core.engine.rescheduling import (
+    POD_RESCHEDULING_LABEL,
+    PROCESS_RECOVER_LABEL,
+    RECOVER_POLICY_PATH_ANNOTATION,
+    RECOVER_STRATEGY_ANNOTATION,
+    WAIT_RESCHEDULE_ANNOTATION,
+)
 
-POD_RESCHEDULING_LABEL = "pod-rescheduling"
 SCHEDULE_POLICY_ANNOTATION = "huawei.com/schedule_policy"
 # The labels that are job settings, merged over the PodGroup and every pod of the job.
 SETTING_LABELS = (
@@ -50,10 +58,20 @@ SETTING_LABELS = (
     FAULT_SCHEDULING_LABEL,
     FAULT_RETRY_LABEL,
     POD_RESCHEDULING_LABEL,
+    PROCESS_RECOVER_LABEL,
     SUPER_POD_AFFINITY_LABEL,
     RING_CONTROLLER_LABEL,
 )
-SETTING_ANNOTATIONS = (SP_BLOCK_ANNOTATION, SCHEDULE_POLICY_ANNOTATION)
+SETTING_ANNOTATIONS = (
+    SP_BLOCK_ANNOTATION,
+    SCHEDULE_POLICY_ANNOTATION,
+    RECOVER_POLICY_PATH_ANNOTATION,
+    RECOVER_STRATEGY_ANNOTATION,
+    WAIT_RESCHEDULE_ANNOTATION,
+    # ClusterD reads a job's silencing from its PodGroup (custom_filter_fault_processor.go).
+    FILTER_CODE_ANNOTATION,
+    FILTER_LEVEL_ANNOTATION,
+)
 NONE: Mapping[str, str] = MappingProxyType({})
 
 
@@ -66,6 +84,9 @@ class PodGroupInfo:
     labels: Mapping[str, str] = field(default_factory=lambda: NONE)
     annotations: Mapping[str, str] = field(default_factory=lambda: NONE)
     error: str = ""
+    # Its first owner's name: the job, after which Volcano's plugin names the job's
+    # reset-config (ascend-for-volcano ``common/util/job.go`` ReferenceNameOfJob).
+    owner: str = ""
 
 
 def podgroup_info(obj: Obj) -> PodGroupInfo:
@@ -84,10 +105,14 @@ def podgroup_info(obj: Obj) -> PodGroupInfo:
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     if not (_strings(labels) and _strings(annotations)):
         return PodGroupInfo(error="its labels or annotations are not strings")
+    owners = meta.get("ownerReferences")
+    first = owners[0] if isinstance(owners, list) and owners else {}
+    owner = first.get("name") if isinstance(first, dict) else None
     return PodGroupInfo(
         size,
         MappingProxyType({k: labels[k] for k in SETTING_LABELS if k in labels}),
         MappingProxyType({k: annotations[k] for k in SETTING_ANNOTATIONS if k in annotations}),
+        owner=owner if isinstance(owner, str) else "",
     )
 
 
@@ -169,6 +194,13 @@ class JobDirectory:
             size_stated=group.described_by_object and group.source in self.sources,
             unmarked=unmarked_roles(idle),
         )
+
+    def job_name(self, gang_key: str) -> str:
+        """The name of a gang's job: its PodGroup's owner, else the gang's own name."""
+        for (_, key), info in self.groups.items():
+            if key == gang_key and info.owner:
+                return info.owner
+        return gang_key.split("/", 1)[-1]
 
     def _described(self, group: GroupRef) -> tuple[int, PodGroupInfo] | JobSettings:
         """The group's size and PodGroup, or the settings of a group that cannot be read."""

@@ -274,7 +274,7 @@ class GangMember(_Assuming):
             now=now,
         )
         if isinstance(reservation, Reservation):
-            state.faults.placed(request.gang_key)
+            state.faults.placed(request.gang_key, request.labels)
             state.tors.reserved(request.gang_key, reservation)
         return reservation
 

@@ -1,23 +1,26 @@
 """The cluster as the watches show it, kept up to date change by change.
 
-Nodes, DeviceInfo ConfigMaps and the pods that matter (those that request NPUs or belong
-to a gang) go in one change at a time; each change marks the nodes it touches, and only
-those are computed again (``cluster_view.node_view``), with the chips their pods hold and
-the NPUs they request kept as running totals per node and resource (and the vNPU shares of
-its npu-core pods). A DeviceInfo that ages out (or a clock that
+Nodes, DeviceInfo ConfigMaps, NodeD's ConfigMaps and the pods that matter (those that
+request NPUs or belong to a gang) go in one change at a time; each change marks the nodes
+it touches, and only those are computed again (``cluster_view.node_view``), with the chips
+their pods hold and the NPUs they request kept as running totals per node and resource (and
+the vNPU shares of its npu-core pods). A DeviceInfo that ages out (or a clock that
 catches up with one from the future) is noticed by ``due``, without re-reading anything.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from contract import deviceinfo
+from contract import deviceinfo, nodeinfo
+from contract.chip_names import InvalidInput
 from contract.objects import Obj
 from contract.pods import PodView
 from scheduler_core.engine.vnpu import VPod
 from scheduler_core.service.cluster_view import (
+    NodeD,
     NodeView,
     Snapshot,
     node_view,
@@ -26,6 +29,8 @@ from scheduler_core.service.cluster_view import (
     snapshot,
 )
 from scheduler_core.service.vnpu_nodes import vpod_of
+
+log = logging.getLogger(__name__)
 
 
 def gang_of(pod: PodView) -> str | None:
@@ -44,6 +49,7 @@ class LiveView:
         self.self_maintain = self_maintain
         self._nodes: dict[str, Obj] = {}
         self._infos: dict[str, tuple[Mapping[str, str], deviceinfo.DeviceInfo | str]] = {}
+        self._noded: dict[str, NodeD] = {}  # node → what NodeD reports (none: healthy)
         self._pods: dict[str, PodView] = {}
         self._held: dict[tuple[str, str], Counter[int]] = {}  # (node, resource) → chips
         self._requested: Counter[tuple[str, str]] = Counter()
@@ -72,6 +78,27 @@ class LiveView:
         else:
             self._infos[node] = (data, decoded)
         self._dirty.add(node)
+
+    def set_nodeinfo(self, configmap: str, data: Mapping[str, str] | None) -> None:
+        """NodeD's ConfigMap of a node changed (None: deleted, the node is healthy again).
+        Content that cannot be read (a bad CheckCode, a malformed field) is logged once and
+        named on the node; the last good content stays in force."""
+        node = nodeinfo.node_of(configmap)
+        if not node:
+            return
+        before = self._noded.get(node, NodeD())
+        if data is None:
+            self._noded.pop(node, None)
+        else:
+            try:
+                self._noded[node] = NodeD(nodeinfo.decode(data))
+            except InvalidInput as bad:
+                error = f"{nodeinfo.NAMESPACE}/{configmap} ignored, the last good one kept: {bad}"
+                if error != before.error:
+                    log.warning("%s", error)
+                self._noded[node] = NodeD(before.info, error)
+        if self._noded.get(node, NodeD()) != before:
+            self._dirty.add(node)
 
     def set_pod(self, key: str, pod: PodView | None) -> set[str]:
         """A pod changed (None: gone); the gangs it was or is in."""
@@ -159,6 +186,7 @@ class LiveView:
                     now=now,
                     self_maintain=self.self_maintain,
                     vpods=self._vpods.get(name, {}).values(),
+                    noded=self._noded.get(name, NodeD()),
                 )
             if view is None:
                 if self.views.pop(name, None) is not None:
@@ -185,6 +213,8 @@ def build(
         meta = configmap.get("metadata", {})
         if meta.get("namespace") == deviceinfo.NAMESPACE:
             view.set_deviceinfo(str(meta.get("name", "")), configmap.get("data") or {})
+        elif meta.get("namespace") == nodeinfo.NAMESPACE:
+            view.set_nodeinfo(str(meta.get("name", "")), configmap.get("data") or {})
     for pod in pods:
         view.set_pod(pod.key, pod)
     view.changed(now)

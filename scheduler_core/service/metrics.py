@@ -34,7 +34,7 @@ CHIP_STATES = ("free", "held", "unhealthy")
 EXCLUSION_CLASSES = (
     "deviceinfo_stale",
     "deviceinfo_malformed",
-    "noded_heartbeat",
+    "noded",
     "unready",
     "other",
 )
@@ -65,8 +65,8 @@ class ClusterView:
 
 def exclusion_class(reason: str) -> str:
     """The class of a reason ``cluster_view.node_view`` leaves a node out for."""
-    if "NodeD" in reason or "heartbeat" in reason:
-        return "noded_heartbeat"
+    if "NodeD" in reason:
+        return "noded"
     if "DeviceInfo ignored" in reason or "DeviceInfo lists" in reason:
         return "deviceinfo_malformed"
     if "ConfigMap" in reason or "DeviceInfo is stale" in reason or "in the future" in reason:

@@ -45,7 +45,7 @@ from infra.leader import LeaderElector, PodLabel, Timing
 from scheduler_core.engine import rescheduling
 from scheduler_core.service.deletions import delete_marked
 from scheduler_core.service.extender import BindRefused, Extender
-from scheduler_core.service.fault_restarts import GANG_RESTART
+from scheduler_core.service.fault_restarts import GANG_RESTART, ResetUpdate
 from scheduler_core.service.informers import ClusterInformers
 from scheduler_core.service.metrics import ClusterView, Metrics, NpuNode
 from scheduler_core.service.npu_map import PATHS as MAP_PATHS
@@ -221,6 +221,7 @@ class SchedulerService:
         election: Election | None = None,
         compare_period: float = COMPARE_PERIOD,
         npu_map: bool = False,
+        noded: bool = False,
     ) -> None:
         self.gateway = gateway
         self.extender = extender
@@ -238,6 +239,7 @@ class SchedulerService:
             extender,
             clock,
             self_maintain=self_maintain,
+            noded=noded,
             on_pods=self._report_malformed,
             on_api_error=self.metrics.watch_failed,
             on_loop_error=self.metrics.loop_failed,
@@ -384,6 +386,39 @@ class SchedulerService:
             self._write_configmap(*FAULT_RECORD, record)
         for (namespace, name), data in configs.items():
             self._write_configmap(namespace, name, data)
+        for namespace, job, update in self.extender.state.resets_due():
+            self._update_reset_config(namespace, job, update)
+
+    def _update_reset_config(self, namespace: str, job: str, update: ResetUpdate) -> None:
+        """Volcano's update of the job's ``reset-config-<job>`` (``rescheduling.
+        reset_config``), only when the user made one (label ``reset=true``): never created."""
+        name = rescheduling.RESET_CONFIG_PREFIX + job
+        try:
+            current = self.gateway.get_configmap(namespace, name)
+        except NotFound:
+            return  # the job asked for none
+        except KubeError as failed:
+            log.warning("configmap %s/%s not read: %s", namespace, name, failed)
+            return
+        meta = current.get("metadata") or {}
+        if (meta.get("labels") or {}).get("reset") != "true":
+            return
+        try:
+            data = rescheduling.reset_config(
+                current.get("data") or {},
+                time.time(),
+                pod_level=update.pod_level,
+                graceful_exit=update.graceful_exit,
+            )
+        except InvalidInput as bad:
+            log.warning("configmap %s/%s not updated: %s", namespace, name, bad)
+            return
+        try:
+            self.gateway.update_configmap({**current, "data": data})
+        except KubeError as failed:
+            log.warning("configmap %s/%s not updated: %s", namespace, name, failed)
+            return
+        log.info("updated %s/%s: %s", namespace, name, data[rescheduling.RESET_DATA_KEY])
 
     def _delete_failed_creations(self) -> None:
         """A pod the kubelet failed because its vNPU could not be made is deleted at once,

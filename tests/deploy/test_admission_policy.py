@@ -446,6 +446,22 @@ def deviceinfo(node: str) -> Any:
     return {"kind": "ConfigMap", "metadata": {"name": f"mindx-dl-deviceinfo-{node}"}}
 
 
+# What agent/node_annotations.py writes (every key of NODE_ANNOTATIONS).
+DEVICE_PLUGIN_ANNOTATIONS = {
+    "baseDeviceInfos": '{"npu-0":{"DeviceID":0,"IP":"10.0.0.10","SuperDeviceID":80}}',
+    "superPodID": "2",
+    "serverIndex": "5",
+    "serverType": "npu",
+    "rackID": "1",
+}
+
+# What agent/hot_reset.py writes when a hot reset failed.
+RESET_INFO = {
+    "ResetInfo": '{"ThirdPartyResetDevs":[],"ManualResetDevs":[{"CardId":-1,'
+    '"DeviceId":-1,"AssociatedCardId":0,"PhyID":2,"LogicID":2}]}'
+}
+
+
 def a_node(
     name: str = "node-a",
     labels: dict[str, str] | None = None,
@@ -594,6 +610,37 @@ CHIP_NAME = {CHIP_NAME_LABEL: "910B3"}
         ),
         ("an annotation", by_agent("nodes", a_node(annotations={"a": "b"}), a_node()), False),
         (
+            "Huawei's device-plugin annotations of its node",
+            by_agent("nodes", a_node(annotations=DEVICE_PLUGIN_ANNOTATIONS), a_node()),
+            True,
+        ),
+        (
+            "those and another annotation",
+            by_agent(
+                "nodes", a_node(annotations={**DEVICE_PLUGIN_ANNOTATIONS, "a": "b"}), a_node()
+            ),
+            False,
+        ),
+        (
+            "ResetInfo of its node (agent/hot_reset.py)",
+            by_agent("nodes", a_node(annotations=RESET_INFO), a_node()),
+            True,
+        ),
+        (
+            "ResetInfo of another node",
+            by_agent("nodes", a_node("node-b", annotations=RESET_INFO), a_node("node-b")),
+            False,
+        ),
+        (
+            "another node's baseDeviceInfos",
+            by_agent(
+                "nodes",
+                a_node("node-b", annotations={"baseDeviceInfos": "{}"}),
+                a_node("node-b"),
+            ),
+            False,
+        ),
+        (
             "removing a taint",
             by_agent("nodes", a_node(), a_node(taints=[{"key": "k", "effect": "NoSchedule"}])),
             False,
@@ -616,8 +663,9 @@ def test_an_agent_refusal_names_what_it_may_not_change() -> None:
     labelled = a_node(labels={"node-restriction.kubernetes.io/x": "y", **SERVER_TYPE})
     verdict = admit(AGENT_SCOPE, by_agent("nodes", labelled, a_node()))
     assert verdict.refusals == (
-        "the agent may change only the servertype, node.kubernetes.io/npu.chip.name labels of "
-        "its node, not node-restriction.kubernetes.io/x",
+        "the agent may change only the servertype, node.kubernetes.io/npu.chip.name labels and "
+        "the baseDeviceInfos, superPodID, serverIndex, serverType, rackID, ResetInfo "
+        "annotations of its node, not node-restriction.kubernetes.io/x",
     )
 
 
@@ -677,6 +725,44 @@ MARKED = {DELETING_ANNOTATION: "NPUGangRestart"}
                 configmap("fault-config-train", WRITTEN),
             ),
             True,
+        ),
+        (
+            "a job's reset-config labelled reset=true, updated",
+            by_scheduler(
+                "UPDATE",
+                "configmaps",
+                configmap("reset-config-train", {"reset": "true"}),
+                configmap("reset-config-train", {"reset": "true"}),
+            ),
+            True,
+        ),
+        (
+            "a reset-config created",
+            by_scheduler(
+                "CREATE", "configmaps", configmap("reset-config-train", {"reset": "true"})
+            ),
+            False,
+        ),
+        (
+            "a reset-config without label reset=true",
+            by_scheduler(
+                "UPDATE",
+                "configmaps",
+                configmap("reset-config-train", {"reset": "true"}),
+                configmap("reset-config-train"),
+            ),
+            False,
+        ),
+        (
+            "a reset-config in kube-system",
+            by_scheduler(
+                "UPDATE",
+                "configmaps",
+                configmap("reset-config-x", {"reset": "true"}),
+                configmap("reset-config-x", {"reset": "true"}),
+                namespace="kube-system",
+            ),
+            False,
         ),
         (
             "a fault-config made unlabelled",

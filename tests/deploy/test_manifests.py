@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +14,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from contract import nodeinfo
 from contract.groups import PODGROUP_APIS
 from contract.objects import PLACED_RESOURCES
 from infra.kube.port import KubeGateway
 from scheduler_core.service.volcano import VolcanoVerbs
-from testbed.manifests import kustomize
+from testbed.manifests import helm_template, kustomize
 
 ROOT = Path(__file__).parents[2]
 MANIFESTS = ROOT / "daemonset"
@@ -41,6 +42,7 @@ RBAC_OF_CALL: dict[str, set[Rule]] = {
     "update_configmap": {("configmaps", "update", "kube-system")},
     "get_node": {("nodes", "get", None)},
     "patch_node_labels": {("nodes", "patch", None)},
+    "patch_node_annotations": {("nodes", "patch", None)},
     "create_event": {("events", "create", None)},
     "get_lease": {("leases.coordination.k8s.io", "get", "kube-system")},
     "create_lease": {("leases.coordination.k8s.io", "create", "kube-system")},
@@ -58,9 +60,10 @@ POLICY_READS: set[Rule] = {
 }
 # The scheduler also writes ConfigMaps outside kube-system: volcano-system/tor-share-cm,
 # volcano-system/vcjob-fault-npu-cm (read back at start) and fault-config-<job> in each fault
-# job's namespace.
+# job's namespace; it reads and updates a job's own reset-config-<job> there.
 CLUSTER_WIDE_CALLS: dict[str, dict[str, set[Rule]]] = {
     "ascend-npu-scheduler": {
+        "get_configmap": {("configmaps", "get", None)},
         "create_configmap": {("configmaps", "create", None)},
         "update_configmap": {("configmaps", "update", None)},
         "get_object": POLICY_READS,
@@ -220,9 +223,13 @@ def test_the_kube_scheduler_overlay_runs_kube_scheduler_under_its_own_account() 
 
 
 def rules_in_manifest(component: str) -> set[tuple[str, str, str | None]]:
+    return rules_of(yaml.safe_load_all(RBAC_FILES[component].read_text()))
+
+
+def rules_of(documents: Iterable[dict[str, Any]]) -> set[tuple[str, str, str | None]]:
     rules: set[tuple[str, str, str | None]] = set()
-    for document in yaml.safe_load_all(RBAC_FILES[component].read_text()):
-        if document["kind"] in ("ClusterRole", "Role"):
+    for document in documents:
+        if document and document["kind"] in ("ClusterRole", "Role"):
             namespace = (
                 document["metadata"].get("namespace") if document["kind"] == "Role" else None
             )
@@ -277,6 +284,24 @@ def test_rbac_grants_exactly_what_the_code_calls(component: str) -> None:
     assert watched_in_code(component) == {r for r, _ in WATCHED[component]}
     needed |= {(r, verb, ns) for r, ns in WATCHED[component] for verb in ("list", "watch")}
     assert rules_in_manifest(component) == needed
+
+
+def test_the_noded_switch_adds_exactly_the_list_and_watch_of_nodeds_configmaps() -> None:
+    """scheduler.noded: the one namespace the code reads NodeD's ConfigMaps in (by label), list
+    and watch there and nothing else; off (the shipped manifests), nothing in it."""
+
+    def scheduler_rules(*values: str) -> set[Rule]:
+        rendered = yaml.safe_load_all(helm_template(*values))
+        names = {SCHEDULER, f"{SCHEDULER}-noded"}
+        return rules_of(d for d in rendered if d and d["metadata"]["name"] in names)
+
+    assert re.search(
+        r'Selection\(\s*"ConfigMap", nodeinfo\.NAMESPACE, labels=', source_of(SCHEDULER)
+    )
+    added = scheduler_rules("scheduler.noded=true") - scheduler_rules()
+    assert added == {("configmaps", verb, nodeinfo.NAMESPACE) for verb in ("list", "watch")}
+    assert scheduler_rules() == rules_in_manifest(SCHEDULER)
+    assert not scheduler_rules("scheduler.noded=true") - rules_in_manifest(SCHEDULER) - added
 
 
 # KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1), the fields this project may

@@ -1,4 +1,4 @@
-"""End to end on the simulated cluster: sub-healthy nodes, NodeD heartbeats, one-pod fault
+"""End to end on the simulated cluster: sub-healthy nodes, NodeD's reports, one-pod fault
 jobs, ``fault-retry-times`` and the ``grace`` restart (agents, kubelets, the API server and
 the scheduler service all running)."""
 
@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
 
 import pytest
 
+from contract import nodeinfo
 from contract.deviceinfo import configmap_name, decode
 from infra.kube.port import KubeError
 from simulation.cluster import (
@@ -74,42 +73,29 @@ def test_a_sub_healthy_node_is_the_last_choice_inside_a_superpod() -> None:
         assert sorted(node_of(cluster, f"all-{r}") for r in range(2)) == ["node-00", "node-03"]
 
 
-class NodeD:
-    """NodeD on one node: writes its heartbeat annotation every ``interval`` / 3 seconds."""
-
-    def __init__(self, cluster: SimulatedCluster, node: str, interval: int) -> None:
-        self._cluster, self._node, self._interval = cluster, node, interval
-        self._stop = threading.Event()
-        self._beat()
-        cluster.store.patch_metadata("Node", "", node, {"labels": {"nodeDEnable": "on"}})
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _beat(self) -> None:
-        self._cluster.store.patch_metadata(
-            "Node",
-            "",
-            self._node,
-            {
-                "annotations": {
-                    "noded/heartbeat": str(int(time.time())),
-                    "noded/heartbeat-interval": str(self._interval),
-                }
-            },
-        )
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval / 3):
-            self._beat()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
+def report(cluster: SimulatedCluster, node: str, info: nodeinfo.NodeInfo) -> None:
+    """NodeD writes its report of ``node`` (mindx-dl/mindx-dl-nodeinfo-<node>), as
+    Ascend/mind-cluster component/noded/pkg/reporter/cmreporter/configmap_reporter.go does."""
+    body = {
+        "metadata": {
+            "name": nodeinfo.configmap_name(node),
+            "namespace": nodeinfo.NAMESPACE,
+            "labels": dict([nodeinfo.CONSUMER_LABEL]),
+        },
+        "data": nodeinfo.encode(info),
+    }
+    try:
+        cluster.store.create_configmap(body)
+    except KubeError:  # there already: replaced
+        cluster.store.update_configmap(body)
 
 
-def test_a_node_whose_noded_heartbeat_stops_is_a_fault_node_and_its_job_restarts() -> None:
-    with simulated_cluster(2) as cluster:
-        noded = NodeD(cluster, "node-00", interval=2)
+CPU_FAULT = nodeinfo.DeviceFault("CPU", 0, ("00000011",), "SeparateFault")
+
+
+def test_a_node_noded_reports_unhealthy_is_a_fault_node_and_its_job_restarts() -> None:
+    with simulated_cluster(2, noded=True) as cluster:
+        report(cluster, "node-00", nodeinfo.NodeInfo(nodeinfo.HEALTHY))
         scheduler = KubeScheduler(cluster)
         labels = {"fault-scheduling": "force"}
         for r in range(2):
@@ -117,15 +103,18 @@ def test_a_node_whose_noded_heartbeat_stops_is_a_fault_node_and_its_job_restarts
         run(cluster, scheduler)
         check_invariants(cluster, scheduler)
         assert {node_of(cluster, f"train-{r}") for r in range(2)} == {"node-00", "node-01"}
-        noded.stop()  # NodeD dies: three intervals later node-00 is down
+        # NodeD finds a CPU fault: node-00 is a fault node, as Huawei's Volcano plugin reads it.
+        report(cluster, "node-00", nodeinfo.NodeInfo(nodeinfo.UNHEALTHY, (CPU_FAULT,)))
         assert wait_for(lambda: fault_nodes(cluster) == ["node-00"])
         assert wait_for(lambda: not pod_names(cluster) & {"train-0", "train-1"})
         cluster.reap()
-        # node-00 is left out while its heartbeat stays old; node-01 is held for the job.
+        # node-00 is left out, naming NodeD's report, while it stands.
         probe = pod_object("ns", "probe", None, 1)
         answer = cluster.service.extender.filter({"Pod": probe, "NodeNames": ["node-00"]})
-        assert "NodeD heartbeat missed" in answer.FailedNodes["node-00"]
-        noded = NodeD(cluster, "node-00", interval=2)  # NodeD is back: so is the node
+        assert answer.FailedNodes["node-00"] == (
+            "node-00: NodeD reports UnHealthy (CPU 0 00000011 SeparateFault)"
+        )
+        report(cluster, "node-00", nodeinfo.NodeInfo(nodeinfo.HEALTHY))  # repaired
         for r in range(2):
             submit(cluster, f"train-{r}", 8, gang="train", size=2, labels=labels)
         assert wait_for(
@@ -137,7 +126,15 @@ def test_a_node_whose_noded_heartbeat_stops_is_a_fault_node_and_its_job_restarts
         run(cluster, scheduler)
         check_invariants(cluster, scheduler)
         assert {node_of(cluster, f"train-{r}") for r in range(2)} == {"node-00", "node-01"}
-        noded.stop()
+
+
+def test_without_noded_on_the_service_reads_no_nodeinfo() -> None:
+    with simulated_cluster(1) as cluster:
+        report(cluster, "node-00", nodeinfo.NodeInfo(nodeinfo.UNHEALTHY, (CPU_FAULT,)))
+        cluster.service.refresh()
+        probe = pod_object("ns", "probe", None, 1)
+        answer = cluster.service.extender.filter({"Pod": probe, "NodeNames": ["node-00"]})
+        assert answer.NodeNames == ["node-00"]
 
 
 def test_a_one_pod_job_labelled_fault_scheduling_restarts_off_its_faulty_chip() -> None:
@@ -215,3 +212,119 @@ def test_a_grace_fault_job_is_evicted_with_its_grace_period_then_forced() -> Non
         assert wait_for(lambda: cluster.store.terminating() == both)
         # Past grace-over-time (5 s from the fault) they are deleted at once.
         assert wait_for(lambda: not pod_names(cluster) & {"train-0", "train-1"})
+
+
+def submit_ranked(cluster: SimulatedCluster, rank: int, labels: dict[str, str], uid: str) -> None:
+    submit(
+        cluster,
+        f"train-{rank}",
+        8,
+        gang="train",
+        size=4,
+        labels=labels,
+        annotations={"hccl/rankIndex": str(rank)},
+        uid=uid,
+    )
+
+
+def uids(cluster: SimulatedCluster) -> dict[str, str]:
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.store.list_pods(None)[0]}
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {"fault-scheduling": "force", "pod-rescheduling": "on"},
+        {"fault-scheduling": "force", "process-recover-enable": "on"},
+    ],
+    ids=["pod-rescheduling", "process-recover"],
+)
+def test_a_chip_fault_moves_only_the_faulty_pod_the_others_keep_uid_rank_and_node(
+    labels: dict[str, str],
+) -> None:
+    with simulated_cluster(5) as cluster:
+        scheduler = KubeScheduler(cluster)
+        # The job's own reset-config, as Huawei's samples make it.
+        reset = {"reset.json": '{"status":"initializing"}', "checkCode": ""}
+        meta = {"namespace": "ns", "name": "reset-config-train", "labels": {"reset": "true"}}
+        cluster.store.put("ConfigMap", {"metadata": meta, "data": reset})
+        for r in range(4):
+            submit_ranked(cluster, r, labels, f"uid-{r}-0")
+        run(cluster, scheduler)
+        check_invariants(cluster, scheduler)
+        pod_level = "pod-rescheduling" in labels
+        if pod_level:  # Volcano's update once the job is placed: RetryTime 0
+            assert wait_for(lambda: retry_time(cluster) == 0)
+        before = {f"train-{r}": node_of(cluster, f"train-{r}") for r in range(4)}
+        faulty = before["train-2"]
+        cluster.nodes[faulty].write_state(frozenset({3}))
+        assert wait_for(lambda: "train-2" not in pod_names(cluster))
+        # The three healthy pods were never deleted: same UIDs, ranks and nodes.
+        kept = {f"train-{r}": f"uid-{r}-0" for r in (0, 1, 3)}
+        assert {n: u for n, u in uids(cluster).items() if n in kept} == kept
+        cluster.reap()
+        submit_ranked(cluster, 2, labels, "uid-2-1")  # its controller makes it again
+        cluster.service.refresh()
+        run(cluster, scheduler)
+        check_invariants(cluster, scheduler)
+        assert {n: u for n, u in uids(cluster).items() if n in kept} == kept
+        assert {n: node_of(cluster, n) for n in kept} == {n: before[n] for n in kept}
+        moved = node_of(cluster, "train-2")
+        assert moved and moved != faulty, "the faulty pod left the failed chip's node"
+        if pod_level:  # only the faulty pod placed again: RetryTime + 1
+            assert wait_for(lambda: retry_time(cluster) == 1)
+            data = cluster.store.get_configmap("ns", "reset-config-train")["data"]
+            assert data["restartType"] == "podReschedule"
+        else:  # ClusterD owns a process-level job's reset-config
+            assert cluster.store.get_configmap("ns", "reset-config-train")["data"] == reset
+
+
+def retry_time(cluster: SimulatedCluster) -> int | None:
+    data = cluster.store.get_configmap("ns", "reset-config-train")["data"]
+    retry = json.loads(data["reset.json"]).get("RetryTime")
+    return retry if isinstance(retry, int) else None
+
+
+def test_rank_0_failing_under_pod_rescheduling_restarts_the_whole_job() -> None:
+    labels = {"fault-scheduling": "force", "pod-rescheduling": "on"}
+    with simulated_cluster(5) as cluster:
+        scheduler = KubeScheduler(cluster)
+        for r in range(4):
+            submit_ranked(cluster, r, labels, f"uid-{r}-0")
+        run(cluster, scheduler)
+        cluster.nodes[node_of(cluster, "train-0")].write_state(frozenset({0}))
+        assert wait_for(lambda: not pod_names(cluster) & {f"train-{r}" for r in range(4)})
+
+
+def test_grace_exit_writes_graceful_exit_then_moves_the_pod_off_the_sub_healthy_node() -> None:
+    labels = {
+        "fault-scheduling": "force",
+        "pod-rescheduling": "on",
+        "subHealthyStrategy": "graceExit",
+    }
+    with simulated_cluster(5) as cluster:
+        scheduler = KubeScheduler(cluster)
+        reset = {"reset.json": '{"status":"initializing"}', "checkCode": ""}
+        meta = {"namespace": "ns", "name": "reset-config-train", "labels": {"reset": "true"}}
+        cluster.store.put("ConfigMap", {"metadata": meta, "data": reset})
+        for r in range(4):
+            submit_ranked(cluster, r, labels, f"uid-{r}-0")
+        run(cluster, scheduler)
+        sick = node_of(cluster, "train-3")
+        cluster.nodes[sick].write_state(frozenset(), codes={3: SUB_HEALTH_CODE})
+
+        def graceful_exit() -> object:
+            data = cluster.store.get_configmap("ns", "reset-config-train")["data"]
+            return json.loads(data["reset.json"]).get("GracefulExit")
+
+        assert wait_for(lambda: graceful_exit() == 1), "checkpoint and exit, as upstream"
+        assert wait_for(lambda: "train-3" not in pod_names(cluster))
+        kept = {f"train-{r}": f"uid-{r}-0" for r in range(3)}
+        assert {n: u for n, u in uids(cluster).items() if n in kept} == kept
+        cluster.reap()
+        submit_ranked(cluster, 3, labels, "uid-3-1")
+        cluster.service.refresh()
+        run(cluster, scheduler)
+        check_invariants(cluster, scheduler)
+        assert node_of(cluster, "train-3") not in ("", sick)
+        assert wait_for(lambda: graceful_exit() == 0), "placed off it: back to 0"

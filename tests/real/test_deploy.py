@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 
 from agent.allocation.handshake_rules import consumed_record
+from agent.node_annotations import NODE_ANNOTATIONS, annotate_node, node_annotations
+from chip_drivers.chips import Chip, NodeChips
 from contract.annotations import (
     CHIPS_ANNOTATION,
     DELETING_ANNOTATION,
@@ -34,7 +36,7 @@ from contract.annotations import (
     WRITER_LABEL,
     WRITTEN_BY_US,
 )
-from contract.chip_names import RESOURCE_NAME
+from contract.chip_names import NPU, RESOURCE_NAME
 from contract.deviceinfo import configmap_name
 from contract.dra import DEFAULT_DRIVER
 from contract.vnpu import CHIP_NAME_LABEL, NPU_CORE_RESOURCE
@@ -875,6 +877,37 @@ def test_a_stolen_agent_token_does_no_more_than_a_kubelet_may(cluster: Cluster) 
     record = consumed_record("Ascend910-0", ["Ascend910-0"])
     gateway.patch_pod_annotations(TEAM, "tenant-b", record, version)
     assert admin.get(path)["metadata"]["annotations"][REAL_ANNOTATION] == "Ascend910-0"
+
+
+def test_the_agent_writes_huaweis_node_annotations_and_no_other(cluster: Cluster) -> None:
+    # A 950 SuperPoD server: every annotation agent/node_annotations.py writes, rackID too.
+    chips = NodeChips(
+        NPU.name,
+        None,
+        tuple(Chip(i, i, ip=f"10.0.1.{i}", super_device_id=200 + i) for i in range(2)),
+        super_pod_id=3,
+        server_index=7,
+        rack_id=1,
+    )
+    gateway = KubernetesGateway(api_client(bound_token(cluster.plane, AGENT_ACCOUNT, NODE_A)))
+    assert annotate_node(gateway, NODE_A, chips)
+    written = cluster.admin.get(f"/api/v1/nodes/{NODE_A}")["metadata"]["annotations"]
+    assert {key: written[key] for key in NODE_ANNOTATIONS} == node_annotations(chips)
+    assert not annotate_node(gateway, NODE_A, chips), "unchanged: nothing written"
+    denied_by_policy(
+        cluster.agent,
+        "ascend-npu-agent-scope",
+        "PATCH",
+        f"/api/v1/nodes/{NODE_A}",
+        {"metadata": {"annotations": {"superPodID": "4", "node.alpha.kubernetes.io/ttl": "0"}}},
+    )
+    denied_by_policy(
+        cluster.agent,
+        "ascend-npu-agent-scope",
+        "PATCH",
+        f"/api/v1/nodes/{NODE_B}",
+        {"metadata": {"annotations": {"superPodID": "4"}}},
+    )
 
 
 # --- the scheduler's scope -----------------------------------------------------------------

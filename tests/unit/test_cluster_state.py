@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from contract import nodeinfo
 from contract.deviceinfo import ChipFault, DeviceInfo, encode
+from contract.nodeinfo import DeviceFault, NodeInfo
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
-from scheduler_core.service.cluster_view import node_view, published, trim_node
-from scheduler_core.service.live_view import build
+from scheduler_core.service.cluster_view import NodeD, node_view, published, trim_node
+from scheduler_core.service.live_view import LiveView, build
 from simulation.memory import pod_object
 
 NOW = 1_700_000_000
@@ -117,44 +119,116 @@ def test_trusting_the_published_list_a_bound_pod_still_holds_its_chips() -> None
     assert snapshot.nodes[0].free == tuple(range(2, 8))
 
 
-def with_noded(obj: Obj, beat: str | None, interval: str = "5") -> Obj:
-    obj["metadata"]["labels"]["nodeDEnable"] = "on"
-    notes = {"noded/heartbeat-interval": interval}
-    if beat is not None:
-        notes["noded/heartbeat"] = beat
-    obj["metadata"]["annotations"] = notes
-    return obj
+def noded(status: str, *faults: DeviceFault) -> NodeD:
+    return NodeD(NodeInfo(status, faults))
 
 
-def test_a_noded_node_is_down_three_intervals_after_its_last_heartbeat() -> None:
-    fresh = with_noded(node("n"), str(NOW - 14))  # 14 s < 3 × 5 s
-    view = node_view(
-        fresh,
-        cm("n", set(range(8)))["data"],
-        published(cm("n", set(range(8)))["data"]),
+def test_noded_unhealthy_makes_a_fault_node_and_pre_separate_takes_no_new_pod() -> None:
+    data = cm("n", set(range(8)))["data"]
+    cpu = DeviceFault("CPU", 0, ("00000011",), "SeparateFault")
+    down = node_view(
+        node("n"),
+        data,
+        published(data),
         held=(),
         requested=0,
         now=NOW,
+        noded=noded("UnHealthy", cpu),
     )
-    assert view is not None and view.state is not None and not view.down
-    assert view.valid_until == NOW + 1  # it turns down then, with no change to see
-    late = with_noded(node("n"), str(NOW - 15))
-    data = cm("n", set(range(8)))["data"]
-    down = node_view(late, data, published(data), held=(), requested=0, now=NOW)
     assert down is not None and down.state is None and down.down
-    assert down.reason == f"n: NodeD heartbeat missed since {NOW}"
-    missing = node_view(
-        with_noded(node("n"), None), data, published(data), held=(), requested=0, now=NOW
+    assert down.reason == "n: NodeD reports UnHealthy (CPU 0 00000011 SeparateFault)"
+    pre = node_view(
+        node("n"),
+        data,
+        published(data),
+        held=(),
+        requested=0,
+        now=NOW,
+        noded=noded("PreSeparate"),
     )
-    assert missing is not None and missing.down
-    assert "nodeDEnable=on but noded/heartbeat is '', not a Unix time" in missing.reason
-    # Without the label the annotations mean nothing; the trimmed node keeps what is read.
-    plain = node("n")
-    plain["metadata"]["annotations"] = {"noded/heartbeat": "0"}
-    kept = node_view(plain, data, published(data), held=(), requested=0, now=NOW)
+    assert pre is not None and pre.state is None and not pre.down  # its pods stay
+    assert pre.reason == "n: NodeD reports PreSeparate"
+    well = node_view(
+        node("n"),
+        data,
+        published(data),
+        held=(),
+        requested=0,
+        now=NOW,
+        noded=NodeD(NodeInfo("Healthy"), "bad CheckCode"),
+    )
+    assert well is not None and well.state is not None and well.notice == "n: bad CheckCode"
+    # The old heartbeat annotations mean nothing now (upstream dropped them, MC 757df078).
+    old = node("n")
+    old["metadata"]["labels"]["nodeDEnable"] = "on"
+    old["metadata"]["annotations"] = {"noded/heartbeat": "0"}
+    kept = node_view(old, data, published(data), held=(), requested=0, now=NOW)
     assert kept is not None and kept.state is not None
-    assert trim_node(late)["metadata"]["annotations"] == late["metadata"]["annotations"]
-    assert trim_node(late)["metadata"]["labels"]["nodeDEnable"] == "on"
+    assert "annotations" not in trim_node(old)["metadata"]
+
+
+def test_a_bad_noded_configmap_keeps_the_last_good_one_in_force() -> None:
+    pods = views([bound("a", "n", "Ascend910-0")])
+    bad_status = NodeInfo("UnHealthy", (DeviceFault("Memory", 1, ("0C000023",), "SeparateFault"),))
+    good = {"metadata": {"namespace": "mindx-dl", "name": "mindx-dl-nodeinfo-n"}}
+    snapshot = build(
+        [node("n", 7)],
+        [cm("n", set(range(8))), {**good, "data": nodeinfo.encode(bad_status)}],
+        pods,
+        NOW,
+    )
+    assert snapshot.down == {"n"} and "NodeD reports UnHealthy" in snapshot.left_out["n"]
+    view = LiveView()
+    view.set_node("n", node("n"))
+    view.set_deviceinfo("mindx-dl-deviceinfo-n", cm("n", set(range(8)))["data"])
+    view.set_nodeinfo("mindx-dl-nodeinfo-n", nodeinfo.encode(bad_status))
+    view.changed(NOW)
+    edited = dict(nodeinfo.encode(NodeInfo("Healthy")))
+    edited["NodeInfo"] = edited["NodeInfo"].replace('"Healthy"', '"PreSeparate"')
+    view.set_nodeinfo("mindx-dl-nodeinfo-n", edited)
+    (changed,) = view.changed(NOW).values()
+    assert changed is not None and changed.down, "the last good content stays in force"
+    assert "CheckCode does not match" in changed.notice
+    view.set_nodeinfo("mindx-dl-nodeinfo-n", None)  # NodeD deletes it: healthy again
+    (healthy,) = view.changed(NOW).values()
+    assert healthy is not None and healthy.state is not None and not healthy.down
+
+
+def test_fault_levels_decide_which_listed_chips_fail_and_pre_separate_ones_take_no_pod() -> None:
+    faults = (
+        ChipFault(1, False, "PreSeparateNPU", ("80C98002",), handling="PreSeparateNPU"),
+        ChipFault(2, True, "PreSeparateNPU", ("81078603",)),  # link down: no eviction
+        ChipFault(3, False, "RestartNPU", ("80CB8002",), handling="RestartNPU"),
+    )
+    info = DeviceInfo(frozenset({0, 2, 4, 5, 6, 7}), frozenset({3, 5}), frozenset({2}), faults, NOW)
+    data = encode(info)
+    # chip 0 held; chip 1 is pre-separated and free: the kubelet still counts it
+    view = node_view(node("n", 6), data, published(data), held={0}, requested=1, now=NOW)
+    assert view is not None and view.state is not None, view and view.reason
+    assert view.failed == frozenset({3, 5}), "5: listed with no entry (an older device plugin)"
+    assert 1 not in view.state.free and 1 in view.state.unhealthy
+    assert view.faults is not None and view.faults.pre_separated == {1}
+
+
+def test_chips_being_reset_take_no_new_pod_while_the_kubelet_still_counts_them() -> None:
+    # A ring of 4 being reset (chip 2 faulty): Volcano takes -Recovering out of the free chips
+    # (ascend-for-volcano common/k8s/cmmgr.go GetRecoveringDevInfo).
+    fault = ChipFault(2, False, "RestartNPU", ("80E18008",), handling="RestartNPU")
+    info = DeviceInfo(
+        frozenset({0, 1, 3, 4, 5, 6, 7}),
+        frozenset({2}),
+        frozenset(),
+        (fault,),
+        NOW,
+        recovering=frozenset({0, 1, 2, 3}),
+    )
+    data = encode(info)
+    view = node_view(node("n", 7), data, published(data), held=(), requested=0, now=NOW)
+    assert view is not None and view.state is not None, view and view.reason
+    assert set(view.state.free) == {4, 5, 6, 7}
+    done = encode(DeviceInfo(frozenset(range(8)), frozenset(), frozenset(), update_time=NOW))
+    back = node_view(node("n"), done, published(done), held=(), requested=0, now=NOW)
+    assert back is not None and back.state is not None and set(back.state.free) == set(range(8))
 
 
 def test_a_sub_healthy_chip_or_switch_marks_the_node_sub_healthy() -> None:

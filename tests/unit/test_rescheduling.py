@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+from collections.abc import Collection, Iterable, Mapping
 
 import pytest
 
@@ -13,19 +15,37 @@ from contract.pods import pod_view
 from scheduler_core.engine.rescheduling import (
     FORCE,
     GRACE,
+    JOB_STAGE,
+    SUPER_POD_STAGE,
     Deletion,
+    FaultJob,
     JobPod,
+    Recovery,
     deletions,
     fault_config,
-    find_faults,
     record,
+    recovery_of,
+    reset_config,
     restore,
     restore_retries,
     retry_limit,
+    scope,
     verify,
 )
+from scheduler_core.engine.rescheduling import find_faults as find_faults_for
 from scheduler_core.service.gangs import job_pod
 from simulation.memory import pod_object
+
+
+def find_faults(
+    jobs: Mapping[str, tuple[str, Iterable[JobPod]]],
+    failed: Mapping[str, frozenset[int]],
+    down: Collection[str],
+    recoveries: Mapping[str, Recovery] | None = None,
+    sub_healthy: Collection[str] = (),
+) -> list[FaultJob]:
+    """Every job sees the same failed chips."""
+    return find_faults_for(jobs, lambda _job: failed, down, recoveries, sub_healthy)
 
 
 def node(
@@ -179,3 +199,157 @@ def test_fault_rank_ids_count_the_pods_own_chips_so_16_chip_a3_ranks_do_not_over
         {"ns/h": (GRACE, half)}, {"a": node("a", frozenset({11})), "b": node("b")}, ()
     )
     assert fault.rank_ids == (3,)
+
+
+# ---- pod-level rescheduling and process-level recovery ---------------------------------
+# Cases after Ascend/mind-cluster component/ascend-for-volcano/internal/rescheduling/
+# job_test.go TestIsNormalTaskCanBeDelete (01: a healthy task of a pod-rescheduling job that
+# is no SuperPoD job is kept; 02: a SuperPoD job's is kept while fewer than 6 sessions
+# passed; 04: a process-recovery job's healthy task is kept; 05: without either, deleted),
+# TestIsMasterFault (rank 0 failing restarts the whole job) and job_v2_test.go
+# TestInTheSameVSuperPod.
+
+FOUR = ("a", "b", "c", "d")
+POD_LEVEL = Recovery(pod_level=True)
+
+
+def four_with_fault_on(rank: int, recovery: Recovery) -> FaultJob:
+    failed = {FOUR[rank]: frozenset({2})}
+    (fault,) = find_faults({"ns/job": (FORCE, pods(*FOUR))}, failed, (), {"ns/job": recovery})
+    return fault
+
+
+def deleted(fault: FaultJob, waited: float) -> list[str]:
+    return [d.name for d in deletions(fault, 0.0, waited, 900.0)]
+
+
+def test_pod_rescheduling_deletes_only_the_pod_on_the_failed_chip() -> None:
+    fault = four_with_fault_on(2, POD_LEVEL)
+    assert (fault.failed, fault.moving) == ((2,), frozenset({2}))
+    assert deleted(fault, 0.0) == ["job-2"], "the other three keep running"
+    assert fault.previous == {0: "a", 1: "b", 2: "c", 3: "d"}
+
+
+def test_rank_0_failing_restarts_the_whole_job() -> None:
+    fault = four_with_fault_on(0, POD_LEVEL)
+    assert fault.moving is None
+    assert deleted(fault, 0.0) == ["job-0", "job-1", "job-2", "job-3"]
+
+
+def test_without_the_label_the_whole_job_restarts_as_before() -> None:
+    assert deleted(four_with_fault_on(2, Recovery()), 0.0) == [f"job-{r}" for r in range(4)]
+
+
+def test_a_pod_level_job_that_is_no_super_pod_job_widens_to_the_job_after_12_sessions() -> None:
+    fault = four_with_fault_on(2, POD_LEVEL)
+    assert deleted(fault, SUPER_POD_STAGE) == ["job-2"], "no SuperPoD stage without sp-block"
+    assert deleted(fault, JOB_STAGE) == [f"job-{r}" for r in range(4)]
+
+
+def test_a_super_pod_job_widens_to_the_faulty_pods_virtual_super_pod_then_the_job() -> None:
+    # Two pods per virtual SuperPoD (sp-block 16 of 8-chip pods): ranks 2 and 3 together.
+    fault = four_with_fault_on(2, Recovery(pod_level=True, block=2))
+    assert deleted(fault, SUPER_POD_STAGE - 1) == ["job-2"]
+    assert deleted(fault, SUPER_POD_STAGE) == ["job-2", "job-3"]
+    assert deleted(fault, JOB_STAGE) == [f"job-{r}" for r in range(4)]
+    # The master's virtual SuperPoD widened: the whole job (isMasterFaultWithSuperPodJob).
+    master_block = four_with_fault_on(1, Recovery(pod_level=True, block=2))
+    assert scope(master_block, SUPER_POD_STAGE) is None
+
+
+def test_recover_policy_path_pod_never_widens() -> None:
+    fault = four_with_fault_on(2, Recovery(pod_level=True, pod_only=True, block=2))
+    assert deleted(fault, JOB_STAGE * 10) == ["job-2"]
+
+
+def test_process_recovery_never_deletes_a_healthy_pod_and_never_widens() -> None:
+    fault = four_with_fault_on(3, Recovery(process=True))
+    assert deleted(fault, 0.0) == ["job-3"]
+    assert deleted(fault, JOB_STAGE * 10) == ["job-3"]
+
+
+def test_recovery_settings_are_read_from_labels_and_annotations() -> None:
+    recovery, warning = recovery_of(
+        {"pod-rescheduling": "on", "process-recover-enable": "pause"},
+        {"huawei.com/recover_policy_path": "pod", "wait-reschedule-timeout": "60"},
+        block=2,
+    )
+    assert recovery == Recovery(pod_level=True, process=False, pod_only=True, block=2, wait=60.0)
+    assert warning == ""
+    for bad in ("29", "271", "abc", "-5"):
+        recovery, warning = recovery_of(
+            {"process-recover-enable": "on"}, {"wait-reschedule-timeout": bad}
+        )
+        assert (recovery.process, recovery.wait) == (True, 270.0)
+        assert "wait-reschedule-timeout" in warning and "270 is used" in warning
+
+
+def test_failed_chips_are_asked_per_job() -> None:
+    jobs = {"ns/one": (FORCE, pods("a")), "ns/two": (FORCE, pods("a"))}
+    seen = find_faults_for(jobs, lambda job: {"a": frozenset({1})} if job == "ns/two" else {}, ())
+    assert [f.job for f in seen] == ["ns/two"], "a chip silenced for one job is not its fault"
+
+
+# ---- reset-config-<job> --------------------------------------------------------------
+# Huawei's sample (tests/data/huawei_jobs/910b-8chips-gpt3-fault-tolerance-reset-cm...):
+# reset.json {"status":"initializing"}; Go's Unmarshal into TaskResetInfo drops "status".
+SAMPLE = {"reset.json": '{\n    "status":"initializing"\n}\n', "checkCode": ""}
+
+
+def test_reset_config_after_pod_level_rescheduling_counts_a_retry_as_volcano() -> None:
+    data = reset_config(SAMPLE, 1700000000.7, pod_level=True)
+    body = (
+        '{"RankList":[],"UpdateTime":1700000000,"RetryTime":1,"FaultFlushing":false,'
+        '"GracefulExit":0,"RestartFaultProcess":false}'
+    )
+    assert data == {
+        "checkCode": hashlib.sha256(body.encode()).hexdigest(),
+        "reset.json": body,
+        "restartType": "podReschedule",
+    }
+    again = reset_config(data, 1700000100, pod_level=True)
+    assert json.loads(again["reset.json"])["RetryTime"] == 2
+    whole = reset_config(again, 1700000200, pod_level=False)
+    assert json.loads(whole["reset.json"])["RetryTime"] == 0, "the whole job placed: 0"
+
+
+def test_reset_config_keeps_the_rank_list_on_a_graceful_exit_and_refuses_bad_json() -> None:
+    entry = {"RankId": 3, "LogicId": 1, "Status": "unrecovered", "Policy": "reset"}
+    data = {"reset.json": json.dumps({"RankList": [entry], "retrytime": 2})}
+    out = reset_config(data, 0, graceful_exit=1)
+    assert "restartType" not in out
+    assert out["reset.json"] == (
+        '{"RankList":[{"RankId":3,"LogicId":1,"Status":"unrecovered","Policy":"reset",'
+        '"InitialPolicy":"","ErrorCode":null,"ErrorCodeHex":""}],"UpdateTime":0,'
+        '"RetryTime":2,"FaultFlushing":false,"GracefulExit":1,"RestartFaultProcess":false}'
+    )
+    for bad in ({}, {"reset.json": "{"}, {"reset.json": '{"RetryTime":"x"}'}):
+        with pytest.raises(InvalidInput):
+            reset_config(bad, 0, pod_level=True)
+
+
+# ---- subHealthyStrategy -------------------------------------------------------------
+# After job_test.go TestDeleteJobWithSubHealthyLabels and task.go
+# getTaskHealthStateBySubHealth: ignore keeps the job; graceExit and forceExit move the pods
+# on sub-healthy nodes (graceful / at once); hotSwitch only the pod ClusterD marked
+# needVolcanoOpe: delete.
+
+
+def sub_health(strategy: str, switched: bool = False) -> list[FaultJob]:
+    members = pods(*FOUR)
+    members[1] = dataclasses.replace(members[1], switched=switched)
+    recovery = Recovery(pod_level=True, sub_healthy=strategy)
+    return find_faults({"ns/job": (FORCE, members)}, {}, (), {"ns/job": recovery}, {"b"})
+
+
+def test_sub_healthy_strategies() -> None:
+    assert sub_health("ignore") == []
+    (grace,) = sub_health("graceExit")
+    assert (grace.mode, grace.sub_health, grace.failed) == (GRACE, True, (1,))
+    assert [d.grace_seconds for d in deletions(grace, 0.0, 0.0, 900.0)] == [None]
+    (force,) = sub_health("forceExit")
+    assert [(d.name, d.grace_seconds) for d in deletions(force, 0.0, 0.0, 900.0)] == [("job-1", 0)]
+    assert sub_health("hotSwitch") == [], "until ClusterD asks, the backup flow runs"
+    (switch,) = sub_health("hotSwitch", switched=True)
+    assert [d.name for d in deletions(switch, 0.0, 0.0, 900.0)] == ["job-1"]
+    assert recovery_of({"subHealthyStrategy": "bogus"}, {})[0].sub_healthy == "ignore"

@@ -59,7 +59,7 @@ the code's):
 'huawei.com/kltDev', 'ascend.kubectl.kubernetes.io/ascend-910-configuration',
 'ascend.kubectl.kubernetes.io/ascend-npu-configuration', 'hccl/rankIndex',
 'super-pod-rank', 'super-pod-id', 'isSharedTor', 'isHealthy', 'sharedTorIp',
-'ascend-npu.io/deleting']
+'ascend-npu.io/deleting', 'reschedule-in-place']
 {{- end -}}
 
 {{- define "ascend-npu.npuVariables" -}}
