@@ -297,8 +297,11 @@ class ControlPlane:
         return process
 
     def stop(self) -> None:
+        # At the end nothing needs a graceful end: an API server with a client's watch still
+        # open (an in-process agent's, whose reflector thread ends only with its next event)
+        # would wait for it until its own shutdown timeout, 20 s per test module.
         for name in reversed(list(self.processes)):
-            self.processes[name].stop()
+            self.processes[name].stop(timeout=3)
 
     # --- who talks to it -------------------------------------------------------------------
 

@@ -3,7 +3,7 @@ the kubelet simulator, its node-bound ServiceAccount token under the chart's RBA
 ``kube-system/mindx-dl-fault-config`` as Huawei's device plugin does (Ascend/mind-cluster
 component/ascend-device-plugin pkg/server/manager.go ``pollFaultCodeCM``, every
 ``PollInterval`` seconds): a new level for a code takes effect in the DeviceInfo, and a
-malformed key is logged and ignored, the last good table staying in force."""
+malformed key is logged and ignored."""
 
 from __future__ import annotations
 
@@ -34,10 +34,13 @@ POLL = "30"  # seconds: upstream's shortest PollInterval
 DEADLINE = 120.0  # seconds: a shared 2-core machine, and a poll every 30 s
 
 
-def override(table: str) -> dict[str, object]:
+def override(table: str, customization: str | None = None) -> dict[str, object]:
+    data = {"faultCode.json": table, "PollInterval": POLL}
+    if customization is not None:
+        data["faultCustomization.json"] = customization
     return {
         "metadata": {"name": "mindx-dl-fault-config", "namespace": "kube-system"},
-        "data": {"faultCode.json": table, "PollInterval": POLL},
+        "data": data,
     }
 
 
@@ -97,17 +100,20 @@ def test_the_agent_reads_the_override_and_ignores_a_malformed_key(
     try:
         # Read at start: the override's level, not the shipped table's RestartNPU.
         wait_until(lambda: level() == "NotHandleFault", DEADLINE, "the override's level")
-        # A malformed table: one line naming the key, the last good one stays.
-        admin.request("PUT", OVERRIDE, override('{"NotHandleFaultCodes": ['))
-        wait_until(lambda: logged("key faultCode.json ignored"), DEADLINE, "the bad key logged")
-        assert "not JSON" in next(
-            r.getMessage() for r in caplog.records if "faultCode.json ignored" in r.getMessage()
+        # At the next poll (one, to keep the test short): a new level for the code takes
+        # effect, and a malformed key beside it is one line naming it, its last good value
+        # staying (which value stays: tests/unit/test_fault_escalation.py).
+        admin.request(
+            "PUT",
+            OVERRIDE,
+            override(f'{{"SeparateNPUCodes":["{CODE}"]}}', customization='{"FaultFrequency": ['),
         )
-        assert level() == "NotHandleFault"
-        # A new level for the code takes effect at the next poll.
-        admin.request("PUT", OVERRIDE, override(f'{{"SeparateNPUCodes":["{CODE}"]}}'))
         wait_until(lambda: level() == "SeparateNPU", DEADLINE, "the new level")
-        assert sum("faultCode.json ignored" in r.getMessage() for r in caplog.records) == 1
+        wait_until(
+            lambda: logged("key faultCustomization.json ignored"), DEADLINE, "the bad key logged"
+        )
+        bad = [r.getMessage() for r in caplog.records if "ignored" in r.getMessage()]
+        assert len(bad) == 1 and "faultCustomization.json" in bad[0], bad
     finally:
         agent.stop()
         kubelet.close()
