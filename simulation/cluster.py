@@ -61,11 +61,13 @@ def state_file(
     *,
     codes: Mapping[int, str] | None = None,
     super_pod: int | None = None,
+    link_down: Iterable[int] = (),
 ) -> str:
     """A fake-driver state file of one 8-chip module910x8 server (``codes``: chip → a fault
     code it reports; ``super_pod``: the SuperPoD it is in, which makes it an 8-chip server of
-    an Atlas 9000 A3 SuperPoD, ``superpod910a3x8``)."""
-    unhealthy = set(unhealthy)
+    an Atlas 9000 A3 SuperPoD, ``superpod910a3x8``; ``link_down``: chips whose RoCE link is
+    down)."""
+    unhealthy, down = set(unhealthy), set(link_down)
     lines = ["product: module910x8", "servertype: Ascend910-32"]
     if super_pod is not None:
         lines = [f"product: {A3_SUPER_POD_X8}", f"super_pod_id: {super_pod}"]
@@ -74,6 +76,8 @@ def state_file(
         health = "Unhealthy" if i in unhealthy else "Healthy"
         code = (codes or {}).get(i)
         fault = f", fault_codes: ['{code}']" if code else ""
+        if i in down:
+            fault += ", network: down"
         lines.append(f"  - {{id: {i}, health: {health}, ip: 10.0.0.{i + 10}{fault}}}")
     return "\n".join(lines) + "\n"
 

@@ -1,7 +1,8 @@
-"""End to end on the simulated cluster: a job that silences a fault level
-(``huawei.com/schedule.filter.faultLevel``, MindCluster docs api/k8s.md Table 3; ClusterD's
-custom_filter_fault_processor.go) keeps running on it for the window, then restarts; a job
-without the annotation restarts at once."""
+"""End to end on the simulated cluster, faults that move a job later or not at all: a job that
+silences a fault level (``huawei.com/schedule.filter.faultLevel``, MindCluster docs api/k8s.md
+Table 3; ClusterD's custom_filter_fault_processor.go) keeps running on it for the window, then
+restarts, where a job without the annotation restarts at once; a link down for less than 20 s
+(Huawei's faultCustomization.json, 81078603) moves nothing."""
 
 from __future__ import annotations
 
@@ -52,3 +53,33 @@ def test_a_silenced_restart_request_moves_the_pod_only_after_its_window() -> Non
         assert wait_for(lambda: not alive(cluster, "loud"))
         assert wait_for(lambda: not alive(cluster, "quiet"), timeout=WINDOW + 30)
         assert time.time() >= written + WINDOW
+
+
+def network_entry(cluster: SimulatedCluster, node: str, chip: int) -> str | None:
+    """The level of the chip's network fault entry in the node's DeviceInfo (None: none)."""
+    data = cluster.store.get_configmap("kube-system", configmap_name(node))["data"]
+    info = decode(data)
+    assert chip not in info.network_unhealthy, "listed network-unhealthy before 20 s"
+    return next((f.level for f in info.faults if f.chip == chip and f.network), None)
+
+
+def test_a_link_down_shorter_than_20_s_moves_nothing() -> None:
+    with simulated_cluster(2) as cluster:
+        scheduler = KubeScheduler(cluster)
+        force = {"fault-scheduling": "force"}
+        submit(cluster, "steady", 8, labels=force)
+        submit(cluster, "hit", 8, labels=force)
+        run(cluster, scheduler)
+        node_of = {p: cluster.store.get_pod("ns", p)["spec"]["nodeName"] for p in ("steady", "hit")}
+        uid = cluster.store.get_pod("ns", "steady")["metadata"]["uid"]
+        steady = cluster.nodes[node_of["steady"]]
+        steady.write_state(frozenset(), link_down={3})
+        assert wait_for(lambda: network_entry(cluster, node_of["steady"], 3) == "NotHandleFault")
+        # A chip failing outright under the other job afterwards: once the scheduler has acted
+        # on that, it has read the link-down before it (one watch, in order).
+        cluster.nodes[node_of["hit"]].write_state(frozenset({5}))
+        assert wait_for(lambda: not alive(cluster, "hit"))
+        assert cluster.store.get_pod("ns", "steady")["metadata"]["uid"] == uid
+        steady.write_state(frozenset())  # up again well within 20 s
+        assert wait_for(lambda: network_entry(cluster, node_of["steady"], 3) is None)
+        assert cluster.store.get_pod("ns", "steady")["metadata"]["uid"] == uid
