@@ -108,8 +108,7 @@ class ExtenderState:
 
     def job_labels(self, pod: PodView) -> Mapping[str, str]:
         """The pod's labels with its job's settings (its own, where the job cannot be read)."""
-        settings = self.job_of(pod)
-        return settings.labels if not (settings.refusal or settings.waiting) else pod.labels
+        return _settings_labels(self.job_of(pod), pod)
 
     def writing_to(self, node: str) -> threading.Lock:
         """The lock that puts one node's binding writes in a row."""
@@ -209,20 +208,18 @@ class ExtenderState:
     def _set_one_pod_job(self, key: str, pod: PodView | None) -> None:
         """A pod outside any gang, labelled ``fault-scheduling``, is a fault job of its own."""
         old = self._one_pod.pop(key, None)
-        mode = self.job_labels(pod).get(FAULT_SCHEDULING_LABEL) if pod is not None else None
-        settings = self.job_of(pod) if pod is not None else None
-        if (
-            pod is not None
-            and settings is not None
-            and settings.gang is None
-            and mode in (rescheduling.GRACE, rescheduling.FORCE)
-        ):
-            member = job_pod(pod, 0)
-            if member is not None:
-                self._one_pod[key] = (mode, [member])
+        annotations: Mapping[str, str] = {}
+        if pod is not None:
+            settings = self.job_of(pod)  # read once: it walks the pod's group
+            if settings.gang is None:
+                annotations = settings.annotations
+                mode = _settings_labels(settings, pod).get(FAULT_SCHEDULING_LABEL)
+                if mode in (rescheduling.GRACE, rescheduling.FORCE):
+                    member = job_pod(pod, 0)
+                    if member is not None:
+                        self._one_pod[key] = (mode, [member])
         self._faults_stale |= old != self._one_pod.get(key)
-        alone = settings is not None and settings.gang is None
-        self._set_silence(key, settings.annotations if alone and settings else {})
+        self._set_silence(key, annotations)
 
     def _set_silence(self, job: str, annotations: Mapping[str, str]) -> None:
         """The job's silencing (kept only when it silences something); a malformed one is
@@ -432,3 +429,8 @@ def _record(kept: dict[str, PodView], pods: Mapping[str, PodView | None]) -> boo
             kept[key] = pod
             came = True
     return came
+
+
+def _settings_labels(settings: JobSettings, pod: PodView) -> Mapping[str, str]:
+    """The pod's labels with its job's settings (its own, where the job cannot be read)."""
+    return settings.labels if not (settings.refusal or settings.waiting) else pod.labels
