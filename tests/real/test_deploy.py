@@ -899,7 +899,9 @@ def test_the_agent_writes_huaweis_node_annotations_and_no_other(cluster: Cluster
         "ascend-npu-agent-scope",
         "PATCH",
         f"/api/v1/nodes/{NODE_A}",
-        {"metadata": {"annotations": {"superPodID": "4", "node.alpha.kubernetes.io/ttl": "0"}}},
+        # A key no controller writes: kube-controller-manager's TTL controller may already have
+        # set node.alpha.kubernetes.io/ttl to "0", and an unchanged key is no change to refuse.
+        {"metadata": {"annotations": {"superPodID": "4", "example.com/owner": "tenant-b"}}},
     )
     denied_by_policy(
         cluster.agent,
