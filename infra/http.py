@@ -81,9 +81,19 @@ class _Server(ThreadingHTTPServer):
         self._max_connections = limits.max_connections
         self._open: set[Any] = set()
         self._lock = threading.Lock()
+        self._dual_stack = address[0] == "" and socket.has_dualstack_ipv6()
+        if self._dual_stack:
+            # No host: every address of the machine, IPv6 and IPv4, as Go's net.Listen(":port")
+            # (the healthz server's address is a bare port upstream).
+            address = ("::", address[1])
         if ":" in address[0]:  # an IPv6 host ([::]:8888 on the command line)
             self.address_family = socket.AF_INET6
         super().__init__(address, handler)
+
+    def server_bind(self) -> None:
+        if self._dual_stack:
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._lock:

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.http import healthz_server
 from simulation.cluster import state_file, vnpu_state_file, wait_for
 from simulation.kubelet import KubeletSimulator
 from simulation.loopback import LoopbackApiServer, kubeconfig
@@ -226,3 +227,18 @@ def test_healthz_over_https_with_both_tls_files(short_dir: Path) -> None:
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=20)
+
+
+@pytest.mark.skipif(not socket.has_dualstack_ipv6(), reason="this machine has no IPv6")
+def test_a_bare_healthz_port_answers_on_ipv4_and_ipv6() -> None:
+    # Upstream listens on ":<port>" (Go: every address of either family); a kubelet probing
+    # a pod's IPv6 address must be answered as its IPv4 one.
+    server = healthz_server()
+    url = server.start("", 0)
+    port = int(url.rsplit(":", 1)[1])
+    try:
+        for host in ("127.0.0.1", "[::1]"):
+            with urllib.request.urlopen(f"http://{host}:{port}/", timeout=5) as probe:
+                assert (probe.status, probe.read()) == (200, b"ok\n"), host
+    finally:
+        server.stop()
