@@ -50,6 +50,7 @@ def podgroups(source: str) -> str:
 STATEFULSET_POD_LABEL = "statefulset.kubernetes.io/pod-name"
 VOLCANO_TASK_INDEX = "volcano.sh/task-index"
 KUBEFLOW_REPLICA_TYPE = "training.kubeflow.org/replica-type"
+KUBEFLOW_WORKER = "worker"  # the replica type training-operator gives its workers
 KUBEFLOW_REPLICA_INDEX = "training.kubeflow.org/replica-index"
 JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 

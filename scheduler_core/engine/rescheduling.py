@@ -135,6 +135,13 @@ class JobPod:
     chips: tuple[int, ...]
     terminating: bool = False  # deleted already, its grace period running
     switched: bool = False  # hot switch: its backup runs, ClusterD asks for its deletion
+    # Labelled ``training.kubeflow.org/replica-type: worker``: not the master even at rank 0
+    # (ascend-for-volcano ``rescheduling/job.go`` isMasterRank).
+    worker: bool = False
+
+    @property
+    def master(self) -> bool:
+        return self.rank == 0 and not self.worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,15 +247,16 @@ def scope(fault: FaultJob, waited: float) -> frozenset[int] | None:
     """The ranks to delete and place again (None: the whole job) after the job has waited
     ``waited`` seconds since its faulty pods were deleted, as Ascend/mind-cluster
     ``component/ascend-for-volcano/internal/rescheduling/job.go`` isNormalTaskCanBeDelete:
-    ``recover_policy_path: pod`` keeps to the faulty pods; rank 0 failing (the master,
-    ``isMasterFault``) restarts the whole job; process-level recovery keeps to the faulty
-    pods (ClusterD recovers the rest); pod-level widens to the faulty pods' virtual
-    SuperPoDs (SuperPoD jobs, ``SUPER_POD_STAGE``) and then to the whole job
-    (``JOB_STAGE``; ``IsJobSingleRescheduling`` ends at PendingTimes)."""
+    ``recover_policy_path: pod`` keeps to the faulty pods; the master failing (rank 0 unless
+    labelled a Kubeflow worker, ``isMasterFault``) restarts the whole job; process-level
+    recovery keeps to the faulty pods (ClusterD recovers the rest); pod-level widens to the
+    faulty pods' virtual SuperPoDs (SuperPoD jobs, ``SUPER_POD_STAGE``) and then to the whole
+    job (``JOB_STAGE``; ``IsJobSingleRescheduling`` ends at PendingTimes)."""
     recovery, failed = fault.recovery, frozenset(fault.failed)
+    masters = {p.rank for p in fault.pods if p.master}
     if recovery.pod_only and (recovery.pod_level or recovery.process):
         return failed
-    if not (recovery.pod_level or recovery.process) or 0 in failed:
+    if not (recovery.pod_level or recovery.process) or failed & masters:
         return None
     if recovery.process:
         return failed
@@ -258,7 +266,7 @@ def scope(fault: FaultJob, waited: float) -> frozenset[int] | None:
         blocks = {r // recovery.block for r in failed}
         widened = frozenset(p.rank for p in fault.pods if p.rank // recovery.block in blocks)
         # The master in a virtual SuperPoD deleted: the whole job (isMasterFaultWithSuperPodJob).
-        return None if 0 in widened else widened | failed
+        return None if widened & masters else widened | failed
     return failed
 
 

@@ -44,6 +44,7 @@ from contract.annotations import (
     RESCHEDULE_IN_PLACE_ANNOTATION,
     TOR_AFFINITY_LABEL,
 )
+from contract.groups import KUBEFLOW_REPLICA_TYPE, KUBEFLOW_WORKER
 from contract.pods import PodView
 from scheduler_core.engine import locality, tor
 from scheduler_core.engine.model import Job, Placement, Task
@@ -179,6 +180,7 @@ def job_pod(pod: PodView, fallback_rank: int) -> JobPod | None:
         pod.recorded,
         pod.deleting,
         pod.annotations.get(NEED_VOLCANO_OPE_ANNOTATION) == OPE_DELETE,
+        pod.labels.get(KUBEFLOW_REPLICA_TYPE) == KUBEFLOW_WORKER,
     )
 
 

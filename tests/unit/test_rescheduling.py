@@ -236,6 +236,29 @@ def test_rank_0_failing_restarts_the_whole_job() -> None:
     assert deleted(fault, 0.0) == ["job-0", "job-1", "job-2", "job-3"]
 
 
+def test_rank_0_labelled_a_kubeflow_worker_is_no_master_and_moves_alone() -> None:
+    # TestIsMaterRank: a rank-0 task labelled training.kubeflow.org/replica-type: worker is
+    # not the master; "master" or no label is.
+    def labelled(kind: str | None) -> JobPod | None:
+        labels = {} if kind is None else {"training.kubeflow.org/replica-type": kind}
+        notes = {"huawei.com/AscendReal": "Ascend910-2", "hccl/rankIndex": "0"}
+        return job_pod(pod_view(pod_object("ns", "p", "a", 1, annotations=notes, labels=labels)), 0)
+
+    assert [p is not None and p.master for p in map(labelled, (None, "master", "worker"))] == [
+        True,
+        True,
+        False,
+    ]
+    members = [dataclasses.replace(p, worker=True) for p in pods(*FOUR)]
+    (fault,) = find_faults(
+        {"ns/job": (FORCE, members)}, {"a": frozenset({2})}, (), {"ns/job": POD_LEVEL}
+    )
+    assert (fault.moving, deleted(fault, 0.0)) == (frozenset({0}), ["job-0"])
+    # In a SuperPoD job its virtual SuperPoD widens without restarting the job.
+    block = dataclasses.replace(fault, recovery=Recovery(pod_level=True, block=2))
+    assert scope(block, SUPER_POD_STAGE) == frozenset({0, 1})
+
+
 def test_without_the_label_the_whole_job_restarts_as_before() -> None:
     assert deleted(four_with_fault_on(2, Recovery()), 0.0) == [f"job-{r}" for r in range(4)]
 
