@@ -92,17 +92,39 @@ SET_AT_CREATION = (RANK_INDEX_ANNOTATION,)
 # job of one pod, the pod: ``<code or level>[:seconds],…`` (MindCluster docs api/k8s.md Table 3).
 FILTER_CODE_ANNOTATION = "huawei.com/schedule.filter.faultCode"
 FILTER_LEVEL_ANNOTATION = "huawei.com/schedule.filter.faultLevel"
+# An Atlas 950 SuperPoD job's blocks of one rack and its UB-memory domain
+# (ascend-for-volcano common/util/type.go RackAnnoKey, policy/chip8node8ra64sp/const.go).
+RA_BLOCK_ANNOTATION = "ra-block"
+UB_MEMORY_ANNOTATION = "huawei.com/schedule_ubmemory"
+# How a job recovers from a fault (MindCluster docs api/k8s.md; rescheduling.py reads them).
+RECOVER_STRATEGY_ANNOTATION = "recover-strategy"
+RECOVER_POLICY_PATH_ANNOTATION = "huawei.com/recover_policy_path"
+WAIT_RESCHEDULE_ANNOTATION = "wait-reschedule-timeout"
+# The annotations that are job settings: read from the job's PodGroup, where Volcano and the
+# Ascend Operator copy the job's annotations, else from its pods (ascend-for-volcano
+# plugin/job.go getJobAnnotationFromJobInfo: the PodGroup's first, then
+# annotationKeysForPodGroup from a pod).
+SETTING_ANNOTATIONS = (
+    SP_BLOCK_ANNOTATION,
+    RA_BLOCK_ANNOTATION,
+    SCHEDULE_POLICY_ANNOTATION,
+    SP_FIT_ANNOTATION,
+    UB_MEMORY_ANNOTATION,
+    RECOVER_POLICY_PATH_ANNOTATION,
+    RECOVER_STRATEGY_ANNOTATION,
+    WAIT_RESCHEDULE_ANNOTATION,
+    # ClusterD reads a job's silencing from its PodGroup (custom_filter_fault_processor.go).
+    FILTER_CODE_ANNOTATION,
+    FILTER_LEVEL_ANNOTATION,
+)
 KEPT_ANNOTATIONS = (
     frozenset(WRITTEN_BY_US)
     - {RANK_TABLE_ANNOTATION, NPU_RANK_TABLE_ANNOTATION, KUBELET_ANNOTATION, DELETING_ANNOTATION}
 ) | {
     GANG_SIZE_ANNOTATION,
-    SP_BLOCK_ANNOTATION,
-    SP_FIT_ANNOTATION,
     TASK_SPEC_ANNOTATION,
     SKIP_ASCEND_PLUGIN_ANNOTATION,
-    FILTER_CODE_ANNOTATION,
-    FILTER_LEVEL_ANNOTATION,
+    *SETTING_ANNOTATIONS,
 }
 
 # Node labels and annotations.

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from contract.annotations import RA_BLOCK_ANNOTATION, UB_MEMORY_ANNOTATION
 from scheduler_core.engine.superpod import (
     Block,
     SuperPodChoice,
@@ -38,8 +39,6 @@ from scheduler_core.engine.superpod import (
     SuperPodUnplaceable,
 )
 
-RA_BLOCK_ANNOTATION = "ra-block"
-UB_MEMORY_ANNOTATION = "huawei.com/schedule_ubmemory"
 NODE_NPU = 8  # ``const.go`` nodeNPUNum
 RACK_NPU = 64  # rackNPUNumber
 DEFAULT_RA_BLOCK = 8  # ``common/util`` DefaultTpBlockNum

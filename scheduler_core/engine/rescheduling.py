@@ -28,9 +28,18 @@ import json
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from contract.annotations import FAULT_RECORD, FAULT_RETRY_LABEL
+from contract.annotations import (
+    FAULT_RECORD,
+    FAULT_RETRY_LABEL,
+    RA_BLOCK_ANNOTATION,
+    RECOVER_POLICY_PATH_ANNOTATION,
+    SCHEDULE_POLICY_ANNOTATION,
+    SP_BLOCK_ANNOTATION,
+    WAIT_RESCHEDULE_ANNOTATION,
+)
 from contract.chip_names import InvalidInput
 from contract.go_json import go_json
+from scheduler_core.engine.locality import ATLAS_950_POLICY
 
 GRACE, FORCE = "grace", "force"
 GRACE_OVER_TIME = 900.0
@@ -43,9 +52,6 @@ RETRIES_KEY = "remain-retry-times"
 # component/clusterd/pkg/common/constant/const.go WaitRescheduleTimeoutKey).
 POD_RESCHEDULING_LABEL = "pod-rescheduling"
 PROCESS_RECOVER_LABEL = "process-recover-enable"
-RECOVER_STRATEGY_ANNOTATION = "recover-strategy"
-RECOVER_POLICY_PATH_ANNOTATION = "huawei.com/recover_policy_path"
-WAIT_RESCHEDULE_ANNOTATION = "wait-reschedule-timeout"
 ON, PAUSE = "on", "pause"
 # subHealthyStrategy (PodGroup label; ascend-for-volcano common/util/type.go): ``ignore``,
 # the code's default (plugin/job.go setJobSubHealthyStrategy), only places sub-healthy nodes
@@ -75,8 +81,12 @@ WAIT_RESCHEDULE_RANGE = (30, 270)
 # singlePodReschedulingUpgrade): at 6 (SpPendingTimes) a SuperPoD job widens to the
 # virtual SuperPoD of its faulty pods, at 12 (PendingTimes) every job to the whole job. A
 # session is Volcano's schedule period, 1 s by default; here the stages are the seconds the
-# job has waited since its faulty pods were deleted.
+# job has waited since its faulty pods were deleted. An Atlas 950 SuperPoD job with an
+# ``ra-block`` widens first, at 3 (tpPendingTimes), to the ra-blocks of its faulty pods, and
+# so does its process-level recovery, which goes no further (rescheduling/reschedule_v2.go
+# singlePodReschedulingUpgradeFor910A5, processPendingRules; job_v2.go).
 SESSION_SECONDS = 1.0
+RA_BLOCK_STAGE = 3 * SESSION_SECONDS
 SUPER_POD_STAGE = 6 * SESSION_SECONDS
 JOB_STAGE = 12 * SESSION_SECONDS
 
@@ -90,16 +100,19 @@ class Recovery:
     process: bool = False  # process-recover-enable: on (ClusterD drives the recovery)
     pod_only: bool = False  # huawei.com/recover_policy_path: pod
     block: int = 0  # a SuperPoD job's pods per virtual SuperPoD (0: not a SuperPoD job)
+    # An Atlas 950 SuperPoD job's pods per ra-block (its ``ra-block`` NPUs; 1 without one,
+    # 0: no such job, upstream's 910A5 path).
+    ra_block: int = 0
     wait: float = float(WAIT_RESCHEDULE_RANGE[1])  # wait-reschedule-timeout, seconds
     sub_healthy: str = IGNORE  # subHealthyStrategy
 
 
 def recovery_of(
-    labels: Mapping[str, str], annotations: Mapping[str, str], block: int = 0
+    labels: Mapping[str, str], annotations: Mapping[str, str], npu: int = 0
 ) -> tuple[Recovery, str]:
-    """A job's Recovery from its labels and annotations (``block``: pods per virtual
-    SuperPoD), and a warning when ``wait-reschedule-timeout`` is malformed (then 270 s, as
-    ClusterD falls back)."""
+    """A job's Recovery from its labels and annotations (``npu``: each pod's NPUs, which
+    turn ``sp-block`` and ``ra-block`` into pods), and a warning when
+    ``wait-reschedule-timeout`` is malformed (then 270 s, as ClusterD falls back)."""
     low, high = WAIT_RESCHEDULE_RANGE
     text = annotations.get(WAIT_RESCHEDULE_ANNOTATION)
     wait, warning = float(high), ""
@@ -115,7 +128,10 @@ def recovery_of(
         pod_level=labels.get(POD_RESCHEDULING_LABEL) == ON,
         process=labels.get(PROCESS_RECOVER_LABEL) == ON,
         pod_only=annotations.get(RECOVER_POLICY_PATH_ANNOTATION) == POD_ONLY,
-        block=block,
+        block=_pods_in(annotations.get(SP_BLOCK_ANNOTATION), npu),
+        ra_block=max(1, _pods_in(annotations.get(RA_BLOCK_ANNOTATION), npu))
+        if annotations.get(SCHEDULE_POLICY_ANNOTATION) == ATLAS_950_POLICY
+        else 0,
         wait=wait,
         # An unknown value is ``ignore``, as upstream falls back.
         sub_healthy=strategy
@@ -230,6 +246,20 @@ def find_faults(
     return faults
 
 
+def _pods_in(npu_text: str | None, npu: int) -> int:
+    """The pods of ``npu_text`` NPUs (a block annotation), 0 when unreadable; a block is
+    validated where the job is placed, here it only groups ranks."""
+    if npu_text is None or not (npu_text.isascii() and npu_text.isdigit()) or npu <= 0:
+        return 0
+    return 0 if len(npu_text) > 9 else -(-int(npu_text) // npu)
+
+
+def _same_blocks(fault: FaultJob, ranks: frozenset[int], size: int) -> frozenset[int]:
+    """Every rank of the job in a block of ``size`` ranks holding one of ``ranks``."""
+    blocks = {r // size for r in ranks}
+    return ranks | {p.rank for p in fault.pods if p.rank // size in blocks}
+
+
 def sub_health_faults(
     pods: Iterable[JobPod], recovery: Recovery, sub_healthy: Collection[str]
 ) -> list[JobPod]:
@@ -253,21 +283,24 @@ def scope(fault: FaultJob, waited: float) -> frozenset[int] | None:
     faulty pods' virtual SuperPoDs (SuperPoD jobs, ``SUPER_POD_STAGE``) and then to the whole
     job (``JOB_STAGE``; ``IsJobSingleRescheduling`` ends at PendingTimes)."""
     recovery, failed = fault.recovery, frozenset(fault.failed)
-    masters = {p.rank for p in fault.pods if p.master}
+    # The 950 path takes rank 0 as the master whatever its labels (judgeJobIsMasterFault).
+    masters = {p.rank for p in fault.pods if (p.rank == 0 if recovery.ra_block else p.master)}
     if recovery.pod_only and (recovery.pod_level or recovery.process):
         return failed
     if not (recovery.pod_level or recovery.process) or failed & masters:
         return None
+    widened = failed
+    # A process-level job widens to its ra-blocks; a pod-level one only as a SuperPoD job.
+    if recovery.ra_block > 1 and (recovery.process or recovery.block) and waited >= RA_BLOCK_STAGE:
+        widened = _same_blocks(fault, failed, recovery.ra_block)
     if recovery.process:
-        return failed
+        return None if widened & masters else widened
     if waited >= JOB_STAGE:
         return None
     if recovery.block and waited >= SUPER_POD_STAGE:
-        blocks = {r // recovery.block for r in failed}
-        widened = frozenset(p.rank for p in fault.pods if p.rank // recovery.block in blocks)
-        # The master in a virtual SuperPoD deleted: the whole job (isMasterFaultWithSuperPodJob).
-        return None if widened & masters else widened | failed
-    return failed
+        widened = _same_blocks(fault, failed, recovery.block)
+    # The master in a widened block deleted: the whole job (isMasterFaultWithSuperPodJob).
+    return None if widened & masters else widened
 
 
 def fault_rank_ids(pod: JobPod, failed: Collection[int]) -> list[int]:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from chip_topology.products import product_by_name
-from contract.annotations import FAULT_SCHEDULING_LABEL, SP_BLOCK_ANNOTATION
+from contract.annotations import FAULT_SCHEDULING_LABEL
 from contract.chip_names import KIND_OF_RESOURCE, InvalidInput
 from contract.pods import PodView
 from contract.tor_topology import Topology
@@ -372,16 +372,16 @@ class ExtenderState:
             )
 
     def _recovery(self, job: str) -> rescheduling.Recovery:
-        """How a gang recovers from a fault, from its job's settings (``sp-block`` over its
-        pods' NPUs: the pods of one virtual SuperPoD)."""
+        """How a gang recovers from a fault, from its job's settings (its pods' NPUs turn
+        ``sp-block`` and ``ra-block`` into pods)."""
         members = self.pods.members.get(job, [])
         npu = next((p for p in members if p.npu_limit), None)
         if npu is None:
             return rescheduling.Recovery()
         settings = self.job_of(npu)
-        block_text = settings.annotations.get(SP_BLOCK_ANNOTATION, "")
-        block = int(block_text) // npu.npu_limit if block_text.isdigit() else 0
-        recovery, warning = rescheduling.recovery_of(settings.labels, settings.annotations, block)
+        recovery, warning = rescheduling.recovery_of(
+            settings.labels, settings.annotations, npu.npu_limit
+        )
         if warning and job not in self._warned:  # once per job, not at every check
             log.warning("job %s: %s", job, warning)
             self._warned.add(job)

@@ -27,13 +27,11 @@ from types import MappingProxyType
 from contract.annotations import (
     FAULT_RETRY_LABEL,
     FAULT_SCHEDULING_LABEL,
-    FILTER_CODE_ANNOTATION,
-    FILTER_LEVEL_ANNOTATION,
     RING_CONTROLLER_LABEL,
     SCHEDULER_TASK_SPEC,
+    SETTING_ANNOTATIONS,
     SKIP_ASCEND_PLUGIN_ANNOTATION,
     SKIP_ENABLED,
-    SP_BLOCK_ANNOTATION,
     SUPER_POD_AFFINITY_LABEL,
     TASK_SPEC_ANNOTATION,
     TOR_AFFINITY_LABEL,
@@ -43,15 +41,8 @@ from contract.chip_names import InvalidInput
 from contract.groups import COSCHEDULING, KUEUE_TOTAL_ANNOTATION, OWN, VOLCANO, GroupRef
 from contract.objects import Obj
 from contract.pods import PodView
-from scheduler_core.engine.rescheduling import (
-    POD_RESCHEDULING_LABEL,
-    PROCESS_RECOVER_LABEL,
-    RECOVER_POLICY_PATH_ANNOTATION,
-    RECOVER_STRATEGY_ANNOTATION,
-    WAIT_RESCHEDULE_ANNOTATION,
-)
+from scheduler_core.engine.rescheduling import POD_RESCHEDULING_LABEL, PROCESS_RECOVER_LABEL
 
-SCHEDULE_POLICY_ANNOTATION = "huawei.com/schedule_policy"
 # The labels that are job settings, merged over the PodGroup and every pod of the job.
 SETTING_LABELS = (
     TOR_AFFINITY_LABEL,
@@ -61,16 +52,6 @@ SETTING_LABELS = (
     PROCESS_RECOVER_LABEL,
     SUPER_POD_AFFINITY_LABEL,
     RING_CONTROLLER_LABEL,
-)
-SETTING_ANNOTATIONS = (
-    SP_BLOCK_ANNOTATION,
-    SCHEDULE_POLICY_ANNOTATION,
-    RECOVER_POLICY_PATH_ANNOTATION,
-    RECOVER_STRATEGY_ANNOTATION,
-    WAIT_RESCHEDULE_ANNOTATION,
-    # ClusterD reads a job's silencing from its PodGroup (custom_filter_fault_processor.go).
-    FILTER_CODE_ANNOTATION,
-    FILTER_LEVEL_ANNOTATION,
 )
 NONE: Mapping[str, str] = MappingProxyType({})
 

@@ -16,6 +16,7 @@ from scheduler_core.engine.rescheduling import (
     FORCE,
     GRACE,
     JOB_STAGE,
+    RA_BLOCK_STAGE,
     SUPER_POD_STAGE,
     Deletion,
     FaultJob,
@@ -291,14 +292,75 @@ def test_process_recovery_never_deletes_a_healthy_pod_and_never_widens() -> None
     assert deleted(fault, JOB_STAGE * 10) == ["job-3"]
 
 
+# Atlas 950 SuperPoD jobs (chip8-node8-ra64-sp), after job_v2_test.go TestInTheSameTpBlock
+# and reschedule_v2.go: 8 one-node pods, ra-blocks of 2 pods, virtual SuperPoDs of 4.
+EIGHT = tuple("abcdefgh")
+ATLAS_950 = Recovery(pod_level=True, block=4, ra_block=2)
+
+
+def eight_with_fault_on(rank: int, recovery: Recovery) -> FaultJob:
+    members = [
+        JobPod("ns", f"job-{r}", f"uid-{r}", n, r, tuple(range(8)), worker=True)
+        for r, n in enumerate(EIGHT)
+    ]
+    failed = {EIGHT[rank]: frozenset({2})}
+    (fault,) = find_faults({"ns/job": (FORCE, members)}, failed, (), {"ns/job": recovery})
+    return fault
+
+
+def test_an_atlas_950_super_pod_job_widens_to_the_ra_block_then_the_super_pod_then_the_job() -> (
+    None
+):
+    fault = eight_with_fault_on(5, ATLAS_950)
+    assert deleted(fault, RA_BLOCK_STAGE - 0.1) == ["job-5"]
+    assert deleted(fault, RA_BLOCK_STAGE) == ["job-4", "job-5"]
+    assert deleted(fault, SUPER_POD_STAGE) == ["job-4", "job-5", "job-6", "job-7"]
+    assert deleted(fault, JOB_STAGE) == [f"job-{r}" for r in range(8)]
+    # Without sp-block the pod-level job keeps to its faulty pod until the job stage.
+    no_super_pod = dataclasses.replace(fault, recovery=Recovery(pod_level=True, ra_block=2))
+    assert scope(no_super_pod, SUPER_POD_STAGE) == frozenset({5})
+    # recover_policy_path: pod never widens.
+    pod_only = dataclasses.replace(fault, recovery=dataclasses.replace(ATLAS_950, pod_only=True))
+    assert scope(pod_only, JOB_STAGE) == frozenset({5})
+
+
+def test_an_atlas_950_job_restarts_whole_once_its_master_shares_the_widened_ra_block() -> None:
+    # judgeJobIsMasterFault: rank 0 in the faulty pod's ra-block at the stage; the 950 path
+    # takes rank 0 as the master even labelled a Kubeflow worker.
+    fault = eight_with_fault_on(1, ATLAS_950)
+    assert scope(fault, 0.0) == frozenset({1})
+    assert scope(fault, RA_BLOCK_STAGE) is None
+    assert scope(eight_with_fault_on(0, ATLAS_950), 0.0) is None
+
+
+def test_atlas_950_process_recovery_widens_to_the_ra_block_and_no_further() -> None:
+    fault = eight_with_fault_on(5, Recovery(process=True, ra_block=2))
+    assert deleted(fault, 0.0) == ["job-5"]
+    assert deleted(fault, RA_BLOCK_STAGE) == ["job-4", "job-5"]
+    assert deleted(fault, JOB_STAGE * 10) == ["job-4", "job-5"]
+    # An ra-block of one pod (no ra-block annotation) never widens.
+    single = eight_with_fault_on(5, Recovery(process=True, ra_block=1))
+    assert deleted(single, JOB_STAGE * 10) == ["job-5"]
+
+
 def test_recovery_settings_are_read_from_labels_and_annotations() -> None:
     recovery, warning = recovery_of(
         {"pod-rescheduling": "on", "process-recover-enable": "pause"},
-        {"huawei.com/recover_policy_path": "pod", "wait-reschedule-timeout": "60"},
-        block=2,
+        {
+            "huawei.com/recover_policy_path": "pod",
+            "wait-reschedule-timeout": "60",
+            "sp-block": "32",
+        },
+        npu=16,
     )
     assert recovery == Recovery(pod_level=True, process=False, pod_only=True, block=2, wait=60.0)
     assert warning == ""
+    # An Atlas 950 SuperPoD job's ra-block in pods (1 without one); other jobs have none.
+    atlas_950 = {"huawei.com/schedule_policy": "chip8-node8-ra64-sp", "sp-block": "64"}
+    for extra, pods_per_ra_block in (({"ra-block": "32"}, 4), ({}, 1), ({"ra-block": "x"}, 1)):
+        recovery, _ = recovery_of({}, {**atlas_950, **extra}, npu=8)
+        assert (recovery.block, recovery.ra_block) == (8, pods_per_ra_block)
+    assert recovery_of({}, {"ra-block": "32"}, npu=8)[0].ra_block == 0
     for bad in ("29", "271", "abc", "-5"):
         recovery, warning = recovery_of(
             {"process-recover-enable": "on"}, {"wait-reschedule-timeout": bad}

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 
 import pytest
 
+from contract.annotations import UB_MEMORY_ANNOTATION
 from scheduler_core.engine import locality, racks, superpod
 from scheduler_core.engine.racks import RackJob, Where
 from scheduler_core.engine.superpod import SuperPodInvalid, SuperPodUnplaceable
@@ -217,7 +218,7 @@ def test_chip8node8ra64sp_valid_npu_job(  # noqa: PLR0917 (a transcribed table)
 ) -> None:
     notes = {"sp-block": str(sp_block), "ra-block": str(ra_block)}
     if ub:
-        notes[racks.UB_MEMORY_ANNOTATION] = "true"
+        notes[UB_MEMORY_ANNOTATION] = "true"
     with pytest.raises(SuperPodInvalid) as refused:
         racks.rack_job(notes, [npu] * tasks, size)
     assert str(refused.value) == message, case
