@@ -83,6 +83,16 @@ class Choice:
     how: str = "best-score"
 
 
+@dataclass(frozen=True, slots=True)
+class Refill:
+    """The ranks of an Atlas 950 pod-level fault job placed again: the stage
+    (``racks.SAME_RACK`` or ``racks.WHOLE_RACK``), the ranks and the node each ran on."""
+
+    stage: str
+    ranks: tuple[int, ...]
+    previous: tuple[str, ...]
+
+
 class Unplaceable(ValueError):
     """The job cannot be placed now; the message says why (upstream's wording if any)."""
 
@@ -97,15 +107,19 @@ def choose(
     fault_nodes: frozenset[str] = frozenset(),
     running: Mapping[str, Mapping[str, str]] | None = None,
     idle: Mapping[str, int] | None = None,
+    refill: Refill | None = None,
 ) -> Choice:
     """The job's nodes among ``candidates`` (best first), or Unplaceable; invalid labels
     raise ``tor.TorInvalid`` or ``superpod.SuperPodInvalid``. ``previous``: rank → node of a
     fault job's last run; ``running``: nodes of the job's pods still running (``ask.size``
-    then counts only the missing ranks); ``idle``: each candidate's idle NPUs."""
+    then counts only the missing ranks); ``idle``: each candidate's idle NPUs; ``refill``:
+    the missing ranks of an Atlas 950 pod-level fault job."""
     sp_block = ask.annotations.get(SP_BLOCK_ANNOTATION)
     policy = ask.annotations.get(SCHEDULE_POLICY_ANNOTATION)
     if policy == ATLAS_950_POLICY and not running:
         return _racks(ask, candidates, network, settings)
+    if policy == ATLAS_950_POLICY and refill is not None:
+        return _racks_refill(ask, candidates, network, refill)
     if policy == ATLAS_850_POLICY and sp_block is None:
         sp_block = str(ask.size * ask.npu)  # ``plugin/job.go`` setSpBlock: the job's NPUs
     if previous:
@@ -248,19 +262,19 @@ def _racks(ask: Ask, candidates: Sequence[str], network: Network, settings: Sett
     racks (a candidate without either is refused as upstream's predicate refuses it), the
     strategy chain. A fault job restarting whole is placed afresh the same way, as upstream
     places a job-level restart (``chip8node8ra64sp/reschedule.go`` selectNodesForFaultJob acts
-    only under pod-level rescheduling, which keeps healthy blocks and refills inside the rack:
-    not built). Rank ``r`` gets block ``r // block``'s node ``r % block``; no annotations
-    beyond the chips (the handler keeps the base handler's UseAnnotation)."""
+    only under pod-level rescheduling: ``_racks_refill``). Rank ``r`` gets block
+    ``r // block``'s node ``r % block``; no annotations beyond the chips (the handler keeps
+    the base handler's UseAnnotation)."""
     job = racks.rack_job(ask.annotations, [ask.npu] * ask.size, settings.super_pod_size)
     size, _ = superpod.effective_settings(settings.super_pod_size, settings.reserve_nodes)
     where: dict[str, racks.Where] = {}
     refused: list[str] = []
     for node in candidates:
-        super_pod, rack = network.super_pods.get(node), network.racks.get(node)
-        if super_pod is None or rack is None:
-            refused.append(racks.unplaced(node, super_pod))
+        place = _where(node, network)
+        if place is None:
+            refused.append(racks.unplaced(node, network.super_pods.get(node)))
         else:
-            where[node] = racks.Where(super_pod, rack)
+            where[node] = place
     if len(where) < ask.size:
         why = refused[0] if refused else f"{len(where)} of {ask.size} nodes are free"
         raise Unplaceable(why)
@@ -273,6 +287,28 @@ def _racks(ask: Ask, candidates: Sequence[str], network: Network, settings: Sett
     ranks = range(ask.size)
     nodes = tuple(chosen.node_of_rank(r) for r in ranks)
     return Choice(nodes, tuple({} for _ in ranks), how="racks")
+
+
+def _racks_refill(ask: Ask, candidates: Sequence[str], network: Network, refill: Refill) -> Choice:
+    """An Atlas 950 pod-level fault job's missing ranks, back in their racks
+    (``racks.refill``)."""
+    previous = [_where(n, network) for n in refill.previous]
+    free = {n: w for n in candidates if (w := _where(n, network)) is not None}
+    places = [w for w in previous if w is not None]
+    if len(places) < len(previous):
+        raise Unplaceable(f"{ask.job}: the rack of a rank it places again is unknown")
+    try:
+        nodes = racks.refill(
+            refill.stage, refill.ranks, places, racks.ra_block_nodes(ask.annotations), free
+        )
+    except superpod.SuperPodUnplaceable as failed:
+        raise Unplaceable(str(failed)) from None
+    return Choice(nodes, tuple({} for _ in nodes), how=refill.stage)
+
+
+def _where(node: str, network: Network) -> racks.Where | None:
+    super_pod, rack = network.super_pods.get(node), network.racks.get(node)
+    return None if super_pod is None or rack is None else racks.Where(super_pod, rack)
 
 
 def _from_super_pods(chosen: superpod.SuperPodChoice, size: int, how: str) -> Choice:

@@ -46,6 +46,9 @@ MAX_SUPER_POD_NPU = 8192  # maxSuperPodNPUNum
 UB_MEMORY_RACKS = 16  # uBMemRackNumber
 MAX_UB_MEMORY_NPU = 1024  # maxNpuNumInUBMemScene
 RACK_JOB_TASKS = 8  # npuTaskNum8: a job this small goes in one rack first
+# Where a pod-level fault job's ranks go again (``reschedule.go`` selectNodesByRack): each
+# into its old rack, then (from tpRescheduleStage) each ra-block into one rack.
+SAME_RACK, WHOLE_RACK = "same-rack", "whole-rack"
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +161,59 @@ def _check_requests(npus: Sequence[int], sp_npu: int, ra_npu: int) -> None:
     for npu in npus:
         if npu != NODE_NPU:
             raise SuperPodInvalid(f"distributed job require npu {NODE_NPU}, instead of {npu}")
+
+
+def ra_block_nodes(annotations: Mapping[str, str]) -> int:
+    """The nodes of the job's ra-block (at least 1; validated where the job was placed)."""
+    return max(1, -(-_number(annotations.get(RA_BLOCK_ANNOTATION), DEFAULT_RA_BLOCK) // NODE_NPU))
+
+
+def refill(
+    stage: str,
+    ranks: Sequence[int],
+    previous: Sequence[Where],
+    ra_block: int,
+    free: Mapping[str, Where],
+) -> tuple[str, ...]:
+    """Nodes for the ``ranks`` of a pod-level fault job placed again, ``previous`` the place
+    each ran in, ``free`` the candidates (best first) and their places, as
+    ``chip8node8ra64sp/reschedule.go`` selectNodesByRack: SAME_RACK, each rank a free node
+    of its old rack (getSameRackNodes); WHOLE_RACK, the ranks of each ra-block together in
+    one rack of their SuperPoD, the old one if it has room, else the one with the fewest
+    free nodes that has (getRackId, getAnotherRackNodes). SuperPodUnplaceable when a rank or
+    block has no room: the job waits for the next stage."""
+    left = dict(free)
+    chosen: list[str] = []
+    if stage == SAME_RACK:
+        for rank, place in zip(ranks, previous, strict=True):
+            node = next((n for n, w in left.items() if w == place), None)
+            if node is None:
+                raise SuperPodUnplaceable(
+                    f"rank {rank}: no free node in rack {place.rack} of super-pod "
+                    f"{place.super_pod}, where it ran"
+                )
+            chosen.append(node)
+            del left[node]
+        return tuple(chosen)
+    groups: dict[int, list[tuple[int, Where]]] = {}
+    for rank, place in zip(ranks, previous, strict=True):
+        groups.setdefault(rank // ra_block, []).append((rank, place))
+    by_rank: dict[int, str] = {}
+    for members in groups.values():
+        super_pod = members[0][1].super_pod
+        racks: dict[int, list[str]] = {}
+        for node, where in left.items():
+            if where.super_pod == super_pod:
+                racks.setdefault(where.rack, []).append(node)
+        roomy = {r: nodes for r, nodes in racks.items() if len(nodes) >= len(members)}
+        old = next((p.rack for _, p in members if p.rack in roomy), None)
+        if old is None and not roomy:
+            raise SuperPodUnplaceable("there is no enough nodes for whole rack schedule")
+        rack = old if old is not None else min(roomy, key=lambda r: (len(roomy[r]), r))
+        for (rank, _), node in zip(members, roomy[rack], strict=False):
+            by_rank[rank] = node
+            del left[node]
+    return tuple(by_rank[r] for r in ranks)
 
 
 def unplaced(node: str, super_pod: int | None) -> str:

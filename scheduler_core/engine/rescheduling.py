@@ -39,6 +39,7 @@ from contract.annotations import (
 )
 from contract.chip_names import InvalidInput
 from contract.go_json import go_json
+from scheduler_core.engine import racks
 from scheduler_core.engine.locality import ATLAS_950_POLICY
 
 GRACE, FORCE = "grace", "force"
@@ -301,6 +302,21 @@ def scope(fault: FaultJob, waited: float) -> frozenset[int] | None:
         widened = _same_blocks(fault, failed, recovery.block)
     # The master in a widened block deleted: the whole job (isMasterFaultWithSuperPodJob).
     return None if widened & masters else widened
+
+
+def refill_stage(recovery: Recovery, waited: float) -> str | None:
+    """Where an Atlas 950 job's faulty ranks go again after it has waited ``waited`` seconds
+    (``chip8node8ra64sp/reschedule.go`` selectNodesForFaultJob, ``const.go`` stages 3 and 6):
+    into their old racks, then each ra-block into one rack; None (not such a job, or a
+    pod-level one past the SuperPoD stage): as any job's missing ranks. A process-level job
+    never reaches the SuperPoD stage (its count turns back at 6, processPendingRules)."""
+    if not recovery.ra_block:
+        return None
+    if waited < RA_BLOCK_STAGE:
+        return racks.SAME_RACK
+    if recovery.process or waited < SUPER_POD_STAGE:
+        return racks.WHOLE_RACK
+    return None
 
 
 def fault_rank_ids(pod: JobPod, failed: Collection[int]) -> list[int]:

@@ -55,6 +55,11 @@ class FaultRestarts:
         known = self._faults.get(job)
         return known[0] if known else None
 
+    def waited(self, job: str, now: float) -> float:
+        """Seconds since the fault job's faulty pods were deleted (0: no fault job)."""
+        known = self._faults.get(job)
+        return now - known[1] if known else 0.0
+
     def placed(self, job: str, labels: Labels | None = None) -> None:
         """The job has been placed (again): its nodes are no longer held for it. A
         ``pod-rescheduling: "on"`` job without process-level recovery has its

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from chip_topology.products import product_by_name
@@ -46,7 +46,7 @@ from contract.annotations import (
 )
 from contract.groups import KUBEFLOW_REPLICA_TYPE, KUBEFLOW_WORKER
 from contract.pods import PodView
-from scheduler_core.engine import locality, tor
+from scheduler_core.engine import locality, rescheduling, tor
 from scheduler_core.engine.model import Job, Placement, Task
 from scheduler_core.engine.rescheduling import (
     GANG_RESTART_REASON,
@@ -150,6 +150,15 @@ def _after_pod_fault(candidates: list[str], missing: Iterable[int], fault: Fault
     ]
     rest = [n for n in candidates if n not in first and n not in fault.nodes]
     return list(dict.fromkeys(first)) + rest + [n for n in candidates if n in fault.nodes]
+
+
+def _refill(fault: FaultJob, missing: Sequence[int], waited: float) -> locality.Refill | None:
+    """How an Atlas 950 pod-level fault job's missing ranks go back (None: as any job's)."""
+    stage = rescheduling.refill_stage(fault.recovery, waited)
+    previous = fault.previous
+    if stage is None or any(r not in previous for r in missing):
+        return None
+    return locality.Refill(stage, tuple(missing), tuple(previous[r] for r in missing))
 
 
 def _in_place(
@@ -494,9 +503,11 @@ class Gangs:
         fault: FaultJob | None,
         held: Collection[str],
         now: float,
+        waited: float = 0.0,
     ) -> Reservation | NotReserved:
         """Reserve the gang's missing ranks (all of them, or those of a fault job's run that
-        failed), on nodes chosen for the network; or say why it cannot be yet."""
+        failed, ``waited`` seconds after they were deleted), on nodes chosen for the
+        network; or say why it cannot be yet."""
         gang = request.gang_key
         # Ranks still running stay (a reservation that expired half bound, a restart, the
         # survivors of a pod-level fault job); a whole-job fault restarts every rank.
@@ -525,8 +536,10 @@ class Gangs:
         scores = session.score(job, request.npu, candidates)
         candidates.sort(key=lambda n: (-scores.get(n, 0.0), n))
         partial = fault is not None and fault.moving is not None
+        refill = None
         if fault is not None and partial:
             candidates = _after_pod_fault(candidates, missing, fault)
+            refill = _refill(fault, missing, waited)
         ask = locality.Ask(
             gang,
             len(missing),
@@ -546,6 +559,7 @@ class Gangs:
                 running=running_notes,
                 # One-task SuperPoD jobs prefer the least idle nodes.
                 idle={n: len(session.usable(n)) for n in candidates} if len(missing) == 1 else None,
+                refill=refill,
             )
             decision = session.place(job, choice.nodes)
             if not decision.feasible:

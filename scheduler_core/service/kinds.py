@@ -272,6 +272,7 @@ class GangMember(_Assuming):
             fault=fault,
             held=held,
             now=now,
+            waited=state.faults.waited(request.gang_key, now),
         )
         if isinstance(reservation, Reservation):
             state.faults.placed(request.gang_key, request.labels)

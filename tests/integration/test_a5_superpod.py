@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pytest
@@ -88,9 +88,12 @@ def gang(
     npu: int = 8,
     *,
     labels: dict[str, str] | None = None,
+    ranks: Iterable[int] | None = None,
 ) -> None:
-    for r in range(size):
+    """The gang's pods (``ranks``: only those, as a controller makes deleted ones again)."""
+    for r in range(size) if ranks is None else ranks:
         pod = pod_object("ns", f"{name}-{r}", None, npu, resource=NPU.resource)
+        pod["metadata"]["uid"] += "" if ranks is None else "-again"
         pod["spec"]["schedulerName"] = "volcano"
         pod["metadata"]["labels"] = {"ascend.npu/gang": name, **(labels or {})}
         pod["metadata"]["annotations"].update(
@@ -180,41 +183,84 @@ def test_a_950_gang_takes_one_rack_and_bad_blocks_are_refused_in_upstreams_words
         assert NPU.resource not in store.get_pod("ns", f"odd-{r}")["metadata"]["annotations"]
 
 
-def test_a_950_pod_level_job_widens_from_the_faulty_pod_to_its_ra_block_at_3_s() -> None:
-    # One SuperPoD of two racks of two servers; 4 pods, ra-blocks of 2 pods, sp-block the job.
-    nodes = {f"n{i}": (0, i // 2) for i in range(4)}
-    store = npu_cluster(nodes)
-    notes = {POLICY: "chip8-node8-ra64-sp", "sp-block": "32", "ra-block": "16"}
-    gang(store, "ra", 4, notes, labels={"fault-scheduling": "force", "pod-rescheduling": "on"})
-    clock = Clock()
-    clock.now = time.time()  # the DeviceInfos' update time: a fresh report
-    extender = Extender(store, clock=clock)
-    service = SchedulerService(store, extender, clock=clock)
-    service.refresh()
-    on: dict[int, str] = {}
-    for r in range(4):
-        on[r] = str(schedule(extender, store.get_pod("ns", f"ra-{r}"), list(nodes)))
-        pod = store.get_pod("ns", f"ra-{r}")  # started: its agent's record, Running
-        pod["metadata"]["annotations"][REAL_ANNOTATION] = pod["metadata"]["annotations"][
-            NPU.resource
-        ]
+class RunningGang:
+    """A 4-pod Atlas 950 pod-level job (ra-blocks of 2 pods, sp-block the job) placed through
+    the extender and running, its scheduler's clock at the DeviceInfos' time."""
+
+    def __init__(self, nodes: Mapping[str, tuple[int, int]]) -> None:
+        self.nodes = nodes
+        self.store = npu_cluster(nodes)
+        notes = {POLICY: "chip8-node8-ra64-sp", "sp-block": "32", "ra-block": "16"}
+        self.labels = {"fault-scheduling": "force", "pod-rescheduling": "on"}
+        self.notes = notes
+        gang(self.store, "ra", 4, notes, labels=self.labels)
+        self.clock = Clock()
+        self.clock.now = time.time()  # the DeviceInfos' update time: a fresh report
+        self.extender = Extender(self.store, clock=self.clock)
+        self.service = SchedulerService(self.store, self.extender, clock=self.clock)
+        self.service.refresh()
+        self.on = {r: self.place(r) for r in range(4)}
+
+    def place(self, rank: int) -> str:
+        """kube-scheduler's filter and bind; the pod started (its agent's record, Running)."""
+        node = schedule(self.extender, self.store.get_pod("ns", f"ra-{rank}"), list(self.nodes))
+        assert node is not None, f"rank {rank} was not placed"
+        pod = self.store.get_pod("ns", f"ra-{rank}")
+        notes = pod["metadata"]["annotations"]
+        notes[REAL_ANNOTATION] = notes[NPU.resource]
         pod["status"]["phase"] = "Running"
-        store.put("Pod", pod)
-    assert sorted(on.values()) == sorted(nodes)
+        self.store.put("Pod", pod)
+        return node
 
-    def left() -> list[str]:
-        service.refresh()
-        return sorted(p["metadata"]["name"] for p in store.list_pods(None)[0])
+    def left(self) -> list[str]:
+        self.service.refresh()
+        return sorted(p["metadata"]["name"] for p in self.store.list_pods(None)[0])
 
-    failed_node = on[3]
-    npu_server(store, failed_node, *nodes[failed_node], failed=2)
-    assert left() == ["ra-0", "ra-1", "ra-2"], "the faulty pod alone at first"
-    clock.now += RA_BLOCK_STAGE - 0.5
-    assert left() == ["ra-0", "ra-1", "ra-2"]
-    clock.now += 0.5
-    assert left() == ["ra-0", "ra-1"], "then its ra-block: ranks 2 and 3"
-    clock.now += SUPER_POD_STAGE - RA_BLOCK_STAGE
-    assert left() == [], "the virtual SuperPoD holds the master: the whole job"
+    def fail(self, rank: int) -> None:
+        """A chip of the rank's node fails: its agent reports it."""
+        npu_server(self.store, self.on[rank], *self.nodes[self.on[rank]], failed=2)
+
+    def made_again(self, rank: int) -> None:
+        """The job's controller makes the deleted pod again (same name, new UID)."""
+        gang(self.store, "ra", 4, self.notes, labels=self.labels, ranks=[rank])
+        self.service.refresh()
+
+
+def test_a_950_pod_level_job_widens_from_the_faulty_pod_to_its_ra_block_at_3_s() -> None:
+    # One SuperPoD of two racks of two servers.
+    job = RunningGang({f"n{i}": (0, i // 2) for i in range(4)})
+    assert sorted(job.on.values()) == sorted(job.nodes)
+    job.fail(3)
+    assert job.left() == ["ra-0", "ra-1", "ra-2"], "the faulty pod alone at first"
+    job.clock.now += RA_BLOCK_STAGE - 0.5
+    assert job.left() == ["ra-0", "ra-1", "ra-2"]
+    job.clock.now += 0.5
+    assert job.left() == ["ra-0", "ra-1"], "then its ra-block: ranks 2 and 3"
+    job.clock.now += SUPER_POD_STAGE - RA_BLOCK_STAGE
+    assert job.left() == [], "the virtual SuperPoD holds the master: the whole job"
+
+
+def test_a_950_faulty_rank_goes_back_into_its_rack_then_its_ra_block_into_a_whole_rack() -> None:
+    # Two racks hold the job (2 servers each), the third has 2 free servers
+    # (reschedule.go selectNodesByRack: same rack first, the whole ra-block from stage 3).
+    nodes = {f"n{i}": (0, i // 2) for i in range(6)}
+    job = RunningGang(nodes)
+    by_rack = {nodes[job.on[r]][1] for r in (2, 3)}
+    assert len(by_rack) == 1 and nodes[job.on[0]][1] == nodes[job.on[1]][1], job.on
+    job.fail(3)
+    assert job.left() == ["ra-0", "ra-1", "ra-2"]
+    job.made_again(3)
+    answer = job.extender.filter({"Pod": job.store.get_pod("ns", "ra-3"), "NodeNames": list(nodes)})
+    assert answer.NodeNames == [], "its rack has no free server: it waits"
+    rack = by_rack.pop()
+    assert f"rank 3: no free node in rack {rack} of super-pod 0, where it ran" in str(answer)
+    job.clock.now += RA_BLOCK_STAGE
+    assert job.left() == ["ra-0", "ra-1", "ra-3"], "rank 2 deleted: the ra-block moves"
+    job.made_again(2)
+    moved = {job.place(r) for r in (2, 3)}
+    assert moved == set(nodes) - set(job.on.values()), "the ra-block together in the free rack"
+    kept = {r: job.store.get_pod("ns", f"ra-{r}")["spec"]["nodeName"] for r in (0, 1)}
+    assert kept == {r: job.on[r] for r in (0, 1)}, "ranks 0 and 1 never moved"
 
 
 @pytest.mark.parametrize(

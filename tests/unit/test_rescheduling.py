@@ -12,6 +12,7 @@ import pytest
 from contract.chip_names import InvalidInput
 from contract.go_json import go_json
 from contract.pods import pod_view
+from scheduler_core.engine.racks import SAME_RACK, WHOLE_RACK
 from scheduler_core.engine.rescheduling import (
     FORCE,
     GRACE,
@@ -26,6 +27,7 @@ from scheduler_core.engine.rescheduling import (
     fault_config,
     record,
     recovery_of,
+    refill_stage,
     reset_config,
     restore,
     restore_retries,
@@ -341,6 +343,16 @@ def test_atlas_950_process_recovery_widens_to_the_ra_block_and_no_further() -> N
     # An ra-block of one pod (no ra-block annotation) never widens.
     single = eight_with_fault_on(5, Recovery(process=True, ra_block=1))
     assert deleted(single, JOB_STAGE * 10) == ["job-5"]
+
+
+def test_an_atlas_950_jobs_ranks_go_back_into_their_racks_then_whole_ra_blocks() -> None:
+    # chip8node8ra64sp/reschedule.go selectNodesForFaultJob: stages 3 and 6 (const.go).
+    stages = [0.0, RA_BLOCK_STAGE - 0.1, RA_BLOCK_STAGE, SUPER_POD_STAGE, JOB_STAGE * 10]
+    pod_level = [refill_stage(ATLAS_950, w) for w in stages]
+    assert pod_level == [SAME_RACK, SAME_RACK, WHOLE_RACK, None, None]
+    process = [refill_stage(Recovery(process=True, ra_block=2), w) for w in stages]
+    assert process == [SAME_RACK, SAME_RACK, WHOLE_RACK, WHOLE_RACK, WHOLE_RACK]
+    assert refill_stage(POD_LEVEL, 0.0) is None, "no Atlas 950 job: placed as any"
 
 
 def test_recovery_settings_are_read_from_labels_and_annotations() -> None:

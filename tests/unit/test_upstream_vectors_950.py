@@ -428,3 +428,37 @@ def test_the_locality_entry_refuses_nodes_without_a_rack_in_upstreams_words() ->
         locality.Settings(),
     )
     assert placed.nodes == ("a", "b") and placed.how == "racks"
+
+
+# ---- chip8node8ra64sp/reschedule.go selectNodesByRack: a pod-level refill -------------------
+# After reschedule_test.go TestGetSameRackNodes and TestGetAnotherRackNodes.
+
+
+def test_a_refill_before_the_ra_block_stage_keeps_each_rank_in_its_old_rack() -> None:
+    free = {"n4": Where(0, 2), "n7": Where(0, 1), "x": Where(1, 1)}
+    assert racks.refill(racks.SAME_RACK, [3], [Where(0, 1)], 2, free) == ("n7",)
+    # Rack 1 of another SuperPoD is not its rack; nor is a free rack of its own SuperPoD.
+    with pytest.raises(SuperPodUnplaceable, match="rank 3: no free node in rack 1 of super-pod 0"):
+        racks.refill(racks.SAME_RACK, [3], [Where(0, 1)], 2, {"n4": Where(0, 2), "x": Where(1, 1)})
+    # Two ranks of one rack take two of its nodes, never one twice.
+    two = {"a": Where(0, 1), "b": Where(0, 1)}
+    assert racks.refill(racks.SAME_RACK, [2, 3], [Where(0, 1)] * 2, 2, two) == ("a", "b")
+
+
+def test_from_the_ra_block_stage_each_ra_block_goes_whole_into_one_rack() -> None:
+    old = [Where(0, 1)] * 2  # ranks 2 and 3, one ra-block of 2, ran in rack 1
+    free = {"a": Where(0, 1), "b": Where(0, 3), "c": Where(0, 2), "d": Where(0, 3)}
+    free |= {"e": Where(0, 2), "f": Where(0, 3)}
+    # Rack 1 has one free node: the rack with the fewest free that holds them (getRackId).
+    assert racks.refill(racks.WHOLE_RACK, [2, 3], old, 2, free) == ("c", "e")
+    # Its old rack when that has room again (getOriginRackId).
+    assert racks.refill(racks.WHOLE_RACK, [2, 3], old, 2, {**free, "g": Where(0, 1)}) == (
+        "a",
+        "g",
+    )
+    # Two ra-blocks: each whole, in its own rack.
+    four = racks.refill(racks.WHOLE_RACK, [0, 1, 2, 3], [Where(0, 3)] * 2 + old, 2, free)
+    assert [free[n].rack for n in four] == [3, 3, 2, 2]
+    elsewhere = {"a": Where(0, 1), "x": Where(1, 2), "y": Where(1, 2)}
+    with pytest.raises(SuperPodUnplaceable, match="there is no enough nodes for whole rack"):
+        racks.refill(racks.WHOLE_RACK, [2, 3], old, 2, elsewhere)
