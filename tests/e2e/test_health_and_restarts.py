@@ -214,6 +214,18 @@ def test_a_grace_fault_job_is_evicted_with_its_grace_period_then_forced() -> Non
         assert wait_for(lambda: not pod_names(cluster) & {"train-0", "train-1"})
 
 
+# The job's own reset-config, as Huawei's samples make it.
+RESET = {"reset.json": '{"status":"initializing"}', "checkCode": ""}
+
+
+def submit_train_job(cluster: SimulatedCluster, labels: dict[str, str]) -> None:
+    """A 4-pod job ``train`` with its reset-config, its pods ranked 0..3."""
+    meta = {"namespace": "ns", "name": "reset-config-train", "labels": {"reset": "true"}}
+    cluster.store.put("ConfigMap", {"metadata": meta, "data": RESET})
+    for r in range(4):
+        submit_ranked(cluster, r, labels, f"uid-{r}-0")
+
+
 def submit_ranked(cluster: SimulatedCluster, rank: int, labels: dict[str, str], uid: str) -> None:
     submit(
         cluster,
@@ -244,12 +256,7 @@ def test_a_chip_fault_moves_only_the_faulty_pod_the_others_keep_uid_rank_and_nod
 ) -> None:
     with simulated_cluster(5) as cluster:
         scheduler = KubeScheduler(cluster)
-        # The job's own reset-config, as Huawei's samples make it.
-        reset = {"reset.json": '{"status":"initializing"}', "checkCode": ""}
-        meta = {"namespace": "ns", "name": "reset-config-train", "labels": {"reset": "true"}}
-        cluster.store.put("ConfigMap", {"metadata": meta, "data": reset})
-        for r in range(4):
-            submit_ranked(cluster, r, labels, f"uid-{r}-0")
+        submit_train_job(cluster, labels)
         run(cluster, scheduler)
         check_invariants(cluster, scheduler)
         pod_level = "pod-rescheduling" in labels
@@ -276,7 +283,7 @@ def test_a_chip_fault_moves_only_the_faulty_pod_the_others_keep_uid_rank_and_nod
             data = cluster.store.get_configmap("ns", "reset-config-train")["data"]
             assert data["restartType"] == "podReschedule"
         else:  # ClusterD owns a process-level job's reset-config
-            assert cluster.store.get_configmap("ns", "reset-config-train")["data"] == reset
+            assert cluster.store.get_configmap("ns", "reset-config-train")["data"] == RESET
 
 
 def retry_time(cluster: SimulatedCluster) -> int | None:
@@ -304,11 +311,7 @@ def test_grace_exit_writes_graceful_exit_then_moves_the_pod_off_the_sub_healthy_
     }
     with simulated_cluster(5) as cluster:
         scheduler = KubeScheduler(cluster)
-        reset = {"reset.json": '{"status":"initializing"}', "checkCode": ""}
-        meta = {"namespace": "ns", "name": "reset-config-train", "labels": {"reset": "true"}}
-        cluster.store.put("ConfigMap", {"metadata": meta, "data": reset})
-        for r in range(4):
-            submit_ranked(cluster, r, labels, f"uid-{r}-0")
+        submit_train_job(cluster, labels)
         run(cluster, scheduler)
         sick = node_of(cluster, "train-3")
         cluster.nodes[sick].write_state(frozenset(), codes={3: SUB_HEALTH_CODE})

@@ -9,7 +9,7 @@ from contract.deviceinfo import ChipFault, DeviceInfo, encode
 from contract.nodeinfo import DeviceFault, NodeInfo
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
-from scheduler_core.service.cluster_view import NodeD, node_view, published, trim_node
+from scheduler_core.service.cluster_view import NodeD, NodeView, node_view, published, trim_node
 from scheduler_core.service.live_view import LiveView, build
 from simulation.memory import pod_object
 
@@ -125,38 +125,20 @@ def noded(status: str, *faults: DeviceFault) -> NodeD:
 
 def test_noded_unhealthy_makes_a_fault_node_and_pre_separate_takes_no_new_pod() -> None:
     data = cm("n", set(range(8)))["data"]
+
+    def seen_with(report: NodeD) -> NodeView | None:
+        return node_view(
+            node("n"), data, published(data), held=(), requested=0, now=NOW, noded=report
+        )
+
     cpu = DeviceFault("CPU", 0, ("00000011",), "SeparateFault")
-    down = node_view(
-        node("n"),
-        data,
-        published(data),
-        held=(),
-        requested=0,
-        now=NOW,
-        noded=noded("UnHealthy", cpu),
-    )
+    down = seen_with(noded("UnHealthy", cpu))
     assert down is not None and down.state is None and down.down
     assert down.reason == "n: NodeD reports UnHealthy (CPU 0 00000011 SeparateFault)"
-    pre = node_view(
-        node("n"),
-        data,
-        published(data),
-        held=(),
-        requested=0,
-        now=NOW,
-        noded=noded("PreSeparate"),
-    )
+    pre = seen_with(noded("PreSeparate"))
     assert pre is not None and pre.state is None and not pre.down  # its pods stay
     assert pre.reason == "n: NodeD reports PreSeparate"
-    well = node_view(
-        node("n"),
-        data,
-        published(data),
-        held=(),
-        requested=0,
-        now=NOW,
-        noded=NodeD(NodeInfo("Healthy"), "bad CheckCode"),
-    )
+    well = seen_with(NodeD(NodeInfo("Healthy"), "bad CheckCode"))
     assert well is not None and well.state is not None and well.notice == "n: bad CheckCode"
     # The old heartbeat annotations mean nothing now (upstream dropped them, MC 757df078).
     old = node("n")
