@@ -136,11 +136,12 @@ class _Server(ThreadingHTTPServer):
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who sent a POST: its headers, and its TLS client certificate when it showed one that
-    the configured CA signed."""
+    """Who sent a request, and to which path: its headers, and its TLS client certificate
+    when it showed one that the configured CA signed."""
 
     headers: Mapping[str, str]  # names in lower case
     certificate: Mapping[str, Any] | None
+    path: str = ""  # the request's target, as sent
 
 
 Guard = Callable[[Caller], Response | None]  # the answer refusing a POST, or None
@@ -231,7 +232,7 @@ class HttpServer:
             def _refused(self) -> bool:
                 """The guard refused the caller: answered, and the connection closes."""
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                refused = guard(Caller(headers, self._certificate()))
+                refused = guard(Caller(headers, self._certificate(), self.path))
                 if refused is not None:
                     self.close_connection = True
                     self._send(refused)
