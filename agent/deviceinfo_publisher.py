@@ -169,7 +169,9 @@ class DeviceInfoPublisher:
     def _read(self) -> None:
         name = deviceinfo.configmap_name(self._node)
         try:
-            self._current = self._gateway.get_configmap(deviceinfo.NAMESPACE, name)
+            # Not a get: the agent's Role gets only ConfigMaps it can name, and this one's
+            # name is its node's (agent-rbac.yaml); its policy pins the patch to its own.
+            self._current = self._gateway.read_configmap_by_patch(deviceinfo.NAMESPACE, name)
         except NotFound:
             self._current = None
         self._known = True

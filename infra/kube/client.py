@@ -406,6 +406,15 @@ class KubernetesGateway:
             body,
         )
 
+    def read_configmap_by_patch(self, namespace: str, name: str) -> Obj:
+        return self._read(
+            f"read configmap {namespace}/{name}",
+            self._core.patch_namespaced_config_map,
+            name,
+            namespace,
+            {},
+        )
+
     def get_lease(self, namespace: str, name: str) -> Obj:
         return self._read(
             f"get lease {namespace}/{name}",

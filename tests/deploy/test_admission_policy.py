@@ -102,7 +102,12 @@ def admit(policy: str, request: dict[str, Any]) -> Verdict:
         activation["variables"] = celtypes.MapType(
             {celtypes.StringType(k): v for k, v in variables.items()}
         )
-        variables[variable["name"]] = evaluate(variable["expression"], activation)
+        try:
+            variables[variable["name"]] = evaluate(variable["expression"], activation)
+        except celpy.CELEvalError as failed:
+            # The API server evaluates a variable when an expression first reads it: one that
+            # fails where no validation reads it (oldObject on a CREATE) fails nothing.
+            variables[variable["name"]] = failed
     activation["variables"] = celtypes.MapType(
         {celtypes.StringType(k): v for k, v in variables.items()}
     )
@@ -920,3 +925,38 @@ def test_the_scheduler_writes_only_its_own_and_deletes_only_npu_pods_it_marked(
     case: str, admission: dict[str, Any], allowed: bool
 ) -> None:
     assert admit(SCHEDULER_SCOPE, admission).allowed == allowed, case
+
+
+def a_binding(annotations: dict[str, str] | None, uid: str = "u-1", kind: str = "Node") -> Any:
+    """A Binding as a scheduler posts it (our gateway's bind_pod: the pod's UID, a node)."""
+    meta: dict[str, Any] = {"name": "p", "namespace": "team"}
+    if uid:
+        meta["uid"] = uid
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return {"kind": "Binding", "metadata": meta, "target": {"kind": kind, "name": "node-a"}}
+
+
+@pytest.mark.parametrize(
+    ("case", "bound", "allowed"),
+    [
+        ("the chips, by UID", a_binding(CHOSEN), True),
+        ("a pre-created vNPU's pod: no annotation", a_binding(None), True),
+        ("a rank and the chips", a_binding({**CHOSEN, RANK: "3"}), True),
+        ("a foreign annotation", a_binding({**CHOSEN, "team.example.com/owner": "x"}), False),
+        ("no UID: whatever pod bears the name", a_binding(CHOSEN, uid=""), False),
+        ("a target not a node", a_binding(CHOSEN, kind="Pod"), False),
+    ],
+)
+def test_the_schedulers_bindings_name_the_pod_and_carry_only_our_annotations(
+    case: str, bound: Any, allowed: bool
+) -> None:
+    verdict = admit(SCHEDULER_SCOPE, by_scheduler("CREATE", "pods", bound, sub="binding"))
+    assert verdict.applies and verdict.allowed == allowed, (case, verdict)
+
+
+def test_a_binding_refusal_names_the_foreign_annotation() -> None:
+    bound = a_binding({**CHOSEN, "team.example.com/owner": "x"})
+    verdict = admit(SCHEDULER_SCOPE, by_scheduler("CREATE", "pods", bound, sub="binding"))
+    (refusal,) = verdict.refusals
+    assert "team.example.com/owner" in refusal and "team/p" in refusal

@@ -40,6 +40,7 @@ RBAC_OF_CALL: dict[str, set[Rule]] = {
     "get_configmap": {("configmaps", "get", "kube-system")},
     "create_configmap": {("configmaps", "create", "kube-system")},
     "update_configmap": {("configmaps", "update", "kube-system")},
+    "read_configmap_by_patch": {("configmaps", "patch", "kube-system")},
     "get_node": {("nodes", "get", None)},
     "patch_node_labels": {("nodes", "patch", None)},
     "patch_node_annotations": {("nodes", "patch", None)},
@@ -139,10 +140,14 @@ COMPONENTS = {
     "ascend-npu-dra-driver": ["dra_driver", POLICIES],
 }
 NOT_RUN_BY = {"ascend-npu-scheduler": {ROOT / VOLCANO_CONFIG, ROOT / CERTS}}
-# Where each component's RBAC is (the DRA driver's in its overlay).
-RBAC_FILES = {
+# Where each component's RBAC is (the DRA driver's in its overlay; the scheduler's binding
+# of pods in the kube-scheduler overlay, the one path where it binds).
+RBAC_FILES: dict[str, Path | tuple[Path, ...]] = {
     "ascend-npu-agent": BASE / "agent-rbac.yaml",
-    "ascend-npu-scheduler": BASE / "scheduler-rbac.yaml",
+    "ascend-npu-scheduler": (
+        BASE / "scheduler-rbac.yaml",
+        MANIFESTS / "overlays" / "kube-scheduler" / "kube-scheduler-rbac.yaml",
+    ),
     "ascend-npu-volcano-config": MANIFESTS / "overlays" / "volcano" / "volcano-extender.yaml",
     "ascend-npu-scheduler-certs": BASE / "scheduler-certs.yaml",
     "ascend-npu-dra-driver": MANIFESTS / "overlays" / "dra" / "dra-rbac.yaml",
@@ -223,7 +228,26 @@ def test_the_kube_scheduler_overlay_runs_kube_scheduler_under_its_own_account() 
 
 
 def rules_in_manifest(component: str) -> set[tuple[str, str, str | None]]:
-    return rules_of(yaml.safe_load_all(RBAC_FILES[component].read_text()))
+    """The rules of the roles bound to the component's ServiceAccount in its RBAC files."""
+    files = RBAC_FILES[component]
+    loaded = [
+        d
+        for path in (files if isinstance(files, tuple) else (files,))
+        for d in yaml.safe_load_all(path.read_text())
+        if d
+    ]
+    bound = {
+        (d["roleRef"]["kind"], d["roleRef"]["name"], d["metadata"].get("namespace"))
+        for d in loaded
+        if d["kind"] in ("ClusterRoleBinding", "RoleBinding")
+        and any(s["kind"] == "ServiceAccount" and s["name"] == component for s in d["subjects"])
+    }
+    return rules_of(
+        d
+        for d in loaded
+        if (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")) in bound
+        or (d["kind"], d["metadata"]["name"], None) in bound
+    )
 
 
 def rules_of(documents: Iterable[dict[str, Any]]) -> set[tuple[str, str, str | None]]:

@@ -101,8 +101,12 @@ class CountingCalls(MemoryCluster):
 
     def get_configmap(self, namespace: str, name: str) -> Obj:
         # The fault-code override is read once per PollInterval (300 s): counted apart.
-        self.calls.append("get-fault-config" if name == "mindx-dl-fault-config" else "get")
+        self.calls.append("get-fault-config" if name == "mindx-dl-fault-config" else "get-other")
         return super().get_configmap(namespace, name)
+
+    def read_configmap_by_patch(self, namespace: str, name: str) -> Obj:
+        self.calls.append("read")  # its own DeviceInfo: the only one it reads but the override
+        return super().read_configmap_by_patch(namespace, name)
 
     def update_configmap(self, body: Obj) -> Obj:
         self.calls.append("update")
@@ -120,7 +124,7 @@ def test_it_writes_on_change_and_at_least_every_heartbeat_and_reads_nothing_in_b
     for _ in range(59):  # a minute at rest, looked at every second
         clock.now += 1
         assert not publisher.publish_once(), "nothing changed within the heartbeat"
-    assert api.calls == ["get", "get-fault-config", "create"], "at rest: no call at all"
+    assert api.calls == ["read", "get-fault-config", "create"], "at rest: no call at all"
     state.update(
         NodeChips("Ascend910", "module910x8", tuple(Chip(i, i, healthy=i < 6) for i in range(8)))
     )
@@ -128,7 +132,7 @@ def test_it_writes_on_change_and_at_least_every_heartbeat_and_reads_nothing_in_b
     clock.now += 60
     assert publisher.publish_once(), "the heartbeat, changed or not"
     assert publisher.writes == 3
-    assert api.calls == ["get", "get-fault-config", "create", "update", "update"], (
+    assert api.calls == ["read", "get-fault-config", "create", "update", "update"], (
         "no read before a write"
     )
 
@@ -146,7 +150,7 @@ def test_a_write_that_lost_a_race_reads_the_configmap_and_keeps_the_admins_keys(
     )
     api.calls.clear()
     assert publisher.publish_once()
-    assert api.calls == ["update", "get", "update"], "the conflict is read and decided again"
+    assert api.calls == ["update", "read", "update"], "the conflict is read and decided again"
     assert api.get_configmap(*CM)["data"]["ManuallySeparateNPU"] == "Ascend910-3"
     assert 3 not in free_chips(api)
 

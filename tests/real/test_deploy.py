@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from agent.allocation.handshake_rules import consumed_record
+from agent.faults.pipeline import CONFIG_NAME as FAULT_CONFIG_NAME
 from agent.node_annotations import NODE_ANNOTATIONS, annotate_node, node_annotations
 from chip_drivers.chips import Chip, NodeChips
 from contract.annotations import (
@@ -100,6 +101,9 @@ RESOURCE_NAMES: dict[tuple[str, str, str, str | None], tuple[str, ...]] = {
     (VOLCANO_CONFIG_ACCOUNT, "configmaps", "delete", VOLCANO): (CA_CONFIGMAP,),
     (VOLCANO_CONFIG_ACCOUNT, "deployments.apps", "get", VOLCANO): ("volcano-scheduler",),
     (VOLCANO_CONFIG_ACCOUNT, "deployments.apps", "update", VOLCANO): ("volcano-scheduler",),
+    # The agent gets no ConfigMap but the fault-code override (its own DeviceInfo it reads
+    # through a patch its policy pins).
+    (AGENT_ACCOUNT, "configmaps", "get", NAMESPACE): (FAULT_CONFIG_NAME,),
     # The certs Job reads back only its own Secrets.
     (CERTS_ACCOUNT, "secrets", "get", NAMESPACE): SECRET_NAMES,
 }
@@ -563,6 +567,15 @@ def test_the_agent_is_refused_what_it_does_not_do(cluster: Cluster) -> None:
         f"/api/v1/nodes/{NODE_B}",
         {"metadata": {"labels": {"x": "y"}}},
     )
+    # No kube-system ConfigMap but the fault-code override is read by name, and its own
+    # DeviceInfo only through an (empty) patch, which the policy refuses on any other.
+    system = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
+    others = ("kube-proxy-like", f"mindx-dl-deviceinfo-{NODE_B}")
+    for name in others:
+        allowed(admin, "POST", system, configmap(name))
+        denied_by_rbac(agent, "GET", f"{system}/{name}")
+        denied_by_policy(agent, "ascend-npu-agent-scope", "PATCH", f"{system}/{name}", {})
+    denied_by_rbac(agent, "GET", system)
 
 
 def test_the_scheduler_is_refused_what_it_does_not_do(cluster: Cluster) -> None:
@@ -649,11 +662,18 @@ def test_a_tenant_may_not_change_or_remove_what_the_scheduler_wrote(cluster: Clu
     assert annotations["x"] == "2"
 
 
-def binding(name: str, node: str, annotations: dict[str, str] | None = None) -> Obj:
+def binding(
+    name: str, node: str, annotations: dict[str, str] | None = None, *, uid: str = ""
+) -> Obj:
+    """A Binding of pod ``name``; with ``uid``, of that very pod (the API server checks it)."""
     return {
         "apiVersion": "v1",
         "kind": "Binding",
-        "metadata": {"name": name, "annotations": annotations or {}},
+        "metadata": {
+            "name": name,
+            "annotations": annotations or {},
+            **({"uid": uid} if uid else {}),
+        },
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     }
 
@@ -668,7 +688,9 @@ def test_only_the_scheduler_binds_with_our_annotations(cluster: Cluster) -> None
     denied_by_policy(alice, ANNOTATIONS, "POST", path, binding("bound-by-alice", NODE_A, CHOSEN))
     allowed(alice, "POST", path, binding("bound-by-alice", NODE_A))
     path = f"{PODS}/bound-by-scheduler/binding"
-    allowed(cluster.scheduler, "POST", path, binding("bound-by-scheduler", NODE_A, CHOSEN))
+    uid = admin.get(f"{PODS}/bound-by-scheduler")["metadata"]["uid"]
+    scheduled = binding("bound-by-scheduler", NODE_A, CHOSEN, uid=uid)
+    allowed(cluster.scheduler, "POST", path, scheduled)
     placed = admin.get(f"{PODS}/bound-by-scheduler")
     assert placed["spec"]["nodeName"] == NODE_A
     assert {k: placed["metadata"]["annotations"][k] for k in CHOSEN} == CHOSEN
@@ -821,8 +843,14 @@ def test_the_agent_writes_only_its_nodes_deviceinfo(cluster: Cluster) -> None:
     configmaps = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
     own = configmap(configmap_name(NODE_A))
     allowed(agent, "POST", configmaps, own)
-    stored = agent.get(f"{configmaps}/{configmap_name(NODE_A)}")
-    stored["data"] = {"DeviceInfoCfg": "{}"}
+    # Read back as the publisher reads it: an empty patch (RBAC gets it no ConfigMap it
+    # cannot name), which keeps what an admin wrote.
+    path = f"{configmaps}/{configmap_name(NODE_A)}"
+    denied_by_rbac(agent, "GET", path)
+    cluster.admin.patch(path, {"data": {"ManuallySeparateNPU": "Ascend910-3"}})
+    stored = agent.patch(path, {})
+    assert stored["data"] == {"ManuallySeparateNPU": "Ascend910-3"}
+    stored["data"] = {**stored["data"], "DeviceInfoCfg": "{}"}
     allowed(agent, "PUT", f"{configmaps}/{configmap_name(NODE_A)}", stored)
     denied_by_policy(
         agent, AGENT_SCOPE, "POST", configmaps, configmap(configmap_name(NODE_B)), says=NODE_A
@@ -993,6 +1021,41 @@ def test_a_stolen_scheduler_token_changes_no_pod_but_ours(cluster: Cluster) -> N
     denied_by_policy(
         scheduler, SCHEDULER_SCOPE, "PATCH", f"{system}/{own}", {"metadata": {"labels": {"a": "b"}}}
     )
+
+
+def test_a_stolen_scheduler_token_binds_only_by_uid_and_with_only_our_annotations(
+    cluster: Cluster,
+) -> None:
+    """A Binding's annotations land on the pod unseen by any policy on pods: the scheduler's
+    own are pinned (security.md: a stolen scheduler token binds any pending pod)."""
+    scheduler, admin = cluster.scheduler, cluster.admin
+    allowed(admin, "POST", PODS, npu_pod("bound-by-uid"))
+    uid = admin.get(f"{PODS}/bound-by-uid")["metadata"]["uid"]
+    path = f"{PODS}/bound-by-uid/binding"
+    # Another tenant's annotation, or one Kubernetes acts on, carried by a Binding: refused.
+    for foreign in ({"team.example.com/owner": "mallory"}, {"kubernetes.io/psp": "privileged"}):
+        denied_by_policy(
+            scheduler,
+            SCHEDULER_SCOPE,
+            "POST",
+            path,
+            binding("bound-by-uid", NODE_A, uid=uid, annotations={**CHOSEN, **foreign}),
+            says=next(iter(foreign)),
+        )
+    # A Binding without the pod's UID (a bind of whatever pod bears the name): refused.
+    denied_by_policy(
+        scheduler,
+        SCHEDULER_SCOPE,
+        "POST",
+        path,
+        binding("bound-by-uid", NODE_A, annotations=CHOSEN),
+    )
+    assert not admin.get(f"{PODS}/bound-by-uid")["spec"].get("nodeName")
+    # What the service writes (extender.py bind: UID, node, the chips): bound.
+    allowed(scheduler, "POST", path, binding("bound-by-uid", NODE_A, uid=uid, annotations=CHOSEN))
+    stored = admin.get(f"{PODS}/bound-by-uid")
+    assert stored["spec"]["nodeName"] == NODE_A
+    assert stored["metadata"]["annotations"][CHIPS_ANNOTATION] == CHOSEN[CHIPS_ANNOTATION]
 
 
 def test_the_scheduler_writes_a_jobs_fault_config_only_where_it_made_it(cluster: Cluster) -> None:
