@@ -4,9 +4,11 @@ service serves. (The image is built and run by tests/real/test_image.py.)"""
 
 from __future__ import annotations
 
+import datetime
 import inspect
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from contract import nodeinfo
 from contract.groups import PODGROUP_APIS
 from contract.objects import PLACED_RESOURCES
 from infra.kube.port import KubeGateway
+from scheduler_core.certs import CLIENT_NAME, VALIDITY, SecretNames, contents, issue
 from scheduler_core.service.volcano import VolcanoVerbs
 from testbed.manifests import helm_template, kustomize
 
@@ -96,10 +99,12 @@ DIRECT_CALLS: dict[str, dict[str, set[Rule]]] = {
         "replace_namespaced_deployment": {("deployments.apps", "update", "volcano-system")},
         "delete_namespaced_config_map": {("configmaps", "delete", "volcano-system")},
     },
-    # The certs Job: its Secrets read back by name, created when none exists.
+    # The certs Job: the chart's three Secrets read and filled, by name; it creates none.
     "ascend-npu-scheduler-certs": {
         "read_namespaced_secret": {("secrets", "get", "kube-system")},
+        "replace_namespaced_secret": {("secrets", "update", "kube-system")},
         "create_namespaced_secret": {("secrets", "create", "kube-system")},
+        "patch_namespaced_secret": {("secrets", "patch", "kube-system")},
     },
 }
 # What each component lists and watches (a reflector's Selection, or a command's list_all):
@@ -310,13 +315,74 @@ def test_rbac_grants_exactly_what_the_code_calls(component: str) -> None:
     assert rules_in_manifest(component) == needed
 
 
+CERTS_ACCOUNT = "ascend-npu-scheduler-certs"
+
+
+def test_the_certs_job_creates_nothing_and_writes_only_its_three_opaque_secrets() -> None:
+    """No create (a name cannot limit it: it would let the account make a ServiceAccount token
+    Secret for any account); get and update on the three Secrets the manifests make, of type
+    Opaque (immutable: never a token Secret) and without data (kept across an apply)."""
+    names = set(astuple(SecretNames()))
+    for rendered in (
+        kustomize(MANIFESTS / "overlays" / "kube-scheduler"),
+        [d for d in yaml.safe_load_all(helm_template()) if d],
+    ):
+        (role,) = [
+            d for d in rendered if d["kind"] == "Role" and d["metadata"]["name"] == CERTS_ACCOUNT
+        ]
+        assert role["rules"] == [
+            {
+                "apiGroups": [""],
+                "resources": ["secrets"],
+                "resourceNames": list(astuple(SecretNames())),
+                "verbs": ["get", "update"],
+            }
+        ]
+        made = [d for d in rendered if d["kind"] == "Secret"]
+        assert {d["metadata"]["name"] for d in made} == names
+        assert all(d["type"] == "Opaque" and "data" not in d for d in made), made
+        assert "stringData" not in str(made)
+
+
+def test_every_mount_of_the_certs_secrets_names_the_keys_the_job_writes() -> None:
+    """The Secrets exist empty until the Job fills them: a volume naming its keys (items, not
+    optional) makes the kubelet fail the mount (kubernetes pkg/volume/secret MakePayload:
+    "references non-existent secret key"), so the pod waits until they are there, as it
+    waited for the Secret before; every key it names is one the Job writes."""
+    written = contents(
+        issue(["s"], CLIENT_NAME, datetime.datetime.now(datetime.UTC), VALIDITY), SecretNames()
+    )
+    mounted = set()
+    for values in ((), ("schedulerPath=volcano",)):
+        for document in yaml.safe_load_all(helm_template(*values)):
+            spec = (document or {}).get("spec", {})
+            template = spec.get("template", spec.get("jobTemplate", {}).get("spec", {}))
+            for volume in template.get("spec", {}).get("volumes", []):
+                secret = volume.get("secret")
+                if secret is None:
+                    continue
+                name = secret["secretName"]
+                assert name in written, name
+                assert not secret.get("optional"), name
+                keys = [item["key"] for item in secret.get("items", [])]
+                assert keys and set(keys) <= set(written[name]), (name, keys)
+                assert [item["path"] for item in secret["items"]] == keys
+                mounted.add((document["metadata"]["name"], name))
+    assert mounted == {
+        ("ascend-npu-scheduler", "ascend-npu-scheduler-tls"),
+        ("ascend-npu-scheduler", "ascend-npu-scheduler-token"),
+        ("ascend-npu-kube-scheduler", "ascend-npu-kube-scheduler-client"),
+        ("ascend-npu-volcano-config-merge", "ascend-npu-scheduler-token"),
+    }
+
+
 def test_the_noded_switch_adds_exactly_the_list_and_watch_of_nodeds_configmaps() -> None:
     """scheduler.noded: the one namespace the code reads NodeD's ConfigMaps in (by label), list
     and watch there and nothing else; off (the shipped manifests), nothing in it."""
 
     def scheduler_rules(*values: str) -> set[Rule]:
         rendered = yaml.safe_load_all(helm_template(*values))
-        names = {SCHEDULER, f"{SCHEDULER}-noded"}
+        names = {SCHEDULER, f"{SCHEDULER}-noded", f"{SCHEDULER}-bind"}
         return rules_of(d for d in rendered if d and d["metadata"]["name"] in names)
 
     assert re.search(
