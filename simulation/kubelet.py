@@ -86,7 +86,9 @@ class KubeletSimulator:
         self.plugin_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
         for path in self.plugin_dir.iterdir():
             if path.is_socket():
-                path.unlink()
+                # The agent may remove its own socket between the look and the unlink (its
+                # watch of this directory sees kubelet.sock go): gone is what was wanted.
+                path.unlink(missing_ok=True)
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         dp_grpc.add_RegistrationServicer_to_server(_Registration(self), server)
         server.add_insecure_port(f"unix://{self.plugin_dir / KUBELET_SOCKET}")
