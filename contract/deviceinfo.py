@@ -250,6 +250,19 @@ def decode(data: Mapping[str, str]) -> DeviceInfo:
         raise InvalidInput(f"{DATA_KEY}.UpdateTime {update_time!r} is not an integer")
     if code != check_code(devices, update_time):
         raise InvalidInput(f"{DATA_KEY}.CheckCode does not match the content (stale or edited)")
+    return from_fields(devices, update_time, cache, _switch_sub_healthy(data.get(SWITCH_KEY)))
+
+
+def from_fields(
+    devices: Mapping[str, str],
+    update_time: int,
+    cache: Mapping[str, object],
+    switch_sub_healthy: bool = False,
+) -> DeviceInfo:
+    """A DeviceInfo from its fields, read and typed: its ``DeviceList``, ``UpdateTime`` and the
+    cache around them (``SuperPodID``, ``ServerIndex``, ``RackID``). ``decode`` checks the
+    CheckCode first; ClusterD's ``cluster-info-device-*`` carry the same fields without one
+    (``contract.clusterd``). InvalidInput names a malformed list."""
     kind = next((k for k in KINDS.values() if k.resource in devices), ASCEND910)
     free, unhealthy, network, fault = keys(kind)
     return DeviceInfo(
@@ -263,7 +276,7 @@ def decode(data: Mapping[str, str]) -> DeviceInfo:
         super_pod_id=_optional_int(cache, "SuperPodID"),
         server_index=_optional_int(cache, "ServerIndex"),
         rack_id=_optional_int(cache, "RackID"),
-        switch_sub_healthy=_switch_sub_healthy(data.get(SWITCH_KEY)),
+        switch_sub_healthy=switch_sub_healthy,
         kind=kind,
         recovering=(
             _chips(devices.get(recovering_key(kind), ""), recovering_key(kind), kind)

@@ -106,20 +106,32 @@ def decode(data: Mapping[str, str]) -> NodeInfo:
     try:
         cache = json.loads(text)
         body, code = cache["NodeInfo"], cache["CheckCode"]
+    except RecursionError:
+        raise InvalidInput(f"{DATA_KEY} nests too deep to be NodeD's node info") from None
+    except (ValueError, KeyError, TypeError) as bad:
+        raise InvalidInput(f"{DATA_KEY} is malformed: {quoted(repr(bad))}") from None
+    info = from_fields(body, DATA_KEY)
+    if code != check_code(info):
+        raise InvalidInput(f"{DATA_KEY} CheckCode does not match the content (stale or edited)")
+    return info
+
+
+def from_fields(body: object, where: str = "NodeInfo") -> NodeInfo:
+    """The ``NodeInfo`` struct read (``{"FaultDevList":[…],"NodeStatus":…}``): NodeD's own
+    after its CheckCode, ClusterD's ``cluster-info-node-cm`` entries as they are
+    (``contract.clusterd``). InvalidInput names a malformed field or an unknown status."""
+    try:
+        if not isinstance(body, dict):
+            raise TypeError(f"{where} is not an object")
         listed, status = body.get("FaultDevList"), body.get("NodeStatus", "")
         if listed is not None and (not isinstance(listed, list) or len(listed) > MAX_FAULTS):
             raise TypeError(f"FaultDevList is not a list of at most {MAX_FAULTS} devices")
         faults = None if listed is None else tuple(_fault(entry) for entry in listed)
-    except RecursionError:
-        raise InvalidInput(f"{DATA_KEY} nests too deep to be NodeD's node info") from None
-    except (ValueError, KeyError, TypeError, AttributeError) as bad:
-        raise InvalidInput(f"{DATA_KEY} is malformed: {quoted(repr(bad))}") from None
+    except (ValueError, TypeError, AttributeError) as bad:
+        raise InvalidInput(f"{where} is malformed: {quoted(repr(bad))}") from None
     if not isinstance(status, str) or status not in STATUSES:
-        raise InvalidInput(f"{DATA_KEY}.NodeStatus {status!r} is none of {', '.join(STATUSES)}")
-    info = NodeInfo(status, faults)
-    if code != check_code(info):
-        raise InvalidInput(f"{DATA_KEY} CheckCode does not match the content (stale or edited)")
-    return info
+        raise InvalidInput(f"{where}.NodeStatus {status!r} is none of {', '.join(STATUSES)}")
+    return NodeInfo(status, faults)
 
 
 def _fault(entry: object) -> DeviceFault:

@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import ssl
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from chip_topology.diagram import ring_diagram
@@ -40,13 +42,15 @@ from infra.http import tls_context
 from infra.kube import policies
 from infra.kube.client import KubernetesGateway
 from infra.kube.location import MODES, kubeconfig_for
-from infra.kube.port import KubeError, Selection, list_all
+from infra.kube.port import KubeError, NotFound, Selection, list_all
 from infra.leader import Timing
 from infra.logs import configure, log_level
+from scheduler_core import init_params
 from scheduler_core.engine import locality, rescheduling
 from scheduler_core.engine.model import Job, NodeState, Task
 from scheduler_core.engine.policies import DEFAULT_POLICY, POLICIES, policy_by_name
 from scheduler_core.engine.session import Session
+from scheduler_core.init_params import BadLocation, InitParams, Location
 from scheduler_core.request_json import (
     JOB_KEYS,
     NODE_KEYS,
@@ -62,6 +66,7 @@ from scheduler_core.service.server import Access, Election, PodRef, SchedulerSer
 from scheduler_core.service.status import cluster_json, cluster_lines
 
 EXIT_BAD_INPUT = 2
+ENV_PREFIX = "ASCEND_SCHEDULER_"
 EXIT_NO_FIT = 1  # place: the answer is printed, and says why nothing fits
 
 PLACE_HELP = f"""\
@@ -196,6 +201,7 @@ def _serve(args: argparse.Namespace) -> int:
         access = _access(args)
         election = _election(args)
         gateway = KubernetesGateway.from_environment(kubeconfig_for(args.kube, args.kubeconfig))
+        _settle(args, _volcano_init_params(gateway, args.volcano_config))
     except (KubeError, ValueError) as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -219,7 +225,11 @@ def _serve(args: argparse.Namespace) -> int:
         hold_limit=args.hold_limit,
         hold_share=args.hold_share_per_namespace,
         network=locality.Settings(
-            args.nslb_version, args.shared_tor_num, args.reserve_nodes, args.super_pod_size
+            args.nslb_version,
+            args.shared_tor_num,
+            args.reserve_nodes,
+            args.super_pod_size,
+            args.prefer_previous_node,
         ),
         grace_over=args.grace_over_time,
         profiles=args.scheduler_names,
@@ -232,6 +242,8 @@ def _serve(args: argparse.Namespace) -> int:
         election=election,
         npu_map=args.npu_map,
         noded=args.noded,
+        clusterd=args.cluster_info_manager,
+        force_enqueue=args.force_enqueue,
     )
     policies.report(service.metrics.registry, "ascend_scheduler", gone)
     stop = threading.Event()
@@ -244,6 +256,112 @@ def _serve(args: argparse.Namespace) -> int:
     wait_until(stop)
     service.stop()
     return 0
+
+
+# Huawei's Volcano plugin settings (``init-params``) that are flags here: the flag's name.
+FROM_VOLCANO = {
+    "grace_over_time": "grace-over-time",
+    "nslb_version": "nslb-version",
+    "shared_tor_num": "shared-tor-num",
+    "super_pod_size": "super-pod-size",
+    "reserve_nodes": "reserve-nodes",
+    "self_maintain": "self-maintain-available-card",
+    "cluster_info_manager": "use-cluster-info-manager",
+    "force_enqueue": "force-enqueue",
+    "prefer_previous_node": "prefer-previous-node",
+}
+
+
+def _volcano_init_params(gateway: KubernetesGateway, where: Location | None) -> InitParams:
+    """Volcano's ``init-params`` from its scheduler ConfigMap, read once (none without
+    ``--volcano-config``; a ConfigMap not there: Volcano's defaults, with a warning).
+    ValueError names what cannot be read."""
+    if where is None:
+        return InitParams()
+    log = logging.getLogger("scheduler_core")
+    try:
+        configmap = gateway.get_configmap(where.namespace, where.name)
+    except NotFound:
+        log.warning("--volcano-config %s: no such ConfigMap; no init-params read", where)
+        return InitParams()
+    except KubeError as failed:
+        raise ValueError(f"--volcano-config {where}: {failed}") from None
+    text = (configmap.get("data") or {}).get(where.key)
+    if not isinstance(text, str):
+        raise ValueError(f"--volcano-config {where}: the ConfigMap has no key {where.key!r}")
+    try:
+        params = init_params.from_configuration(text)
+    except ValueError as bad:
+        raise ValueError(f"--volcano-config {where}: {bad}") from None
+    for warning in params.warnings:  # as upstream logs a bad value, and takes its default
+        log.warning("--volcano-config %s: init-params %s", where, warning)
+    for key in init_params.NOT_SCHEDULED:
+        if key in params.values:
+            log.warning(
+                "--volcano-config %s: init-params %s is not read here (docs/compatibility.md)",
+                where,
+                key,
+            )
+    return params
+
+
+def _settle(args: argparse.Namespace, params: InitParams) -> None:
+    """Each setting Volcano's ``init-params`` has and neither a flag nor its environment
+    variable gives taken from there (over the --config file's); ``use-cluster-info-manager``
+    unset: upstream's true where init-params exist, else false (no MindCluster Volcano). One
+    log line says where each came from."""
+    given: frozenset[str] = getattr(args, "given", frozenset())
+    sources = {}
+    for dest, flag in FROM_VOLCANO.items():
+        if dest in given:
+            sources[flag] = "flag"
+        elif dest in params.values:
+            setattr(args, dest, params.values[dest])
+            sources[flag] = "init-params"
+        else:
+            sources[flag] = "default"
+    if args.cluster_info_manager is None:
+        args.cluster_info_manager = params.found
+        sources["use-cluster-info-manager"] = "init-params" if params.found else "default"
+    if args.volcano_config is not None or given & FROM_VOLCANO.keys():
+        logging.getLogger("scheduler_core").info(
+            "Volcano plugin settings%s: %s",
+            f" (init-params of {args.volcano_config})" if params.found else "",
+            ", ".join(
+                f"{flag} {_shown(getattr(args, dest))} ({sources[flag]})"
+                for dest, flag in FROM_VOLCANO.items()
+            ),
+        )
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _given(
+    parser: CommandParser,
+    arguments: list[str],
+    env_prefix: str,
+    environ: Mapping[str, str] = os.environ,
+) -> frozenset[str]:
+    """The destinations of the settings given on the command line or in the environment:
+    those Volcano's init-params do not override. The --config file's are not among them: it
+    holds the installation's defaults (the chart writes every key), which a MindCluster
+    user's own init-params override."""
+    names = {a.split("=", 1)[0][2:] for a in arguments if a.startswith("--")}
+    names |= {n for n in parser.options if env_prefix + n.upper().replace("-", "_") in environ}
+    return frozenset(parser.options[n].dest for n in names if n in parser.options)
+
+
+def _volcano_location(text: str) -> Location:
+    try:
+        return Location.parse(text)
+    except BadLocation as bad:
+        raise argparse.ArgumentTypeError(str(bad)) from None
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -490,6 +608,33 @@ def build_parser() -> CommandParser:
         ),
     )
     serve.add_argument(
+        "--volcano-config",
+        type=_volcano_location,
+        metavar="NAMESPACE/NAME[:KEY]",
+        help="Volcano's scheduler ConfigMap (key: volcano-scheduler.conf), read once at start: "
+        "the settings of Huawei's plugin in its init-params that no flag gives",
+    )
+    serve.add_argument(
+        "--use-cluster-info-manager",
+        dest="cluster_info_manager",
+        **bool_flag(None),
+        help="read faults from ClusterD's mindx-dl/cluster-info-* ConfigMaps instead of the "
+        "DeviceInfo and NodeD ConfigMaps (Volcano's useClusterInfoManager; unset: true where "
+        "--volcano-config's configuration has init-params, as upstream, else false)",
+    )
+    serve.add_argument(
+        "--force-enqueue",
+        **bool_flag(True),
+        help="Volcano's jobEnqueueable permits an NPU job the nodes have room for (false: "
+        "abstains, leaving it to Volcano's other plugins); one they have no room for is "
+        "rejected either way",
+    )
+    serve.add_argument(
+        "--prefer-previous-node",
+        **bool_flag(False),
+        help="a pod-level fault job's ranks whose node did not fail go back to it first",
+    )
+    serve.add_argument(
         "--log-level", type=log_level, default="info", help="debug, info, warning, error, critical"
     )
     status.add_argument(
@@ -504,14 +649,18 @@ def build_parser() -> CommandParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     arguments = list(sys.argv[1:] if argv is None else argv)
+    given: frozenset[str] = frozenset()
     if arguments[:1] == ["serve"]:
         try:
             serve = parser.commands["serve"]
-            arguments = ["serve", *config.arguments(serve, arguments[1:], "ASCEND_SCHEDULER_")]
+            given = _given(serve, arguments[1:], ENV_PREFIX)
+            arguments = ["serve", *config.arguments(serve, arguments[1:], ENV_PREFIX)]
         except config.ConfigError as bad:
             print(f"error: {bad}", file=sys.stderr)
             return EXIT_BAD_INPUT
     args = parser.parse_args(arguments)
+    if args.command == "serve":
+        args.given = given
     if args.command == "place":
         return _place(args.policy)
     if args.command == "serve":

@@ -41,6 +41,10 @@ class Settings:
     shared_tor_num: int = 2
     reserve_nodes: int = 2
     super_pod_size: int = 48
+    # Volcano's ``prefer-previous-node`` (false when unset upstream): a pod-level fault job's
+    # ranks whose node did not fail go back to it first (ascend-for-volcano plugin/factory.go
+    # addPreferPreviousNodeScore).
+    prefer_previous_node: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -166,6 +166,7 @@ def node_view(
     self_maintain: bool = True,
     vpods: Iterable[VPod] = (),
     noded: NodeD = NodeD(),
+    clusterd: bool = False,
 ) -> NodeView | None:
     """One node's view (None when it is not an NPU node): ``data`` is its DeviceInfo
     ConfigMap's data, ``info`` that data decoded (``published``), ``held`` the chips its live
@@ -176,7 +177,13 @@ def node_view(
     component/ascend-for-volcano/internal/rescheduling/node.go ``setNodeHealthyByNodeD``,
     reschedule.go ``checkNodeCurNodeIsFault``): ``UnHealthy`` makes the node a fault node (its
     pods fail, it takes none), ``PreSeparate`` takes no new pod and leaves the running ones.
-    Its ``FaultDevList`` is named in the reason; upstream too only reports it."""
+    Its ``FaultDevList`` is named in the reason; upstream too only reports it.
+
+    ``clusterd``: the DeviceInfo is ClusterD's copy (``contract.clusterd``): its UpdateTime is
+    not checked (ClusterD rewrites an entry when its chips change, not its time), and it may
+    list fewer chips free than the kubelet counts (a public fault the agent does not know), as
+    upstream's stability check allows (ascend-for-volcano plugin/node.go: "public fault
+    occurred, device info <= k8s")."""
     name = node.get("metadata", {}).get("name", "")
     resource = npu_resource(node)
     if resource is None:
@@ -185,7 +192,7 @@ def node_view(
         return NodeView(name, None, f"{name}: no {deviceinfo.configmap_name(name)} ConfigMap", True)
     if isinstance(info, str):
         return NodeView(name, None, f"{name}: {info}")
-    age = now - info.update_time
+    age = 0.0 if clusterd else now - info.update_time
     if age > MAX_AGE:
         # The reason holds as long as the view: it names the time, not the age.
         reason = (
@@ -199,6 +206,8 @@ def node_view(
         )
         return NodeView(name, None, reason, valid_until=info.update_time - MAX_SKEW)
     since, until = float(info.update_time - MAX_SKEW), float(info.update_time + MAX_AGE)
+    if clusterd:
+        since, until = float("-inf"), float("inf")
     faults = node_faults(info)
     failed, notice = faults.failed, noded.error and f"{name}: {noded.error}"
     if noded.info is not None and noded.info.status != nodeinfo.HEALTHY:
@@ -229,6 +238,7 @@ def node_view(
             requested=requested,
             self_maintain=self_maintain,
             pre_separated=faults.pre_separated,
+            fewer_free=clusterd,
         )
     if isinstance(state, str):
         return NodeView(
@@ -304,6 +314,7 @@ def _node_state(
     requested: int,
     self_maintain: bool,
     pre_separated: frozenset[int] = frozenset(),
+    fewer_free: bool = False,
 ) -> NodeState | str:
     """The node's state, or why it is left out. A pre-separated chip no pod holds takes no
     new pod, as ClusterD lists it unhealthy (``fault_levels``), nor does a chip being reset;
@@ -333,7 +344,7 @@ def _node_state(
     free -= kept_out
     # Pods keep chips that failed under them: then the kubelet's count runs below zero.
     idle = max(allocatable - requested - len(kept_out), 0)
-    if len(free) != idle:
+    if len(free) > idle if fewer_free else len(free) != idle:
         return (
             f"{name}'s {resource} not stable: {len(free)} listed free, {idle} idle at the kubelet"
         )

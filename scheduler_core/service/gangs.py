@@ -137,12 +137,15 @@ class GangPods:
         return given if len(given) == size else list(range(size))
 
 
-def _after_pod_fault(candidates: list[str], missing: Iterable[int], fault: FaultJob) -> list[str]:
+def _after_pod_fault(
+    candidates: list[str], missing: Iterable[int], fault: FaultJob, prefer_previous: bool
+) -> list[str]:
     """Candidates for the ranks a pod-level fault job places again beside its survivors:
-    each rank's previous node first when it did not fail (Volcano's ``prefer-previous-node``,
-    ascend-for-volcano ``plugin/factory.go`` addPreferPreviousNodeScore), the failed nodes
-    last (``rescheduling/reschedule.go`` reduceScoreForLastFaultNode)."""
-    previous = fault.previous
+    with ``prefer_previous`` (Volcano's ``prefer-previous-node``, ascend-for-volcano
+    ``plugin/factory.go`` addPreferPreviousNodeScore) each rank's previous node first when it
+    did not fail; the failed nodes last (``rescheduling/reschedule.go``
+    reduceScoreForLastFaultNode)."""
+    previous = fault.previous if prefer_previous else {}
     first = [
         n
         for r in missing
@@ -538,7 +541,7 @@ class Gangs:
         partial = fault is not None and fault.moving is not None
         refill = None
         if fault is not None and partial:
-            candidates = _after_pod_fault(candidates, missing, fault)
+            candidates = _after_pod_fault(candidates, missing, fault, settings.prefer_previous_node)
             refill = _refill(fault, missing, waited)
         ask = locality.Ask(
             gang,

@@ -9,6 +9,9 @@ only the fields read:
 - NodeD's ConfigMaps (``mindx-dl/mindx-dl-nodeinfo-<node>``) when told to read them, by the
   same label, which NodeD sets on them (Ascend/mind-cluster component/noded/pkg/reporter/cmreporter/
   configmap_reporter.go);
+- or, with ``useClusterInfoManager`` (``clusterd``), instead of both: ClusterD's
+  ``mindx-dl/cluster-info-*`` ConfigMaps by their label ``mx-consumer-volcano=true``, as
+  Huawei's Volcano plugin reads one source or the other (``contract.clusterd``);
 - the ToR topology (``kube-system/basic-tor-node-cm``) and the fault record
   (``volcano-system/vcjob-fault-npu-cm``), each by name;
 - pods that are not finished (a field selector on the phase), kept only when they request
@@ -34,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from contract import clusterd as clusterd_cms
 from contract import deviceinfo, nodeinfo
 from contract.annotations import (
     FAULT_RECORD,
@@ -98,6 +102,7 @@ class ClusterInformers:
         *,
         self_maintain: bool = True,
         noded: bool = False,
+        clusterd: bool = False,
         on_pods: Callable[[list[PodView]], None] = lambda pods: None,
         on_api_error: Callable[[], None] = lambda: None,
         on_loop_error: Callable[[str], None] = lambda name: None,
@@ -105,7 +110,8 @@ class ClusterInformers:
         self._extender = extender
         self._clock = clock
         self._on_pods = on_pods  # every new version of a pod, before the extender sees it
-        self._view = LiveView(self_maintain)
+        self._view = LiveView(self_maintain, clusterd=clusterd)
+        self.clusterd = clusterd
         self._lock = threading.Lock()
         self._topology = TopologyReader()
         self._gateway = gateway
@@ -135,10 +141,25 @@ class ClusterInformers:
             _data,
             self._deviceinfos,
         )
+        if clusterd:  # ClusterD's sums instead of the agents' and NodeD's own ConfigMaps
+            by_label = "=".join(clusterd_cms.CONSUMER_LABEL)
+            self.deviceinfo = reflector(
+                Selection("ConfigMap", clusterd_cms.NAMESPACE, labels=by_label),
+                "clusterd",
+                _data,
+                self._clusterd,
+            )
+        log.info(
+            "faults are read from %s",
+            f"ClusterD's {clusterd_cms.NAMESPACE}/cluster-info-* ConfigMaps (useClusterInfoManager)"
+            if clusterd
+            else f"the DeviceInfo ConfigMaps of {deviceinfo.NAMESPACE}"
+            + (f" and NodeD's of {nodeinfo.NAMESPACE}" if noded else ""),
+        )
         # NodeD's ConfigMaps, where the service is told to read them (its namespace exists
         # only where MindCluster is installed, and reading it needs a Role there).
         self.nodeinfo: Reflector[Data] | None = None
-        if noded:
+        if noded and not clusterd:
             self.nodeinfo = reflector(
                 Selection(
                     "ConfigMap", nodeinfo.NAMESPACE, labels="=".join(nodeinfo.CONSUMER_LABEL)
@@ -180,6 +201,12 @@ class ClusterInformers:
         with self._lock:
             for change in changes:
                 self._view.set_deviceinfo(change.key.split("/", 1)[-1], change.new)
+            self._extender.state.update(views=self._view.changed(self._clock()))
+
+    def _clusterd(self, changes: list[Change[Data]]) -> None:
+        with self._lock:
+            for change in changes:
+                self._view.set_clusterd(change.key.split("/", 1)[-1], change.new)
             self._extender.state.update(views=self._view.changed(self._clock()))
 
     def _nodeinfos(self, changes: list[Change[Data]]) -> None:
@@ -304,11 +331,14 @@ class ClusterInformers:
             now = self._clock()
             self._view.due(now)
             self._extender.state.update(views=self._view.changed(now))
-            read = LiveView(self._view.self_maintain)
+            read = LiveView(self._view.self_maintain, clusterd=self.clusterd)
             for name, node in fresh[self.nodes.name].items():
                 read.set_node(name, node)
             for key, data in fresh[self.deviceinfo.name].items():
-                read.set_deviceinfo(key.split("/", 1)[-1], data)
+                if self.clusterd:
+                    read.set_clusterd(key.split("/", 1)[-1], data)
+                else:
+                    read.set_deviceinfo(key.split("/", 1)[-1], data)
             for key, data in fresh.get("nodeinfo", {}).items():
                 read.set_nodeinfo(key.split("/", 1)[-1], data)
             for key, pod in fresh[self.pods.name].items():

@@ -10,10 +10,12 @@ catches up with one from the future) is noticed by ``due``, without re-reading a
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
+from contract import clusterd as clusterd_cms
 from contract import deviceinfo, nodeinfo
 from contract.chip_names import InvalidInput
 from contract.objects import Obj
@@ -45,8 +47,15 @@ def matters(pod: PodView) -> bool:
 
 
 class LiveView:
-    def __init__(self, self_maintain: bool = True) -> None:
+    def __init__(self, self_maintain: bool = True, *, clusterd: bool = False) -> None:
         self.self_maintain = self_maintain
+        # ClusterD's ConfigMaps are the source (``set_clusterd``): ClusterD rewrites a node's
+        # entry when its chips change, not when only its UpdateTime does, so its age says
+        # nothing and is not checked (upstream does not either).
+        self.clusterd = clusterd
+        self._cd_devices: dict[str, dict[str, deviceinfo.DeviceInfo]] = {}  # ConfigMap → node
+        self._cd_switches: dict[str, dict[str, clusterd_cms.Switch]] = {}  # ConfigMap → node
+        self._cd_errors: dict[str, str] = {}  # ConfigMap → why its content is not read
         self._nodes: dict[str, Obj] = {}
         self._infos: dict[str, tuple[Mapping[str, str], deviceinfo.DeviceInfo | str]] = {}
         self._noded: dict[str, NodeD] = {}  # node → what NodeD reports (none: healthy)
@@ -99,6 +108,51 @@ class LiveView:
                 self._noded[node] = NodeD(before.info, error)
         if self._noded.get(node, NodeD()) != before:
             self._dirty.add(node)
+
+    def set_clusterd(self, configmap: str, data: Mapping[str, str] | None) -> None:
+        """One of ClusterD's ``cluster-info-*`` ConfigMaps changed (None: deleted): its nodes'
+        DeviceInfo, NodeD reports or switch statuses. Content that cannot be read is logged
+        once; the last good content stays in force, as upstream's ``cmmgr.go`` keeps its
+        cache when ``getDataFromCM`` fails."""
+        kind = clusterd_cms.kind_of(configmap)
+        if kind is None:
+            return
+        touched: set[str] = set()
+        try:
+            if kind == "node":
+                nodes = {} if data is None else clusterd_cms.decode_nodes(configmap, data)
+                touched = set(self._noded) | set(nodes)
+                self._noded = {n: NodeD(info) for n, info in nodes.items()}
+            elif kind == "device":
+                infos = {} if data is None else clusterd_cms.decode_devices(configmap, data)
+                touched = set(self._cd_devices.pop(configmap, {})) | set(infos)
+                if infos:
+                    self._cd_devices[configmap] = infos
+            else:
+                switches = {} if data is None else clusterd_cms.decode_switches(configmap, data)
+                touched = set(self._cd_switches.pop(configmap, {})) | set(switches)
+                if switches:
+                    self._cd_switches[configmap] = switches
+        except InvalidInput as bad:
+            error = f"{clusterd_cms.NAMESPACE}/{configmap} ignored, the last good one kept: {bad}"
+            if self._cd_errors.get(configmap) != error:
+                log.warning("%s", error)
+            self._cd_errors[configmap] = error
+            return
+        self._cd_errors.pop(configmap, None)
+        for node in touched:
+            if kind != "node":
+                self._clusterd_info(node)
+            self._dirty.add(node)
+
+    def _clusterd_info(self, node: str) -> None:
+        """The node's DeviceInfo as ClusterD's ConfigMaps give it, with its switch's status."""
+        info = next((m[node] for m in self._cd_devices.values() if node in m), None)
+        if info is None:
+            self._infos.pop(node, None)
+            return
+        switch = any(m[node].sub_healthy for m in self._cd_switches.values() if node in m)
+        self._infos[node] = ({}, dataclasses.replace(info, switch_sub_healthy=switch))
 
     def set_pod(self, key: str, pod: PodView | None) -> set[str]:
         """A pod changed (None: gone); the gangs it was or is in."""
@@ -187,6 +241,7 @@ class LiveView:
                     self_maintain=self.self_maintain,
                     vpods=self._vpods.get(name, {}).values(),
                     noded=self._noded.get(name, NodeD()),
+                    clusterd=self.clusterd,
                 )
             if view is None:
                 if self.views.pop(name, None) is not None:

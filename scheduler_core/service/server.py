@@ -222,6 +222,8 @@ class SchedulerService:
         compare_period: float = COMPARE_PERIOD,
         npu_map: bool = False,
         noded: bool = False,
+        clusterd: bool = False,
+        force_enqueue: bool = True,
     ) -> None:
         self.gateway = gateway
         self.extender = extender
@@ -233,13 +235,14 @@ class SchedulerService:
             extender.state.fence = self.leader.may_decide  # re-checked before a decision is written
         self.metrics = Metrics(lambda: self.extender.state.binds, extender.state.node_count)
         self.metrics.read(self._cluster_view, extender.state.gangs.ttl)
-        self.volcano = VolcanoVerbs(extender, self._fresh_view)
+        self.volcano = VolcanoVerbs(extender, self._fresh_view, force_enqueue)
         self.informers = ClusterInformers(
             gateway,
             extender,
             clock,
             self_maintain=self_maintain,
             noded=noded,
+            clusterd=clusterd,
             on_pods=self._report_malformed,
             on_api_error=self.metrics.watch_failed,
             on_loop_error=self.metrics.loop_failed,

@@ -40,9 +40,12 @@ class VolcanoVerbs:
         "jobEnqueueable",
     )
 
-    def __init__(self, extender: Extender, open_session: Callable[[], None]) -> None:
+    def __init__(
+        self, extender: Extender, open_session: Callable[[], None], force_enqueue: bool = True
+    ) -> None:
         self._extender = extender
         self._open_session = open_session
+        self._force_enqueue = force_enqueue
 
     def handle(self, verb: str, body: Mapping[str, Any]) -> Answer:
         """One verb (KeyError when unknown, BadRequest when the body has the wrong shape):
@@ -118,13 +121,16 @@ class VolcanoVerbs:
         return EventResponse()
 
     def _job_enqueueable(self, job: JobInfo) -> JobEnqueueableResponse:
-        """Permit a job while the nodes offer what it asks of each NPU resource the
-        extender places (chips of a kind, or AI cores); abstain for any other job."""
+        """Reject an NPU job while the nodes offer less than it asks of an NPU resource the
+        extender places (chips of a kind, or AI cores); else permit it with ``forceEnqueue``
+        (upstream's default), abstain without, as ascend-for-volcano's ``jobEnqueueable``
+        (npu.go: JobEnqueue or JobEnqueueSkip, which leaves it to Volcano's other plugins,
+        proportion's queue capacity among them); abstain for any other job."""
         asked = _npu_asked(job)
         for resource, count in asked.items():
             if self._extender.state.free(resource) < count:
                 return JobEnqueueableResponse(REJECT)
-        return JobEnqueueableResponse(PERMIT if asked else ABSTAIN)
+        return JobEnqueueableResponse(PERMIT if asked and self._force_enqueue else ABSTAIN)
 
 
 # Volcano's bodies, typed as they are read: its internal structs have no json tags, so the
