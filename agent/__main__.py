@@ -25,6 +25,7 @@ from agent.builder import AgentConfig, KubeSettings, start_node_agent
 from agent.deviceinfo_publisher import configmap, device_info
 from agent.plugin_server import KUBELET_SOCKET
 from agent.repair import POD_RESOURCES_SOCKET
+from agent.reset_files import DATATRACE_DIR, RESET_DIR, mirrors
 from chip_drivers.chips import DriverError, NodeChips
 from chip_drivers.choice import driver_flags, make_driver
 from chip_drivers.fake import NpuDriver
@@ -317,6 +318,27 @@ def build_parser() -> CommandParser:
         metavar="HOST:PORT",
         help="HOST:PORT for /metrics, /healthz and /readyz (off when empty)",
     )
+    serve.add_argument(
+        "--npu-exporter-series",
+        **bool_flag(False),
+        help="also serve Huawei npu-exporter's series that npu-smi gives (npu_chip_info_*, "
+        "container_npu_*) on /metrics",
+    )
+    serve.add_argument(
+        "--reset-dir",
+        type=folder_or_off,
+        default=RESET_DIR,
+        metavar="DIR",
+        help="host folder of the jobs' reset-config-<job> ConfigMaps as files "
+        "(DIR/<namespace>.reset-config-<job>/reset.json; empty: off; needs --kube)",
+    )
+    serve.add_argument(
+        "--datatrace-dir",
+        type=folder_or_off,
+        default=DATATRACE_DIR,
+        metavar="DIR",
+        help="host folder of the jobs' data-trace-<job> ConfigMaps as files (empty: off)",
+    )
     devices = parser.add_command("devices", help="print the chips the driver discovers, as JSON")
     driver_flags(devices)
     status = parser.add_command("status", help="show this node's chips as a ring diagram")
@@ -581,6 +603,8 @@ def _agent_config(args: argparse.Namespace) -> AgentConfig:
         preset_virtual=args.preset_virtual_device,
         hot_reset=hot_reset.enabled(args.hot_reset),
         third_party_scan_delay=float(args.third_party_scan_delay),
+        reset_mirrors=() if kube is None else mirrors(args.reset_dir, args.datatrace_dir),
+        npu_exporter_series=args.npu_exporter_series,
     )
 
 
@@ -605,6 +629,15 @@ def fault_codes(text: str) -> frozenset[str]:
     if bad:
         raise argparse.ArgumentTypeError(f"{bad[0]!r} is not a hex fault code like 80E01801")
     return codes
+
+
+def folder_or_off(text: str) -> Path | None:
+    """An absolute folder, or None for an empty value (off)."""
+    if not text:
+        return None
+    if not text.startswith("/"):
+        raise argparse.ArgumentTypeError(f"expected an absolute path or empty, got {text!r}")
+    return Path(text)
 
 
 def _is_hex(text: str) -> bool:

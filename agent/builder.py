@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from socket import gethostname
@@ -29,8 +29,10 @@ from agent.faults.pipeline import FaultPipeline
 from agent.hot_reset import IDLE_SECONDS
 from agent.metrics import AgentMetrics, ChipReadings
 from agent.node_annotations import annotate_node
+from agent.npu_exporter import ExporterReadings, collect
 from agent.pod_cache import PodCache
 from agent.repair import POD_RESOURCES_SOCKET, RepairLoop, kubelet_devices
+from agent.reset_files import ConfigMapFiles, Mirror
 from agent.upkeep import HotReset, Upkeep
 from chip_drivers.chips import DriverError, NodeChips
 from chip_drivers.fake import NpuDriver
@@ -78,6 +80,10 @@ class AgentConfig:
     # Seconds a reset group must stay idle before its reset: upstream's fixed 60 s (no flag);
     # only tests shorten it.
     hot_reset_idle: float = IDLE_SECONDS
+    # The jobs' reset-config / data-trace ConfigMaps mirrored into host folders
+    # (agent/reset_files.py); none: not mirrored.
+    reset_mirrors: tuple[Mirror, ...] = ()
+    npu_exporter_series: bool = False  # npu-exporter's series too (agent/npu_exporter.py)
 
 
 @dataclass
@@ -92,8 +98,11 @@ class NodeAgent:
     metrics_server: ProbeServer | None = None
     upkeep: Upkeep | None = None
     cores: CoreHandshake | None = None
+    files: ConfigMapFiles | None = None
 
     def stop(self) -> None:
+        if self.files is not None:
+            self.files.stop()
         if self.metrics_server is not None:
             self.metrics_server.stop()
         if self.upkeep is not None:
@@ -140,14 +149,16 @@ def start_node_agent(
         plugin = DevicePlugin(driver, config.plugin_dir, config.ascend_runtime, metrics=metrics)
         # No pods to read: who holds a chip is not known, only its health.
         metrics.read(ChipReadings(gethostname(), _chips_of(plugin), None, vnpu=False))
+        _exporter_series(config, metrics, driver, _chips_of(plugin), None)
         served = _metrics_server(config, plugin)
         _start(plugin, served)
         return NodeAgent(plugin, metrics, metrics_server=served)
     deviceinfo_due = threading.Event()
+    files_due = threading.Event()
     cache = PodCache(
         gateway,
         kube.node_name,
-        on_change=(deviceinfo_due.set,),
+        on_change=(deviceinfo_due.set, files_due.set),
         on_api_error=metrics.api_error,
         on_loop_error=metrics.loop_error,
     )
@@ -181,6 +192,7 @@ def start_node_agent(
             vnpu=not config.preset_virtual,
         )
     )
+    _exporter_series(config, metrics, driver, _chips_of(plugin), lambda: held_chips(cache.pods()))
     served = _metrics_server(config, plugin)
     try:
         _start(plugin, served)
@@ -247,7 +259,36 @@ def start_node_agent(
     if cores is not None or reset is not None:
         upkeep = Upkeep(cores, reset, period=config.period, on_loop_error=metrics.loop_error)
         upkeep.start()
-    return NodeAgent(plugin, metrics, cache, publisher, repair, served, upkeep=upkeep, cores=cores)
+    files = None
+    if config.reset_mirrors:
+        files = ConfigMapFiles(
+            gateway,
+            cache,
+            config.reset_mirrors,
+            period=config.period,
+            due=files_due,
+            on_api_error=metrics.api_error,
+            on_loop_error=metrics.loop_error,
+        )
+        files.start()
+    return NodeAgent(
+        plugin, metrics, cache, publisher, repair, served, upkeep=upkeep, cores=cores, files=files
+    )
+
+
+def _exporter_series(
+    config: AgentConfig,
+    metrics: AgentMetrics,
+    driver: NpuDriver,
+    chips: Callable[[], NodeChips | None],
+    holders: Callable[[], Mapping[int, str]] | None,
+) -> None:
+    """npu-exporter's series (``--npu-exporter-series``): npu-smi's readings where the
+    driver has them (chip_drivers/npu_smi_driver.py ``readings``), else health alone."""
+    if config.npu_exporter_series:
+        readings = getattr(driver, "readings", None)
+        source = ExporterReadings(chips, readings, holders)
+        metrics.registry.register(lambda: collect(source))
 
 
 DYNAMIC_910 = ("Ascend910B-", "Ascend910A3-")  # servertype of the 910s with dynamic vNPU

@@ -36,6 +36,9 @@ class TableChip:
     model: str
     health: str
     second_id: int | None  # Phy-ID (A3) or Device (310 family), when the layout has one
+    # The row pair's cells as printed (power, temperature, usage: chip_drivers/npu_smi_readings)
+    top: tuple[str, ...] = ()
+    bottom: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +101,17 @@ def parse_table(text: str) -> Table:
         second = int(ids[1]) if second_column and len(ids) > 1 and ids[1].isdigit() else None
         if second_column and second is None:
             raise NpuSmiError(f"npu-smi row lacks its {second_column}: {' | '.join(bottom)}")
-        chips.append(TableChip(int(head[0]), int(ids[0]), " ".join(head[1:]), top[1], second))
+        chips.append(
+            TableChip(
+                int(head[0]),
+                int(ids[0]),
+                " ".join(head[1:]),
+                top[1],
+                second,
+                tuple(top),
+                tuple(bottom),
+            )
+        )
     return Table(second_column, has_hbm, tuple(chips))
 
 

@@ -21,6 +21,7 @@ from chip_drivers.npu_smi import (
     read_chips,
     run_npu_smi,
 )
+from chip_drivers.npu_smi_readings import ChipReading, chip_readings
 from chip_drivers.npu_smi_vnpu import NpuSmiVnpus
 from infra.periodic import Periodic
 
@@ -44,10 +45,25 @@ class NpuSmiDriver:
         self._last: NodeChips | None = None
         self._board: int | None = None
         self._board_asked = False  # asked once: the board does not change
+        self._info: str | None = None  # the last ``npu-smi info``, for readings()
         self.vnpu = NpuSmiVnpus(run)
 
+    def _remember(self, args: list[str]) -> str | None:
+        out = self._run(args)
+        if args == ["info"]:
+            self._info = out
+        return out
+
+    def readings(self) -> dict[tuple[int, int], ChipReading]:
+        """Power, temperature, usage of each chip as the last poll's table printed them
+        (``--npu-exporter-series``); none before a poll or when it was not understood."""
+        try:
+            return {} if self._info is None else chip_readings(self._info)
+        except NpuSmiError:
+            return {}
+
     def read(self) -> NodeChips:
-        chips = read_chips(self._run)
+        chips = read_chips(self._remember)
         if self._product is not None:
             chips = dataclasses.replace(chips, product=self._product)
         if chips.resource == "Ascend310P":

@@ -75,7 +75,10 @@ CLUSTER_WIDE_CALLS: dict[str, dict[str, set[Rule]]] = {
     # Whether the DRA driver publishes the node's chips: a GET of its slice; and the start-up
     # check of its admission policies (infra/kube/policies.py, by name).
     "ascend-npu-agent": {
-        "get_object": {("resourceslices.resource.k8s.io", "get", None), *POLICY_READS}
+        "get_object": {("resourceslices.resource.k8s.io", "get", None), *POLICY_READS},
+        # The fault-code override in kube-system (by name), and each job's reset-config-<job>
+        # and data-trace-<job> in its namespace, by exact name (agent/reset_files.py).
+        "get_configmap": {("configmaps", "get", "kube-system"), ("configmaps", "get", None)},
     },
     # Volcano's one scheduler ConfigMap, read and updated by the overlay's Job.
     "ascend-npu-volcano-config": {

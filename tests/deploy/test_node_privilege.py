@@ -26,9 +26,11 @@ KUBERNETES = "1.34"
 WORKLOADS = ("DaemonSet", "Deployment", "Job", "StatefulSet", "Pod")
 NODE_COMPONENTS = ("ascend-npu-agent", "ascend-npu-agent-vnpu", "ascend-npu-dra-driver")
 # What each node component may write on the host: its own sockets and directories.
+# The agent's: the jobs' reset-config and data-trace folders too (agent/reset_files.py).
+JOB_FILES = {"/user/restore/reset", "/user/cluster-info/datatrace-config"}
 WRITABLE = {
-    "ascend-npu-agent": {"/var/lib/kubelet/device-plugins"},
-    "ascend-npu-agent-vnpu": {"/var/lib/kubelet/device-plugins"},
+    "ascend-npu-agent": {"/var/lib/kubelet/device-plugins", *JOB_FILES},
+    "ascend-npu-agent-vnpu": {"/var/lib/kubelet/device-plugins", *JOB_FILES},
     "ascend-npu-dra-driver": {
         f"/var/lib/kubelet/plugins/{DEFAULT_DRIVER}",
         "/var/lib/kubelet/plugins_registry",
