@@ -7,10 +7,16 @@ client certificate kube-scheduler presents (CN ``ascend-npu-kube-scheduler``, th
 service's ``client-allowed-names`` lets in); a random token is Volcano's credential. Three
 Secrets hold them: the server's (``tls.crt``, ``tls.key``, ``ca.crt``), the client's (same
 keys) and the token's (``token``, ``ca.crt``). The CA's key is kept nowhere: nothing can sign
-another certificate later. The Secrets are created only when none of them exists (a second run
-does nothing), so an upgrade keeps them; to renew, delete the three and run the Job again.
-Exit codes: 0 made (or all there), 2 bad flags or only some Secrets there (named), 1 the API
-server failed.
+another certificate later.
+
+The Job creates nothing: the manifests make the three Secrets, of type ``Opaque`` and empty,
+and the Job's account may only ``get`` and ``update`` those three by name (a Secret's type is
+immutable, so it can never turn one into a ServiceAccount token Secret for the token
+controller to fill). The Job fills them when all three are empty and leaves them alone when
+all three are filled (a second run does nothing, an upgrade keeps them); to renew, empty the
+three (or delete them and apply the manifests again) and run the Job again. Exit codes: 0
+filled (or filled already), 2 bad flags, a Secret missing, not ``Opaque``, or only some
+filled (named), 1 the API server failed.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import urllib3
 from cryptography import x509
@@ -42,9 +49,10 @@ from infra.kube.port import KubeError
 
 log = logging.getLogger(__name__)
 
-VALIDITY = datetime.timedelta(days=3650)  # renewed by deleting the Secrets (see above)
+VALIDITY = datetime.timedelta(days=3650)  # renewed by emptying the Secrets (see above)
 CLIENT_NAME = "ascend-npu-kube-scheduler"
 EXIT_BAD_INPUT, EXIT_API = 2, 1
+OPAQUE = "Opaque"  # the type the manifests give the three Secrets (immutable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,66 +151,92 @@ class SecretNames:
     token: str = "ascend-npu-scheduler-token"
 
 
-def secrets_of(bundle: Bundle, namespace: str, names: SecretNames) -> list[Obj]:
-    """The three Secrets holding ``bundle``."""
+def contents(bundle: Bundle, names: SecretNames) -> dict[str, dict[str, bytes]]:
+    """What each of the three Secrets holds once filled, by the Secret's name."""
+    return {
+        names.server: _pair(bundle.server, bundle.ca),
+        names.client: _pair(bundle.client, bundle.ca),
+        names.token: {"token": bundle.token.encode(), "ca.crt": bundle.ca},
+    }
 
-    def secret(name: str, kind: str, data: dict[str, bytes]) -> Obj:
-        return {
+
+def secrets_of(bundle: Bundle, namespace: str, names: SecretNames) -> list[Obj]:
+    """The three Secrets as they are once the Job filled them (``Opaque``, as the manifests
+    make them)."""
+    return [
+        {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "labels": {"app.kubernetes.io/managed-by": "ascend-npu-scheduler-certs"},
-            },
-            "type": kind,
-            "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+            "metadata": {"name": name, "namespace": namespace},
+            "type": OPAQUE,
+            "data": _encoded(data),
         }
-
-    tls = "kubernetes.io/tls"
-    return [
-        secret(names.server, tls, _pair(bundle.server, bundle.ca)),
-        secret(names.client, tls, _pair(bundle.client, bundle.ca)),
-        secret(names.token, "Opaque", {"token": bundle.token.encode(), "ca.crt": bundle.ca}),
+        for name, data in contents(bundle, names).items()
     ]
+
+
+def _encoded(data: dict[str, bytes]) -> dict[str, str]:
+    return {k: base64.b64encode(v).decode() for k, v in data.items()}
 
 
 def _pair(pair: Pair, ca: bytes) -> dict[str, bytes]:
     return {"tls.crt": pair.cert, "tls.key": pair.key, "ca.crt": ca}
 
 
-def _exists(core: client.CoreV1Api, namespace: str, name: str) -> bool:
+def _read(core: client.CoreV1Api, namespace: str, name: str) -> Obj | None:
+    """The Secret as the API server has it (None: there is none)."""
     try:
-        core.read_namespaced_secret(name, namespace, _preload_content=False)
+        # As JSON: sent back whole (labels, annotations, resourceVersion) with the data added.
+        answer: Any = core.read_namespaced_secret(name, namespace, _preload_content=False)
     except ApiException as failed:
         if failed.status == 404:
-            return False
+            return None
         raise
-    return True
+    secret: Obj = json.loads(answer.data)
+    return secret
 
 
-def ensure(core: client.CoreV1Api, namespace: str, made: list[Obj]) -> str:
-    """Create the Secrets ``made`` unless all exist: what was done. ValueError when only some
-    exist (they would not match each other)."""
-    names = [s["metadata"]["name"] for s in made]
-    present = [n for n in names if _exists(core, namespace, n)]
-    if len(present) == len(names):
-        return f"the Secrets {', '.join(names)} exist already: nothing to do"
-    if present:
+def fill(core: client.CoreV1Api, namespace: str, wanted: dict[str, dict[str, bytes]]) -> str:
+    """Write ``wanted`` (data by Secret name) into those Secrets when all are empty; nothing
+    when all are filled: what was done. ValueError when one is missing, when only some are
+    filled (new certificates would not match theirs) or when an empty one is not ``Opaque``."""
+    names = list(wanted)
+    live = {name: _read(core, namespace, name) for name in names}
+    missing = [name for name, secret in live.items() if secret is None]
+    if missing:
         raise ValueError(
-            f"only {', '.join(present)} of {', '.join(names)} exist in {namespace}: delete "
-            "them to make all anew (their certificates would not match new ones)"
+            f"the Secrets {', '.join(missing)} do not exist in {namespace}: the chart (or "
+            "daemonset/base) makes them, empty, for this Job to fill; apply the manifests again"
         )
-    for secret in made:
+    found = {name: secret for name, secret in live.items() if secret is not None}
+    filled = [name for name, secret in found.items() if secret.get("data")]
+    if len(filled) == len(names):
+        return f"the Secrets {', '.join(names)} are filled already: nothing to do"
+    if filled:
+        raise ValueError(
+            f"only {', '.join(filled)} of {', '.join(names)} are filled in {namespace}: empty "
+            "all three (or delete them and apply the manifests again) to make them anew (their "
+            "certificates would not match new ones)"
+        )
+    typed = {name: str(secret.get("type") or OPAQUE) for name, secret in found.items()}
+    if wrong := [f"{name} ({kind})" for name, kind in typed.items() if kind != OPAQUE]:
+        raise ValueError(
+            f"the Secrets {', '.join(wrong)} are not of type {OPAQUE}: delete them and apply "
+            "the manifests again"
+        )
+    for name, secret in found.items():
+        secret["metadata"].pop("managedFields", None)
+        # Its resourceVersion makes this write fail if another run wrote first.
+        body = {**secret, "data": _encoded(wanted[name])}
         # The client takes a dict as the body too (it serializes either).
-        core.create_namespaced_secret(namespace, secret, _preload_content=False)  # type: ignore[arg-type]
-    return f"made the Secrets {', '.join(names)} in {namespace}"
+        core.replace_namespaced_secret(name, namespace, body, _preload_content=False)  # type: ignore[arg-type]
+    return f"filled the Secrets {', '.join(names)} in {namespace}"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m scheduler_core.certs",
-        description="Make the scheduler service's CA, certificates and token as Secrets, once.",
+        description="Fill the scheduler service's empty Secrets: CA, certificates, token.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--namespace", default="kube-system", help="of the Service and Secrets")
@@ -232,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = SecretNames(args.server_secret, args.client_secret, args.token_secret)
     try:
         core = client.CoreV1Api(api_client(args.kubeconfig))
-        log.info("%s", ensure(core, args.namespace, secrets_of(bundle, args.namespace, names)))
+        log.info("%s", fill(core, args.namespace, contents(bundle, names)))
     except ValueError as bad:
         print(f"error: {bad}", file=sys.stderr)
         return EXIT_BAD_INPUT

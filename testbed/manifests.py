@@ -110,7 +110,8 @@ def helm_template(*values: str, namespace: str = NAMESPACE) -> str:
 
 def _by_template(rendered: str, uninstall: bool) -> dict[str, str]:
     """The rendered documents grouped by the template they came from, as static YAML: Helm's
-    own labels swapped for kustomize's; the hooks an uninstall runs alone, or all but them."""
+    own labels swapped for kustomize's; the hooks an uninstall runs first alone, or all but
+    them (never those it runs after: Helm's own clean-up)."""
     files: dict[str, list[str]] = {}
     for document in rendered.split("\n---\n"):
         lines = document.strip("\n-").splitlines()
@@ -119,6 +120,8 @@ def _by_template(rendered: str, uninstall: bool) -> dict[str, str]:
         name = Path(lines[0].removeprefix("# Source: ")).stem
         if any("helm.sh/hook: pre-delete" in line for line in lines) != uninstall:
             continue
+        if any("helm.sh/hook: post-delete" in line for line in lines):
+            continue  # Helm's clean-up after an uninstall; kubectl delete deletes the objects
         kept = [
             line.replace(
                 "app.kubernetes.io/managed-by: Helm", "app.kubernetes.io/managed-by: kustomize"

@@ -375,7 +375,7 @@ def test_every_mount_of_the_certs_secrets_names_the_keys_the_job_writes() -> Non
         ("ascend-npu-scheduler", "ascend-npu-scheduler-tls"),
         ("ascend-npu-scheduler", "ascend-npu-scheduler-token"),
         ("ascend-npu-kube-scheduler", "ascend-npu-kube-scheduler-client"),
-        ("ascend-npu-volcano-config-merge", "ascend-npu-scheduler-token"),
+        ("ascend-npu-volcano-merge", "ascend-npu-scheduler-token"),
     }
 
 

@@ -49,6 +49,10 @@ VOLCANO_DEPLOYMENT: Obj = {
     },
 }
 RUNNER_NODE = "runner"
+TOKEN_SECRET = "ascend-npu-scheduler-token"
+SECRETS = f"/api/v1/namespaces/{NAMESPACE}/secrets"
+# The certs Job's: the chart makes them (pre-install hooks), the Job fills them.
+CERTS_SECRETS = ("ascend-npu-scheduler-tls", "ascend-npu-kube-scheduler-client", TOKEN_SECRET)
 DEADLINE = 120.0
 # A user's Volcano configuration: plugins and an action of their own that must survive.
 USERS = """\
@@ -143,8 +147,12 @@ class JobRunner:
                     source = self.admin.get(
                         f"/api/v1/namespaces/{NAMESPACE}/secrets/{volume['secret']['secretName']}"
                     )
-                    for key, text in source["data"].items():
-                        (folder / key).write_bytes(base64.b64decode(text))
+                    # As the kubelet: the keys it names (the mount fails while one is
+                    # missing), or every key there is.
+                    data = source.get("data", {})
+                    items = volume["secret"].get("items") or [{"key": k, "path": k} for k in data]
+                    for item in items:
+                        (folder / item["path"]).write_bytes(base64.b64decode(data[item["key"]]))
                 else:  # the token's projected volume: given as kubeconfig
                     continue
                 args = [a.replace(mount["mountPath"] + "/", f"{folder}/") for a in args]
@@ -199,6 +207,18 @@ def ours(*values: str, token: str) -> Any:
     return entry
 
 
+def certificates(plane: ControlPlane) -> dict[str, dict[str, str]]:
+    """The three Secrets' data, checked to be the chart's (Opaque) and filled by the Job."""
+    found = {}
+    for name in CERTS_SECRETS:
+        secret = plane.rest().get(f"{SECRETS}/{name}")
+        assert secret["type"] == "Opaque", name
+        assert secret["metadata"]["annotations"]["helm.sh/hook"] == "pre-install", name
+        found[name] = secret["data"]
+        assert found[name], f"{name} filled"
+    return found
+
+
 def left_behind(plane: ControlPlane, rendered: str) -> list[str]:
     """The objects of a render that still exist."""
     admin = plane.rest()
@@ -232,11 +252,8 @@ def test_the_volcano_path_merges_into_the_users_configuration_and_uninstall_take
     with JobRunner(plane) as runner:
         notes = helm(plane, "install", RELEASE, str(CHART), "--set", "schedulerPath=volcano")
         assert "What to check next" in notes and "volcano" in notes
-        token = base64.b64decode(
-            admin.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/ascend-npu-scheduler-token")["data"][
-                "token"
-            ]
-        ).decode()
+        installed = certificates(plane)
+        token = base64.b64decode(installed[TOKEN_SECRET]["token"]).decode()
         assert volcano_plugins(plane) == [
             [*users["tiers"][0]["plugins"], ours(token=token)],
             users["tiers"][1]["plugins"],
@@ -266,6 +283,7 @@ def test_the_volcano_path_merges_into_the_users_configuration_and_uninstall_take
         )
         (entry,) = [p for p in volcano_plugins(plane)[0] if p["name"] == "extender"]
         assert entry == ours("volcano.httpTimeout=3s", token=token), "the same token kept"
+        assert certificates(plane) == installed, "the same certificates, byte for byte"
 
         rendered = helm_template("schedulerPath=volcano")
         helm(plane, "uninstall", RELEASE, "--wait")
@@ -285,8 +303,12 @@ def test_the_kube_scheduler_path_runs_the_clusters_own_kube_scheduler_and_uninst
 ) -> None:
     admin = plane.rest()
     version = admin.get("/version")["gitVersion"]
-    with JobRunner(plane):  # the certs Job's (pre-install)
+    with JobRunner(plane) as runner:  # the certs Job's (pre-install, pre-upgrade)
         helm(plane, "install", RELEASE, str(CHART), "--set", "scheduler.policy=binpack")
+        installed = certificates(plane)
+        helm(plane, "upgrade", RELEASE, str(CHART), "--reuse-values")
+        assert certificates(plane) == installed, "the same certificates, byte for byte"
+        assert [code for _, code in runner.ran] == [0, 0], "filled; filled already"
     deployment = admin.get(
         f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/ascend-npu-kube-scheduler"
     )
@@ -299,3 +321,4 @@ def test_the_kube_scheduler_path_runs_the_clusters_own_kube_scheduler_and_uninst
     rendered = helm_template()
     helm(plane, "uninstall", RELEASE, "--wait")
     wait_until(lambda: not left_behind(plane, rendered), DEADLINE, "the release's objects gone")
+    assert all(f"name: {name}" in rendered for name in CERTS_SECRETS), "the Secrets checked too"

@@ -104,8 +104,9 @@ RESOURCE_NAMES: dict[tuple[str, str, str, str | None], tuple[str, ...]] = {
     # The agent gets no ConfigMap but the fault-code override (its own DeviceInfo it reads
     # through a patch its policy pins).
     (AGENT_ACCOUNT, "configmaps", "get", NAMESPACE): (FAULT_CONFIG_NAME,),
-    # The certs Job reads back only its own Secrets.
+    # The certs Job reads and fills only its own three Secrets (the manifests make them).
     (CERTS_ACCOUNT, "secrets", "get", NAMESPACE): SECRET_NAMES,
+    (CERTS_ACCOUNT, "secrets", "update", NAMESPACE): SECRET_NAMES,
 }
 # Each component's start-up check reads its admission policies and their bindings by name.
 POLICY_NAMES = {

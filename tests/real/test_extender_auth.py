@@ -13,16 +13,19 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import astuple
 from typing import Any
 
 import pytest
 from cryptography import x509
 
 from contract.annotations import CHIPS_ANNOTATION
+from scheduler_core.certs import SecretNames
 from testbed.certs import KeyPair
-from testbed.cluster import NAMESPACE, Deployed, deployed, npu_pod, wait_pods
-from testbed.control_plane import running
+from testbed.cluster import NAMESPACE, Deployed, apply, deployed, npu_pod, wait_pods
+from testbed.control_plane import running, wait_until
+from testbed.manifests import MANIFESTS, kustomize
 from testbed.rest import Obj, RestError
 
 
@@ -120,42 +123,193 @@ def test_an_attackers_bind_of_another_tenants_pod_is_refused(cluster: Deployed) 
     assert status == 401, "the full LISTs are guarded as the verbs"
 
 
-def test_the_certs_job_makes_its_secrets_once_under_its_own_account(cluster: Deployed) -> None:
+CERTS_ACCOUNT = "ascend-npu-scheduler-certs"
+SECRETS = f"/api/v1/namespaces/{NAMESPACE}/secrets"
+OURS = astuple(SecretNames())
+
+
+def certs_job(cluster: Deployed) -> Callable[[], subprocess.CompletedProcess[str]]:
     """``python -m scheduler_core.certs`` as the Job runs it, under the Job's ServiceAccount
-    with the shipped Role: the three Secrets made, a second run changes nothing, and the
-    account reads no other Secret."""
-    plane = cluster.plane
-    account = plane.service_account(NAMESPACE, "ascend-npu-scheduler-certs")
+    (a TokenRequest token) with the shipped Role."""
+    account = cluster.plane.service_account(NAMESPACE, CERTS_ACCOUNT)
     command = [sys.executable, "-m", "scheduler_core.certs", "--kubeconfig", str(account)]
 
     def run() -> subprocess.CompletedProcess[str]:
         return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
 
+    return run
+
+
+def data_of(cluster: Deployed) -> dict[str, dict[str, str]]:
+    admin = cluster.plane.rest()
+    return {name: admin.get(f"{SECRETS}/{name}").get("data", {}) for name in OURS}
+
+
+def versions(cluster: Deployed) -> list[str]:
+    admin = cluster.plane.rest()
+    return [admin.get(f"{SECRETS}/{name}")["metadata"]["resourceVersion"] for name in OURS]
+
+
+def empty(cluster: Deployed, *names: str) -> None:
+    """As an admin renews: the Secret's data removed (the Secret stays)."""
+    for name in names:
+        cluster.plane.rest().patch(f"{SECRETS}/{name}", {"data": None})
+
+
+def mounted_keys(rendered: list[Obj]) -> dict[str, set[str]]:
+    """The keys each pod of the manifests mounts of each Secret."""
+    keys: dict[str, set[str]] = {}
+    for document in rendered:
+        if document["kind"] in ("Deployment", "Job"):
+            for volume in document["spec"]["template"]["spec"].get("volumes", []):
+                if "secret" in volume:
+                    name = volume["secret"]["secretName"]
+                    items = volume["secret"]["items"]
+                    keys.setdefault(name, set()).update(item["key"] for item in items)
+    return keys
+
+
+def test_the_certs_job_fills_the_secrets_the_manifests_make_once_under_its_own_account(
+    cluster: Deployed,
+) -> None:
+    """The kustomize base (applied server-side by the fixture) makes the three Secrets, Opaque
+    and empty; the Job's code under its own account fills them with what every pod mounting
+    them names, a second run changes nothing, applying the manifests again keeps what it
+    wrote; renewal (emptied, or deleted and applied again) makes new ones; only some filled
+    or one missing is refused in one line, nothing overwritten."""
+    run = certs_job(cluster)
+    plane = cluster.plane
+    admin = plane.rest()
+    for name in OURS:
+        made = admin.get(f"{SECRETS}/{name}")
+        assert made["type"] == "Opaque" and not made.get("data"), name
     first = run()
     assert first.returncode == 0, first.stderr
-    admin = plane.rest()
-    secrets = f"/api/v1/namespaces/{NAMESPACE}/secrets"
-    server = admin.get(f"{secrets}/ascend-npu-scheduler-tls")
-    client = admin.get(f"{secrets}/ascend-npu-kube-scheduler-client")
-    token = admin.get(f"{secrets}/ascend-npu-scheduler-token")
+    assert "filled the Secrets" in first.stderr
+    server = admin.get(f"{SECRETS}/ascend-npu-scheduler-tls")
+    client = admin.get(f"{SECRETS}/ascend-npu-kube-scheduler-client")
+    token = admin.get(f"{SECRETS}/ascend-npu-scheduler-token")
+    ca = x509.load_pem_x509_certificate(base64.b64decode(server["data"]["ca.crt"]))
     served = x509.load_pem_x509_certificate(base64.b64decode(server["data"]["tls.crt"]))
+    served.verify_directly_issued_by(ca)
     names = served.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "ascend-npu-scheduler.kube-system.svc" in names.get_values_for_type(x509.DNSName)
     presented = x509.load_pem_x509_certificate(base64.b64decode(client["data"]["tls.crt"]))
+    presented.verify_directly_issued_by(ca)
     assert presented.subject.rfc4514_string() == "CN=ascend-npu-kube-scheduler"
     assert server["data"]["ca.crt"] == client["data"]["ca.crt"] == token["data"]["ca.crt"]
+    # Every key a pod of the manifests mounts (its items: it waits until they are there).
+    filled = data_of(cluster)
+    for overlay in ("kube-scheduler", "volcano"):
+        for name, keys in mounted_keys(kustomize(MANIFESTS / "overlays" / overlay)).items():
+            assert keys <= set(filled[name]), (overlay, name, keys)
+    before = versions(cluster)
     second = run()
     assert second.returncode == 0, second.stderr
-    assert "exist already: nothing to do" in second.stderr
-    again = admin.get(f"{secrets}/ascend-npu-scheduler-tls")
-    assert again["metadata"]["resourceVersion"] == server["metadata"]["resourceVersion"]
-    # Only some left (one deleted): refused in one line, nothing overwritten.
-    admin.delete(f"{secrets}/ascend-npu-scheduler-token")
+    assert "are filled already: nothing to do" in second.stderr
+    assert versions(cluster) == before
+    # The manifests applied again, twice, server-side (kubectl apply --server-side): the
+    # Secrets carry no data there, so what the Job wrote stays.
+    for _ in range(2):
+        apply(plane, kustomize(MANIFESTS / "overlays" / "kube-scheduler"))
+        assert data_of(cluster) == filled
+    # Only some filled (one emptied): refused in one line, nothing overwritten.
+    empty(cluster, "ascend-npu-scheduler-token")
+    partial = versions(cluster)
     third = run()
     assert third.returncode == 2
     assert third.stderr.startswith("error: only ascend-npu-scheduler-tls, ")
-    # RBAC by the API server: the Job's account gets no other Secret.
-    admin.create(secrets, {"metadata": {"name": "tenant-secret"}, "data": {}})
-    with pytest.raises(RestError) as refused:
-        plane.rest(account).get(f"{secrets}/tenant-secret")
-    assert refused.value.status == 403
+    assert versions(cluster) == partial
+    # Renewal: all three emptied, the Job again: new certificates.
+    empty(cluster, "ascend-npu-scheduler-tls", "ascend-npu-kube-scheduler-client")
+    renewed = run()
+    assert renewed.returncode == 0, renewed.stderr
+    again = data_of(cluster)
+    assert set(again) == set(filled) and all(again[n] != filled[n] for n in OURS)
+    # One missing: the Job makes none (it may not), and says what to do.
+    admin.delete(f"{SECRETS}/ascend-npu-kube-scheduler-client")
+    missing = run()
+    assert missing.returncode == 2
+    assert "ascend-npu-kube-scheduler-client do not exist" in missing.stderr
+    assert "apply the manifests again" in missing.stderr
+    # Renewal by deleting the three and applying the manifests again.
+    for name in ("ascend-npu-scheduler-tls", "ascend-npu-scheduler-token"):
+        admin.delete(f"{SECRETS}/{name}")
+    apply(plane, kustomize(MANIFESTS / "overlays" / "kube-scheduler"))
+    assert not any(data_of(cluster).values()), "made anew, empty"
+    fourth = run()
+    assert fourth.returncode == 0, fourth.stderr
+    assert all(data_of(cluster)[n] not in (again[n], {}) for n in OURS)
+
+
+def test_the_certs_account_makes_no_token_secret_and_reads_no_other_secret(
+    cluster: Deployed,
+) -> None:
+    """The audit's attack under the certs Job's real token: a
+    ``kubernetes.io/service-account-token`` Secret for ``namespace-controller`` (any name, or
+    one of the Job's three, made anew or changed into one), which the token controller would
+    fill with that account's token (shown here for an admin's), then read back to list every
+    Secret. Every step refused: no create, a Secret's type immutable, no other Secret read."""
+    plane = cluster.plane
+    admin = plane.rest()
+    certs = plane.rest(plane.service_account(NAMESPACE, CERTS_ACCOUNT))
+    account = "namespace-controller"
+    annotation = {"kubernetes.io/service-account.name": account}
+
+    def token_secret(name: str) -> Obj:
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": NAMESPACE, "annotations": annotation},
+            "type": "kubernetes.io/service-account-token",
+        }
+
+    # The control: such a Secret, where one may create it, is filled with the account's token.
+    admin.ensure_namespace(NAMESPACE)
+    plane.service_account(NAMESPACE, account)
+    admin.create(SECRETS, token_secret("control-token"))
+    wait_until(
+        lambda: "token" in admin.get(f"{SECRETS}/control-token").get("data", {}),
+        60,
+        "the token controller fills a token Secret",
+    )
+    for name in ("ascend-npu-scheduler-token-x", *OURS):
+        assert certs.status("POST", SECRETS, token_secret(name)) == 403, name
+    # Server-side apply creates too: refused (no patch, and no create behind it).
+    for name in ("ascend-npu-scheduler-token-x", OURS[0]):
+        with pytest.raises(RestError) as refused:
+            certs.apply(token_secret(name), manager="certs")
+        assert refused.value.status == 403, name
+    # Changing one of its three into a token Secret: update is allowed, the type is not.
+    for name in OURS:
+        live = admin.get(f"{SECRETS}/{name}")
+        changed = {
+            **token_secret(name),
+            "metadata": {**live["metadata"], "annotations": annotation},
+        }
+        with pytest.raises(RestError) as refused:
+            certs.request("PUT", f"{SECRETS}/{name}", changed)
+        assert refused.value.status == 422 and "field is immutable" in refused.value.message
+        assert admin.get(f"{SECRETS}/{name}")["type"] == "Opaque"
+        assert certs.status("DELETE", f"{SECRETS}/{name}") == 403, name
+        patch = {"type": "kubernetes.io/service-account-token"}
+        assert certs.status("PATCH", f"{SECRETS}/{name}", patch) == 403, name
+    # No other Secret read: the admin's token Secret, a tenant's, any list or watch.
+    admin.create(SECRETS, {"metadata": {"name": "tenant-secret"}, "data": {}})
+    tenant = admin.ensure_namespace("tenant-c")
+    admin.create(f"/api/v1/namespaces/{tenant}/secrets", {"metadata": {"name": "db"}})
+    for path in (
+        f"{SECRETS}/control-token",
+        f"{SECRETS}/tenant-secret",
+        f"/api/v1/namespaces/{tenant}/secrets/db",
+        SECRETS,
+        "/api/v1/secrets",
+        f"{SECRETS}?watch=true",
+    ):
+        assert certs.status("GET", path) == 403, path
+    assert not [
+        s["metadata"]["name"]
+        for s in admin.get(SECRETS)["items"]
+        if s["type"] == "kubernetes.io/service-account-token"
+        and s["metadata"]["name"] != "control-token"
+    ], "no token Secret but the control's"
