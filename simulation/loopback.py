@@ -216,6 +216,12 @@ class _Handler(BaseHTTPRequestHandler):
                 namespace, rest[0], meta.get("uid", ""), target, meta.get("annotations") or {}
             )
             return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
+        if kind == "configmaps" and len(rest) == 1 and method == "PATCH":
+            self._patch_type()
+            if self._body():
+                raise _BadRequest(422, "Invalid", "the fake patches a ConfigMap only with {}")
+            # The agent's read of its own DeviceInfo (KubeGateway.read_configmap_by_patch).
+            return 200, store.read_configmap_by_patch(namespace, rest[0])
         if kind == "configmaps":
             served = self._object(
                 method,
