@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from agent import hot_reset
+from agent.allocation.handshake import COMPONENT
 from agent.builder import AgentConfig, KubeSettings, start_node_agent
 from agent.deviceinfo_publisher import configmap, device_info
 from agent.plugin_server import KUBELET_SOCKET
@@ -50,6 +51,7 @@ from infra.cli import (
     wait_until,
 )
 from infra.config import CommandParser
+from infra.events import EventRecorder, ObjectRef
 from infra.kube import policies
 from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError, KubeGateway, Selection, list_all
@@ -63,6 +65,7 @@ log = logging.getLogger("agent")
 
 DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 EXIT_BAD_INPUT = 2
+POLICIES_MISSING = "NPUAdmissionPoliciesMissing"  # the Node's Event while they are
 WAIT_STEP = 1.0  # seconds between reads while -deviceResetTimeout waits for chips
 COMMANDS = ("serve", "devices", "deviceinfo", "status")
 # The longest socket name the agent makes in --plugin-dir: one per resource it serves
@@ -303,7 +306,7 @@ def build_parser() -> CommandParser:
         default=os.environ.get("NODE_NAME", ""),
         help="this node's name (default: env NODE_NAME, from the downward API)",
     )
-    policies.add_flag(serve)
+    policies.add_flag(serve, required_by_default=False)
     add_log_options(serve, huawei_spellings=True)
     for long, huawei, kind, default, _ in NO_EFFECT:
         # Go's flag package takes a bool flag bare (-autoStowing), as bool_flag does.
@@ -474,6 +477,9 @@ def _serve(args: argparse.Namespace) -> int:
         with exit_on_bind_error({"--healthz-address": ("", args.healthz_address)}):
             healthz = _healthz(args)
         config = _agent_config(args)
+        # Huawei's DaemonSets cannot ask for our policies: the agent starts without them,
+        # loudly, unless told --require-admission-policies (as our manifests tell it).
+        require = policies.required(args, by_default=False)
         gateway = (
             None if config.kube is None else _gateway(kubeconfig_for(args.kube, args.kubeconfig))
         )
@@ -482,9 +488,7 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     gone: list[str] = []
     if gateway is not None:
-        gone, refusal = policies.check(
-            gateway, policies.AGENT_POLICIES, args.allow_missing_policies
-        )
+        gone, refusal = policies.check(gateway, policies.AGENT_POLICIES, not require)
         if refusal is not None:
             print(f"error: {refusal}", file=sys.stderr)
             return EXIT_BAD_INPUT
@@ -497,7 +501,16 @@ def _serve(args: argparse.Namespace) -> int:
     except DriverError as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    policies.report(agent.metrics.registry, "ascend_agent", gone)
+    if gateway is None or config.kube is None:
+        policies.report(agent.metrics.registry, "ascend_agent", gone)
+    else:
+        watch = policies.PolicyWatch(
+            gateway, policies.AGENT_POLICIES, gone, args.policies_recheck_period
+        )
+        watch.report(agent.metrics.registry, "ascend_agent")
+        if gone:
+            _warn_on_node(gateway, config.kube.node_name, gone)
+        watch.start(stop)
     settle()
     log.info(
         "serving %s from %s (ascend runtime: %s, kube: %s)",
@@ -511,6 +524,17 @@ def _serve(args: argparse.Namespace) -> int:
     if healthz is not None:
         healthz.stop()
     return 0
+
+
+def _warn_on_node(gateway: KubeGateway, node: str, gone: Sequence[str]) -> None:
+    """One Warning Event on this agent's Node, at start: which policies are missing and
+    what each guards (``kubectl describe node`` shows it; the gauge and the chart's alert
+    AscendNpuAdmissionPoliciesMissing follow them after)."""
+    EventRecorder(gateway, COMPONENT, node).warn(
+        ObjectRef("Node", "", node),
+        POLICIES_MISSING,
+        policies.summary(policies.AGENT_POLICIES, gone),
+    )
 
 
 def _healthz(args: argparse.Namespace) -> HttpServer | None:

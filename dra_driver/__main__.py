@@ -118,7 +118,7 @@ def build_parser() -> CommandParser:
         metavar="HOST:PORT",
         help="HOST:PORT for /metrics, /healthz and /readyz (off when empty)",
     )
-    policies.add_flag(serve)
+    policies.add_flag(serve, required_by_default=True)
     add_log_options(serve)
     return parser
 
@@ -152,6 +152,8 @@ def _config(args: argparse.Namespace) -> DraConfig:
 def _serve(args: argparse.Namespace) -> int:
     try:
         config = _config(args)
+        # Not a drop-in for a binary of Huawei's: refuses without its policies unless told.
+        require = policies.required(args, by_default=True)
         kubeconfig = kubeconfig_for(args.kube, args.kubeconfig)
     except ValueError as bad:
         print(f"error: {bad}", file=sys.stderr)
@@ -166,9 +168,7 @@ def _serve(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     try:
         gateway = KubernetesGateway.from_environment(kubeconfig)
-        gone, refusal = policies.check(
-            gateway, policies.DRA_DRIVER_POLICIES, args.allow_missing_policies
-        )
+        gone, refusal = policies.check(gateway, policies.DRA_DRIVER_POLICIES, not require)
         if refusal is not None:
             print(f"error: {refusal}", file=sys.stderr)
             return EXIT_BAD_INPUT
@@ -177,7 +177,11 @@ def _serve(args: argparse.Namespace) -> int:
     except (DriverError, ServedTwice, KubeError) as failed:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    policies.report(driver.metrics.registry, PREFIX, gone)
+    watch = policies.PolicyWatch(
+        gateway, policies.DRA_DRIVER_POLICIES, gone, args.policies_recheck_period
+    )
+    watch.report(driver.metrics.registry, PREFIX)
+    watch.start(stop)
     settle()
     wait_until(stop)
     driver.stop()

@@ -110,8 +110,6 @@ def test_huaweis_shipped_daemonset_arguments_start_the_agent(
         "ASCEND_AGENT_KUBECONFIG": str(short_dir / "kubeconfig"),
         "ASCEND_AGENT_FAKE_STATE": str(short_dir / "state.yaml"),
         "ASCEND_AGENT_PLUGIN_DIR": str(plugins),
-        # The in-memory API server has no admission policies.
-        "ASCEND_AGENT_ALLOW_MISSING_POLICIES": "true",
     }
     with (short_dir / "stderr.txt").open("w") as stderr:
         process = subprocess.Popen(
@@ -129,6 +127,9 @@ def test_huaweis_shipped_daemonset_arguments_start_the_agent(
             assert (probe.status, probe.read()) == (200, b"ok\n")
         assert wait_for(lambda: "serving" in log_file.read_text())
         assert "ERROR" not in log_file.read_text()
+        # The in-memory API server has none of our admission policies: started all the same,
+        # saying so (tests/real/test_huawei_daemonset_policies.py on the real API server).
+        assert "starting WITHOUT the admission policies" in log_file.read_text()
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
     finally:

@@ -1,8 +1,10 @@
 """Each component checks at start, on the real API server, that the admission policies it
 relies on exist and deny: with the shipped manifests applied the agent, the scheduler service
 and the DRA driver start (each under its own real token, as deployed); with a policy's binding
-deleted, or made to only warn, each refuses in one line (exit 2), and starts when told
-``--allow-missing-policies``, counting the missing ones in its gauge."""
+deleted, or made to only warn, each refuses in one line (exit 2) when told
+``--require-admission-policies`` as the manifests tell it (the scheduler's and the DRA
+driver's default too), and starts when told ``--allow-missing-policies`` (the agent's default:
+a drop-in under Huawei's DaemonSets), counting the missing ones in its gauge."""
 
 from __future__ import annotations
 
@@ -144,8 +146,11 @@ def started(component: str, plane: Plane, *flags: str) -> float:
 
 
 def refused(component: str, plane: Plane) -> str:
+    # The agent as the chart runs it (agent.yaml: require-admission-policies); the others
+    # refuse by default.
+    told = ["--require-admission-policies"] if component == "agent" else []
     done = subprocess.run(
-        command(component, plane, free_port()),
+        [*command(component, plane, free_port()), *told],
         capture_output=True,
         text=True,
         timeout=DEADLINE,
@@ -169,6 +174,8 @@ def test_without_a_binding_it_relies_on_each_component_refuses_to_start(
     assert stderr.count("\n") == 1 and stderr.startswith("error: "), stderr
     assert f"ValidatingAdmissionPolicyBinding {RELIED_ON[component]} does not exist" in stderr
     assert started(component, plane, "--allow-missing-policies") == 1
+    if component == "agent":  # its default
+        assert started(component, plane) == 1
 
 
 @pytest.mark.parametrize("component", COMPONENTS)

@@ -3,7 +3,9 @@ when it exists and a binding of its name makes it deny."""
 
 from __future__ import annotations
 
+import argparse
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ import yaml
 from contract.objects import Obj
 from infra.kube import policies
 from infra.metrics import exposition, registry
+from simulation.cluster import wait_for
 from simulation.memory import MemoryCluster
 
 ROOT = Path(__file__).parents[2]
@@ -127,3 +130,61 @@ def test_each_component_may_read_exactly_its_policies_and_they_are_shipped(
     for name in names:
         assert ("ValidatingAdmissionPolicy", name) in shipped
         assert ("ValidatingAdmissionPolicyBinding", name) in shipped
+
+
+@pytest.mark.parametrize(
+    ("flags", "by_default", "required"),
+    [
+        ([], False, False),  # the agent: a drop-in under Huawei's DaemonSets
+        ([], True, True),  # the scheduler and the DRA driver
+        (["--require-admission-policies"], False, True),
+        (["--require-admission-policies=false"], True, False),
+        (["--allow-missing-policies"], True, False),
+        (["--allow-missing-policies=false"], False, True),
+        (["--require-admission-policies", "--allow-missing-policies=false"], False, True),
+    ],
+)
+def test_require_and_allow_decide_over_each_components_default(
+    flags: list[str], by_default: bool, required: bool
+) -> None:
+    parser = argparse.ArgumentParser()
+    policies.add_flag(parser, required_by_default=by_default)
+    assert policies.required(parser.parse_args(flags), by_default) is required
+
+
+def test_require_and_allow_both_true_contradict() -> None:
+    parser = argparse.ArgumentParser()
+    policies.add_flag(parser, required_by_default=False)
+    args = parser.parse_args(["--require-admission-policies", "--allow-missing-policies"])
+    with pytest.raises(ValueError, match="contradict"):
+        policies.required(args, False)
+
+
+def test_policies_that_cannot_be_read_count_each_and_say_what_they_guard() -> None:
+    api = MemoryCluster()
+    api.reachable = False
+    gone = policies.missing(api, policies.AGENT_POLICIES)
+    assert len(gone) == 2 and all("could not be read" in why for why in gone)
+    text = policies.summary(policies.AGENT_POLICIES, gone)
+    for name in policies.AGENT_POLICIES:
+        assert f"{name} ({policies.GUARDS[name]})" in text
+
+
+def test_the_watch_rereads_until_they_are_installed(caplog: pytest.LogCaptureFixture) -> None:
+    api = MemoryCluster()
+    gone, _ = policies.check(api, policies.AGENT_POLICIES, allow_missing=True)
+    watch = policies.PolicyWatch(api, policies.AGENT_POLICIES, gone, period=0.05)
+    metrics = registry()
+    watch.report(metrics, "ascend_agent")
+    assert "ascend_agent_admission_policies_missing 2" in exposition(metrics)
+    stop = threading.Event()
+    with caplog.at_level(logging.INFO):
+        watch.start(stop)
+        try:
+            assert wait_for(lambda: "still WITHOUT" in caplog.text, timeout=10)
+            install(api, policies.AGENT_POLICIES)
+            assert wait_for(lambda: watch.count == 0, timeout=10)
+        finally:
+            stop.set()
+    assert "ascend_agent_admission_policies_missing 0" in exposition(metrics)
+    assert "are enforced now" in caplog.text

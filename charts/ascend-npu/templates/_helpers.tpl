@@ -30,11 +30,37 @@ system:serviceaccount:{{ .context.Release.Namespace }}:{{ .name }}
 {{- end -}}
 
 {{/*
+The Kubernetes the chart needs (Chart.yaml says why it has no kubeVersion). Against a cluster
+(helm install, upgrade, template --validate: discovery lists kinds, so "v1/Pod" is there) the
+API server must serve ValidatingAdmissionPolicy v1 (1.30), and with dra.enabled
+resource.k8s.io/v1 (1.34). Offline (helm template) only a --kube-version given is checked:
+v1.20.0 is Helm's default when none is (chartutil.DefaultCapabilities), not a cluster's.
+*/}}
+{{- define "ascend-npu.checkCluster" -}}
+{{- $version := .Capabilities.KubeVersion.Version -}}
+{{- if .Capabilities.APIVersions.Has "v1/Pod" -}}
+{{- if not (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") -}}
+{{- fail (printf "ascend-npu needs Kubernetes 1.30 or newer: this API server (%s) does not serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy, which confines the agent and the scheduler" $version) -}}
+{{- end -}}
+{{- if and .Values.dra.enabled (not (.Capabilities.APIVersions.Has "resource.k8s.io/v1/DeviceClass")) -}}
+{{- fail (printf "dra.enabled needs Kubernetes 1.34 or newer: this API server (%s) does not serve resource.k8s.io/v1" $version) -}}
+{{- end -}}
+{{- else if and (ne $version "v1.20.0") (semverCompare "<1.30.0-0" $version) -}}
+{{- fail (printf "ascend-npu needs Kubernetes 1.30 or newer (ValidatingAdmissionPolicy v1); --kube-version says %s" $version) -}}
+{{- else if and (ne $version "v1.20.0") .Values.dra.enabled (semverCompare "<1.34.0-0" $version) -}}
+{{- fail (printf "dra.enabled needs Kubernetes 1.34 or newer (resource.k8s.io/v1); --kube-version says %s" $version) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 kube-scheduler's image: the cluster's own version unless pinned (kube-scheduler must not be
 newer than the API server, and may be one minor older: Kubernetes' version skew policy); with
 kubeScheduler.digest, repository:version@digest (the runtime pulls the digest, the tag names it).
 */}}
 {{- define "ascend-npu.kubeSchedulerImage" -}}
+{{- if and (not .Values.kubeScheduler.tag) (eq .Capabilities.KubeVersion.Version "v1.20.0") -}}
+{{- fail "kubeScheduler.tag is empty and the cluster's version is unknown (helm template without --kube-version assumes v1.20.0): pass --kube-version <your API server's version>, or --set kubeScheduler.tag=v1.x.y (not newer than the API server)" -}}
+{{- end -}}
 {{- $version := .Values.kubeScheduler.tag | default (regexFind "^v[0-9]+\\.[0-9]+\\.[0-9]+" .Capabilities.KubeVersion.Version) -}}
 {{ .Values.kubeScheduler.repository }}:{{ $version }}
 {{- with .Values.kubeScheduler.digest }}@{{ . }}{{ end }}
