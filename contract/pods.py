@@ -45,6 +45,7 @@ from contract.chip_names import (
     parse_chip_list,
 )
 from contract.groups import GroupRef, group_of, rank_hint
+from contract.node_affinity import EVERYWHERE, PodConstraints, pod_constraints
 from contract.objects import Obj, npu_request, npu_resources_asked
 from contract.vnpu import (
     NPU_CORE_RESOURCE,
@@ -84,6 +85,8 @@ class PodView:
     controlled: bool = False  # a controller owns it (makes it again if it is deleted)
     # every NPU resource it asks, init containers included (``objects.npu_resources_asked``)
     asks: tuple[str, ...] = ()
+    # Its nodeSelector, required node affinity and tolerations (``node_affinity``).
+    constraints: PodConstraints = EVERYWHERE
     # The pod's whole annotations when ``annotations`` keeps only some (a cache's view):
     # parsed, not kept.
     source: InitVar[Mapping[str, str] | None] = None
@@ -234,6 +237,7 @@ def pod_view(pod: Obj, keep: Collection[str] | None = None) -> PodView:
         labels=_strings(meta.get("labels")),
         controlled=_controlled(meta.get("ownerReferences")),
         asks=npu_resources_asked(pod),
+        constraints=pod_constraints(pod),
         source=notes,
         env_rank=_env_rank(pod),
     )

@@ -19,6 +19,7 @@ states (and the reason every other node is left out) back, as the Volcano plugin
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,9 +28,7 @@ from chip_topology.products import Family, Rule
 from chip_topology.routing import product_of_node
 from contract import deviceinfo, nodeinfo
 from contract.annotations import (
-    ACCELERATOR_TYPE_LABEL,
     INFER_CARD_TYPE_LABEL,
-    SERVER_TYPE_LABEL,
     SUPER_POD_ID_LABEL,
 )
 from contract.chip_names import (
@@ -40,8 +39,9 @@ from contract.chip_names import (
     parse_chip_list,
 )
 from contract.deviceinfo import MAX_AGE
+from contract.node_affinity import DO_NOT_SCHEDULE, NodeFacts, node_facts
 from contract.objects import PLACED_RESOURCES, Obj, node_address
-from contract.vnpu import CHIP_NAME_LABEL, NPU_CORE_RESOURCE, VNPU_KINDS
+from contract.vnpu import NPU_CORE_RESOURCE, VNPU_KINDS
 from scheduler_core.engine.fault_levels import NodeFaults, node_faults
 from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.vnpu import VNode, VPod
@@ -60,15 +60,6 @@ class Snapshot:
     # Chips each publishing node reports failed (also on nodes left out as not stable).
     failed: Mapping[str, frozenset[int]] = field(default_factory=dict)
     vnodes: Mapping[str, VNode] = field(default_factory=dict)  # dynamic-vNPU nodes
-
-
-NODE_LABELS = (
-    ACCELERATOR_TYPE_LABEL,
-    SUPER_POD_ID_LABEL,
-    SERVER_TYPE_LABEL,
-    INFER_CARD_TYPE_LABEL,
-    CHIP_NAME_LABEL,
-)
 
 
 def _quantity(node: Obj, where: str, resource: str) -> int:
@@ -109,6 +100,8 @@ class NodeView:
     # Its chip faults in detail (levels, codes, fault times): what a job's silencing reads.
     faults: NodeFaults | None = None
     notice: str = ""  # a problem with its inputs that does not leave it out (NodeD's)
+    # Its labels and the taints that keep pods off: what pods' constraints read of it.
+    facts: NodeFacts | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +115,17 @@ class NodeD:
 
 def trim_node(node: Obj) -> Obj:
     """The fields of a node the view reads (a node object carries kilobytes of images,
-    conditions and managed fields)."""
+    conditions and managed fields): its labels, all of them, and the taints that keep pods
+    off (``NoSchedule``, ``NoExecute``) and ``unschedulable``, which pods' constraints read
+    (``contract.node_affinity``)."""
     meta = node.get("metadata") or {}
     status = node.get("status") or {}
+    spec = node.get("spec") or {}
+    taints = [
+        {k: t[k] for k in ("key", "value", "effect") if k in t}
+        for t in spec.get("taints") or ()
+        if isinstance(t, dict) and t.get("effect") in DO_NOT_SCHEDULE
+    ]
 
     def npu(where: str) -> dict[str, Any]:
         quantities = status.get(where) or {}
@@ -135,7 +136,11 @@ def trim_node(node: Obj) -> Obj:
         "metadata": {
             "name": meta.get("name", ""),
             "resourceVersion": meta.get("resourceVersion", ""),
-            "labels": {k: v for k, v in (meta.get("labels") or {}).items() if k in NODE_LABELS},
+            "labels": dict(meta.get("labels") or {}),
+        },
+        "spec": {
+            **({"taints": taints} if taints else {}),
+            **({"unschedulable": True} if spec.get("unschedulable") is True else {}),
         },
         "status": {
             "capacity": npu("capacity"),
@@ -166,12 +171,14 @@ def node_view(
     self_maintain: bool = True,
     vpods: Iterable[VPod] = (),
     noded: NodeD = NodeD(),
+    facts: NodeFacts | None = None,
     clusterd: bool = False,
 ) -> NodeView | None:
     """One node's view (None when it is not an NPU node): ``data`` is its DeviceInfo
     ConfigMap's data, ``info`` that data decoded (``published``), ``held`` the chips its live
     pods hold, ``requested`` how many of the node's resource they request, ``vpods`` the
-    shares of its npu-core pods and ``noded`` what NodeD reports of it.
+    shares of its npu-core pods, ``noded`` what NodeD reports of it and ``facts`` its labels
+    and taints as ``node_facts`` read them when the node changed (read here when not given).
 
     NodeD's status acts as Huawei's Volcano plugin reads it (Ascend/mind-cluster
     component/ascend-for-volcano/internal/rescheduling/node.go ``setNodeHealthyByNodeD``,
@@ -184,6 +191,36 @@ def node_view(
     list fewer chips free than the kubelet counts (a public fault the agent does not know), as
     upstream's stability check allows (ascend-for-volcano plugin/node.go: "public fault
     occurred, device info <= k8s")."""
+    view = _view(
+        node,
+        data,
+        info,
+        held=held,
+        requested=requested,
+        now=now,
+        self_maintain=self_maintain,
+        vpods=vpods,
+        noded=noded,
+        clusterd=clusterd,
+    )
+    if view is None:
+        return None
+    return dataclasses.replace(view, facts=node_facts(node) if facts is None else facts)
+
+
+def _view(
+    node: Obj,
+    data: Mapping[str, str] | None,
+    info: deviceinfo.DeviceInfo | str | None,
+    *,
+    held: Collection[int],
+    requested: int,
+    now: float,
+    self_maintain: bool,
+    vpods: Iterable[VPod],
+    noded: NodeD,
+    clusterd: bool = False,
+) -> NodeView | None:
     name = node.get("metadata", {}).get("name", "")
     resource = npu_resource(node)
     if resource is None:

@@ -28,7 +28,7 @@ from typing import Any
 from contract.annotations import PREDICATE_TIME
 from contract.chip_names import quoted
 from contract.objects import Obj
-from contract.pods import pod_view
+from contract.pods import PodView, pod_view
 from infra.kube.port import KubeError, KubeGateway, NotFound
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
 from scheduler_core.service.extender_state import ExtenderState
@@ -75,6 +75,15 @@ NO_NPU, VNPU_DYNAMIC, VNPU_STATIC, GANG, CHIPS, NO_KIND = (
     "chips",
     "none",
 )
+
+
+class NotLive(BadPod):
+    """The pod a call names is not the cluster's: gone, of another UID, or not readable now
+    (``lasting`` False: a later call may find it)."""
+
+    def __init__(self, reason: str, *, lasting: bool) -> None:
+        super().__init__(reason)
+        self.lasting = lasting
 
 
 class BindRefused(Exception):
@@ -134,33 +143,75 @@ class Extender:
 
     # ---- kube-scheduler verbs ----------------------------------------------------------
 
+    def live(self, claimed: Obj) -> PodView:
+        """The pod a call names (namespace, name, UID), as the cluster has it: the watch
+        cache's view, or one GET when the cache lacks it or shows another UID (the watch
+        lags); NotLive when the cluster's pod is gone or another. The pod in the body is
+        believed only about a pod asking no NPUs, of no gang, that the cache does not keep:
+        every node passes for it and it is never bound here. Everything the verbs decide for
+        an NPU pod (its request, its job, its constraints) is the cluster's, so a caller that
+        sends a pod of its own making gains nothing."""
+        meta = claimed.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+        uid, key = str(meta.get("uid") or ""), f"{namespace}/{name}"
+        with self.state.lock:
+            cached = self.state.live.get(key)
+        if cached is not None and cached.uid == uid:
+            return cached
+        if cached is None:
+            view = pod_view(claimed)
+            if not view.npu_limit and view.group is None:
+                return view
+        try:
+            live = pod_view(self.state.gateway.get_pod(namespace, name))
+        except NotFound:
+            raise NotLive(f"the pod {key} is not in the cluster", lasting=True) from None
+        except KubeError as failed:
+            raise NotLive(f"the pod {key} could not be read: {failed}", lasting=False) from None
+        if live.uid != uid:
+            raise NotLive(f"the cluster's pod {key} has another UID", lasting=True)
+        return live
+
     def filter(self, args: Mapping[str, Any] | ExtenderArgs) -> ExtenderFilterResult:
         """kube-scheduler's filter: the passing nodes, and why each other one fails:
         ``FailedAndUnresolvableNodes`` for a node that can never host the pod (another chip
-        kind or accelerator type, not an NPU node, a request no node can serve), so that
+        kind or accelerator type, not an NPU node, a request no node can serve, one its
+        nodeSelector, required node affinity or tolerations keep it off), so that
         preemption evicts nothing there; ``FailedNodes`` for one that may once it frees
         chips. A pod asking no NPU passes everywhere (without ``managedResources``,
-        kube-scheduler and Volcano send every pod)."""
+        kube-scheduler and Volcano send every pod). The pod decided for is the cluster's
+        (``live``); the body names it."""
         pod, candidates = extender_args(args)
         names = candidates.names
         try:
-            request = pod_request(pod, self.state.job_of)
+            request = pod_request(self.live(pod), self.state.job_of)
+        except NotLive as gone:
+            every = dict.fromkeys(names, str(gone))
+            return (
+                candidates.answer([], {}, every)
+                if gone.lasting
+                else candidates.answer([], every, {})
+            )
         except Unready as later:
             return candidates.answer([], dict.fromkeys(names, str(later)), {})
         except BadPod as bad:
             return candidates.answer([], {}, dict.fromkeys(names, str(bad)))
         kind = self._kind(request)
         with self.state.lock:
-            verdicts = kind.filter(request, names)
+            # The rules kube-scheduler's NodeAffinity and TaintToleration plugins applied
+            # before calling: an honest caller sends no node they rule out.
+            misfits = self.state.fits.misfits(request.constraints, names) if request.npu else {}
+            fitting = [n for n in names if n not in misfits] if misfits else names
+            passing, failed, never = kind.filter(request, fitting)
             if request.npu:  # only NPU pods are ever bound here
-                self.passes.record(request.uid, verdicts[0], self.state.clock())
-        return candidates.answer(*verdicts)
+                self.passes.record(request.uid, passing, self.state.clock())
+        return candidates.answer(passing, failed, {**never, **misfits} if misfits else never)
 
     def prioritize(self, args: Mapping[str, Any] | ExtenderArgs) -> list[HostPriority]:
         pod, candidates = extender_args(args)
         names = candidates.names
         try:
-            request = pod_request(pod, self.state.job_of)
+            request = pod_request(self.live(pod), self.state.job_of)
         except BadPod:
             return [HostPriority(n, 0) for n in names]
         kind = self._kind(request)
@@ -168,8 +219,9 @@ class Extender:
             return kind.prioritize(request, names)
 
     def scores(self, pod: Obj, names: list[str]) -> dict[str, float]:
-        """The policy's raw scores of the nodes that can host the pod (Volcano sums them)."""
-        request = pod_request(pod, self.state.job_of)
+        """The policy's raw scores of the nodes that can host the pod (Volcano sums them);
+        the cluster's pod (``live``), BadPod when it is not."""
+        request = pod_request(self.live(pod), self.state.job_of)
         kind = self._kind(request)
         with self.state.lock:
             return kind.scores(request, names)
@@ -192,13 +244,16 @@ class Extender:
         pod, victims = preemption_args(args)
         names = list(victims)
         try:
-            request = pod_request(pod, self.state.job_of)
-        except (Unready, BadPod):
-            return ExtenderPreemptionResult({})  # nothing placeable now: evict nothing
+            request = pod_request(self.live(pod), self.state.job_of)
+        except BadPod:  # gone, another, unreadable or not ready: nothing placeable now
+            return ExtenderPreemptionResult({})  # evict nothing
         nominated = str((pod.get("status") or {}).get("nominatedNodeName") or "")
         kind = self._kind(request)
         with self.state.lock:
-            _, _, never = kind.filter(request, [*names, nominated] if nominated else names)
+            asked = [*names, nominated] if nominated else names
+            misfits = self.state.fits.misfits(request.constraints, asked) if request.npu else {}
+            _, _, never = kind.filter(request, [n for n in asked if n not in misfits])
+            never = {**never, **misfits}
         if nominated and nominated not in never and self._awaiting(request.uid, nominated):
             return ExtenderPreemptionResult({})
         return ExtenderPreemptionResult({n: victims[n] for n in names if n not in never})
@@ -214,7 +269,8 @@ class Extender:
     def bind(self, args: Mapping[str, Any]) -> ExtenderBindingResult:
         """kube-scheduler's bind: the chips chosen and written with the Binding. BindRefused
         (nothing written) unless the live pod is the one named (``PodUID``), of one of
-        ``profiles``, asks NPUs, and ``Node`` passed this service's filter for it lately."""
+        ``profiles``, asks NPUs, ``Node`` suits its nodeSelector, required node affinity and
+        tolerations, and passed this service's filter for it lately."""
         binding = binding_args(args)
         namespace, name, uid, node = (
             binding.PodNamespace,
@@ -257,7 +313,10 @@ class Extender:
             # containers) is no pod this scheduler gives chips to either.
             raise BindRefused(f"{what}: the pod asks no NPUs of its containers")
         with self.state.lock:
+            misfit = self.state.fits.misfit(request.constraints, node)
             passed = self.passes.passed(uid, node, self.state.clock())
+        if misfit:
+            raise BindRefused(f"{what}: {misfit}")
         if not passed:
             raise BindRefused(f"{what}: the node did not pass this service's filter for the pod")
 
@@ -279,6 +338,10 @@ class Extender:
             return f"allocate {claimed.key} on {node}: {why}"
         if request.npu == 0:
             return f"allocate {claimed.key} on {node}: the pod requests no {claimed.resource}"
+        with self.state.lock:
+            misfit = self.state.fits.misfit(request.constraints, node)
+        if misfit:  # Volcano's own predicates rule it out: only a forged call gets here
+            return f"allocate {claimed.key} on {node}: {misfit}"
 
         def write(annotations: dict[str, str]) -> None:
             if annotations:  # a pre-created vNPU's pod gets none

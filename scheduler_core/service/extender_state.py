@@ -30,6 +30,7 @@ from scheduler_core.service.cluster_view import NodeView
 from scheduler_core.service.fault_restarts import FaultRestarts, ResetUpdate
 from scheduler_core.service.gangs import DEFAULT_HOLD_SHARE, GangPods, Gangs, job_pod
 from scheduler_core.service.jobs import JobDirectory, JobSettings
+from scheduler_core.service.node_fits import NodeFits
 from scheduler_core.service.tor_state import TorState
 from scheduler_core.service.vnpu_nodes import VnpuNodes
 
@@ -64,6 +65,10 @@ class ExtenderState:
         self.jobs = JobDirectory()
         self.session = Session((), policy)
         self.left_out: dict[str, str] = {}
+        self.fits = NodeFits()  # every NPU node's labels and taints, for pods' constraints
+        # The pods the watches keep (asking NPUs, or of a gang), as they last reported them:
+        # the verbs decide from these, not from the pod a caller sends (``Extender.live``).
+        self.live: dict[str, PodView] = {}
         self.pods = GangPods()
         self._down: set[str] = set()
         self._failed: dict[str, frozenset[int]] = {}
@@ -128,6 +133,10 @@ class ExtenderState:
             for name, view in views.items():
                 self._set_node(name, view)
             for key, pod in pods.items():
+                if pod is None:
+                    self.live.pop(key, None)
+                else:
+                    self.live[key] = pod
                 if pod is None or pod.node:
                     self.annotated.pop(key, None)
                 bind = self.assumed.settled(key, pod)
@@ -163,6 +172,7 @@ class ExtenderState:
         self._node_faults.pop(name, None)
         self._down.discard(name)
         self.vnpu.set_node(name, None if view is None else view.vnode)
+        self.fits.set(name, None if view is None else view.facts)
         if view is None:
             self.session.remove_node(name)
         else:

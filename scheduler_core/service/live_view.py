@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from contract import clusterd as clusterd_cms
 from contract import deviceinfo, nodeinfo
 from contract.chip_names import InvalidInput
+from contract.node_affinity import NodeFacts, node_facts
 from contract.objects import Obj
 from contract.pods import PodView
 from scheduler_core.engine.vnpu import VPod
@@ -57,6 +58,7 @@ class LiveView:
         self._cd_switches: dict[str, dict[str, clusterd_cms.Switch]] = {}  # ConfigMap → node
         self._cd_errors: dict[str, str] = {}  # ConfigMap → why its content is not read
         self._nodes: dict[str, Obj] = {}
+        self._facts: dict[str, NodeFacts] = {}  # node → its labels and taints, read once
         self._infos: dict[str, tuple[Mapping[str, str], deviceinfo.DeviceInfo | str]] = {}
         self._noded: dict[str, NodeD] = {}  # node → what NodeD reports (none: healthy)
         self._pods: dict[str, PodView] = {}
@@ -73,8 +75,10 @@ class LiveView:
     def set_node(self, name: str, node: Obj | None) -> None:
         if node is None:
             self._nodes.pop(name, None)
+            self._facts.pop(name, None)
         else:
             self._nodes[name] = node
+            self._facts[name] = node_facts(node)
         self._dirty.add(name)
 
     def set_deviceinfo(self, configmap: str, data: Mapping[str, str] | None) -> None:
@@ -241,6 +245,7 @@ class LiveView:
                     self_maintain=self.self_maintain,
                     vpods=self._vpods.get(name, {}).values(),
                     noded=self._noded.get(name, NodeD()),
+                    facts=self._facts.get(name),
                     clusterd=self.clusterd,
                 )
             if view is None:

@@ -216,7 +216,7 @@ class Metrics:
         self._refusals = Counter(
             "ascend_scheduler_auth_refusals",
             "Calls refused for their credentials, by reason (no_credentials, bad_token, "
-            "name_not_allowed).",
+            "name_not_allowed, verb_not_allowed).",
             ["reason"],
             registry=self.registry,
         )

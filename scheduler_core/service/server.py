@@ -71,6 +71,17 @@ LEADER_LABEL = ("ascend-npu.io/scheduler-role", "leader")
 
 # Why a call was refused, the label of ``ascend_scheduler_auth_refusals`` (bounded).
 NO_CREDENTIALS, BAD_TOKEN, NAME_NOT_ALLOWED = "no_credentials", "bad_token", "name_not_allowed"
+VERB_NOT_ALLOWED = "verb_not_allowed"  # a good credential, for another caller's verbs
+
+# Each credential is good for its own caller's verbs only: kube-scheduler's client
+# certificate for its extender verbs, the token (Volcano's) for ``/volcano/*``; both for
+# ``/debug/compare`` and the NPU map (an operator uses either). A stolen token binds nothing
+# through ``/bind``, a stolen certificate allocates nothing through ``/volcano/allocateFunc``.
+SHARED_VERBS = frozenset({COMPARE})
+CERTIFICATE_VERBS = frozenset(VERBS) | SHARED_VERBS
+TOKEN_VERBS = frozenset(f"volcano/{v}" for v in VolcanoVerbs.VERBS) | SHARED_VERBS
+CERTIFICATE_SAYS = "/filter, /prioritize, /preempt, /bind"
+TOKEN_SAYS = "/volcano/*"
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +129,10 @@ def _presented_token(authorization: str) -> str | None:
 class Access:
     """Who may call the verbs and ``/debug/compare`` (``/healthz``, ``/readyz``, ``/leader``
     and ``/metrics`` stay open to probes and monitoring): a client certificate the client CA
-    signed whose CN is in ``allowed_names``, or the token (Bearer, or Basic's password) over
-    TLS. Neither: anyone who reaches the port (only with ``--insecure``)."""
+    signed whose CN is in ``allowed_names`` (kube-scheduler's verbs), or the token (Bearer,
+    or Basic's password) over TLS (``/volcano/*``); each also ``/debug/compare`` and the
+    NPU map, and nothing else (403, ``verb_not_allowed``). Neither: anyone who reaches the
+    port (only with ``--insecure``)."""
 
     tls: ssl.SSLContext | None = None
     allowed_names: frozenset[str] = frozenset()  # CNs of client certificates let in
@@ -132,16 +145,27 @@ class Access:
     def check(self, caller: Caller) -> Denied | None:
         if self.open:
             return None
+        path = caller.path.partition("?")[0]
+        # As the handlers read it: a POST's verb is its path (``_post``), a GET the NPU map's.
+        shared = path in MAP_PATHS
+        verb = caller.path.strip("/")
         # The TLS layer verified the chain against the client CA before any request.
         name = None if caller.certificate is None else _common_name(caller.certificate)
-        if name is not None and name in self.allowed_names:
+        certified = name is not None and name in self.allowed_names
+        if certified and (shared or verb in CERTIFICATE_VERBS):
             return None
         presented = _presented_token(caller.headers.get("authorization", ""))
         if self.token is not None and presented is not None:
             # Constant time: the comparison does not tell how much of a guess was right.
-            if hmac.compare_digest(presented.encode(), self.token.encode()):
+            if not hmac.compare_digest(presented.encode(), self.token.encode()):
+                return Denied(401, BAD_TOKEN, "the token is wrong")
+            if shared or verb in TOKEN_VERBS:
                 return None
-            return Denied(401, BAD_TOKEN, "the token is wrong")
+            return _not_for(path, "the token", TOKEN_SAYS)
+        if certified:
+            return _not_for(
+                path, f"the client certificate of CN {quoted(name or '')}", CERTIFICATE_SAYS
+            )
         if name is not None and self.allowed_names:
             return Denied(
                 403,
@@ -153,6 +177,16 @@ class Access:
             "the token (Bearer, or Basic's password)" if self.token is not None else "",
         ]
         return Denied(401, NO_CREDENTIALS, "the verbs need " + " or ".join(w for w in wanted if w))
+
+
+def _not_for(path: str, credential: str, verbs: str) -> Denied:
+    """403: a good credential, on a path that is not its caller's."""
+    return Denied(
+        403,
+        VERB_NOT_ALLOWED,
+        f"{quoted(path)} is not for {credential}, which calls {verbs}, /debug/compare and the "
+        "NPU map only",
+    )
 
 
 OPEN = Access()

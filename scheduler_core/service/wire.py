@@ -18,6 +18,7 @@ from chip_topology.products import SUPER_POD_PRODUCTS, Family, Product
 from chip_topology.routing import product_for_job
 from contract.annotations import ACCELERATOR_TYPE_LABEL, RING_CONTROLLER_LABEL
 from contract.chip_names import ASCEND910, KIND_OF_RESOURCE, NPU, RESOURCE_NAME, InvalidInput
+from contract.node_affinity import EVERYWHERE, PodConstraints
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
 from contract.vnpu import NPU_CORE_RESOURCE, VNPU_KIND_OF_RING
@@ -70,6 +71,8 @@ class PodRequest:
     rank: int | None = None  # a gang member's hccl/rankIndex, when it has a readable one
     resource: str = RESOURCE_NAME  # the NPU resource it asks for
     gang_stated: bool = False  # its gang's size is stated by a PodGroup (JobSettings)
+    # Its nodeSelector, required node affinity and tolerations: the nodes it may go to.
+    constraints: PodConstraints = EVERYWHERE
 
     @property
     def key(self) -> str:
@@ -156,28 +159,41 @@ def _a3_roles(handler: Product, settings: JobSettings, npu: int) -> str:
     return a3_role_refusal(settings.unmarked, expected)
 
 
-def pod_request(pod: Obj, job: Callable[[PodView], JobSettings] | None = None) -> PodRequest:
-    """The pod's NPU request (of a pod ``check_pod`` passed), its job's settings in it
-    (``job``: how the service knows the pod's job; without, the pod alone says); BadPod
-    names what cannot be read, Unready what has not arrived."""
-    view = pod_view(pod)
+def pod_request(
+    pod: Obj | PodView, job: Callable[[PodView], JobSettings] | None = None
+) -> PodRequest:
+    """The pod's NPU request (of a pod ``check_pod`` passed, or its view as the watch cache
+    keeps it), its job's settings in it (``job``: how the service knows the pod's job;
+    without, the pod alone says); BadPod names what cannot be read, Unready what has not
+    arrived."""
+    view = pod if isinstance(pod, PodView) else pod_view(pod)
+    constraints = view.constraints
     if not view.npu_limit:
         # Placed by the caller on any node (``kinds.NoNpu``), whatever its job says: a role of
         # a job that asks no NPU is not this scheduler's (``jobs``).
-        return PodRequest(view.namespace, view.name, view.uid, 0, "", None, 1, view.labels)
+        return PodRequest(
+            view.namespace,
+            view.name,
+            view.uid,
+            0,
+            "",
+            None,
+            1,
+            view.labels,
+            constraints=constraints,
+        )
     settings = (job or JobDirectory().settings)(view)
     if settings.refusal:
         raise BadPod(settings.refusal)
     if settings.waiting:
         raise Unready(settings.waiting)
     labels = settings.labels
-    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
     kind = KIND_OF_RESOURCE.get(view.resource)
     ring = labels.get(RING_CONTROLLER_LABEL)
     try:
         product = ""  # a vNPU has no chip handler
         if kind is not None:
-            accelerator = {k: str(v) for k, v in selector.items() if k == ACCELERATOR_TYPE_LABEL}
+            accelerator = {k: v for k, v in constraints.selector if k == ACCELERATOR_TYPE_LABEL}
             handler = product_for_job(kind, labels, settings.annotations, accelerator)
             product = handler.name
             if refusal := _a3_roles(handler, settings, view.npu_limit):
@@ -208,6 +224,7 @@ def pod_request(pod: Obj, job: Callable[[PodView], JobSettings] | None = None) -
         view.rank,
         view.resource,
         settings.size_stated,
+        constraints,
     )
 
 

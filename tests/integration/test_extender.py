@@ -318,6 +318,7 @@ def test_a_malformed_gang_size_is_refused_with_the_reason(size: str) -> None:
     h = Harness(1)
     pod = pending(h.api, "p", 8, gang="g", size=1)
     pod["metadata"]["annotations"]["ascend.npu/gang-size"] = size
+    h.api.put("Pod", pod)  # the cluster's pod says it: the filter reads that one
     answer = h.filter(pod)
     assert answer.NodeNames == []
     assert "ascend.npu/gang-size" in answer.FailedAndUnresolvableNodes["n0"]

@@ -1,13 +1,15 @@
 """Only the cluster's schedulers may call the verbs: HTTPS with a client certificate of an
-allowed name, or the token (Bearer, or Basic's password as Go sends a URL's userinfo); the
-service refuses to start without one unless told ``--insecure``; ``/bind`` binds only the
-live pod it names, of our profile, asking NPUs, to a node that passed our filter for it;
-``/debug/compare`` is guarded and rate-limited. Probes and monitoring keep /healthz, /readyz,
-/metrics."""
+allowed name (kube-scheduler's verbs), or the token (Bearer, or Basic's password as Go sends
+a URL's userinfo: Volcano's ``/volcano/*``), each for its own caller's verbs only; the
+service refuses to start without one unless told ``--insecure``; the verbs decide from the
+cluster's pod, not the body's; ``/bind`` binds only the live pod it names, of our profile,
+asking NPUs, to a node its constraints allow that passed our filter for it; ``/debug/compare``
+is guarded and rate-limited. Probes and monitoring keep /healthz, /readyz, /metrics."""
 
 from __future__ import annotations
 
 import base64
+import copy
 import datetime
 import json
 import ssl
@@ -22,9 +24,11 @@ from typing import Any
 
 import pytest
 
-from infra.http import tls_context
+from contract.node_affinity import pod_constraints
+from infra.http import Caller, tls_context
 from scheduler_core.certs import issue
-from scheduler_core.service.server import COMPARE_PERIOD, Access
+from scheduler_core.service.npu_map import PATHS as MAP_PATHS
+from scheduler_core.service.server import COMPARE_PERIOD, VERB_NOT_ALLOWED, Access
 from simulation.cluster import wait_for
 from simulation.loopback import LoopbackApiServer, kubeconfig
 from simulation.memory import MemoryCluster, pod_object
@@ -139,16 +143,81 @@ def test_the_token_lets_in_as_bearer_and_as_basics_password(
     service: tuple[Harness, str], pki: Pki
 ) -> None:
     _, url = service
-    assert call(url, pki, headers={"Authorization": f"Bearer {TOKEN}"})[0] == 200
-    assert call(url, pki, headers=basic("volcano", TOKEN))[0] == 200
-    assert (
-        call(url, pki, path="volcano/onSessionClose", body={}, headers=basic("v", TOKEN))[0] == 200
-    )
+    close = "volcano/onSessionClose"
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    assert call(url, pki, path=close, body={}, headers=bearer)[0] == 200
+    assert call(url, pki, path=close, body={}, headers=basic("volcano", TOKEN))[0] == 200
     for wrong in ({"Authorization": "Bearer guess"}, basic("volcano", "guess"), basic(TOKEN, "")):
         status, answer, _ = call(url, pki, headers=wrong)
         assert (status, answer) == (401, {"Error": "the token is wrong"})
     metrics = call(url, pki, path="metrics")[1]
     assert 'ascend_scheduler_auth_refusals_total{reason="bad_token"} 3.0' in metrics
+
+
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
+TOKEN_CALLS = "which calls /volcano/*, /debug/compare and the NPU map only"
+CERTIFICATE_CALLS = (
+    "which calls /filter, /prioritize, /preempt, /bind, /debug/compare and the NPU map only"
+)
+
+
+def test_each_credential_calls_only_its_own_callers_verbs(
+    service: tuple[Harness, str], pki: Pki
+) -> None:
+    """The Volcano token (or a stolen one) binds nothing through kube-scheduler's ``/bind``,
+    and kube-scheduler's certificate allocates nothing through Volcano's verbs: 403, the
+    verb and the credential named, before the body is read."""
+    h, url = service
+    pod = h.api.get_pod("ns", "p")
+    meta = pod["metadata"]
+    binding = {"PodName": "p", "PodNamespace": "ns", "PodUID": meta["uid"], "Node": "n0"}
+    kube_schedulers = {
+        "filter": {"Pod": pod, "NodeNames": ["n0", "n1"]},
+        "prioritize": {"Pod": pod, "NodeNames": ["n0", "n1"]},
+        "preempt": {"Pod": pod, "NodeNameToMetaVictims": {}},
+        "bind": binding,
+    }
+    for verb, body in kube_schedulers.items():
+        for headers in (BEARER, basic("volcano", TOKEN)):
+            status, answer, _ = call(url, pki, path=verb, body=body, headers=headers)
+            assert (status, answer) == (
+                403,
+                {"Error": f"'/{verb}' is not for the token, {TOKEN_CALLS}"},
+            )
+    assert unbound(h, "p")
+    task = {"task": {"Pod": pod, "NodeName": "n0"}, "node": {"Name": "n0"}}
+    for verb in ("predicate", "allocateFunc", "onSessionOpen"):
+        status, answer, _ = call(url, pki, client=pki.scheduler, path=f"volcano/{verb}", body=task)
+        assert (status, answer) == (
+            403,
+            {
+                "Error": f"'/volcano/{verb}' is not for the client certificate of CN "
+                f"'{ALLOWED}', {CERTIFICATE_CALLS}"
+            },
+        )
+    assert "huawei.com/Ascend910" not in h.api.get_pod("ns", "p")["metadata"]["annotations"]
+    # Each in its own place; both for /debug/compare (the second is only rate-limited).
+    assert call(url, pki, client=pki.scheduler)[0] == 200
+    assert call(url, pki, path="volcano/onSessionClose", body={}, headers=BEARER)[0] == 200
+    assert call(url, pki, client=pki.scheduler, path="debug/compare", body={})[0] == 200
+    assert call(url, pki, path="debug/compare", body={}, headers=BEARER)[0] == 429
+    metrics = call(url, pki, path="metrics")[1]
+    assert f'ascend_scheduler_auth_refusals_total{{reason="{VERB_NOT_ALLOWED}"}} 11.0' in metrics
+
+
+def test_the_npu_map_is_open_to_both_credentials_and_insecure_to_anyone() -> None:
+    access = Access(None, frozenset({ALLOWED}), TOKEN)
+    certificate = {"subject": ((("commonName", ALLOWED),),)}
+    for path in sorted(MAP_PATHS):
+        assert access.check(Caller({}, certificate, path)) is None
+        assert access.check(Caller({"authorization": f"Bearer {TOKEN}"}, None, path)) is None
+        assert access.check(Caller({}, certificate, path + "?since=1")) is None
+    refused = access.check(Caller({"authorization": f"Bearer {TOKEN}"}, None, "/bind"))
+    assert refused is not None and (refused.code, refused.reason) == (403, VERB_NOT_ALLOWED)
+    refused = access.check(Caller({}, certificate, "/not-a-verb"))
+    assert refused is not None and refused.message.startswith("'/not-a-verb' is not for")
+    for path in ("/bind", "/volcano/allocateFunc", "/map/state"):
+        assert Access().check(Caller({}, None, path)) is None  # --insecure: as before
 
 
 def test_the_certificates_the_certs_job_makes_serve_and_let_kube_scheduler_in(
@@ -301,6 +370,148 @@ def test_a_bind_of_a_pod_asking_no_npus_is_refused(service: tuple[Harness, str],
         assert status == 403
         assert answer["Error"].endswith("the pod asks no NPUs of its containers")
         assert unbound(h, pod["metadata"]["name"])
+
+
+# ---- the verbs decide from the cluster's pod: a forged body gains nothing -----------------
+
+
+def constrain_nodes(h: Harness, **spec: Any) -> None:
+    """n0 labelled zone=a, n1 zone=b and ``spec`` (its taints), as the watches see them."""
+    for name, zone in (("n0", "a"), ("n1", "b")):
+        node = h.api.get_node(name)
+        node["metadata"]["labels"]["zone"] = zone
+        if name == "n1":
+            node["spec"] = {**(node.get("spec") or {}), **spec}
+        h.api.put("Node", node)
+    facts = h.extender.state.fits
+    seen = pod_constraints({"spec": {"nodeSelector": {"zone": "a"}}})
+    assert wait_for(lambda: bool(facts.misfit(seen, "n1")) and facts.misfit(seen, "n0") == "", 10)
+
+
+def tenant_pod(h: Harness, name: str, **spec: Any) -> dict[str, Any]:
+    """Another tenant's pending NPU pod of our profile, with its constraints ``spec``."""
+    pod = pod_object("ns", name, None, 2)
+    pod["spec"].update(spec)
+    h.api.put("Pod", pod)
+    return h.api.get_pod("ns", name)
+
+
+def filter_answer(url: str, pki: Pki, pod: dict[str, Any], nodes: list[str]) -> Any:
+    status, answer, _ = call(url, pki, client=pki.scheduler, body={"Pod": pod, "NodeNames": nodes})
+    assert status == 200, answer
+    return answer
+
+
+SELECTED = "node(s) didn't match Pod's node affinity/selector (nodeSelector zone=a)"
+TAINTED = "node(s) had untolerated taint {dedicated: infer}"
+
+
+def test_a_forged_filter_body_off_the_pods_node_selector_binds_nothing(
+    service: tuple[Harness, str], pki: Pki
+) -> None:
+    """The audit's attack: a stolen certificate's /filter sends the tenant's pod without its
+    nodeSelector, listing a node outside it, then /bind there. The filter reads the cluster's
+    pod: the node fails it, unresolvable, and the bind is refused; the honest call still
+    places the pod where its selector allows."""
+    h, url = service
+    constrain_nodes(h)
+    pod = tenant_pod(h, "tenant", nodeSelector={"zone": "a"})
+    forged = copy.deepcopy(pod)
+    del forged["spec"]["nodeSelector"]
+    answer = filter_answer(url, pki, forged, ["n1"])
+    assert answer["NodeNames"] == []
+    assert answer["FailedAndUnresolvableNodes"] == {"n1": SELECTED}
+    status, refused = bind(url, pki, pod, "n1")
+    assert (status, refused) == (403, {"Error": f"bind ns/tenant to n1: {SELECTED}"})
+    assert unbound(h, "tenant")
+    # Honest callers see no change: kube-scheduler sends only the nodes its NodeAffinity
+    # passed, and even both, n1 is kept out.
+    assert filter_(url, pki, pod, ["n0", "n1"]) == ["n0"]
+    assert bind(url, pki, pod, "n0") == (200, {"Error": ""})
+    assert h.api.get_pod("ns", "tenant")["spec"]["nodeName"] == "n0"
+
+
+def test_a_forged_toleration_binds_nothing_to_a_tainted_node(
+    service: tuple[Harness, str], pki: Pki
+) -> None:
+    h, url = service
+    taint = {"key": "dedicated", "value": "infer", "effect": "NoSchedule"}
+    constrain_nodes(h, taints=[taint])
+    pod = tenant_pod(h, "tenant")
+    forged = copy.deepcopy(pod)
+    forged["spec"]["tolerations"] = [{"operator": "Exists"}]  # tolerates everything
+    answer = filter_answer(url, pki, forged, ["n1"])
+    assert (answer["NodeNames"], answer["FailedAndUnresolvableNodes"]) == ([], {"n1": TAINTED})
+    status, refused = bind(url, pki, pod, "n1")
+    assert (status, refused) == (403, {"Error": f"bind ns/tenant to n1: {TAINTED}"})
+    assert unbound(h, "tenant")
+    # A pod that does tolerate it goes there.
+    tolerates = {"key": "dedicated", "operator": "Equal", "value": "infer", "effect": "NoSchedule"}
+    tolerating = tenant_pod(h, "tolerating", tolerations=[tolerates])
+    assert filter_(url, pki, tolerating, ["n1"]) == ["n1"]
+    assert bind(url, pki, tolerating, "n1") == (200, {"Error": ""})
+
+
+def test_a_forged_body_of_another_uid_or_no_live_pod_passes_nowhere(
+    service: tuple[Harness, str], pki: Pki
+) -> None:
+    h, url = service
+    pod = h.api.get_pod("ns", "p")
+    impostor = copy.deepcopy(pod)
+    impostor["metadata"]["uid"] = "uid-of-the-attackers-making"
+    answer = filter_answer(url, pki, impostor, ["n0", "n1"])
+    reason = "the cluster's pod ns/p has another UID"
+    assert (answer["NodeNames"], answer["FailedAndUnresolvableNodes"]) == (
+        [],
+        {"n0": reason, "n1": reason},
+    )
+    ghost = pod_object("ns", "ghost", None, 2)
+    answer = filter_answer(url, pki, ghost, ["n0"])
+    assert answer["FailedAndUnresolvableNodes"] == {"n0": "the pod ns/ghost is not in the cluster"}
+    # A body asking more chips than the cluster's pod, or none, decides nothing either: the
+    # cluster's pod asks 2, and that is what passes (and what prioritize scores).
+    greedy = copy.deepcopy(pod)
+    greedy["spec"]["containers"][0]["resources"]["limits"]["huawei.com/Ascend910"] = "16"
+    assert filter_(url, pki, greedy, ["n0", "n1"]) == ["n0", "n1"]
+
+
+def test_a_bind_to_a_node_relabelled_off_the_pods_selector_after_its_filter_is_refused(
+    service: tuple[Harness, str], pki: Pki
+) -> None:
+    """``/bind`` checks the live pod's constraints again, beside the filter's pass."""
+    h, url = service
+    pod = tenant_pod(h, "tenant", nodeSelector={"zone": "a"})
+    constrain_nodes(h)
+    assert filter_(url, pki, pod, ["n0"]) == ["n0"]
+    node = h.api.get_node("n0")
+    node["metadata"]["labels"]["zone"] = "c"
+    h.api.put("Node", node)
+    constraints = pod_constraints(pod)
+    assert wait_for(lambda: bool(h.extender.state.fits.misfit(constraints, "n0")), 10)
+    status, refused = bind(url, pki, pod, "n0")
+    assert (status, refused) == (403, {"Error": f"bind ns/tenant to n0: {SELECTED}"})
+    assert unbound(h, "tenant")
+
+
+def test_volcanos_verbs_decide_from_the_cluster_pod_too(
+    service: tuple[Harness, str], pki: Pki
+) -> None:
+    """The token's verbs: a forged task pod (its nodeSelector taken off) is neither admitted
+    by ``/volcano/predicate`` nor given chips by ``/volcano/allocateFunc`` off its selector."""
+    h, url = service
+    constrain_nodes(h)
+    pod = tenant_pod(h, "tenant", nodeSelector={"zone": "a"}, schedulerName="volcano")
+    forged = copy.deepcopy(pod)
+    del forged["spec"]["nodeSelector"]
+    task = {"Pod": forged, "NodeName": "n1", "Status": 1}
+    body = {"task": task, "node": {"Name": "n1"}}
+    status, answer, _ = call(url, pki, path="volcano/predicate", body=body, headers=BEARER)
+    assert (status, answer) == (200, {"status": SELECTED, "code": 3})
+    status, answer, _ = call(
+        url, pki, path="volcano/allocateFunc", body={"task": task}, headers=BEARER
+    )
+    assert (status, answer) == (200, {"errorMessage": f"allocate ns/tenant on n1: {SELECTED}"})
+    assert "huawei.com/Ascend910" not in h.api.get_pod("ns", "tenant")["metadata"]["annotations"]
 
 
 # ---- starting: an authentication mode, or --insecure said out loud ------------------------

@@ -15,8 +15,20 @@ from tests.jobs import podgroup, submit
 POD_GROUP_INVALID = "NPUPodGroupInvalid"
 
 
+# The labels Huawei's installation puts on a 910 module server, which the jobs' nodeSelectors
+# name (tests/data/jobs/volcano-job.yaml): the filter keeps a pod off a node without them, as
+# kube-scheduler's NodeAffinity and Volcano's predicates do.
+HUAWEI_NODE_LABELS = {"host-arch": "huawei-arm", "accelerator-type": "module"}
+
+
 def cluster(tors: int = 2, api: MemoryCluster | None = None) -> Cluster:
-    return Cluster(tors, api=api)
+    c = Cluster(tors, api=api)
+    for name in c.names:
+        node = c.api.get_node(name)
+        node["metadata"]["labels"].update(HUAWEI_NODE_LABELS)
+        c.api.put("Node", node)
+    c.service.refresh()
+    return c
 
 
 def ranks(c: Cluster, pods: list[dict[str, Any]]) -> list[str]:

@@ -52,6 +52,7 @@ def test_a_chip_fault_reaches_filter_through_the_watch_alone() -> None:
     service.start()
     try:
         asking = pod_object("q", "ask", None, 8)
+        api.put("Pod", asking)  # the filter decides for the cluster's pod
         assert service.extender.filter({"Pod": asking, "NodeNames": ["n0"]}).NodeNames == ["n0"]
         add_node(api, "n0", unhealthy=frozenset({3}))
         assert wait_for(

@@ -7,6 +7,7 @@ and bound; a caller without that certificate is refused, and even with it (a sto
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import ssl
 import subprocess
@@ -118,9 +119,82 @@ def test_an_attackers_bind_of_another_tenants_pod_is_refused(cluster: Deployed) 
         | {"Node": "node-00"},
         stolen,
     )
-    assert answer["Error"].endswith("the node did not pass this service's filter for the pod")
+    # Its nodeSelector matches no node: refused for that before the missing filter pass.
+    assert answer["Error"] == (
+        "bind tenant-b/infer to node-00: node(s) didn't match Pod's node affinity/selector "
+        "(nodeSelector nowhere=true)"
+    )
     status, answer = post(cluster, "debug/compare", {}, None)
     assert status == 401, "the full LISTs are guarded as the verbs"
+
+
+def post_with_token(cluster: Deployed, verb: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """A POST carrying Volcano's token (stolen) as Bearer, no client certificate."""
+    context = ssl.create_default_context(cafile=cluster.tls.ca)
+    token = cluster.tls.token.read_text().strip()
+    request = urllib.request.Request(
+        f"{cluster.service_url}/{verb}",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as answer:
+            return int(answer.status), json.loads(answer.read())
+    except urllib.error.HTTPError as failed:
+        return failed.code, json.loads(failed.read())
+
+
+def test_a_stolen_certificates_forged_filter_binds_no_pod_off_its_constraints(
+    cluster: Deployed,
+) -> None:
+    """The audit's finding #4: with kube-scheduler's certificate stolen, /filter sends the
+    tenant's pending NPU pod without its nodeSelector (or required node affinity), listing
+    nodes outside them, then /bind. The service decides from the cluster's pod: every node
+    fails it, unresolvable, and the bind is refused; the pod stays pending. The Volcano token
+    opens none of kube-scheduler's verbs, the certificate none of Volcano's."""
+    stolen = cluster.tls.client
+    pinned = victim(cluster, "pinned", 2)  # nodeSelector nowhere=true
+    admin = cluster.plane.rest()
+    fenced = npu_pod(2, {"app": "fenced"})
+    fenced["metadata"]["name"] = "fenced"
+    name_in = {"key": "metadata.name", "operator": "In", "values": ["nowhere"]}
+    selector = {"nodeSelectorTerms": [{"matchFields": [name_in]}]}
+    fenced["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": selector}
+    }
+    fenced = admin.create("/api/v1/namespaces/tenant-b/pods", fenced)
+    nodes = ["node-00", "node-01"]
+    for pod, constraint in (
+        (pinned, "nodeSelector nowhere=true"),
+        (fenced, "required node affinity"),
+    ):
+        meta = pod["metadata"]
+        forged = copy.deepcopy(pod)
+        forged["spec"].pop("nodeSelector", None)
+        forged["spec"].pop("affinity", None)
+        status, answer = post(cluster, "filter", {"Pod": forged, "NodeNames": nodes}, stolen)
+        reason = f"node(s) didn't match Pod's node affinity/selector ({constraint})"
+        assert (status, answer["NodeNames"]) == (200, []), answer
+        assert answer["FailedAndUnresolvableNodes"] == dict.fromkeys(nodes, reason)
+        args = {"PodName": meta["name"], "PodNamespace": "tenant-b", "PodUID": meta["uid"]}
+        status, answer = post(cluster, "bind", {**args, "Node": "node-00"}, stolen)
+        assert (status, answer) == (
+            403,
+            {"Error": f"bind tenant-b/{meta['name']} to node-00: {reason}"},
+        )
+        assert unbound(cluster, pod), f"{meta['name']} stayed unbound"
+        # The token is not kube-scheduler's: refused before the body is read.
+        status, answer = post_with_token(cluster, "bind", {**args, "Node": "node-00"})
+        assert status == 403 and answer["Error"].startswith("'/bind' is not for the token"), answer
+        status, answer = post_with_token(cluster, "filter", {"Pod": forged, "NodeNames": nodes})
+        assert status == 403, answer
+        task = {"task": {"Pod": forged, "NodeName": "node-00"}}
+        status, answer = post(cluster, "volcano/allocateFunc", task, stolen)
+        assert status == 403, answer
+        assert answer["Error"].startswith("'/volcano/allocateFunc' is not for the client cert")
+        assert unbound(cluster, pod)
+        live = admin.get(f"/api/v1/namespaces/tenant-b/pods/{meta['name']}")
+        assert CHIPS_ANNOTATION not in (live["metadata"].get("annotations") or {})
 
 
 CERTS_ACCOUNT = "ascend-npu-scheduler-certs"
