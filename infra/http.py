@@ -3,32 +3,44 @@
 The scheduler answers its extender verbs, ``/healthz``, ``/readyz`` and ``/metrics`` here;
 the agent its ``/metrics``, ``/healthz`` and ``/readyz``. Handlers take the path (and a POST's
 body) and return a ``Response``; the server does the HTTP, within limits no caller can
-stretch: a body larger than ``max_body`` is refused with 413 before it is read, a connection
-idle or slow for ``timeout`` seconds is closed, at most ``max_connections`` connections are
-served at once, each by a thread of a bounded pool (more are closed at once), and a handler
-that fails answers 500 with a one-line JSON error instead of dropping the connection.
+stretch (``Limits``; the connections themselves are ``infra.http_connections``'): a body
+larger than ``max_body`` is refused with 413 before it is read; an idle, handshaking or slow
+connection holds no thread, only a socket, and is closed at its deadline; when connections
+run out the least useful one is closed (one that never sent a request, before an idle one
+that did, before an authenticated one), never a request being answered; handlers run on a
+bounded pool of threads; and a handler that fails answers 500 with a one-line JSON error
+instead of dropping the connection.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import socket
 import ssl
-import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from infra.cli import ListenError
+from infra.http_connections import Head, Limits, Serving, encode, listening_socket
+
+__all__ = [
+    "PROMETHEUS_TEXT",
+    "Caller",
+    "HttpServer",
+    "Limits",
+    "ProbeServer",
+    "Response",
+    "error",
+    "healthz_server",
+    "tls_context",
+]
 
 log = logging.getLogger(__name__)
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4"
+DEFAULT_LIMITS = Limits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,88 +62,12 @@ class Response:
         return Response(code, json.dumps(value).encode())
 
 
-DRAIN_CHUNK = 1024 * 1024
 Get = Callable[[str], Response]  # path → answer
 Post = Callable[[str, bytes], Response]  # path, body → answer
 
 
 def _no_posts(path: str, body: bytes) -> Response:
     return Response.text(405, "only GET here\n")
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    max_body: int = 8 * 1024 * 1024
-    timeout: float = 30.0  # seconds a connection may stay idle or slow
-    max_connections: int = 128  # and as many threads: one serves a kept-alive connection
-    # Paths whose body is read and dropped as it arrives, never kept (their caller posts
-    # large bodies nobody reads: Volcano's whole session at onSessionOpen), up to this size.
-    drained: frozenset[str] = frozenset()
-    max_drained: int = 4 * 1024 * 1024 * 1024
-
-
-class _Server(ThreadingHTTPServer):
-    # The stdlib default backlog of 5 resets connections when callers arrive together.
-    request_queue_size = 128
-
-    def __init__(self, address: tuple[str, int], handler: type, limits: Limits, name: str) -> None:
-        # Before the bind in super().__init__: a bind that fails calls server_close, which
-        # shuts the pool down.
-        self._pool = ThreadPoolExecutor(limits.max_connections, thread_name_prefix=name)
-        self._max_connections = limits.max_connections
-        self._open: set[Any] = set()
-        self._lock = threading.Lock()
-        self._dual_stack = address[0] == "" and socket.has_dualstack_ipv6()
-        if self._dual_stack:
-            # No host: every address of the machine, IPv6 and IPv4, as Go's net.Listen(":port")
-            # (the healthz server's address is a bare port upstream).
-            address = ("::", address[1])
-        if ":" in address[0]:  # an IPv6 host ([::]:8888 on the command line)
-            self.address_family = socket.AF_INET6
-        super().__init__(address, handler)
-
-    def server_bind(self) -> None:
-        if self._dual_stack:
-            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        super().server_bind()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._lock:
-            full = len(self._open) >= self._max_connections
-            if not full:
-                self._open.add(request)
-        if full:
-            log.warning(
-                "closing a connection from %s: %d are open", client_address, len(self._open)
-            )
-            self.shutdown_request(request)
-            return
-        self._pool.submit(self._serve, request, client_address)
-
-    def _serve(self, request: Any, client_address: Any) -> None:
-        try:
-            self.process_request_thread(request, client_address)
-        finally:
-            with self._lock:
-                self._open.discard(request)
-
-    def close_connections(self) -> None:
-        """End every open connection: a caller that keeps its connections alive between
-        calls (kube-scheduler's Go transport does) would otherwise hold a thread reading
-        its next request, and the process could not exit until it hung up."""
-        with self._lock:
-            connections = list(self._open)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A TLS handshake that failed, a reset connection: the caller's problem, not ours.
-        log.debug("connection from %s ended with an error", client_address, exc_info=True)
-
-    def server_close(self) -> None:
-        super().server_close()
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,13 +109,15 @@ class HttpServer:
         name: str,
         get: Get,
         post: Post = _no_posts,
-        limits: Limits = Limits(),
+        limits: Limits = DEFAULT_LIMITS,
         *,
         tls: ssl.SSLContext | None = None,
         guard: Guard = _open,
         guarded_get: Callable[[str], bool] = _no_gets_guarded,
     ) -> None:
-        """``guard`` decides every POST, and the GETs of the paths ``guarded_get`` names."""
+        """``guard`` decides every POST, and the GETs of the paths ``guarded_get`` names; it
+        runs on the server's event loop before the body is read, so it must not block (it
+        reads the headers and the certificate)."""
         self.name = name  # of its threads
         self._get = get
         self._post = post
@@ -187,112 +125,61 @@ class HttpServer:
         self._tls = tls
         self._guard = guard
         self._guarded_get = guarded_get
-        self._server: _Server | None = None
+        self._serving: Serving | None = None
 
     def start(self, host: str, port: int) -> str:
         """Serve on a thread of its own; the URL (with the port chosen when ``port`` is 0).
         ListenError when ``host:port`` cannot be bound (in use, not this machine's, ...)."""
-        get, post, limits, guard = self._get, self._post, self._limits, self._guard
-        guarded_get = self._guarded_get
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # a kept-alive caller would wait for delayed ACKs
-            timeout = limits.timeout
-
-            def log_message(self, format: str, *args: Any) -> None:
-                log.debug(format, *args)
-
-            def _send(self, response: Response) -> None:
-                if response.close:
-                    self.close_connection = True
-                self.send_response(response.code)
-                self.send_header("Content-Type", response.content_type)
-                self.send_header("Content-Length", str(len(response.body)))
-                for name, value in response.headers:
-                    self.send_header(name, value)
-                if self.close_connection:
-                    self.send_header("Connection", "close")
-                self.end_headers()
-                self.wfile.write(response.body)
-
-            def _answer(self, route: Callable[[], Response]) -> None:
-                try:
-                    response = route()
-                except Exception:
-                    log.exception("%s %s failed", self.command, self.path)
-                    response = error(500, "internal error; the server's log has the details")
-                self._send(response)
-
-            def _certificate(self) -> Mapping[str, Any] | None:
-                if not isinstance(self.connection, ssl.SSLSocket):
-                    return None
-                return self.connection.getpeercert() or None
-
-            def _refused(self) -> bool:
-                """The guard refused the caller: answered, and the connection closes."""
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                refused = guard(Caller(headers, self._certificate(), self.path))
-                if refused is not None:
-                    self.close_connection = True
-                    self._send(refused)
-                return refused is not None
-
-            def do_GET(self) -> None:
-                if guarded_get(self.path) and self._refused():
-                    return
-                seen = self.headers.get("If-None-Match", "")
-                self._answer(lambda: _not_modified(get(self.path), seen))
-
-            def do_POST(self) -> None:
-                if self._refused():
-                    return
-                text = self.headers.get("Content-Length") or "0"
-                if not text.isascii() or not text.isdigit() or len(text) > 12:
-                    self.close_connection = True
-                    self._send(error(400, f"Content-Length {text[:20]!r} is not a number"))
-                    return
-                length = int(text)
-                if self.path in limits.drained and length <= limits.max_drained:
-                    while length > 0:  # times out on a body shorter than announced
-                        chunk = self.rfile.read(min(length, DRAIN_CHUNK))
-                        if not chunk:  # the caller hung up before the body ended
-                            self.close_connection = True
-                            return
-                        length -= len(chunk)
-                    self._answer(lambda: post(self.path, b""))
-                    return
-                if length > limits.max_body:
-                    self.close_connection = True  # the body stays unread
-                    self._send(
-                        error(413, f"the body is {length} bytes (at most {limits.max_body})")
-                    )
-                    return
-                body = self.rfile.read(length)  # times out on a body shorter than announced
-                self._answer(lambda: post(self.path, body))
-
         try:
-            server = _Server((host, port), Handler, limits, self.name)
+            sock = listening_socket(host, port)
         except OSError as failed:  # socket.gaierror too: a host name that does not resolve
             raise ListenError((host, port), failed) from failed
-        if self._tls is not None:
-            # The handshake happens on a worker's first read, never on the accepting thread.
-            server.socket = self._tls.wrap_socket(
-                server.socket, server_side=True, do_handshake_on_connect=False
-            )
-        self._server = server
-        accept = threading.Thread(target=server.serve_forever, name=f"{self.name}-accept")
-        accept.daemon = True
-        accept.start()
+        serving = Serving(self.name, self._limits, self._tls, self._admit, self._answer)
+        serving.start(sock)
+        self._serving = serving
         scheme = "https" if self._tls is not None else "http"
         shown = f"[{host}]" if ":" in host else host
-        return f"{scheme}://{shown}:{server.server_address[1]}"
+        return f"{scheme}://{shown}:{sock.getsockname()[1]}"
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.close_connections()
-            self._server.server_close()
+        """Stop serving and end every open connection: a caller that keeps its connections
+        alive between calls (kube-scheduler's Go transport does) would otherwise keep the
+        process from exiting until it hung up."""
+        if self._serving is not None:
+            self._serving.stop()
+
+    @property
+    def open_connections(self) -> int:
+        """Connections open now (idle, reading or being answered)."""
+        return 0 if self._serving is None else self._serving.open_connections()
+
+    def _admit(self, head: Head) -> tuple[bytes | None, bool]:
+        """On the loop, before the body: the guard's refusal, and whether it let the caller
+        in (a connection that authenticated is the last one evicted)."""
+        if head.method != "POST" and not self._guarded_get(head.target):
+            return None, False
+        refused = self._guard(Caller(head.headers, head.certificate, head.target))
+        if refused is None:
+            return None, self._guard is not _open
+        return _encoded(refused, close=True), False
+
+    def _answer(self, head: Head, body: bytes) -> tuple[bytes, bool]:
+        """On a pool thread: the handler's answer, encoded, and whether to close after it."""
+        try:
+            if head.method == "GET":
+                seen = head.headers.get("if-none-match", "")
+                response = _not_modified(self._get(head.target), seen)
+            else:
+                response = self._post(head.target, body)
+        except Exception:
+            log.exception("%s %s failed", head.method, head.target)
+            response = error(500, "internal error; the server's log has the details")
+        close = response.close or not head.keep_alive
+        return _encoded(response, close), close
+
+
+def _encoded(response: Response, close: bool) -> bytes:
+    return encode(response.code, response.body, response.content_type, response.headers, close)
 
 
 def _not_modified(response: Response, seen: str) -> Response:
