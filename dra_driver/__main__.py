@@ -101,6 +101,13 @@ def build_parser() -> CommandParser:
         help="CDI specs set ASCEND_VISIBLE_DEVICES for the Ascend runtime (else device nodes)",
     )
     serve.add_argument(
+        "--host-root",
+        type=Path,
+        default=Path("/"),
+        help="where the host's / is mounted: the CDI specs mount the driver's files the host "
+        "has (its devices are looked up in HOST_ROOT/dev)",
+    )
+    serve.add_argument(
         "--no-ring-free", action="store_true", help="do not publish the ringFree attribute"
     )
     serve.add_argument(
@@ -134,6 +141,8 @@ def _config(args: argparse.Namespace) -> DraConfig:
         registry_dir=args.registry_dir,
         cdi_root=args.cdi_root,
         ascend_runtime=args.ascend_runtime,
+        dev_root=args.host_root / "dev",
+        host_root=args.host_root,
         ring_free_hint=not args.no_ring_free,
         metrics_listen=args.metrics_listen,
     )

@@ -10,13 +10,24 @@ claims: runtimes may cache specs), in the two modes the device plugin answers in
 - the Ascend container runtime: environment only, ``ASCEND_VISIBLE_DEVICES`` (the chips of the
   device's request) and ``ASCEND_RUNTIME_OPTIONS``; the runtime mounts the devices.
 
-``cdiVersion`` is the least the fields need: ``hostPath`` in device nodes came with 0.5.0.
+In device-node mode the spec also gives what the spec of Huawei's DRA driver gives (kind
+``ascend.com/npu``; Ascend/mind-cluster ``component/ascend-common/cdi``: ``spec.go``,
+``devnode.go``, ``mount/profile.go``, ``mount/provider.go``), each only where the host has it:
+the driver's libraries and tools bind-mounted read-only, ``LD_LIBRARY_PATH`` of the driver's
+library directories, the HCCL root info and the driver's topology directory, ``dvpp_cmdlist``
+(not on a 950), every node of ``/dev/uburma`` and ``/dev/ummu``, and on a 950 the UB user-space
+libraries and tools. Host paths are looked up under ``host_root`` (the host's ``/`` as the
+driver's container mounts it); the spec names them as the host does. With the Ascend runtime
+only ``LD_LIBRARY_PATH`` is added: the runtime mounts the driver (its ``base.list``).
+
+``cdiVersion`` is the least the fields need: ``hostPath`` in device nodes came with 0.5.0
+(mounts' ``type`` with 0.4.0).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +39,32 @@ from dra_driver.files import write_atomically
 CDI_VERSION = "0.5.0"
 CDI_CLASS = "npu"
 
+# What Huawei's spec mounts (mount/profile.go DefaultMountProfile: "default" for every
+# generation; the 950's adds the UB user-space files, globs, and drops /var/queue_schedule),
+# and the HCCL topology it adds where present (mount/provider.go TopologyItems).
+DRIVER_MOUNTS = (
+    "/usr/local/Ascend/driver/lib64",
+    "/usr/local/Ascend/driver/include",
+    "/usr/local/dcmi",
+    "/usr/local/bin/npu-smi",
+)
+QUEUE_SCHEDULE = "/var/queue_schedule"  # not on a 950
+HCCL_ROOT_INFO, TOPOLOGY_DIR = "/etc/hccl_rootinfo.json", "/usr/local/Ascend/driver/topo"
+UB_MOUNTS = (
+    "/usr/lib64/libummu*",
+    "/usr/lib64/liburma*",
+    "/usr/lib64/urma",
+    "/usr/lib64/libnl*",
+    "/usr/bin/urma_admin",
+    "/usr/bin/urma_perftest",
+    "/usr/bin/urma_ping",
+)
+MOUNT_OPTIONS = ("rbind", "rprivate", "ro")
+# spec.go ascendDriverLibPaths: LD_LIBRARY_PATH is those of them the host has.
+LIBRARY_PATHS = ("/usr/local/Ascend/driver/lib64/common", "/usr/local/Ascend/driver/lib64/driver")
+DVPP_CMDLIST = "dvpp_cmdlist"  # devnode.go: every chip type but the 950's
+UB_DEVICE_DIRS = ("uburma", "ummu")  # devnode.go addUBDevicesFromDir: each node in them
+
 
 @dataclass(frozen=True, slots=True)
 class CdiWriter:
@@ -35,6 +72,8 @@ class CdiWriter:
     driver: str
     ascend_runtime: bool
     dev_root: Path = Path("/dev")
+    host_root: Path = Path("/")  # where the host's / is seen (its paths checked there)
+    npu_950: bool = False  # the node's chips are Ascend 950s (Huawei's Ascend910A5)
 
     @property
     def vendor(self) -> str:
@@ -62,14 +101,21 @@ class CdiWriter:
             devices.append({"name": f"{claim_uid}-{grant.device}", "containerEdits": edits})
         common: Obj
         if self.ascend_runtime:
-            common = {"env": [f"{ENV_RUNTIME_OPTIONS}="]}
+            common = {"env": [f"{ENV_RUNTIME_OPTIONS}=", *self._library_path()]}
         else:
             present = [
                 Path(p).name
                 for p in MANAGER_DEVICES
                 if p == MANAGER_DEVICES[0] or (self.dev_root / Path(p).name).exists()
             ]
+            if not self.npu_950 and (self.dev_root / DVPP_CMDLIST).exists():
+                present.append(DVPP_CMDLIST)
+            present += self._ub_devices()
             common = {"deviceNodes": [self._node(name) for name in present]}
+            if env := self._library_path():
+                common["env"] = env
+            if mounts := [self._mount(p) for p in self._mounted()]:
+                common["mounts"] = mounts
         return {
             "cdiVersion": CDI_VERSION,
             "kind": self.kind,
@@ -77,8 +123,52 @@ class CdiWriter:
             "containerEdits": common,
         }
 
-    def _node(self, name: str) -> Obj:
-        return {"path": f"/dev/{name}", "hostPath": str(self.dev_root / name), "permissions": "rw"}
+    @staticmethod
+    def _node(name: str) -> Obj:
+        """A device node at its host path (``dev_root`` is only where this process sees them)."""
+        return {"path": f"/dev/{name}", "hostPath": f"/dev/{name}", "permissions": "rw"}
+
+    def _on_host(self, path: str) -> Path:
+        return self.host_root / path.lstrip("/")
+
+    def _library_path(self) -> list[str]:
+        found = [p for p in LIBRARY_PATHS if self._on_host(p).is_dir()]
+        return [f"LD_LIBRARY_PATH={':'.join(found)}"] if found else []
+
+    def _ub_devices(self) -> list[str]:
+        """``uburma/<node>``, ``ummu/<node>``: each node of those directories the host has."""
+        return [
+            f"{directory}/{entry.name}"
+            for directory in UB_DEVICE_DIRS
+            if (self.dev_root / directory).is_dir()
+            for entry in sorted((self.dev_root / directory).iterdir(), key=lambda e: e.name)
+            if not entry.is_dir()
+        ]
+
+    def _mounted(self) -> Iterator[str]:
+        """The host paths Huawei's spec mounts that this host has, globs expanded (a match
+        that is a symbolic link only when it stays in its directory, as Huawei's
+        ``expandGlobPath`` takes it)."""
+        wanted = [*DRIVER_MOUNTS, *(() if self.npu_950 else (QUEUE_SCHEDULE,))]
+        wanted += [HCCL_ROOT_INFO, TOPOLOGY_DIR, *(UB_MOUNTS if self.npu_950 else ())]
+        for path in wanted:
+            if "*" not in path:
+                if self._on_host(path).exists():
+                    yield path
+                continue
+            parent = self._on_host(str(Path(path).parent))
+            for match in sorted(parent.glob(Path(path).name)) if parent.is_dir() else []:
+                if match.resolve().parent == parent.resolve():
+                    yield str(Path(path).parent / match.name)
+
+    @staticmethod
+    def _mount(path: str) -> Obj:
+        return {
+            "hostPath": path,
+            "containerPath": path,
+            "type": "bind",
+            "options": [*MOUNT_OPTIONS],
+        }
 
     def write(self, claim_uid: str, grants: Sequence[Grant]) -> list[str]:
         """The claim's spec written (aside, then renamed over: a runtime never reads half

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from chip_drivers.fake import NpuDriver
 from chip_drivers.state import DeviceState
-from contract.chip_names import RESOURCE_DOMAIN
+from contract.chip_names import NPU, RESOURCE_DOMAIN
 from contract.dra import CLAIM_KIND, DEFAULT_DRIVER, DRA_NODE_LABEL
 from contract.objects import Obj
 from dra_driver.cdi import CdiWriter
@@ -51,6 +51,7 @@ class DraConfig:
     cdi_root: Path = CDI_ROOT
     ascend_runtime: bool = False  # CDI env edits for the Ascend runtime, else device nodes
     dev_root: Path = Path("/dev")
+    host_root: Path = Path("/")  # the host's / as seen here: what the CDI specs mount
     ring_free_hint: bool = True  # publish ringFree (the exact-fit ladder's hint)
     metrics_listen: tuple[str, int] | None = None  # HOST, PORT of /metrics, /healthz, /readyz
 
@@ -133,7 +134,14 @@ def start_dra_driver(config: DraConfig, chips: NpuDriver, gateway: KubeGateway) 
     # the device plugin's accelerator-type, set once from the hardware).
     labels = dict(node.get("metadata", {}).get("labels") or {})
     home = config.plugins_dir / config.driver
-    cdi = CdiWriter(config.cdi_root, config.driver, config.ascend_runtime, config.dev_root)
+    cdi = CdiWriter(
+        config.cdi_root,
+        config.driver,
+        config.ascend_runtime,
+        config.dev_root,
+        config.host_root,
+        npu_950=first.resource == NPU.name,
+    )
     metrics = DraMetrics()
 
     def republish() -> None:  # the chips or the claims prepared changed (called once started)

@@ -12,8 +12,11 @@ named by) and its group, under the attribute a claim's ``matchAttribute`` keeps 
 in (``group_attributes``), with ``ringFree`` (the healthy chips of that group not prepared
 for a claim: the hint the exact-fit ladder's ``firstAvailable`` rungs select on). The product
 is the chip driver's, else the one ``chip_topology.routing.product_of_node`` reads from the
-node's labels, as the scheduler does. Shapes: ``shared/reference/dra.md`` §3.1, §3.2, §6.1
-(from ``k8s.io/api`` ``resource/v1/types.go``).
+node's labels, as the scheduler does. Each device also carries ``group`` (its product's group
+whatever the product: what a request of up to one group's chips is kept in) and, for claims
+written for Huawei's DRA driver, that driver's attributes in its domain (``huawei_attributes``).
+Shapes: ``shared/reference/dra.md`` §3.1, §3.2, §6.1 (from ``k8s.io/api``
+``resource/v1/types.go``).
 """
 
 from __future__ import annotations
@@ -60,6 +63,24 @@ def product_of(chips: NodeChips, labels: Mapping[str, str] | None = None) -> Pro
 # whole node on a base product), an Ascend 950's mesh of 4 (``chip4nodex``; the whole node on
 # a 1p server), an inference chip's card.
 RING, DIE, MESH, CARD = "hccsRing", "die", "mesh", "card"
+# The same group under one name on every product: a constraint on it keeps a request in its
+# node's group whichever kind of chip it gets (the chart's MutatingAdmissionPolicy adds it to
+# claims written for Huawei's DeviceClass, which selects 910 and 950 chips alike).
+GROUP = "group"
+
+# Huawei's DRA driver (Ascend/mind-cluster component/ascend-dynamic-resource-allocation,
+# pkg/consts/consts.go, internal/device/generation_common.go): driver and DeviceClass
+# npu.huawei.com, each device with deviceType (the device manager's chip type) and physicId.
+HUAWEI_DOMAIN = "npu.huawei.com"
+HUAWEI_DEVICE_TYPE, HUAWEI_PHYSIC_ID = "deviceType", "physicId"
+# ascend-common devmanager's DevType by chip generation (api.Ascend910A/B/A3; the 950
+# generation reports Ascend910A5: ascend-common/cdi/mount/profile.go).
+_HUAWEI_DEV_TYPES = {
+    Family.ASCEND910: "Ascend910",
+    Family.ASCEND910B: "Ascend910B",
+    Family.ASCEND910A3: "Ascend910A3",
+}
+HUAWEI_950_DEV_TYPE = "Ascend910A5"
 
 
 def group_attribute(product: Product) -> str:
@@ -91,6 +112,27 @@ def group_attributes(product: Product | None, chip: int) -> dict[str, int]:
     return found
 
 
+def huawei_device_type(chips: NodeChips, product: Product | None) -> str:
+    """The ``deviceType`` Huawei's DRA driver publishes for this node's chips."""
+    if chips.resource == NPU.name:
+        return HUAWEI_950_DEV_TYPE
+    if product is not None and product.family in _HUAWEI_DEV_TYPES:
+        return _HUAWEI_DEV_TYPES[product.family]
+    return chips.resource  # Ascend310P, Ascend310 (as Huawei's), or an unknown 910's kind
+
+
+def huawei_attributes(driver: str, chips: NodeChips, product: Product | None, chip: Chip) -> Obj:
+    """Huawei's attributes, in Huawei's domain: bare when this driver runs under Huawei's
+    name, else qualified (``npu.huawei.com/deviceType``), so that a selector written for
+    Huawei's driver, ``device.attributes["npu.huawei.com"].deviceType``, reads them either
+    way (a name's domain is the driver's unless it says another: resource/v1 QualifiedName)."""
+    prefix = "" if driver == HUAWEI_DOMAIN else f"{HUAWEI_DOMAIN}/"
+    return {
+        f"{prefix}{HUAWEI_DEVICE_TYPE}": {"string": huawei_device_type(chips, product)},
+        f"{prefix}{HUAWEI_PHYSIC_ID}": {"int": chip.id},
+    }
+
+
 def ring_free(
     chips: NodeChips, prepared: Collection[int], labels: Mapping[str, str] | None = None
 ) -> dict[int, int]:
@@ -111,6 +153,8 @@ def _device(
     product: Product | None,
     free: Mapping[int, int] | None,
     tor_ip: str | None,
+    *,
+    driver: str,
 ) -> Obj:
     attributes: dict[str, Any] = {
         "model": {"string": chips.resource},
@@ -128,6 +172,8 @@ def _device(
     for name, value in group_attributes(product, chip.id).items():
         attributes[name] = {"int": value}
     group = group_of(product, chip.id)
+    if group is not None:
+        attributes[GROUP] = {"int": group}
     if group is not None and free is not None:
         attributes["ringFree"] = {"int": free.get(group, 0)}
     if chips.super_pod_id is not None:
@@ -136,6 +182,7 @@ def _device(
         attributes["serverIndex"] = {"int": chips.server_index}
     if tor_ip:
         attributes["torIP"] = {"string": tor_ip}
+    attributes.update(huawei_attributes(driver, chips, product, chip))
     return {"name": device_name(chip.id), "attributes": attributes}
 
 
@@ -174,7 +221,10 @@ def desired_slice(
             "driver": driver,
             "nodeName": node,
             "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
-            "devices": [_device(c, chips, product, free, tor_ip) for c in ordered[:MAX_DEVICES]],
+            "devices": [
+                _device(c, chips, product, free, tor_ip, driver=driver)
+                for c in ordered[:MAX_DEVICES]
+            ],
         },
     }
 

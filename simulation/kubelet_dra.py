@@ -98,6 +98,7 @@ class Container:
     cdi_ids: tuple[str, ...]
     env: Mapping[str, str]
     device_nodes: tuple[str, ...]  # container paths
+    mounts: tuple[Obj, ...] = ()  # the CDI mounts: hostPath, containerPath, type, options
 
 
 class _Registry(FileSystemEventHandler):
@@ -336,12 +337,14 @@ class KubeletDra:
             ids += [i for names, i in info.devices if not names or request in (None, *names)]
         env: dict[str, str] = {}
         nodes: list[str] = []
+        mounts: dict[str, Obj] = {}  # by container path: a spec's common edits come once
         for edits in cdi_edits(self.cdi_root, ids):
             for item in edits.get("env") or []:
                 name, _, value = item.partition("=")
                 env[name] = value
             nodes += [d["path"] for d in edits.get("deviceNodes") or []]
-        return Container(tuple(ids), env, tuple(dict.fromkeys(nodes)))
+            mounts.update((m["containerPath"], m) for m in edits.get("mounts") or [])
+        return Container(tuple(ids), env, tuple(dict.fromkeys(nodes)), tuple(mounts.values()))
 
     def unprepare(self, pod: Obj) -> None:
         """After the pod's containers stopped: its claims unprepared where no other pod on

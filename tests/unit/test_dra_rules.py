@@ -47,6 +47,9 @@ def test_a_slice_lists_every_chip_in_ring_order_with_its_ring_and_health() -> No
         "superPodID": 12,
         "serverIndex": 3,
         "torIP": "10.0.1.254",
+        "group": 1,
+        "npu.huawei.com/deviceType": "Ascend910",
+        "npu.huawei.com/physicId": 5,
     }
     assert attributes(published, "npu-2")["hccsRing"] == 0
     owner = published["metadata"]["ownerReferences"][0]

@@ -256,3 +256,37 @@ PrometheusRule kinds an install without it would refuse. Call with
 true
 {{- end -}}
 {{- end -}}
+
+{{/*
+The variables of the DRA claim policies about claims written for Huawei's DRA driver (its
+DeviceClass npu.huawei.com, which the chart gives this driver's chips): its exact requests,
+whether they ask 2 to 4 chips together (one request of 2 to 4, or 2 to 4 requests of one) and
+whether a constraint on a group attribute covers them all. Needs variables.requests and
+variables.constraints.
+*/}}
+{{- define "ascend-npu.huaweiClaimVariables" -}}
+- name: huaweiClass
+  expression: "'npu.huawei.com'"
+- name: groupAttribute
+  expression: "'{{ .Values.dra.driverName }}/group'"
+- name: huaweiRequests
+  expression: >-
+    variables.requests.filter(r, has(r.exactly) &&
+      r.exactly.deviceClassName == variables.huaweiClass &&
+      (!has(r.exactly.allocationMode) || r.exactly.allocationMode == 'ExactCount'))
+- name: huaweiTogether
+  expression: >-
+    size(variables.huaweiRequests) == 1
+    ? (has(variables.huaweiRequests[0].exactly.count)
+       ? variables.huaweiRequests[0].exactly.count : 1) in [2, 3, 4]
+    : (size(variables.huaweiRequests) in [2, 3, 4] &&
+       variables.huaweiRequests.all(r, !has(r.exactly.count) || r.exactly.count == 1))
+- name: huaweiGrouped
+  expression: >-
+    variables.constraints.exists(c, has(c.matchAttribute) &&
+      c.matchAttribute in [variables.groupAttribute,
+        '{{ .Values.dra.driverName }}/hccsRing', '{{ .Values.dra.driverName }}/die',
+        '{{ .Values.dra.driverName }}/mesh'] &&
+      (!has(c.requests) || size(c.requests) == 0 ||
+       variables.huaweiRequests.all(r, r.name in c.requests)))
+{{- end -}}
