@@ -76,9 +76,9 @@ CLUSTER_WIDE_CALLS: dict[str, dict[str, set[Rule]]] = {
     # check of its admission policies (infra/kube/policies.py, by name).
     "ascend-npu-agent": {
         "get_object": {("resourceslices.resource.k8s.io", "get", None), *POLICY_READS},
-        # The fault-code override in kube-system (by name), and each job's reset-config-<job>
-        # and data-trace-<job> in its namespace, by exact name (agent/reset_files.py).
-        "get_configmap": {("configmaps", "get", "kube-system"), ("configmaps", "get", None)},
+        # The fault-code override in kube-system (by name); each job's reset-config-<job>
+        # and data-trace-<job> only with agent.resetFiles (test_reset_files_add_...).
+        "get_configmap": {("configmaps", "get", "kube-system")},
     },
     # Volcano's one scheduler ConfigMap, read and updated by the overlay's Job.
     "ascend-npu-volcano-config": {
@@ -399,6 +399,21 @@ def test_the_noded_switch_adds_exactly_the_list_and_watch_of_nodeds_configmaps()
     assert added == {("configmaps", verb, nodeinfo.NAMESPACE) for verb in ("list", "watch")}
     assert scheduler_rules() == rules_in_manifest(SCHEDULER)
     assert not scheduler_rules("scheduler.noded=true") - rules_in_manifest(SCHEDULER) - added
+
+
+def test_reset_files_add_exactly_a_cluster_wide_get_of_configmaps_to_the_agent() -> None:
+    """agent.resetFiles: each job's reset-config-<job> and data-trace-<job> read by exact name
+    in its namespace (agent/reset_files.py), so get cluster-wide, no list or watch; off (the
+    shipped manifests), the agent gets no ConfigMap outside kube-system."""
+
+    def agent_rules(*values: str) -> set[Rule]:
+        rendered = yaml.safe_load_all(helm_template(*values))
+        return rules_of(d for d in rendered if d and d["metadata"]["name"] == "ascend-npu-agent")
+
+    assert re.search(r"gateway\.get_configmap\(", (ROOT / "agent" / "reset_files.py").read_text())
+    added = agent_rules("agent.resetFiles=true") - agent_rules()
+    assert added == {("configmaps", "get", None)}
+    assert agent_rules() == rules_in_manifest("ascend-npu-agent")
 
 
 # KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1), the fields this project may
