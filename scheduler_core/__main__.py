@@ -562,7 +562,8 @@ def build_parser() -> CommandParser:
         default=DEFAULT_HOLD_SHARE,
         help=(
             "the share of the cluster's chips one namespace's waiting gangs may hold "
-            "together (0: none)"
+            "together, and all namespaces' together; each held node counts as its whole "
+            "server (0: none)"
         ),
     )
     serve.add_argument(

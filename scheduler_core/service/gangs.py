@@ -4,14 +4,21 @@
 
 A gang is reserved as N nodes at once, only when all N pods exist; members bind only into
 that reservation, which expires after ``ttl`` seconds if they never do. While a gang waits,
-the chips its missing members need (one member's request on each of as many nodes, where it
-fits now, the policy's best first) are held back from one-pod jobs, oldest gang first, for at
-most ``hold_limit`` seconds, so a stream of small pods cannot starve it (``plan_holds``). Only
-a gang whose size a PodGroup states holds anything (a size its pods only claim would let any
-tenant hold chips by writing an annotation); a namespace's holds together stay within
-``hold_share`` of the cluster's chips; and a namespace whose hold ended unused (the limit
-passed, or the gang went, before it was reserved) holds nothing for a backoff that doubles
-with each such end, reset when one of its gangs is placed whole.
+its members that exist and do not run yet (pods created, each charged by its namespace's
+ResourceQuota) are each held one member's request on a node of their own, where it fits now,
+the policy's best first, so a stream of one-pod jobs cannot starve it (``plan_holds``); a
+member its PodGroup declares but nobody created holds nothing. Holds go oldest gang first,
+each for at most ``hold_limit`` seconds. Holds are a tenant's claim on chips it does not use,
+so they are charged at what they deny others: a node where a member is held is no longer
+whole for a whole-server job, so each held node costs its whole server (the product's
+chips), however few the member asks. Only a gang whose size a PodGroup states holds anything
+(a size its pods only claim would let any tenant hold chips by writing an annotation); a
+namespace's holds together cost at most ``hold_share`` of the cluster's chips, and all
+namespaces' holds together at most ``hold_share_total`` (by default the same share), so at
+least the rest of the cluster stays unheld however many namespaces a tenant has; and a
+namespace whose hold ended unused (the limit passed, or the gang went, before it was
+reserved) holds nothing for a backoff that doubles with each such end, reset when one of its
+gangs is placed whole.
 
 A gang is its group's NPU pods: a pod asking no NPU (MindSpore's Scheduler, a verl master)
 is placed by the caller without this scheduler, and only counts among the group's pods a
@@ -266,6 +273,13 @@ class WaitingGang:
     stated: bool  # its size is stated by a PodGroup
     reason: str = ""  # why its last try found no reservation (the NPU map shows it)
     reason_class: str = "other"  # that reason as one of WAIT_CLASSES (a metric's label)
+    pending: int = 0  # members not running whose pods exist: what it may hold for
+
+    @property
+    def held_for(self) -> int:
+        """The members it may hold nodes for: those not running whose pods exist (a member
+        its PodGroup declares but nobody created holds nothing)."""
+        return max(0, min(self.pending, self.missing))
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,7 +305,8 @@ class Backoff:
     until: float
 
 
-# A namespace's waiting gangs hold at most this share of the cluster's chips together.
+# A namespace's waiting gangs hold at most this share of the cluster's chips together (each
+# held node counted whole), and all namespaces' gangs together as much (``Gangs``).
 DEFAULT_HOLD_SHARE = 0.25
 # The longest backoff: 2**4 hold limits (2 h 40 min at the default 600 s).
 BACKOFF_DOUBLINGS = 4
@@ -313,30 +328,40 @@ def plan_holds(
     now: float,
     hold_limit: float,
     budget: int,
+    total: int,
     backoff: Mapping[str, Backoff],
     candidates: Callable[[str, WaitingGang], Iterable[str]],
     taken: Collection[str],
 ) -> dict[str, list[str]]:
     """The nodes where each waiting gang's members are held (gang → nodes), oldest gang
     first: only gangs whose size a PodGroup states, within the hold limit, whose namespace is
-    not backing off; each missing member on a node of its own among the gang's
-    ``candidates`` not ``taken`` (held for a fault job) or held already; a namespace's holds
-    together at most ``budget`` chips (a gang past it holds what fits in it)."""
+    not backing off; each member whose pod exists and does not run (``held_for``) on a node
+    of its own among the gang's ``candidates`` not ``taken`` (held for a fault job) or held
+    already. A held node costs its whole server (``capacity`` of the gang's product: a node
+    partly held is no longer whole for others, whatever the member asks); a namespace's
+    holds together cost at most ``budget`` chips, all namespaces' together at most
+    ``total`` (a gang past either holds the members that fit in it)."""
     held: dict[str, list[str]] = {}
     used: set[str] = set()
     spent: dict[str, int] = {}
+    spent_all = 0
     for gang, wait in sorted(waiting.items(), key=lambda item: (item[1].since, item[0])):
         if not wait.stated or now - wait.since > hold_limit:
             continue
         if (back := backoff.get(wait.namespace)) is not None and now < back.until:
             continue
-        room = (budget - spent.get(wait.namespace, 0)) // wait.npu
+        server = capacity(wait.product)
+        left = min(budget - spent.get(wait.namespace, 0), total - spent_all)
+        count = max(0, min(wait.held_for, left // server))
+        if count == 0:
+            continue
         free = (n for n in candidates(gang, wait) if n not in used and n not in taken)
-        nodes = list(itertools.islice(free, max(0, min(wait.missing, room))))
+        nodes = list(itertools.islice(free, count))
         if nodes:
             held[gang] = nodes
             used.update(nodes)
-            spent[wait.namespace] = spent.get(wait.namespace, 0) + len(nodes) * wait.npu
+            spent[wait.namespace] = spent.get(wait.namespace, 0) + len(nodes) * server
+            spent_all += len(nodes) * server
     return held
 
 
@@ -361,11 +386,18 @@ def unheld(request: PodRequest) -> str:
 
 class Gangs:
     def __init__(
-        self, ttl: float, hold_limit: float, hold_share: float = DEFAULT_HOLD_SHARE
+        self,
+        ttl: float,
+        hold_limit: float,
+        hold_share: float = DEFAULT_HOLD_SHARE,
+        hold_share_total: float | None = None,
     ) -> None:
+        """``hold_share``: the share of the cluster's chips one namespace's holds may cost;
+        ``hold_share_total``: all namespaces' together (None: the same share)."""
         self.ttl = ttl
         self._hold_limit = hold_limit
         self._hold_share = hold_share
+        self._hold_share_total = hold_share if hold_share_total is None else hold_share_total
         self.reservations: dict[str, Reservation] = {}
         self._waiting: dict[str, WaitingGang] = {}
         self._holding: set[str] = set()  # waiting gangs that were given a hold
@@ -455,10 +487,10 @@ class Gangs:
         self, session: Session, fault_holds: Mapping[str, str], now: float
     ) -> dict[str, Hold]:
         """What is kept from one-pod jobs, node by node: a fault job's healthy nodes whole
-        until it comes back, and the chips of waiting gangs' missing members
+        until it comes back, and the chips of waiting gangs' members whose pods exist
         (``plan_holds``): where a member fits now, the policy's best first, or, for the rest
         of a gang partly running, the freest nodes where the network lets it go, so they
-        drain for it."""
+        drain for it; each held node charged as a whole server against the shares."""
         held = {
             node: Hold(f"held for fault job {job} to come back")
             for node, job in fault_holds.items()
@@ -483,6 +515,7 @@ class Gangs:
             now=now,
             hold_limit=self._hold_limit,
             budget=int(session.chips * self._hold_share),
+            total=int(session.chips * self._hold_share_total),
             backoff=self._backoff,
             candidates=candidates,
             taken=held.keys(),
@@ -520,11 +553,12 @@ class Gangs:
             running = (
                 {} if moving is None else {r: n for r, n in running.items() if r not in moving}
             )
-        present = len(pods.pending.get(gang, [])) + len(running)
+        pending = len(pods.pending.get(gang, []))
+        present = pending + len(running)
         if present < request.gang_size:
             why = f"gang {gang}: {present} of {request.gang_size} pods exist; waiting for the rest"
             why += unheld(request)
-            self._wait(request, len(running), now, why, MEMBERS_MISSING)
+            self._wait(request, (len(running), pending), now, why, MEMBERS_MISSING)
             return NotReserved(why)
         missing = [r for r in pods.slots(gang, request.gang_size) if r not in running]
         notes_on = {m.node: m.annotations for m in pods.bound.get(gang, [])}
@@ -573,7 +607,7 @@ class Gangs:
             why = f"gang {gang} does not fit yet: {unplaceable}{unheld(request)}"
             # Fewer nodes with room for a member than members: no room; enough: the network.
             room = NETWORK if len(candidates) >= len(missing) else NO_ROOM
-            self._wait(request, len(running), now, why, room)
+            self._wait(request, (len(running), pending), now, why, room)
             if running:
                 rest_in = locality.rest_domain(ask, network, running.values())
                 if rest_in is not None:
@@ -621,10 +655,17 @@ class Gangs:
         return counts, oldest
 
     def _wait(
-        self, request: PodRequest, running: int, now: float, reason: str, reason_class: str
+        self,
+        request: PodRequest,
+        members: tuple[int, int],
+        now: float,
+        reason: str,
+        reason_class: str,
     ) -> None:
-        """The gang waits (since its first wait): as this try of one of its pods sees it."""
+        """The gang waits (since its first wait): as this try of one of its pods sees it;
+        ``members``: how many of its members run, and how many more exist unbound."""
         gang = request.gang_key
+        running, pending = members
         since = wait.since if (wait := self._waiting.get(gang)) is not None else now
         self._waiting[gang] = WaitingGang(
             since,
@@ -635,6 +676,7 @@ class Gangs:
             request.gang_stated,
             reason,
             reason_class,
+            pending,
         )
 
     def take_rank(self, request: PodRequest, node: str) -> RankTaken | NotReserved:

@@ -1,8 +1,10 @@
-"""Gang holds within quota (issue 38), through the extender's verbs as kube-scheduler calls
-them, against the in-memory store: a gang size only its pods claim holds nothing for another
-tenant; a PodGroup gang still holds the chips its missing members need and starts on them
-ahead of a stream of small pods; a namespace holds at most its share; a namespace whose hold
-ended unused backs off."""
+"""Gang holds within quota (issue 38, audit finding 2), through the extender's verbs as
+kube-scheduler calls them, against the in-memory store: a gang size only its pods claim holds
+nothing for another tenant; a PodGroup's members not created hold nothing (a PodGroup of 1000
+with one 1-chip pod leaves the other servers whole); a PodGroup gang whose pods exist still
+holds whole nodes ahead of a stream of small pods and starts on them; a namespace, and all
+namespaces together, hold at most the share, each held node counted whole; a namespace whose
+hold ended unused backs off."""
 
 from __future__ import annotations
 
@@ -74,58 +76,72 @@ def test_one_chip_pods_claiming_gangs_of_two_hold_nothing_against_another_tenant
     assert h.schedule(victim) is not None
 
 
-def test_a_podgroup_gang_holds_its_chips_and_starts_on_them_ahead_of_small_pods() -> None:
+def test_a_podgroup_gang_whose_pods_exist_holds_whole_nodes_ahead_of_small_pods() -> None:
     h = Harness(4, hold_share=0.5)
-    h.schedule(one_pod(h, "other", "busy", 1))  # n0 is no longer whole
-    (first,) = podgroup_gang(h, "train", "pg", 2, 8, pods=range(1))
-    waits(h, first)
-    reserved = sorted(held(h, one_pod(h, "other", "probe", 1)))
-    assert reserved == ["n1", "n2"], "two whole nodes for the two missing members of 8 chips"
-    # A stream of small pods fills what is not held, then is refused there.
-    placed = [h.schedule(one_pod(h, "other", f"s{i}", 1)) for i in range(15)]
-    assert sorted(set(placed)) == ["n0", "n3"] and placed.count("n3") == 8  # type: ignore[type-var]
-    late = one_pod(h, "other", "late", 1)
-    assert h.filter(late).NodeNames == []
-    assert held(h, late)["n1"].startswith("held for gang train/pg (8 chips)")
-    # The last member comes: the gang starts on the nodes held for it.
-    (second,) = podgroup_gang(h, "train", "pg", 2, 8, pods=range(1, 2))
-    assert sorted([h.schedule(first), h.schedule(second)]) == ["n1", "n2"]  # type: ignore[type-var]
+    busy = [h.schedule(one_pod(h, "other", f"busy{i}", 8)) for i in range(3)]
+    assert sorted(busy) == ["n0", "n1", "n2"]  # type: ignore[type-var]
+    # Both pods of the gang exist; it does not fit yet (only n3 is whole).
+    members = podgroup_gang(h, "train", "pg", 2, 8, pods=range(2))
+    assert h.filter(members[0]).NodeNames == []
+    small = one_pod(h, "other", "small", 1)
+    assert h.filter(small).NodeNames == []
+    assert held(h, small)["n3"].startswith("held for gang train/pg (8 chips)")
+    # A busy node frees: it is held for the second member before a small pod takes it.
+    h.api.delete("Pod", "other", "busy0")
+    h.service.refresh()
+    assert sorted(held(h, small)) == ["n0", "n3"]
+    # The gang starts on the nodes held for it.
+    assert sorted([h.schedule(m) for m in members]) == ["n0", "n3"]  # type: ignore[type-var]
+
+
+def test_a_podgroup_of_1000_with_one_one_chip_pod_leaves_the_other_servers_whole() -> None:
+    # Audit finding 2: before, a 1-chip hold on every server (999 members not created).
+    h = Harness(4)  # the default share, 1/4: 8 of 32 chips, one server
+    (member,) = podgroup_gang(h, "a", "huge", 1000, 1, pods=range(1))
+    waits(h, member)
+    eight = one_pod(h, "b", "eight", 8)
+    assert sorted(held(h, eight)) == ["n0"], "one server, for the one member that exists"
+    assert [h.schedule(one_pod(h, "b", f"e{i}", 8)) for i in range(3)] == ["n1", "n2", "n3"]
 
 
 def test_one_chip_members_keep_a_chip_each_not_whole_nodes() -> None:
     h = Harness(2, hold_share=1)
-    (member,) = podgroup_gang(h, "train", "small", 3, 1, pods=range(1))
-    waits(h, member)
+    members = podgroup_gang(h, "train", "small", 3, 1, pods=range(2))
+    waits(h, members[0])
     assert sorted(held(h, one_pod(h, "other", "eight", 8))) == ["n0", "n1"]
     assert h.filter(one_pod(h, "other", "four", 4)).NodeNames == ["n0", "n1"]
 
 
-def test_a_namespace_holds_at_most_its_share_of_the_cluster() -> None:
-    h = Harness(4)  # the default share, 1/4: 8 of 32 chips
-    (big,) = podgroup_gang(h, "a", "big", 3, 8, pods=range(1))
-    waits(h, big)
+def test_a_namespace_and_all_namespaces_together_hold_at_most_the_share() -> None:
+    h = Harness(8)  # the default share, 1/4: 16 of 64 chips, two servers
+    big = podgroup_gang(h, "a", "big", 4, 8, pods=range(3))
+    waits(h, big[0])
     (second,) = podgroup_gang(h, "a", "second", 2, 8, pods=range(1))
     waits(h, second)
     (other,) = podgroup_gang(h, "b", "other", 2, 8, pods=range(1))
     waits(h, other)
     reasons = sorted(held(h, one_pod(h, "c", "probe", 1)).values())
-    assert [r.split(" (")[0] for r in reasons] == ["held for gang a/big", "held for gang b/other"]
+    assert [r.split(" (")[0] for r in reasons] == ["held for gang a/big"] * 2, (
+        "the oldest gang holds the share's two servers: nothing is left for a/second (its "
+        "namespace's share) nor b/other (all namespaces' share)"
+    )
 
 
 def test_a_namespace_whose_hold_ended_unused_backs_off_then_holds_again() -> None:
     h = Harness(2, hold_limit=100, hold_share=1)
-    (first,) = podgroup_gang(h, "a", "first", 2, 8, pods=range(1))
-    waits(h, first)
+    first = podgroup_gang(h, "a", "first", 3, 8, pods=range(2))
+    waits(h, first[0])
     probe = one_pod(h, "b", "probe", 8)
     assert len(held(h, probe)) == 2
     h.clock.now += 101  # the hold limit passes: the hold ended unused
     h.service.refresh()
     assert held(h, probe) == {}
     # Re-created under a new name, it holds nothing until the backoff (100 s) ends.
-    h.api.delete("Pod", "a", "first-0")
+    for pod in first:
+        h.api.delete("Pod", "a", pod["metadata"]["name"])
     h.clock.now += 49
-    (again,) = podgroup_gang(h, "a", "again", 2, 8, pods=range(1))
-    waits(h, again)
+    again = podgroup_gang(h, "a", "again", 3, 8, pods=range(2))
+    waits(h, again[0])
     assert held(h, probe) == {}
     h.clock.now += 51
     h.service.refresh()

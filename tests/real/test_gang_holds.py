@@ -1,11 +1,16 @@
-"""Gang holds within quota (issue 38), on the real control plane with the shipped manifests,
-kube-scheduler and the scheduler service as deployed (one namespace may hold half the cluster
-here: ``--hold-share-per-namespace 0.5``):
+"""Gang holds within quota (issue 38, audit finding 2), on the real control plane with the
+shipped manifests, kube-scheduler and the scheduler service as deployed (holds may cost half
+the cluster here, per namespace and all together: ``--hold-share-per-namespace 0.5``):
 
 - the issue's attack: 1-chip pods each claiming a gang of 2 in an annotation held a whole node
   each against another tenant; now they hold nothing, and the other tenant's pods run;
-- a gang whose coscheduling PodGroup states its size still holds the chips of its missing
-  members against a stream of small pods, and starts on them when its last pod comes.
+- the finding's attack: a PodGroup of ``minMember: 1000`` and one 1-chip member held a chip on
+  every server, so another tenant's 8-chip pod ran nowhere; now only the member that exists
+  is held for, its node charged as a whole server, and the 8-chip pods run on the rest;
+- its namespaces together: many 1-chip members in PodGroups of two namespaces hold at most
+  the share of the servers, all namespaces counted together;
+- a gang whose coscheduling PodGroup states its size, whose pods exist but do not fit yet,
+  still holds the whole node it fits on against a stream of small pods, and starts there.
 """
 
 from __future__ import annotations
@@ -75,38 +80,111 @@ def test_pods_claiming_gangs_in_an_annotation_hold_no_chips_against_another_tena
     delete_all_pods(admin, attacker)
 
 
-def test_a_podgroup_gang_holds_its_chips_ahead_of_small_pods_and_starts_on_them(
-    cluster: Deployed,
-) -> None:
-    admin = cluster.plane.rest()
-    train = admin.ensure_namespace("train")
+def create_podgroup(admin: Rest, namespace: str, name: str, size: int) -> None:
     admin.create(
-        f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{train}/podgroups",
+        f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups",
         {
             "apiVersion": "scheduling.x-k8s.io/v1alpha1",
             "kind": "PodGroup",
-            "metadata": {"name": "pg"},
-            "spec": {"minMember": 2},
+            "metadata": {"name": name},
+            "spec": {"minMember": size},
         },
     )
-    gang = {"job": "pg", COSCHEDULING_GROUP_LABEL: "pg"}
-    create_pod(admin, train, "pg-0", npu_pod(8, gang))
-    wait_gang_waiting(admin, train, ["pg-0"])
-    # Small pods of another tenant fill the two nodes not held, and no more.
-    other = admin.ensure_namespace("other")
-    for i in range(17):
-        create_pod(admin, other, f"small-{i}", npu_pod(1, {"job": "small"}))
-    small = wait_pods(cluster.plane, other, "job=small", 16)
-    assert len({p["spec"]["nodeName"] for p in small}) == 2
 
-    def refused_for_the_gang() -> bool:
-        events = admin.get(
-            f"/api/v1/namespaces/{other}/events", fieldSelector="reason=FailedScheduling"
+
+def create_members(admin: Rest, namespace: str, group: str, chips: int, count: int) -> list[str]:
+    """``count`` pods of ``chips`` chips in the coscheduling PodGroup ``group``."""
+    names = [f"{group}-{i}" for i in range(count)]
+    for name in names:
+        create_pod(
+            admin, namespace, name, npu_pod(chips, {"job": group, COSCHEDULING_GROUP_LABEL: group})
         )
-        return any("held for gang train/pg" in e["message"] for e in events["items"])
+    return names
 
-    wait_until(refused_for_the_gang, 60, "the 17th small pod is refused the held nodes")
-    create_pod(admin, train, "pg-1", npu_pod(8, gang))
+
+def refused_for(admin: Rest, namespace: str, gang: str) -> bool:
+    """kube-scheduler recorded a pod of ``namespace`` refused for a hold of ``gang``."""
+    events = admin.get(
+        f"/api/v1/namespaces/{namespace}/events", fieldSelector="reason=FailedScheduling"
+    )
+    return any(f"held for gang {gang}" in e["message"] for e in events["items"])
+
+
+def test_a_podgroup_of_1000_with_one_one_chip_member_leaves_other_tenants_the_servers(
+    cluster: Deployed,
+) -> None:
+    # Audit finding 2: the member's hold share (16 of 32 chips) became a 1-chip hold on each
+    # of the 4 servers (999 members "missing"), so an 8-chip pod of another tenant passed on
+    # no node, for the hold limit and again after each backoff.
+    admin = cluster.plane.rest()
+    tenant = admin.ensure_namespace("tenant-a")
+    create_podgroup(admin, tenant, "huge", 1000)
+    (member,) = create_members(admin, tenant, "huge", 1, 1)
+    wait_gang_waiting(admin, tenant, [member])
+    victim = admin.ensure_namespace("tenant-b")
+    for i in range(3):
+        create_pod(admin, victim, f"whole-{i}", npu_pod(8, {"job": "whole"}))
+    # One server is held for the member that exists; the three others run the 8-chip pods.
+    running = wait_pods(cluster.plane, victim, "job=whole", 3, timeout=60)
+    assert len({p["spec"]["nodeName"] for p in running}) == 3
+    delete_all_pods(admin, victim)
+    delete_all_pods(admin, tenant)
+
+
+def test_a_tenants_namespaces_together_hold_at_most_the_share_of_the_servers(
+    cluster: Deployed,
+) -> None:
+    # Four 1-chip members in a PodGroup of 1000 in each of two namespaces: each namespace
+    # could hold a chip on every server (before: its own share, counted in chips); now both
+    # together hold at most half of the 4 servers (each held node counted whole).
+    admin = cluster.plane.rest()
+    namespaces = [admin.ensure_namespace(f"tenant-c{i}") for i in range(2)]
+    for namespace in namespaces:
+        create_podgroup(admin, namespace, "many", 1000)
+        wait_gang_waiting(admin, namespace, create_members(admin, namespace, "many", 1, 4))
+    victim = admin.ensure_namespace("tenant-d")
+    for i in range(4):
+        create_pod(admin, victim, f"whole-{i}", npu_pod(8, {"job": "whole"}))
+    running = wait_pods(cluster.plane, victim, "job=whole", 2, timeout=60)
+    assert len({p["spec"]["nodeName"] for p in running}) == 2
+    gangs = [f"{namespace}/many" for namespace in namespaces]
+    wait_until(
+        lambda: any(refused_for(admin, victim, gang) for gang in gangs),
+        60,
+        "the other two 8-chip pods are refused the held servers",
+    )
+    listed = admin.get(f"/api/v1/namespaces/{victim}/pods", labelSelector="job=whole")["items"]
+    assert sum(p["status"].get("phase") == "Running" for p in listed) == 2
+    delete_all_pods(admin, victim)
+    for namespace in namespaces:
+        delete_all_pods(admin, namespace)
+
+
+def test_a_podgroup_gang_whose_pods_exist_holds_its_node_ahead_of_small_pods_and_starts(
+    cluster: Deployed,
+) -> None:
+    admin = cluster.plane.rest()
+    other = admin.ensure_namespace("other")
+    for i in range(3):  # three of the four servers busy: the gang of two does not fit yet
+        create_pod(admin, other, f"busy-{i}", npu_pod(8, {"job": "busy"}))
+    busy = wait_pods(cluster.plane, other, "job=busy", 3)
+    train = admin.ensure_namespace("train")
+    create_podgroup(admin, train, "pg", 2)
+    wait_gang_waiting(admin, train, create_members(admin, train, "pg", 8, 2))
+    # Both its pods exist: the one server it fits on is held against a small pod.
+    create_pod(admin, other, "small", npu_pod(1, {"job": "small"}))
+    wait_until(lambda: refused_for(admin, other, "train/pg"), 60, "the small pod is refused")
+    busy_nodes = {p["spec"]["nodeName"] for p in busy}
+    freed = busy[0]
+    admin.request(
+        "DELETE",
+        f"/api/v1/namespaces/{other}/pods/{freed['metadata']['name']}",
+        {"gracePeriodSeconds": 0},
+    )
+    # A busy server frees: the gang starts there and on the server held for it.
     started = wait_pods(cluster.plane, train, "job=pg", 2)
     gang_nodes = {p["spec"]["nodeName"] for p in started}
-    assert len(gang_nodes) == 2 and not gang_nodes & {p["spec"]["nodeName"] for p in small}
+    held = {n["metadata"]["name"] for n in admin.get("/api/v1/nodes")["items"]} - busy_nodes
+    assert gang_nodes == held | {freed["spec"]["nodeName"]}, (gang_nodes, held)
+    delete_all_pods(admin, other)
+    delete_all_pods(admin, train)

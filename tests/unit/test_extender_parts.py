@@ -58,7 +58,7 @@ def gang_request(gang: str, size: int) -> PodRequest:
     return PodRequest("ns", f"{gang}-0", "uid", 8, "module910x8", gang, size, gang_stated=True)
 
 
-def test_a_waiting_gang_holds_a_node_for_each_missing_member_oldest_first() -> None:
+def test_a_waiting_gang_holds_a_node_for_each_member_that_exists_oldest_first() -> None:
     gangs = Gangs(ttl=60, hold_limit=100, hold_share=1)
     nodes = [node(n, FULL) for n in "abcd"] + [node("e", [0])]
     session = Session(nodes)
@@ -79,7 +79,7 @@ def test_a_waiting_gang_holds_a_node_for_each_missing_member_oldest_first() -> N
     held = gangs.held_nodes(session, {}, now=10)
     old = Hold("held for gang ns/old (8 chips), waiting since 10 s", 8, "module910x8")
     new = Hold("held for gang ns/new (8 chips), waiting since 5 s", 8, "module910x8")
-    assert held == {"a": old, "b": old, "c": old, "d": new}, "e has no room for a member"
+    assert held == {"a": old, "b": old, "c": new, "d": new}, "2 pods each; e has no room"
     assert gangs.held_nodes(session, {}, now=200) == {}, "past the hold limit"
 
 
