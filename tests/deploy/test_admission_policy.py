@@ -104,7 +104,7 @@ def admit(policy: str, request: dict[str, Any]) -> Verdict:
         )
         try:
             variables[variable["name"]] = evaluate(variable["expression"], activation)
-        except celpy.CELEvalError as failed:
+        except celpy.evaluation.CELEvalError as failed:
             # The API server evaluates a variable when an expression first reads it: one that
             # fails where no validation reads it (oldObject on a CREATE) fails nothing.
             variables[variable["name"]] = failed
