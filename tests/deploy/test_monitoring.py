@@ -206,7 +206,13 @@ def names_in(exposition: str) -> Exposed:
 
 
 def scraped(url: str) -> str:
-    assert wait_for(lambda: get(url)[0] == 200, timeout=60), f"{url} did not answer"
+    # Each component registers its admission-policy gauge last, once started: /metrics may
+    # answer before (agent/__main__.py, dra_driver/__main__.py).
+    def complete() -> bool:
+        status, text = get(url)
+        return status == 200 and "_admission_policies_missing" in text
+
+    assert wait_for(complete, timeout=60), f"{url} did not answer in full"
     status, text = get(url)
     assert status == 200
     return text
