@@ -256,12 +256,13 @@ class _Connection(asyncio.Protocol):
         server = self.server
         peer = transport.get_extra_info("peername")
         self.client = _client_key(peer[0] if peer else "")
+        evicted = server.table.evicted
         if not server.table.admit(self):
             self.phase = GONE
             self.transport.abort()
             server.warn_full()
             return
-        if server.table.evicted:
+        if server.table.evicted != evicted:
             server.warn_full()
         self._until(server.loop.time() + server.limits.head_timeout)
         if server.tls is None:
@@ -401,6 +402,10 @@ class _Connection(asyncio.Protocol):
             self._read_body(data)
 
     def _read_body(self, data: bytes) -> None:
+        if not self.drain and not self.body and len(data) == self.remaining:
+            self.remaining = 0
+            self._dispatch(data)  # the whole body in one read: no copy
+            return
         take = min(len(data), self.remaining)
         if not self.drain:
             self.body += data[:take] if take < len(data) else data

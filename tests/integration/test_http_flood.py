@@ -266,6 +266,41 @@ def test_the_scheduler_answers_its_verbs_and_probes_during_a_flood_on_both_ports
         h.service.stop()
 
 
+def test_a_flood_beyond_the_cap_evicts_only_itself() -> None:
+    # 600 sockets against room for 256: the flood's own oldest connections are closed as it
+    # reopens them, while probes on new connections and a kept-alive authenticated caller
+    # (all from the same address as the flood) are answered every time.
+    def guard(caller: Caller) -> Response | None:
+        return None if caller.headers.get("authorization") == "yes" else error(401, "no")
+
+    limits = Limits(max_connections=256, max_per_client=256)
+    server = HttpServer(
+        "capped", lambda path: Response.text(200, "ok\n"), _done, limits, guard=guard
+    )
+    url = server.start("127.0.0.1", 0)
+    try:
+        with Flood(port_of(url), 600, ("tcp", "head")) as flood:
+            assert wait_for(lambda: flood.closed >= 300), "the flood is evicting itself"
+            kept = http.client.HTTPConnection("127.0.0.1", port_of(url), timeout=10)
+            kept.request("POST", "/verb", body=b"{}", headers={"Authorization": "yes"})
+            assert kept.getresponse().read() == b"done\n"
+            first, evicted = kept.sock, flood.closed
+            for _ in range(20):
+                with urllib.request.urlopen(f"{url}/healthz", timeout=10) as probe:
+                    assert probe.status == 200
+                kept.request("POST", "/verb", body=b"{}", headers={"Authorization": "yes"})
+                assert kept.getresponse().read() == b"done\n"
+                assert kept.sock is first, "kept alive all along"
+            assert flood.closed > evicted, "the flood churned all along"
+            assert server.open_connections <= 256
+    finally:
+        server.stop()
+
+
+def _done(path: str, body: bytes) -> Response:
+    return Response.text(200, "done\n")
+
+
 # ---- which connection goes when they run out -----------------------------------------------
 
 
@@ -469,5 +504,36 @@ def test_accepted_connections_have_tcp_nodelay() -> None:
             assert connection.transport is not None
             accepted = connection.transport.get_extra_info("socket")
             assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        server.stop()
+
+
+def test_a_body_in_pieces_is_read_whole_and_a_drained_one_is_dropped_as_it_comes() -> None:
+    seen: list[tuple[str, bytes]] = []
+
+    def post(path: str, body: bytes) -> Response:
+        seen.append((path, body))
+        return Response.json(200, {"length": len(body)})
+
+    limits = Limits(max_body=1000, drained=frozenset({"/drained"}))
+    server = HttpServer("pieces", lambda path: Response.text(200, "ok\n"), post, limits)
+    port = port_of(server.start("127.0.0.1", 0))
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"POST /whole HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\nabc")
+            for piece in (b"def", b"ghi"):
+                sock.sendall(piece)
+            size = 3 * 1024 * 1024  # over max_body: a drained path's limit is max_drained
+            sock.sendall(
+                b"POST /drained HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                + f"Content-Length: {size}\r\n\r\n".encode()
+            )
+            for _ in range(size // 65536):
+                sock.sendall(b"d" * 65536)
+            received = b""
+            while chunk := sock.recv(65536):
+                received += chunk
+        assert received.count(b"HTTP/1.1 200 OK\r\n") == 2, received
+        assert seen == [("/whole", b"abcdefghi"), ("/drained", b"")]
     finally:
         server.stop()
