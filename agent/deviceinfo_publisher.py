@@ -30,7 +30,7 @@ from contract import deviceinfo
 from contract.chip_names import InvalidInput, parse_chip_list
 from contract.deviceinfo import DeviceInfo
 from contract.objects import Obj
-from infra.kube.port import Conflict, KubeError, KubeGateway, NotFound
+from infra.kube.port import Conflict, Forbidden, KubeError, KubeGateway, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,11 @@ class DeviceInfoPublisher:
         try:
             # Not a get: the agent's Role gets only ConfigMaps it can name, and this one's
             # name is its node's (agent-rbac.yaml); its policy pins the patch to its own.
-            self._current = self._gateway.read_configmap_by_patch(deviceinfo.NAMESPACE, name)
+            # Under Huawei's own DaemonSet and ClusterRole (get, no patch) a get does it.
+            try:
+                self._current = self._gateway.read_configmap_by_patch(deviceinfo.NAMESPACE, name)
+            except Forbidden:
+                self._current = self._gateway.get_configmap(deviceinfo.NAMESPACE, name)
         except NotFound:
             self._current = None
         self._known = True

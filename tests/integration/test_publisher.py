@@ -10,7 +10,7 @@ from chip_drivers.chips import Chip, NodeChips
 from chip_drivers.state import DeviceState
 from contract.deviceinfo import decode
 from contract.objects import Obj
-from infra.kube.port import Page, Selection
+from infra.kube.port import Forbidden, Page, Selection
 from simulation.cluster import wait_for
 from simulation.memory import MemoryCluster, pod_object
 
@@ -101,7 +101,7 @@ class CountingCalls(MemoryCluster):
 
     def get_configmap(self, namespace: str, name: str) -> Obj:
         # The fault-code override is read once per PollInterval (300 s): counted apart.
-        self.calls.append("get-fault-config" if name == "mindx-dl-fault-config" else "get-other")
+        self.calls.append("get-fault-config" if name == "mindx-dl-fault-config" else "get")
         return super().get_configmap(namespace, name)
 
     def read_configmap_by_patch(self, namespace: str, name: str) -> Obj:
@@ -151,6 +151,32 @@ def test_a_write_that_lost_a_race_reads_the_configmap_and_keeps_the_admins_keys(
     api.calls.clear()
     assert publisher.publish_once()
     assert api.calls == ["update", "read", "update"], "the conflict is read and decided again"
+    assert api.get_configmap(*CM)["data"]["ManuallySeparateNPU"] == "Ascend910-3"
+    assert 3 not in free_chips(api)
+
+
+class HuaweisRole(CountingCalls):
+    """Huawei's device-plugin ClusterRole: ConfigMaps get, create and update, no patch."""
+
+    def read_configmap_by_patch(self, namespace: str, name: str) -> Obj:
+        self.calls.append("read")
+        raise Forbidden(f"configmaps {name!r} is forbidden: cannot patch resource")
+
+
+def test_under_huaweis_role_it_reads_its_deviceinfo_with_a_get_and_keeps_the_admins_keys() -> None:
+    """Started by Huawei's own DaemonSet (docs/compatibility.md#switching-from-mindcluster):
+    the patch its own Role allows is refused, the get Huawei's grants reads it."""
+    api = HuaweisRole()
+    api.create_configmap(
+        {
+            "metadata": {"name": CM[1], "namespace": CM[0]},
+            "data": {"ManuallySeparateNPU": "Ascend910-3"},
+        }
+    )
+    publisher, _, _, _ = setup(api)
+    api.calls.clear()  # the admin's create above
+    assert publisher.publish_once()
+    assert api.calls[:3] == ["read", "get", "get-fault-config"]
     assert api.get_configmap(*CM)["data"]["ManuallySeparateNPU"] == "Ascend910-3"
     assert 3 not in free_chips(api)
 
