@@ -434,7 +434,14 @@ class _Connection(asyncio.Protocol):
 
     def _handle(self, head: Head, body: bytes) -> None:
         """On a pool thread: the handler's answer, sent back to the loop to be written."""
-        answer, close = self.server.answer(head, body)
+        try:
+            answer, close = self.server.answer(head, body)
+        except BaseException:
+            # ``answer`` turns a handler's failure into a 500; this is a bug of ours, and the
+            # connection, never evicted while handled, must not stay open for ever.
+            with contextlib.suppress(RuntimeError):
+                self.server.loop.call_soon_threadsafe(self.abort)
+            raise
         with contextlib.suppress(RuntimeError):  # the loop closed: the server stopped
             self.server.loop.call_soon_threadsafe(self._answered, answer, close)
 
@@ -450,7 +457,11 @@ class _Connection(asyncio.Protocol):
         self.served = True
         self.phase = HEAD
         self.server.table.rank(self, TRUSTED if self.trusted else IDLE)
-        if self.writing_paused:  # a slow reader: it has `timeout` to take the answer
+        if self.writing_paused:
+            # A slow reader: it has `timeout` to take the answer, and no next request is
+            # read (answers would pile up) until it has.
+            assert self.transport is not None
+            self.transport.pause_reading()
             self._until(self.server.loop.time() + self.server.limits.timeout)
         else:
             self._wait_for_next()

@@ -537,3 +537,18 @@ def test_a_body_in_pieces_is_read_whole_and_a_drained_one_is_dropped_as_it_comes
         assert seen == [("/whole", b"abcdefghi"), ("/drained", b"")]
     finally:
         server.stop()
+
+
+def test_a_caller_that_never_reads_its_answer_is_let_go_after_the_timeout() -> None:
+    big = Response(200, b"x" * (16 * 1024 * 1024), "text/plain")
+    server = HttpServer("unread", lambda path: big, limits=Limits(timeout=1))
+    port = port_of(server.start("127.0.0.1", 0))
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert wait_for(lambda: server.open_connections == 0, timeout=10), "let go"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as other:
+            assert len(other.read()) == len(big.body)
+    finally:
+        server.stop()
