@@ -20,6 +20,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 from chip_drivers.chips import DriverError
 from chip_drivers.choice import driver_flags, make_driver
 from contract.dra import DEFAULT_DRIVER
+from dra_driver.cdi import HostPaths
 from dra_driver.driver import (
     CDI_ROOT,
     PLUGINS_DIR,
@@ -100,12 +101,19 @@ def build_parser() -> CommandParser:
         **bool_flag(False),
         help="CDI specs set ASCEND_VISIBLE_DEVICES for the Ascend runtime (else device nodes)",
     )
+    # What of the paths the CDI specs may name the host has, read once at start: the set the
+    # init step wrote (the chart), or checked here under a host root (default /, on the host).
+    serve.add_argument(
+        "--host-paths",
+        type=Path,
+        help="the file python -m dra_driver.host_paths wrote: the host paths the CDI specs "
+        "may name that the host has (this process then reads none of the host's files)",
+    )
     serve.add_argument(
         "--host-root",
         type=Path,
-        default=Path("/"),
-        help="where the host's / is mounted: the CDI specs mount the driver's files the host "
-        "has (its devices are looked up in HOST_ROOT/dev)",
+        help="where the host's / is seen: its paths (and HOST_ROOT/dev) are checked here once "
+        "at start (default /, without --host-paths)",
     )
     serve.add_argument(
         "--no-ring-free", action="store_true", help="do not publish the ringFree attribute"
@@ -130,6 +138,22 @@ def build_parser() -> CommandParser:
     return parser
 
 
+def host_paths_of(args: argparse.Namespace) -> HostPaths:
+    """The host paths the CDI specs may name that the host has; ValueError names the flag."""
+    if args.host_paths is not None and args.host_root is not None:
+        raise ValueError("--host-paths and --host-root: give one (the set, or where to check)")
+    if args.host_paths is not None:
+        try:
+            return HostPaths.load(args.host_paths)
+        except ValueError as bad:
+            raise ValueError(f"--host-paths: {bad}") from None
+    root: Path = args.host_root or Path("/")
+    try:
+        return HostPaths.scan(root)
+    except OSError as failed:
+        raise ValueError(f"--host-root: {failed.filename}: {failed.strerror}") from None
+
+
 def _config(args: argparse.Namespace) -> DraConfig:
     """The typed configuration of ``serve``; ValueError names the flag that is wrong."""
     if not args.node_name:
@@ -141,8 +165,7 @@ def _config(args: argparse.Namespace) -> DraConfig:
         registry_dir=args.registry_dir,
         cdi_root=args.cdi_root,
         ascend_runtime=args.ascend_runtime,
-        dev_root=args.host_root / "dev",
-        host_root=args.host_root,
+        host=host_paths_of(args),
         ring_free_hint=not args.no_ring_free,
         metrics_listen=args.metrics_listen,
     )

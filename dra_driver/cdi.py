@@ -16,9 +16,12 @@ In device-node mode the spec also gives what the spec of Huawei's DRA driver giv
 the driver's libraries and tools bind-mounted read-only, ``LD_LIBRARY_PATH`` of the driver's
 library directories, the HCCL root info and the driver's topology directory, ``dvpp_cmdlist``
 (not on a 950), every node of ``/dev/uburma`` and ``/dev/ummu``, and on a 950 the UB user-space
-libraries and tools. Host paths are looked up under ``host_root`` (the host's ``/`` as the
-driver's container mounts it); the spec names them as the host does. With the Ascend runtime
-only ``LD_LIBRARY_PATH`` is added: the runtime mounts the driver (its ``base.list``).
+libraries and tools. Which of them the host has is a ``HostPaths``: every path below checked
+once under the host's ``/`` (``HostPaths.scan``; in the chart by the DRA driver pod's init
+container, ``python -m dra_driver.host_paths``, the only one that sees the host's ``/``), the
+driver reading the set written (``HostPaths.load``) and never the host's files; the spec names
+them as the host does. With the Ascend runtime only ``LD_LIBRARY_PATH`` is added: the runtime
+mounts the driver (its ``base.list``).
 
 ``cdiVersion`` is the least the fields need: ``hostPath`` in device nodes came with 0.5.0
 (mounts' ``type`` with 0.4.0).
@@ -26,9 +29,13 @@ only ``LD_LIBRARY_PATH`` is added: the runtime mounts the driver (its ``base.lis
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import posixpath
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from chip_drivers.container import ENV_RUNTIME_OPTIONS, ENV_VISIBLE, MANAGER_DEVICES
@@ -64,6 +71,155 @@ MOUNT_OPTIONS = ("rbind", "rprivate", "ro")
 LIBRARY_PATHS = ("/usr/local/Ascend/driver/lib64/common", "/usr/local/Ascend/driver/lib64/driver")
 DVPP_CMDLIST = "dvpp_cmdlist"  # devnode.go: every chip type but the 950's
 UB_DEVICE_DIRS = ("uburma", "ummu")  # devnode.go addUBDevicesFromDir: each node in them
+HOST_PATHS_VERSION = 1  # of the file HostPaths.dump writes
+
+
+def _mount_paths() -> tuple[str, ...]:
+    """Every path (or glob) a spec may mount, for either generation."""
+    return (*DRIVER_MOUNTS, QUEUE_SCHEDULE, HCCL_ROOT_INFO, TOPOLOGY_DIR, *UB_MOUNTS)
+
+
+def _fixed_device_nodes() -> tuple[str, ...]:
+    return (*MANAGER_DEVICES, f"/dev/{DVPP_CMDLIST}")
+
+
+@dataclass(frozen=True, slots=True)
+class HostPaths:
+    """The host paths a CDI spec may name that the host has: of ``LIBRARY_PATHS`` the
+    directories, of the mounted paths those that exist (globs expanded, a match that is a
+    symbolic link only when it stays in its directory, as Huawei's ``expandGlobPath`` takes
+    it), of the device nodes ``MANAGER_DEVICES`` and ``dvpp_cmdlist`` those that exist and
+    each node (not a directory) of ``/dev/uburma`` and ``/dev/ummu``. Paths as on the host."""
+
+    found: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        for path in self.found:
+            if not admissible(path):
+                raise ValueError(f"{path!r} is not a host path a CDI spec names")
+
+    @classmethod
+    def scan(cls, host_root: Path) -> HostPaths:
+        """What the host whose ``/`` is ``host_root`` has, its links followed as on the host
+        (OSError: ``host_root`` not a directory, or a path not checkable)."""
+        if not host_root.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(host_root))
+
+        def is_dir(path: str) -> bool:
+            seen = on_host(host_root, path)
+            return seen is not None and seen.is_dir()
+
+        found = {p for p in LIBRARY_PATHS if is_dir(p)}
+        found |= {p for p in _fixed_device_nodes() if on_host(host_root, p) is not None}
+        for path in _mount_paths():
+            if "*" not in path:
+                if on_host(host_root, path) is not None:
+                    found.add(path)
+                continue
+            directory, pattern = posixpath.split(path)
+            parent = on_host(host_root, directory)
+            for match in parent.glob(pattern) if parent is not None and parent.is_dir() else ():
+                name = posixpath.join(directory, match.name)
+                seen = on_host(host_root, name)
+                if seen is not None and seen.parent == parent:
+                    found.add(name)
+        for directory in UB_DEVICE_DIRS:
+            seen = on_host(host_root, f"/dev/{directory}")
+            for entry in seen.iterdir() if seen is not None and seen.is_dir() else ():
+                if not entry.is_dir():
+                    found.add(f"/dev/{directory}/{entry.name}")
+        return cls(frozenset(found))
+
+    def dump(self) -> str:
+        return json.dumps({"version": HOST_PATHS_VERSION, "hostPaths": sorted(self.found)})
+
+    @classmethod
+    def parse(cls, text: str) -> HostPaths:
+        """What ``dump`` wrote (ValueError: anything else, or a path no spec names)."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as bad:
+            raise ValueError(f"not JSON: {bad}") from None
+        if not isinstance(data, dict) or data.get("version") != HOST_PATHS_VERSION:
+            raise ValueError(f"expected an object of version {HOST_PATHS_VERSION}")
+        paths = data.get("hostPaths")
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            raise ValueError("expected hostPaths, a list of paths")
+        return cls(frozenset(paths))
+
+    @classmethod
+    def load(cls, path: Path) -> HostPaths:
+        """The set written to ``path`` (ValueError names the file and what is wrong)."""
+        try:
+            return cls.parse(path.read_text(encoding="utf-8"))
+        except OSError as failed:
+            raise ValueError(f"{path}: {failed.strerror}") from None
+        except ValueError as bad:
+            raise ValueError(f"{path}: {bad}") from None
+
+    def has(self, path: str) -> bool:
+        return path in self.found
+
+    def matching(self, pattern: str) -> list[str]:
+        """The found paths in ``pattern``'s directory whose name matches its last part
+        (a glob, or a directory's every entry with ``*``), by name."""
+        parent, name = posixpath.split(pattern)
+        return sorted(
+            p
+            for p in self.found
+            if posixpath.dirname(p) == parent and fnmatchcase(posixpath.basename(p), name)
+        )
+
+
+SYMLINK_HOPS = 40  # Linux's MAXSYMLINKS: more is a loop
+
+
+def on_host(host_root: Path, path: str) -> Path | None:
+    """Where the host's ``path`` is seen when its ``/`` is ``host_root``, its symbolic links
+    followed as the host follows them (an absolute target from the host's ``/``, never above
+    it); None: missing (a dangling link too), or a loop."""
+    done: list[str] = []
+    todo = [p for p in reversed(path.split("/")) if p not in ("", ".")]
+    hops = SYMLINK_HOPS
+    while todo:
+        part = todo.pop()
+        if part == "..":
+            done = done[:-1]
+            continue
+        here = host_root.joinpath(*done, part)
+        if here.is_symlink():
+            hops -= 1
+            if hops < 0:
+                return None
+            target = os.readlink(here)
+            if target.startswith("/"):
+                done = []
+            todo += [p for p in reversed(target.split("/")) if p not in ("", ".")]
+        elif os.path.lexists(here):
+            done.append(part)
+        else:
+            return None
+    return host_root.joinpath(*done)
+
+
+def admissible(path: str) -> bool:
+    """Whether ``path`` is one ``HostPaths.scan`` may find: a file of another name or place
+    is refused, so the set read names nothing else of the host for a spec to mount."""
+    if not path.startswith("/") or posixpath.normpath(path) != path:
+        return False
+    if path in (*LIBRARY_PATHS, *_fixed_device_nodes()) or path in _mount_paths():
+        return True
+    parent, name = posixpath.split(path)
+    if name in ("", ".", ".."):
+        return False
+    patterns = [p for p in _mount_paths() if "*" in p] + [f"/dev/{d}/*" for d in UB_DEVICE_DIRS]
+    return any(
+        parent == posixpath.dirname(g) and fnmatchcase(name, posixpath.basename(g))
+        for g in patterns
+    )
+
+
+NOTHING_FOUND = HostPaths()  # a host without the driver's files: only /dev/davinci_manager
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +227,7 @@ class CdiWriter:
     root: Path  # /var/run/cdi: the dynamic specs' directory
     driver: str
     ascend_runtime: bool
-    dev_root: Path = Path("/dev")
-    host_root: Path = Path("/")  # where the host's / is seen (its paths checked there)
+    host: HostPaths = NOTHING_FOUND  # what of the paths a spec may name the host has
     npu_950: bool = False  # the node's chips are Ascend 950s (Huawei's Ascend910A5)
 
     @property
@@ -104,11 +259,9 @@ class CdiWriter:
             common = {"env": [f"{ENV_RUNTIME_OPTIONS}=", *self._library_path()]}
         else:
             present = [
-                Path(p).name
-                for p in MANAGER_DEVICES
-                if p == MANAGER_DEVICES[0] or (self.dev_root / Path(p).name).exists()
+                Path(p).name for p in MANAGER_DEVICES if p == MANAGER_DEVICES[0] or self.host.has(p)
             ]
-            if not self.npu_950 and (self.dev_root / DVPP_CMDLIST).exists():
+            if not self.npu_950 and self.host.has(f"/dev/{DVPP_CMDLIST}"):
                 present.append(DVPP_CMDLIST)
             present += self._ub_devices()
             common = {"deviceNodes": [self._node(name) for name in present]}
@@ -125,41 +278,30 @@ class CdiWriter:
 
     @staticmethod
     def _node(name: str) -> Obj:
-        """A device node at its host path (``dev_root`` is only where this process sees them)."""
+        """A device node at its host path."""
         return {"path": f"/dev/{name}", "hostPath": f"/dev/{name}", "permissions": "rw"}
 
-    def _on_host(self, path: str) -> Path:
-        return self.host_root / path.lstrip("/")
-
     def _library_path(self) -> list[str]:
-        found = [p for p in LIBRARY_PATHS if self._on_host(p).is_dir()]
+        found = [p for p in LIBRARY_PATHS if self.host.has(p)]
         return [f"LD_LIBRARY_PATH={':'.join(found)}"] if found else []
 
     def _ub_devices(self) -> list[str]:
         """``uburma/<node>``, ``ummu/<node>``: each node of those directories the host has."""
         return [
-            f"{directory}/{entry.name}"
+            path.removeprefix("/dev/")
             for directory in UB_DEVICE_DIRS
-            if (self.dev_root / directory).is_dir()
-            for entry in sorted((self.dev_root / directory).iterdir(), key=lambda e: e.name)
-            if not entry.is_dir()
+            for path in self.host.matching(f"/dev/{directory}/*")
         ]
 
     def _mounted(self) -> Iterator[str]:
-        """The host paths Huawei's spec mounts that this host has, globs expanded (a match
-        that is a symbolic link only when it stays in its directory, as Huawei's
-        ``expandGlobPath`` takes it)."""
+        """The host paths Huawei's spec mounts that this host has, globs expanded."""
         wanted = [*DRIVER_MOUNTS, *(() if self.npu_950 else (QUEUE_SCHEDULE,))]
         wanted += [HCCL_ROOT_INFO, TOPOLOGY_DIR, *(UB_MOUNTS if self.npu_950 else ())]
         for path in wanted:
-            if "*" not in path:
-                if self._on_host(path).exists():
-                    yield path
-                continue
-            parent = self._on_host(str(Path(path).parent))
-            for match in sorted(parent.glob(Path(path).name)) if parent.is_dir() else []:
-                if match.resolve().parent == parent.resolve():
-                    yield str(Path(path).parent / match.name)
+            if "*" in path:
+                yield from self.host.matching(path)
+            elif self.host.has(path):
+                yield path
 
     @staticmethod
     def _mount(path: str) -> Obj:

@@ -19,7 +19,7 @@ from chip_drivers.state import DeviceState
 from contract.chip_names import NPU, RESOURCE_DOMAIN
 from contract.dra import CLAIM_KIND, DEFAULT_DRIVER, DRA_NODE_LABEL
 from contract.objects import Obj
-from dra_driver.cdi import CdiWriter
+from dra_driver.cdi import NOTHING_FOUND, CdiWriter, HostPaths
 from dra_driver.checkpoint import Checkpoint
 from dra_driver.metrics import DraMetrics, Readings
 from dra_driver.plugin import KubeletPlugin
@@ -50,8 +50,7 @@ class DraConfig:
     registry_dir: Path = REGISTRY_DIR
     cdi_root: Path = CDI_ROOT
     ascend_runtime: bool = False  # CDI env edits for the Ascend runtime, else device nodes
-    dev_root: Path = Path("/dev")
-    host_root: Path = Path("/")  # the host's / as seen here: what the CDI specs mount
+    host: HostPaths = NOTHING_FOUND  # what of the paths the CDI specs may name the host has
     ring_free_hint: bool = True  # publish ringFree (the exact-fit ladder's hint)
     metrics_listen: tuple[str, int] | None = None  # HOST, PORT of /metrics, /healthz, /readyz
 
@@ -138,8 +137,7 @@ def start_dra_driver(config: DraConfig, chips: NpuDriver, gateway: KubeGateway) 
         config.cdi_root,
         config.driver,
         config.ascend_runtime,
-        config.dev_root,
-        config.host_root,
+        config.host,
         npu_950=first.resource == NPU.name,
     )
     metrics = DraMetrics()

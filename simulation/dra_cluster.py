@@ -26,6 +26,7 @@ import yaml
 from chip_drivers.fake import FakeDriver
 from contract.dra import CLAIM_KIND, DRA_NODE_LABEL, SLICE_KIND
 from contract.objects import Obj
+from dra_driver.cdi import HostPaths
 from dra_driver.driver import DraConfig, DraDriver, start_dra_driver
 from infra.kube.client import KubernetesGateway
 from infra.kube.port import Selection
@@ -39,6 +40,7 @@ OVERLAY = Path(__file__).parents[1] / "daemonset" / "overlays" / "dra"
 CLASS_KIND = "deviceclasses.resource.k8s.io/v1"
 TEMPLATE_KIND = "resourceclaimtemplates.resource.k8s.io/v1"
 FINALIZER = "resource.kubernetes.io/delete-protection"
+HOST_PATHS_FILE = "host-paths.json"  # what host_paths_command writes in a node's home
 
 
 def deployed(kind: str) -> list[Obj]:
@@ -262,13 +264,31 @@ def dra_node_object(name: str, i: int) -> Obj:
     }
 
 
+def host_paths_command(home: Path) -> list[str]:
+    """``python -m dra_driver.host_paths`` as the DaemonSet's init container runs it, on the
+    host tree ``home`` (its ``dev`` the node's devices): writes ``home/host-paths.json``."""
+    return [
+        sys.executable,
+        "-m",
+        "dra_driver.host_paths",
+        f"--host-root={home}",
+        f"--out={home / HOST_PATHS_FILE}",
+    ]
+
+
 def driver_command(
-    name: str, home: Path, *, kubeconfig_file: Path, policies_installed: bool = False
+    name: str,
+    home: Path,
+    *,
+    kubeconfig_file: Path,
+    policies_installed: bool = False,
+    host_paths: Path | None = None,
 ) -> list[str]:
     """``python -m dra_driver serve`` as the DaemonSet runs it, on the fake chips of
     ``home``, the kubelet's directories under it, the API server of a kubeconfig;
     ``policies_installed``: the chart's DRA admission policies are on the API server (else
-    the driver is told to start without them)."""
+    the driver is told to start without them); ``host_paths``: the file the init step wrote
+    (``host_paths_command``; else the driver checks this machine's ``/`` itself)."""
     return [
         sys.executable,
         "-m",
@@ -284,6 +304,7 @@ def driver_command(
         f"--kubeconfig={kubeconfig_file}",
         "--log-level=warning",
         *([] if policies_installed else ["--allow-missing-policies"]),
+        *([] if host_paths is None else [f"--host-paths={host_paths}"]),
     ]
 
 
@@ -293,7 +314,7 @@ def dra_config(name: str, home: Path) -> DraConfig:
         plugins_dir=home / "plugins",
         registry_dir=home / "registry",
         cdi_root=home / "cdi",
-        dev_root=home / "dev",
+        host=HostPaths.scan(home),  # home is the node's host tree (home/dev its devices)
     )
 
 

@@ -2,9 +2,11 @@
 
 - The overlay is rendered by the real kustomize and applied server-side, but for its
   workloads (DaemonSets, the Deployment): no kubelet runs their pods here. The DRA driver runs
-  instead as a process per node, the command its DaemonSet runs (``python -m dra_driver
-  serve``) on the fake chips, under a token of its ServiceAccount bound to a pod on its node
-  (the node's name is in the token, which the ``ascend-npu-dra-slices`` policy checks).
+  instead as a process per node, the commands its DaemonSet's pod runs (the init step
+  ``python -m dra_driver.host_paths`` on the node's host tree, then ``python -m dra_driver
+  serve --host-paths``) on the fake chips, under a token of its ServiceAccount bound to a pod
+  on its node (the node's name is in the token, which the ``ascend-npu-dra-slices`` policy
+  checks).
 - Each node is registered, reported Ready and heartbeated (``simulation.node_status``), and
   has the project's kubelet DRA simulator (``simulation.kubelet_dra``): it wipes the node's
   slices at start, registers the driver's plugin and prepares claims over the driver's gRPC.
@@ -25,7 +27,7 @@ from contract.dra import DEFAULT_DRIVER, DRA_NODE_LABEL, slice_name
 from infra.kube.client import api_client
 from infra.kube.port import NotFound, Selection
 from simulation.cluster import state_file
-from simulation.dra_cluster import driver_command
+from simulation.dra_cluster import HOST_PATHS_FILE, driver_command, host_paths_command
 from simulation.kubelet_dra import Container, KubeletDra
 from simulation.node_host import running_status
 from simulation.node_status import NodeRegistration, RegisteredNode
@@ -41,6 +43,7 @@ NODE_LABELS = {"accelerator": "huawei-Ascend910", DRA_NODE_LABEL: "true"}
 WORKLOADS = frozenset({"DaemonSet", "Deployment"})
 RESOURCE = "/apis/resource.k8s.io/v1"
 STARTUP = 90.0  # seconds for a driver to register and publish on a loaded machine
+INIT_STEP = 60.0  # seconds for the host-paths init step (a Python start on a loaded machine)
 
 SCHEDULER_CONFIGURATION: Obj = {
     "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -201,9 +204,24 @@ def _host(
     kubelet.start()
     kubeconfig = plane.token_kubeconfig(bound_driver_token(plane, name), f"dra-{name}")
     log = home / "driver.log"
+    # As the DaemonSet's pod: the init step checks the host tree (home) once, then the
+    # driver reads the set it wrote.
     with log.open("ab") as out:
+        subprocess.run(
+            host_paths_command(home),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=True,
+            timeout=INIT_STEP,
+        )
         driver = subprocess.Popen(
-            driver_command(name, home, kubeconfig_file=kubeconfig, policies_installed=True),
+            driver_command(
+                name,
+                home,
+                kubeconfig_file=kubeconfig,
+                policies_installed=True,
+                host_paths=home / HOST_PATHS_FILE,
+            ),
             stdout=out,
             stderr=subprocess.STDOUT,
         )

@@ -4,7 +4,10 @@ The agent and the DRA driver run as NVIDIA's device plugin does (no privilege es
 capability dropped, RuntimeDefault seccomp, a read-only root) unless the chips' device nodes
 need privilege (npu-smi without a runtime that injects them: the chart value
 nodeDevices.access), and mount only their own sockets and directories writable: never all of
-/dev, never the kubelet's whole plugins directory. A digest, when given, is what every
+/dev, never the kubelet's whole plugins directory. No long-running container sees the host's
+/ or what holds its secrets (/etc, the kubelet's keys and pods' volumes, /root): the host's / is
+mounted read-only only into the DRA driver's init container, which checks the paths the CDI
+specs may name and exits, hardened as the rest. A digest, when given, is what every
 container of every workload runs (Helm values, or kustomize's images transformer)."""
 
 from __future__ import annotations
@@ -23,20 +26,38 @@ from testbed.manifests import MANIFESTS, helm_template, kustomize
 
 Obj = dict[str, Any]
 KUBERNETES = "1.34"
+# Rendered only for 1.36+ (the chart's dra.huaweiClaims policy): not in 1.34's schemas.
+NEWER_KINDS = ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
 WORKLOADS = ("DaemonSet", "Deployment", "Job", "StatefulSet", "Pod")
 NODE_COMPONENTS = ("ascend-npu-agent", "ascend-npu-agent-vnpu", "ascend-npu-dra-driver")
 # What each node component may write on the host: its own sockets and directories.
-# The agent's: the jobs' reset-config and data-trace folders too (agent/reset_files.py).
+# The agent's with agent.resetFiles (off by default): the jobs' reset-config and data-trace
+# folders too (agent/reset_files.py).
 JOB_FILES = {"/user/restore/reset", "/user/cluster-info/datatrace-config"}
 WRITABLE = {
-    "ascend-npu-agent": {"/var/lib/kubelet/device-plugins", *JOB_FILES},
-    "ascend-npu-agent-vnpu": {"/var/lib/kubelet/device-plugins", *JOB_FILES},
+    "ascend-npu-agent": {"/var/lib/kubelet/device-plugins"},
+    "ascend-npu-agent-vnpu": {"/var/lib/kubelet/device-plugins"},
     "ascend-npu-dra-driver": {
         f"/var/lib/kubelet/plugins/{DEFAULT_DRIVER}",
         "/var/lib/kubelet/plugins_registry",
         "/var/run/cdi",
     },
 }
+# What a compromised node component must not read: a host mount of one of these or of a
+# directory holding one (the host's /, /etc, /var/lib/kubelet) is refused.
+SECRETS = ("/etc/shadow", "/var/lib/kubelet/pki", "/var/lib/kubelet/pods", "/root")
+INIT_HOST_PATHS = "host-paths"  # the DRA driver's init container
+# Shipped, and the chart with the values that change the node components' mounts and privilege.
+RENDERINGS = [
+    pytest.param("shipped", (), id="shipped"),
+    pytest.param("chart", (), id="chart"),
+    pytest.param(
+        "chart",
+        ("nodeDevices.access=runtime", "nodeDevices.runtimeClassName=ascend"),
+        id="chart-runtime",
+    ),
+    pytest.param("chart", ("agent.driver=fake", "nodeDevices.access=none"), id="chart-none"),
+]
 OURS = "ascend-npu-k8s"
 KUBE_SCHEDULER = "registry.k8s.io/kube-scheduler"
 DIGEST = "sha256:" + "ab" * 32
@@ -85,6 +106,82 @@ def test_node_components_mount_only_their_own_directories_writable(where: str) -
         assert {path for path, writable in mounts.items() if writable} == WRITABLE[name], name
 
 
+def container_host_mounts(spec: Obj, container: Obj) -> dict[str, bool]:
+    """hostPath → whether ``container`` may write it."""
+    paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    return {
+        paths[m["name"]]: not m.get("readOnly", False)
+        for m in container.get("volumeMounts", [])
+        if m["name"] in paths
+    }
+
+
+def holds(path: str, secret: str) -> bool:
+    """Whether a mount of the host's ``path`` shows ``secret``."""
+    return secret == path or secret.startswith(path.rstrip("/") + "/")
+
+
+def hardened(where: str, container: Obj) -> None:
+    context = container["securityContext"]
+    assert not context.get("privileged", False), where
+    assert context["allowPrivilegeEscalation"] is False, where
+    assert context["capabilities"] == {"drop": ["ALL"]}, where
+    assert context["readOnlyRootFilesystem"] is True, where
+    assert context["seccompProfile"] == {"type": "RuntimeDefault"}, where
+
+
+@pytest.mark.parametrize(("where", "values"), RENDERINGS)
+def test_no_long_running_container_sees_the_hosts_root_or_secrets(
+    where: str, values: tuple[str, ...]
+) -> None:
+    found = node_components(shipped() if where == "shipped" else rendered_chart(*values))
+    assert set(found) == set(NODE_COMPONENTS)
+    for name, spec in found.items():
+        for container in spec["containers"]:
+            for path in container_host_mounts(spec, container):
+                shown = [s for s in SECRETS if holds(path, s)]
+                assert not shown, f"{name}/{container['name']}: {path} shows {shown}"
+                assert path not in ("/", "/etc"), f"{name}/{container['name']}: {path}"
+
+
+@pytest.mark.parametrize(("where", "values"), RENDERINGS)
+def test_only_the_dra_init_container_sees_the_hosts_root_read_only_and_hands_on_a_file(
+    where: str, values: tuple[str, ...]
+) -> None:
+    found = node_components(shipped() if where == "shipped" else rendered_chart(*values))
+    for name, spec in found.items():
+        inits = spec.get("initContainers", [])
+        if name != "ascend-npu-dra-driver":
+            assert all(not container_host_mounts(spec, c) for c in inits), name
+            continue
+        (init,) = inits
+        assert init["name"] == INIT_HOST_PATHS
+        assert container_host_mounts(spec, init) == {"/": False}, "the host's / read-only"
+        hardened(f"{name}/{init['name']}", init)
+        assert init["command"] == ["python", "-m", "dra_driver.host_paths"]
+        # The set goes through an emptyDir: written by the init container, read-only to the
+        # driver, whose --host-paths names the file the init container's --out wrote.
+        empty = {v["name"] for v in spec["volumes"] if "emptyDir" in v}
+        (out,) = [a.removeprefix("--out=") for a in init["args"] if a.startswith("--out=")]
+        (written,) = [m for m in init["volumeMounts"] if out.startswith(m["mountPath"] + "/")]
+        assert written["name"] in empty and not written.get("readOnly", False)
+        (driver,) = spec["containers"]
+        (read,) = [m for m in driver["volumeMounts"] if m["name"] == written["name"]]
+        assert read["readOnly"] is True
+        assert (
+            f"--host-paths={read['mountPath']}{out.removeprefix(written['mountPath'])}"
+            in (driver["args"])
+        )
+        assert not [a for a in driver["args"] if a.startswith("--host-root")]
+
+
+def test_reset_files_add_only_the_jobs_folders_to_what_the_agents_write() -> None:
+    found = node_components(rendered_chart("agent.resetFiles=true"))
+    for name in ("ascend-npu-agent", "ascend-npu-agent-vnpu"):
+        writable = {path for path, w in host_mounts(found[name]).items() if w}
+        assert writable == WRITABLE[name] | JOB_FILES, name
+
+
 def test_the_dra_driver_serves_where_its_own_directory_is_mounted() -> None:
     values = ("dra.driverName=npu.example.org",)
     (spec,) = [s for n, s in node_components(rendered_chart(*values)).items() if "dra" in n]
@@ -123,6 +220,8 @@ def test_with_the_ascend_runtime_the_chips_are_injected_not_privileged() -> None
         "nodeDevices.runtimeClassName=ascend",
     )
     for document in rendered:
+        if document["kind"] in NEWER_KINDS:
+            continue
         kubernetes_validate.validate(document, KUBERNETES, strict=True)
     for name, spec in node_components(rendered).items():
         unprivileged(name, spec)

@@ -4,11 +4,17 @@ it (Ascend/mind-cluster ``component/ascend-common/cdi``: ``spec.go``, ``devnode.
 tools mounted read-only, ``LD_LIBRARY_PATH`` of the library directories the host has, the HCCL
 root info and the driver's topology directory, ``/dev/dvpp_cmdlist`` (not on a 950), every node
 of ``/dev/uburma`` and ``/dev/ummu``, and on a 950 the UB user-space files; nothing the host
-lacks. The real driver is started in-process (its kubelet plugin over unix sockets) and the
-kubelet DRA simulator prepares an allocated claim and applies the spec as a runtime does."""
+lacks. As the chart's pod does it: the init step (``python -m dra_driver.host_paths``, the
+real command) checks the host tree once and writes the set; the real driver, started
+in-process (its kubelet plugin over unix sockets), reads the set (``serve --host-paths``) and
+never the host tree; the kubelet DRA simulator prepares an allocated claim and applies the
+spec as a runtime does."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +23,8 @@ import pytest
 from chip_drivers.fake import FakeDriver
 from contract.dra import DEFAULT_DRIVER
 from contract.objects import Obj
+from dra_driver.__main__ import build_parser, host_paths_of
+from dra_driver.cdi import HostPaths
 from dra_driver.driver import DraConfig, DraDriver, start_dra_driver
 from simulation.cluster import state_file, wait_for
 from simulation.dra_cluster import dra_node_object
@@ -28,6 +36,7 @@ NS = "default"
 LIB = "/usr/local/Ascend/driver/lib64"
 STATE_950 = "chip_type: npu\nchips:\n" + "".join(f"  - {{id: {i}}}\n" for i in range(8))
 LABELS_950 = {"accelerator": "huawei-npu", "accelerator-type": "350-Atlas-4p-8"}
+INIT_STEP = 60.0  # seconds for the init step (a Python start on a loaded machine)
 
 
 def host_tree(root: Path, *, without: tuple[str, ...] = ()) -> None:
@@ -49,7 +58,7 @@ def host_tree(root: Path, *, without: tuple[str, ...] = ()) -> None:
             (root / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
             (root / path.lstrip("/")).touch()
     # A link leaving its directory is not mounted (Huawei's expandGlobPath).
-    (root / "usr/lib64/liburma-escape.so").symlink_to(root / "etc/hccl_rootinfo.json")
+    (root / "usr/lib64/liburma-escape.so").symlink_to("/etc/hccl_rootinfo.json")
 
 
 class Node:
@@ -86,6 +95,12 @@ class Node:
         return container
 
 
+def host_paths_read(written: Path) -> HostPaths:
+    """The set as ``serve --host-paths`` reads it (its flag's parsing, not a copy of it)."""
+    args = build_parser().parse_args(["serve", "--node-name", NODE, f"--host-paths={written}"])
+    return host_paths_of(args)
+
+
 @pytest.fixture
 def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
     """Our driver on a node whose host tree is ``tmp_path/host`` (the parameter: 910 or 950,
@@ -101,13 +116,22 @@ def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
     (tmp_path / "state.yaml").write_text(STATE_950 if kind == "950" else state_file(frozenset()))
     kubelet = KubeletDra(NODE, tmp_path / "registry", store, tmp_path / "cdi")
     kubelet.start()
+    written = tmp_path / "run" / "paths.json"
+    init = subprocess.run(
+        [sys.executable, "-m", "dra_driver.host_paths", f"--host-root={root}", f"--out={written}"],
+        capture_output=True,
+        text=True,
+        timeout=INIT_STEP,
+        check=False,
+    )
+    assert init.returncode == 0, init.stderr
+    shutil.move(root, tmp_path / "gone")  # the driver sees nothing of the host tree
     config = DraConfig(
         NODE,
         plugins_dir=tmp_path / "plugins",
         registry_dir=tmp_path / "registry",
         cdi_root=tmp_path / "cdi",
-        dev_root=root / "dev",
-        host_root=root,
+        host=host_paths_read(written),
     )
     driver: DraDriver = start_dra_driver(config, FakeDriver(tmp_path / "state.yaml"), store)
     try:

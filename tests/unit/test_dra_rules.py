@@ -11,7 +11,7 @@ import pytest
 
 from chip_drivers.chips import Chip, NodeChips
 from chip_topology.products import MODULE_910X8
-from dra_driver.cdi import CdiWriter
+from dra_driver.cdi import CdiWriter, HostPaths
 from dra_driver.checkpoint import Checkpoint, Prepared
 from dra_driver.claims import ClaimRef, ClaimRefused, Grant, granted
 from dra_driver.slices import desired_slice, dropped_fields, ring_free
@@ -147,7 +147,7 @@ GRANTS = (Grant("npus", "node-a", "npu-4", 4), Grant("npus", "node-a", "npu-5", 
 def test_a_device_node_spec_gives_each_chip_and_the_managers_the_host_has(tmp_path: Path) -> None:
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev" / "hisi_hdc").touch()
-    cdi = CdiWriter(tmp_path / "cdi", DRIVER, ascend_runtime=False, dev_root=tmp_path / "dev")
+    cdi = CdiWriter(tmp_path / "cdi", DRIVER, ascend_runtime=False, host=HostPaths.scan(tmp_path))
     ids = cdi.write("uid-1", GRANTS)
     assert ids == [
         "k8s.npu.ascend.example.com/npu=uid-1-npu-4",
