@@ -21,7 +21,16 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from contract.objects import Obj
-from infra.kube.port import Conflict, Gone, KubeError, NotFound, Page, Selection, WatchEvent
+from infra.kube.port import (
+    Conflict,
+    Forbidden,
+    Gone,
+    KubeError,
+    NotFound,
+    Page,
+    Selection,
+    WatchEvent,
+)
 
 REQUEST_TIMEOUT = 10.0
 # Connections kept to the API server. The client's default is 5 per core (10 on two cores):
@@ -37,6 +46,8 @@ def _call(what: str, fn: Callable[[], T]) -> T:
         return fn()
     except ApiException as failed:
         message = f"{what}: HTTP {failed.status} {failed.reason}"
+        if failed.status == 403:
+            raise Forbidden(message) from None
         if failed.status == 404:
             raise NotFound(message) from None
         if failed.status == 409:

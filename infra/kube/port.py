@@ -28,6 +28,10 @@ class NotFound(KubeError):
     """HTTP 404."""
 
 
+class Forbidden(KubeError):
+    """HTTP 403: the caller's identity may not (RBAC, or an admission policy)."""
+
+
 class Gone(KubeError):
     """HTTP 410: a resourceVersion or a continue token older than the API server keeps;
     list again from the start."""
