@@ -45,7 +45,7 @@ from infra.kube.location import MODES, kubeconfig_for
 from infra.kube.port import KubeError, NotFound, Selection, list_all
 from infra.leader import Timing
 from infra.logs import configure, log_level
-from scheduler_core import init_params
+from scheduler_core import fault_source, init_params
 from scheduler_core.engine import locality, rescheduling
 from scheduler_core.engine.model import Job, NodeState, Task
 from scheduler_core.engine.policies import DEFAULT_POLICY, POLICIES, policy_by_name
@@ -208,6 +208,8 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
     gone, refusal = policies.check(gateway, policies.SCHEDULER_POLICIES, not require)
+    # A source in mindx-dl it may not list would leave it never ready: refused at start.
+    refusal = refusal or fault_source.refusal(gateway, args.cluster_info_manager, args.noded)
     if refusal is not None:
         print(f"error: {refusal}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -249,6 +251,7 @@ def _serve(args: argparse.Namespace) -> int:
         gateway, policies.SCHEDULER_POLICIES, gone, args.policies_recheck_period
     )
     watch.report(service.metrics.registry, "ascend_scheduler")
+    fault_source.report(service.metrics.registry, args.cluster_info_manager, args.noded)
     stop = threading.Event()
     watch.start(stop)
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -327,6 +330,19 @@ def _settle(args: argparse.Namespace, params: InitParams) -> None:
     if args.cluster_info_manager is None:
         args.cluster_info_manager = params.found
         sources["use-cluster-info-manager"] = "init-params" if params.found else "default"
+    elif (
+        params.found
+        and not args.cluster_info_manager
+        and params.values.get(
+            "cluster_info_manager",
+            True,  # upstream's: true when absent
+        )
+    ):
+        logging.getLogger("scheduler_core").warning(
+            "init-params read ClusterD (useClusterInfoManager) but --use-cluster-info-manager="
+            "false: faults come from DeviceInfo, ClusterD's public faults are not seen (the "
+            "chart: scheduler.clusterInfoManager)"
+        )
     if args.volcano_config is not None or given & FROM_VOLCANO.keys():
         logging.getLogger("scheduler_core").info(
             "Volcano plugin settings%s: %s",

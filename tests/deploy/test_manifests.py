@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from contract import nodeinfo
+from contract import clusterd, nodeinfo
 from contract.groups import PODGROUP_APIS
 from contract.objects import PLACED_RESOURCES
 from infra.kube.port import KubeGateway
@@ -64,10 +64,11 @@ POLICY_READS: set[Rule] = {
 }
 # The scheduler also writes ConfigMaps outside kube-system: volcano-system/tor-share-cm,
 # volcano-system/vcjob-fault-npu-cm (read back at start) and fault-config-<job> in each fault
-# job's namespace; it reads and updates a job's own reset-config-<job> there.
+# job's namespace; it reads and updates a job's own reset-config-<job> there. On the Volcano
+# path it also reads Volcano's scheduler ConfigMap at start (--volcano-config), by name.
 CLUSTER_WIDE_CALLS: dict[str, dict[str, set[Rule]]] = {
     "ascend-npu-scheduler": {
-        "get_configmap": {("configmaps", "get", None)},
+        "get_configmap": {("configmaps", "get", None), ("configmaps", "get", "volcano-system")},
         "create_configmap": {("configmaps", "create", None)},
         "update_configmap": {("configmaps", "update", None)},
         "get_object": POLICY_READS,
@@ -155,6 +156,7 @@ RBAC_FILES: dict[str, Path | tuple[Path, ...]] = {
     "ascend-npu-scheduler": (
         BASE / "scheduler-rbac.yaml",
         MANIFESTS / "overlays" / "kube-scheduler" / "kube-scheduler-rbac.yaml",
+        MANIFESTS / "overlays" / "volcano" / "volcano-extender.yaml",
     ),
     "ascend-npu-volcano-config": MANIFESTS / "overlays" / "volcano" / "volcano-extender.yaml",
     "ascend-npu-scheduler-certs": BASE / "scheduler-certs.yaml",
@@ -389,7 +391,7 @@ def test_the_noded_switch_adds_exactly_the_list_and_watch_of_nodeds_configmaps()
 
     def scheduler_rules(*values: str) -> set[Rule]:
         rendered = yaml.safe_load_all(helm_template(*values))
-        names = {SCHEDULER, f"{SCHEDULER}-noded", f"{SCHEDULER}-bind"}
+        names = {SCHEDULER, f"{SCHEDULER}-noded", f"{SCHEDULER}-bind", f"{SCHEDULER}-volcano"}
         return rules_of(d for d in rendered if d and d["metadata"]["name"] in names)
 
     assert re.search(
@@ -397,8 +399,71 @@ def test_the_noded_switch_adds_exactly_the_list_and_watch_of_nodeds_configmaps()
     )
     added = scheduler_rules("scheduler.noded=true") - scheduler_rules()
     assert added == {("configmaps", verb, nodeinfo.NAMESPACE) for verb in ("list", "watch")}
-    assert scheduler_rules() == rules_in_manifest(SCHEDULER)
+    paths = scheduler_rules() | scheduler_rules("schedulerPath=volcano")
+    assert paths == rules_in_manifest(SCHEDULER)
     assert not scheduler_rules("scheduler.noded=true") - rules_in_manifest(SCHEDULER) - added
+
+
+def scheduler_args(rendered: Iterable[dict[str, Any]]) -> list[str]:
+    (deployment,) = [
+        d
+        for d in rendered
+        if d and d["kind"] == "Deployment" and d["metadata"]["name"] == SCHEDULER
+    ]
+    args: list[str] = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    return args
+
+
+def test_the_cluster_info_manager_switch_passes_its_flag_and_adds_clusterds_list_and_watch() -> (
+    None
+):
+    """scheduler.clusterInfoManager: the flag on the command line (Volcano's init-params do not
+    override it, so the RBAC follows it), and list and watch of ConfigMaps in the namespace the
+    code reads ClusterD's in (by label); off, nothing there."""
+
+    def rendered(*values: str) -> list[dict[str, Any]]:
+        return [d for d in yaml.safe_load_all(helm_template(*values)) if d]
+
+    def scheduler_rules(*values: str) -> set[Rule]:
+        names = {SCHEDULER, f"{SCHEDULER}-clusterd", f"{SCHEDULER}-bind"}
+        return rules_of(d for d in rendered(*values) if d["metadata"]["name"] in names)
+
+    assert re.search(r'Selection\(\s*"ConfigMap",\s*clusterd_cms\.NAMESPACE,', source_of(SCHEDULER))
+    on = "scheduler.clusterInfoManager=true"
+    added = scheduler_rules(on) - scheduler_rules()
+    assert added == {("configmaps", verb, clusterd.NAMESPACE) for verb in ("list", "watch")}
+    for path in ("kube-scheduler", "volcano", "none"):
+        for value in ("true", "false"):
+            args = scheduler_args(
+                rendered(f"schedulerPath={path}", f"scheduler.clusterInfoManager={value}")
+            )
+            assert f"--use-cluster-info-manager={value}" in args
+
+
+def test_the_volcano_path_reads_init_params_from_the_configuration_it_merges_into() -> None:
+    """schedulerPath=volcano: --volcano-config names the ConfigMap and key the merge Job
+    writes, the service may get that ConfigMap alone in Volcano's namespace (by name), and the
+    Volcano overlay passes the same flags; the other paths read no init-params."""
+    custom = ("volcano.namespace=vc", "volcano.configMap=cfg", "volcano.key=k.conf")
+    rendered = [d for d in yaml.safe_load_all(helm_template("schedulerPath=volcano", *custom)) if d]
+    assert "--volcano-config=vc/cfg:k.conf" in scheduler_args(rendered)
+    (role,) = [
+        d
+        for d in rendered
+        if d["metadata"]["name"] == f"{SCHEDULER}-volcano" and d["kind"] == "Role"
+    ]
+    assert role["metadata"]["namespace"] == "vc"
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["cfg"], "verbs": ["get"]}
+    ]
+    volcano = [d for d in yaml.safe_load_all(helm_template("schedulerPath=volcano")) if d]
+    overlay = kustomize(MANIFESTS / "overlays" / "volcano")
+    assert scheduler_args(overlay) == scheduler_args(volcano)
+    for path in ("kube-scheduler", "none"):
+        args = scheduler_args(yaml.safe_load_all(helm_template(f"schedulerPath={path}")))
+        assert not [a for a in args if a.startswith("--volcano-config")], path
+    args = scheduler_args(kustomize(MANIFESTS / "overlays" / "kube-scheduler"))
+    assert not [a for a in args if a.startswith("--volcano-config")]
 
 
 def test_reset_files_add_exactly_a_cluster_wide_get_of_configmaps_to_the_agent() -> None:
