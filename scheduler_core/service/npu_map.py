@@ -10,8 +10,9 @@ authentication, read-only.
 The page polls ``/map/state`` (every 500 ms) with the last ETag; unchanged, the answer is a 304
 without a body. Polling rather than server-sent events: an event stream holds a connection
 (``infra.http_connections.Limits.max_connections``) for as long as a tab stays open, and
-one of the bounded handler threads whenever it writes, where a poll holds one for a millisecond. The snapshot is built from the view
-at most once per ``MAX_AGE`` whoever polls (``benchmarks/npu_map.py``: its cost at 5,000 nodes).
+one of the bounded handler threads whenever it writes, where a poll holds one for a
+millisecond. The snapshot is built from the view at most once per ``MAX_AGE`` whoever polls
+(``benchmarks/npu_map.py``: its cost at 5,000 nodes).
 
 Everything a tenant writes (pod names, namespaces, gang names) reaches the page as JSON
 strings that the script puts in the DOM with ``textContent`` only; the page's
