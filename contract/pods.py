@@ -20,6 +20,7 @@ part of a chip, which the scheduler's vNPU model counts (``scheduler_core.engine
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import InitVar, dataclass, field
 from types import MappingProxyType
@@ -87,6 +88,8 @@ class PodView:
     asks: tuple[str, ...] = ()
     # Its nodeSelector, required node affinity and tolerations (``node_affinity``).
     constraints: PodConstraints = EVERYWHERE
+    # Its spec.schedulerName (the API server defaults an unset one to default-scheduler).
+    scheduler: str = "default-scheduler"
     # The pod's whole annotations when ``annotations`` keeps only some (a cache's view):
     # parsed, not kept.
     source: InitVar[Mapping[str, str] | None] = None
@@ -238,6 +241,9 @@ def pod_view(pod: Obj, keep: Collection[str] | None = None) -> PodView:
         controlled=_controlled(meta.get("ownerReferences")),
         asks=npu_resources_asked(pod),
         constraints=pod_constraints(pod),
+        scheduler=sys.intern(
+            str((pod.get("spec") or {}).get("schedulerName") or "default-scheduler")
+        ),
         source=notes,
         env_rank=_env_rank(pod),
     )

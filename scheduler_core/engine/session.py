@@ -323,6 +323,18 @@ class Session:
                 scores[name] = score
         return scores
 
+    def score_list(self, job: Job, req: int, names: Sequence[str]) -> list[float | None]:
+        """``score``'s values in the order of ``names`` (None: the node cannot host the task,
+        or is no node of this session), each distinct signature scored once. The per-node
+        steps are C loops (``map``): prioritize is called with thousands of names per pod."""
+        distributed = job.distributed
+        signatures = list(map(self._signature.get, names))
+        by_signature: dict[Signature | None, float | None] = {None: None}
+        for signature in dict.fromkeys(signatures):
+            if signature is not None:
+                by_signature[signature] = self._score(signature, job.product, req, distributed)
+        return list(map(by_signature.__getitem__, signatures))
+
     def place(
         self, job: Job, nodes: Sequence[str] | None = None, explain: bool = False
     ) -> Decision:

@@ -270,7 +270,10 @@ class Extender:
         """kube-scheduler's bind: the chips chosen and written with the Binding. BindRefused
         (nothing written) unless the live pod is the one named (``PodUID``), of one of
         ``profiles``, asks NPUs, ``Node`` suits its nodeSelector, required node affinity and
-        tolerations, and passed this service's filter for it lately."""
+        tolerations, and passed this service's filter for it lately. The live pod is the
+        watch cache's when it has that UID (what decides a bind, its scheduler, request and
+        constraints, cannot change on a pod; a pod deleted since fails the Binding's POST),
+        else one GET: one write per bind, no read."""
         binding = binding_args(args)
         namespace, name, uid, node = (
             binding.PodNamespace,
@@ -281,7 +284,7 @@ class Extender:
         if not uid:
             raise BadRequest("PodUID is required: a bind names the very pod it binds")
         try:
-            pod = self.state.gateway.get_pod(namespace, name)
+            pod = self._live_pod(namespace, name, uid)
             request = pod_request(pod, self.state.job_of)
         except (KubeError, BadPod) as failed:
             return ExtenderBindingResult(f"bind {namespace}/{name}: {failed}")
@@ -292,17 +295,25 @@ class Extender:
 
         return ExtenderBindingResult(self._give(request, node, write, ("bind", "bound", "to")))
 
-    def _another_scheduler(self, pod: Obj) -> str:
+    def _live_pod(self, namespace: str, name: str, uid: str) -> PodView:
+        """The cluster's pod ``namespace/name``: the watch cache's view when it shows ``uid``,
+        else read (KubeError when it cannot be)."""
+        with self.state.lock:
+            cached = self.state.live.get(f"{namespace}/{name}")
+        if cached is not None and cached.uid == uid:
+            return cached
+        return pod_view(self.state.gateway.get_pod(namespace, name))
+
+    def _another_scheduler(self, pod: PodView) -> str:
         """Why the pod is not ours to place ("" when it is): another schedulerName."""
-        # The API server defaults an unset schedulerName to default-scheduler.
-        scheduler = str((pod.get("spec") or {}).get("schedulerName") or "default-scheduler")
+        scheduler = pod.scheduler
         return (
             ""
             if scheduler in self.profiles
             else f"the pod is for scheduler {quoted(scheduler)}, not ours"
         )
 
-    def _may_bind(self, pod: Obj, request: PodRequest, uid: str, node: str) -> None:
+    def _may_bind(self, pod: PodView, request: PodRequest, uid: str, node: str) -> None:
         what = f"bind {request.key} to {node}"
         if request.uid != uid:
             raise BindRefused(f"{what}: the cluster's pod has another UID")
@@ -328,7 +339,7 @@ class Extender:
         cluster has (same UID), with the NPUs it really requests, is given chips."""
         claimed = pod_request(pod, self.state.job_of)
         try:
-            live = self.state.gateway.get_pod(claimed.namespace, claimed.name)
+            live = pod_view(self.state.gateway.get_pod(claimed.namespace, claimed.name))
             request = pod_request(live, self.state.job_of)
         except KubeError as failed:
             return f"allocate {claimed.key} on {node}: {failed}"

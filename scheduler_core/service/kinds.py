@@ -22,7 +22,13 @@ from scheduler_core.engine.vnpu import VnpuInvalid, validate_static
 from scheduler_core.service.assumed import Assumed
 from scheduler_core.service.extender_state import ExtenderState
 from scheduler_core.service.gangs import Hold, NotReserved, RankTaken, Reservation
-from scheduler_core.service.wire import MAX_SCORE, HostPriority, PodRequest, normalize
+from scheduler_core.service.wire import (
+    MAX_SCORE,
+    HostPriority,
+    PodRequest,
+    normalize,
+    normalize_list,
+)
 
 GANG_WAITING = "NPUGangWaiting"
 
@@ -225,7 +231,9 @@ class Chips(_Assuming):
         return self.state.session.score(request.job(), request.npu, names)
 
     def prioritize(self, request: PodRequest, names: list[str]) -> list[HostPriority]:
-        return normalize(self.scores(request, names), names)
+        return normalize_list(
+            self.state.session.score_list(request.job(), request.npu, names), names
+        )
 
     def choose(self, request: PodRequest, node: str) -> Chosen | str:
         decision = self.state.session.place(request.job(), [node])

@@ -419,3 +419,16 @@ def normalize(
     }
     get = scores.get
     return [HostPriority(n, value_of.get(get(n), 0)) for n in (scores if names is None else names)]
+
+
+def normalize_list(values: list[float | None], names: list[str]) -> list[HostPriority]:
+    """``normalize`` of scores given in the order of ``names`` (``Session.score_list``):
+    the same answer, its per-node steps C loops."""
+    distinct = {s for s in set(values) if s is not None}
+    low, high = (min(distinct), max(distinct)) if distinct else (0.0, 0.0)
+    value_of: dict[float | None, int] = {
+        s: MAX_SCORE if high == low else round(MAX_SCORE * (s - low) / (high - low))
+        for s in distinct
+    }
+    value_of[None] = 0
+    return list(map(HostPriority, names, map(value_of.__getitem__, values)))
