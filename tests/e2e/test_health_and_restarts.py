@@ -108,21 +108,23 @@ def test_a_node_noded_reports_unhealthy_is_a_fault_node_and_its_job_restarts() -
         assert wait_for(lambda: fault_nodes(cluster) == ["node-00"])
         assert wait_for(lambda: not pod_names(cluster) & {"train-0", "train-1"})
         cluster.reap()
-        # node-00 is left out, naming NodeD's report, while it stands.
-        probe = pod_object("ns", "probe", None, 1)
+        # node-00 is left out, naming NodeD's report, while it stands. (The verbs decide from
+        # the cluster's pod: the probe is one, taken away before the scheduler runs.)
+        probe = cluster.store.create_pod(pod_object("ns", "probe", None, 1))
         answer = cluster.service.extender.filter({"Pod": probe, "NodeNames": ["node-00"]})
         assert answer.FailedNodes["node-00"] == (
             "node-00: NodeD reports UnHealthy (CPU 0 00000011 SeparateFault)"
         )
         report(cluster, "node-00", nodeinfo.NodeInfo(nodeinfo.HEALTHY))  # repaired
-        for r in range(2):
-            submit(cluster, f"train-{r}", 8, gang="train", size=2, labels=labels)
         assert wait_for(
             lambda: (
                 cluster.service.extender.filter({"Pod": probe, "NodeNames": ["node-00"]}).NodeNames
                 == ["node-00"]
             )
         )
+        cluster.store.delete_pod("ns", "probe", "", 0)
+        for r in range(2):
+            submit(cluster, f"train-{r}", 8, gang="train", size=2, labels=labels)
         run(cluster, scheduler)
         check_invariants(cluster, scheduler)
         assert {node_of(cluster, f"train-{r}") for r in range(2)} == {"node-00", "node-01"}
@@ -131,8 +133,8 @@ def test_a_node_noded_reports_unhealthy_is_a_fault_node_and_its_job_restarts() -
 def test_without_noded_on_the_service_reads_no_nodeinfo() -> None:
     with simulated_cluster(1) as cluster:
         report(cluster, "node-00", nodeinfo.NodeInfo(nodeinfo.UNHEALTHY, (CPU_FAULT,)))
+        probe = cluster.store.create_pod(pod_object("ns", "probe", None, 1))
         cluster.service.refresh()
-        probe = pod_object("ns", "probe", None, 1)
         answer = cluster.service.extender.filter({"Pod": probe, "NodeNames": ["node-00"]})
         assert answer.NodeNames == ["node-00"]
 
