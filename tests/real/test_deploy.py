@@ -90,6 +90,8 @@ RESOURCE_NAMES: dict[tuple[str, str, str, str | None], tuple[str, ...]] = {
     (SCHEDULER_ACCOUNT, "configmaps", "list", None): (FAULT_RECORD[1],),
     (SCHEDULER_ACCOUNT, "configmaps", "watch", None): (FAULT_RECORD[1],),
     (SCHEDULER_ACCOUNT, "leases.coordination.k8s.io", "get", NAMESPACE): (Election().name,),
+    # Volcano's scheduler ConfigMap, read at start on the Volcano path (--volcano-config).
+    (SCHEDULER_ACCOUNT, "configmaps", "get", VOLCANO): ("volcano-scheduler-configmap",),
     (SCHEDULER_ACCOUNT, "leases.coordination.k8s.io", "update", NAMESPACE): (Election().name,),
     # The Volcano overlay's Job: Volcano's scheduler ConfigMap and Deployment, and the
     # service's CA it puts beside them.
