@@ -174,5 +174,12 @@ def test_a_public_fault_clusterd_reports_keeps_a_whole_node_pod_off_until_gone(
 
     healthy = devices(0, device_entry(NODE))  # ClusterD's next version: the fault gone
     admin.patch(f"{DEVICES}/{healthy['metadata']['name']}", {"data": healthy["data"]})
+    wait_until(lambda: chips(cluster, "unhealthy") == 0, DEADLINE, "chip 0 healthy again")
+    # A ConfigMap is no event kube-scheduler requeues an unschedulable pod on (it would try
+    # again within its 5 minutes' podMaxInUnschedulablePodsDuration): the job's controller
+    # makes the pod again, as a restarted job would.
+    admin.request("DELETE", f"{pods}/whole", {"gracePeriodSeconds": 0})
+    wait_until(lambda: not admin.get(pods)["items"], DEADLINE, "the refused pod gone")
+    admin.create(pods, pod)
     (placed,) = wait_pods(plane, ns, "job=clusterd", 1, timeout=DEADLINE)
     assert placed["spec"]["nodeName"] == NODE

@@ -15,6 +15,8 @@ the cluster here, per namespace and all together: ``--hold-share-per-namespace 0
 
 from __future__ import annotations
 
+import re
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -51,6 +53,20 @@ def wait_gang_waiting(admin: Rest, namespace: str, names: list[str]) -> None:
         return set(names) <= {e["involvedObject"]["name"] for e in events["items"]}
 
     wait_until(said, 60, f"{names} are refused: their gangs wait")
+
+
+def no_gang_waits(cluster: Deployed) -> None:
+    """The service has let every deleted gang go (``ascend_scheduler_waiting_gangs`` all 0, its
+    holds with them): a pod it refused for a hold is retried by kube-scheduler only on a
+    cluster event or after minutes, so the next test starts once none is left."""
+
+    def none() -> bool:
+        with urllib.request.urlopen(f"{cluster.metrics_url}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        counts = re.findall(r"^ascend_scheduler_waiting_gangs\{[^}]*\} (\S+)$", text, re.M)
+        return bool(counts) and all(float(c) == 0 for c in counts)
+
+    wait_until(none, 60, "no gang waiting")
 
 
 def delete_all_pods(admin: Rest, namespace: str) -> None:
@@ -129,6 +145,7 @@ def test_a_podgroup_of_1000_with_one_one_chip_member_leaves_other_tenants_the_se
     assert len({p["spec"]["nodeName"] for p in running}) == 3
     delete_all_pods(admin, victim)
     delete_all_pods(admin, tenant)
+    no_gang_waits(cluster)
 
 
 def test_a_tenants_namespaces_together_hold_at_most_the_share_of_the_servers(
@@ -158,6 +175,7 @@ def test_a_tenants_namespaces_together_hold_at_most_the_share_of_the_servers(
     delete_all_pods(admin, victim)
     for namespace in namespaces:
         delete_all_pods(admin, namespace)
+    no_gang_waits(cluster)
 
 
 def test_a_podgroup_gang_whose_pods_exist_holds_its_node_ahead_of_small_pods_and_starts(
