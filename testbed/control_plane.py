@@ -72,9 +72,16 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
 class Process:
     """One component as a process of its own, its output in ``<workdir>/<name>.log``."""
 
-    def __init__(self, name: str, command: list[str], workdir: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        command: list[str],
+        workdir: Path,
+        environment: dict[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.command = command
+        self.environment = None if environment is None else {**os.environ, **environment}
         self.log = workdir / f"{name}.log"
         self._popen: subprocess.Popen[bytes] | None = None
         self.start()
@@ -82,7 +89,11 @@ class Process:
     def start(self) -> None:
         with self.log.open("ab") as out:
             self._popen = subprocess.Popen(
-                self.command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                self.command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=self.environment,
             )
 
     @property
