@@ -143,6 +143,10 @@ class Volcano:
             f"--healthz-address=127.0.0.1:{port}",
             f"--listen-address=127.0.0.1:{free_port()}",
             f"--scheduler-name={SCHEDULER_NAME}",
+            # The JobFlow controllers need the flow.volcano.sh CRDs, which live outside the
+            # chart's crd/bases: without them their informers never sync and take the queue
+            # controller down with them (pkg/controllers/queue/queue_controller.go).
+            "--controllers=+job-controller,+pg-controller,+queue-controller,+gc-controller",
             *extra,
         ]
         return self._start("vc-controller-manager", command, port)
