@@ -13,10 +13,12 @@ from scheduler_core.volcano_config import (
     Entry,
     NotTrusted,
     bare,
+    check_volcano,
     merged,
     removed,
     trusting,
     untrusting,
+    volcano_version,
 )
 
 URL = "https://ascend-npu-scheduler.kube-system.svc:8888/volcano"
@@ -97,3 +99,46 @@ def test_a_users_own_cert_dir_is_kept() -> None:
 def test_a_deployment_without_the_container_is_refused_naming_it() -> None:
     with pytest.raises(NotTrusted, match="no container 'scheduler' \\(--scheduler-container\\)"):
         trusting(DEPLOYMENT, "scheduler", "ascend-npu-scheduler-ca")
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("volcanosh/vc-scheduler:v1.12.0", (1, 12, 0)),
+        ("registry:5000/volcanosh/vc-scheduler:v1.15.1@sha256:abc", (1, 15, 1)),
+        ("vc-scheduler:1.13", (1, 13, 0)),
+        ("v1.9.0", (1, 9, 0)),
+        ("registry:5000/volcanosh/vc-scheduler", None),
+        ("volcanosh/vc-scheduler:latest", None),
+        ("volcanosh/vc-scheduler@sha256:abc", None),
+    ],
+)
+def test_the_volcano_version_is_read_from_the_image_tag(
+    text: str, version: tuple[int, int, int] | None
+) -> None:
+    assert volcano_version(text) == version
+
+
+def with_image(image: str) -> dict[str, Any]:
+    deployment = copy.deepcopy(DEPLOYMENT)
+    deployment["spec"]["template"]["spec"]["containers"][0]["image"] = image
+    return deployment
+
+
+def test_merge_refuses_a_volcano_whose_extender_plugin_cannot_give_chips() -> None:
+    # Volcano v1.12's extender plugin ignores allocateFuncVerb: its pods would bind chipless.
+    with pytest.raises(NotTrusted) as refused:
+        check_volcano(with_image("volcanosh/vc-scheduler:v1.12.0"), "volcano-scheduler", None)
+    said = str(refused.value)
+    assert "volcano-system/volcano-scheduler runs Volcano v1.12.0" in said
+    assert "allocateFuncVerb" in said and "without their chips" in said
+    check_volcano(with_image("volcanosh/vc-scheduler:v1.13.0"), "volcano-scheduler", None)
+
+
+def test_an_image_without_a_version_needs_the_version_declared() -> None:
+    latest = with_image("volcanosh/vc-scheduler:latest")
+    with pytest.raises(NotTrusted, match="does not say which Volcano runs; set --volcano-version"):
+        check_volcano(latest, "volcano-scheduler", None)
+    check_volcano(latest, "volcano-scheduler", "v1.15.0")
+    with pytest.raises(NotTrusted, match="runs Volcano v1.9.0"):
+        check_volcano(with_image("volcanosh/vc-scheduler:v1.15.0"), "volcano-scheduler", "1.9.0")
