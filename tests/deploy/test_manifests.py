@@ -582,7 +582,10 @@ def volcano_plugin() -> Any:
 def test_the_volcano_configuration_names_only_verbs_the_service_serves() -> None:
     plugin = volcano_plugin()
     verbs = [v for k, v in plugin["arguments"].items() if k.endswith("Verb")]
-    assert sorted(verbs) == sorted(VolcanoVerbs.VERBS)
+    # The session verbs are served (older configurations name them) but not configured: a
+    # failed onSessionOpen makes Volcano's plugin skip its predicate for the whole session.
+    session = {"onSessionOpen", "onSessionClose"}
+    assert sorted(verbs) == sorted(set(VolcanoVerbs.VERBS) - session)
     for verb in verbs:
         assert verb in VolcanoVerbs.VERBS, verb
     assert plugin["arguments"]["extender.managedResources"] == list(PLACED_RESOURCES)
