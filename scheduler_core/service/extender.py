@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from contract.annotations import PREDICATE_TIME
@@ -172,7 +173,9 @@ class Extender:
             raise NotLive(f"the cluster's pod {key} has another UID", lasting=True)
         return live
 
-    def filter(self, args: Mapping[str, Any] | ExtenderArgs) -> ExtenderFilterResult:
+    def filter(
+        self, args: Mapping[str, Any] | ExtenderArgs, *, any_rank: bool = False
+    ) -> ExtenderFilterResult:
         """kube-scheduler's filter: the passing nodes, and why each other one fails:
         ``FailedAndUnresolvableNodes`` for a node that can never host the pod (another chip
         kind or accelerator type, not an NPU node, a request no node can serve, one its
@@ -180,11 +183,16 @@ class Extender:
         preemption evicts nothing there; ``FailedNodes`` for one that may once it frees
         chips. A pod asking no NPU passes everywhere (without ``managedResources``,
         kube-scheduler and Volcano send every pod). The pod decided for is the cluster's
-        (``live``); the body names it."""
+        (``live``); the body names it. ``any_rank``: a gang member passes every node its
+        gang still has a free place on, whatever the rank (Volcano's predicate error cache
+        gives a node's refusal of one pod to every pod of its task: its ``allocate``
+        action, volcano-sh/volcano ``pkg/scheduler/util/predicate_helper.go``)."""
         pod, candidates = extender_args(args)
         names = candidates.names
         try:
             request = pod_request(self.live(pod), self.state.job_of)
+            if any_rank and request.rank is not None:
+                request = replace(request, rank=None)
         except NotLive as gone:
             every = dict.fromkeys(names, str(gone))
             return (

@@ -680,9 +680,15 @@ class Gangs:
         )
 
     def take_rank(self, request: PodRequest, node: str) -> RankTaken | NotReserved:
-        """The member's rank on ``node`` in its gang's reservation, marked bound to it."""
+        """The member's rank on ``node`` in its gang's reservation, marked bound to it: its
+        own rank's place there, else another free place there (Volcano's predicate passes a
+        member on any free place of its gang; the rank it gets is written with its chips)."""
         reservation = self.reservations.get(request.gang_key)
-        rank = reservation.free_on(node, request.rank) if reservation else None
+        rank = None
+        if reservation is not None:
+            rank = reservation.free_on(node, request.rank)
+            if rank is None:
+                rank = reservation.free_on(node)
         if reservation is None or rank is None:
             return NotReserved(f"no reservation of gang {request.gang_key} on {node}")
         placement = reservation.placements[rank]

@@ -68,7 +68,12 @@ class VolcanoVerbs:
 
     def _predicate(self, args: PredicateArgs) -> PredicateResponse:
         pod, node = _task_pod(args.task), args.node.Name
-        answer = self._extender.filter(ExtenderArgs(Pod=pod, NodeNames=[node]))
+        # Rank-blind: Volcano caches a node's refusal for the pod's whole task (Job and
+        # TaskRole) within a session, so a node refused to rank 0 as "reserved for rank 1"
+        # would never be asked for rank 1 (seen on the real v1.15.0: a 2-pod gang never
+        # bound). prioritize still points each rank at its node; allocateFunc takes the
+        # place free on the node Volcano chose.
+        answer = self._extender.filter(ExtenderArgs(Pod=pod, NodeNames=[node]), any_rank=True)
         if node in answer.passing:
             return PredicateResponse("", SUCCESS)
         never = answer.FailedAndUnresolvableNodes.get(node)

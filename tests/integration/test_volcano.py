@@ -94,18 +94,40 @@ def test_an_unknown_verb_is_refused() -> None:
 
 def test_a_ranked_gang_through_volcano_goes_rank_by_rank_onto_the_tors() -> None:
     # ToRs of 4; 6 pods of a large-model job: 1.0 picks ToR 0 whole + t1-s0, t1-s1 (logical
-    # ToRs over 2 whole ToRs). Volcano's predicate (which reserves) passes each pod on its own
-    # rank node only, and its prioritize sees 200 there.
+    # ToRs over 2 whole ToRs). Volcano's predicate (which reserves) passes each pod on every
+    # place of its gang still free, whatever the rank: Volcano caches a node's refusal for
+    # the pod's whole task within a session (pkg/scheduler/util/predicate_helper.go). Its
+    # prioritize sees 200 on the pod's own rank's node only.
     c = Cluster(2)
     pods = c.gang("big", 6, labels={"tor-affinity": "large-model-schema"})
     nodes = [{"Name": n} for n in c.names]
     expected = [f"t0-s{s}" for s in range(4)] + ["t1-s0", "t1-s1"]
     for rank, pod in enumerate(pods):
-        other = expected[(rank + 1) % 6]
-        refused = call(c, "predicate", {"task": task(pod), "node": {"Name": other}})
-        assert refused["code"] == 2 and f"not reserved for rank {rank}" in refused["status"]
+        outside = call(c, "predicate", {"task": task(pod), "node": {"Name": "t1-s2"}})
+        assert outside["code"] == 2 and "not reserved for gang" in outside["status"]
+        for later in expected[rank:]:
+            passed = call(c, "predicate", {"task": task(pod), "node": {"Name": later}})
+            assert passed == {"status": "", "code": 0}, later
+        for taken in expected[:rank]:
+            refused = call(c, "predicate", {"task": task(pod), "node": {"Name": taken}})
+            assert refused["code"] == 2, f"{taken}'s place is taken"
         scores = call(c, "prioritize", {"task": task(pod), "nodes": nodes})
         assert scores == {"nodeScore": {expected[rank]: 200.0}, "errorMessage": ""}
         allocated = call(c, "allocateFunc", {"task": task(pod, expected[rank])})
         assert allocated == {"errorMessage": ""}
         assert c.annotations(f"big-{rank}")["hccl/rankIndex"] == str(rank)
+
+
+def test_a_gang_member_volcano_puts_on_another_ranks_place_takes_that_place() -> None:
+    # Volcano may choose another free place of the gang (other plugins' scores outweigh
+    # ours): the pod takes that place and its rank, and its own place stays for another.
+    c = Cluster(2)
+    first, second, third, *_ = c.gang("big", 6, labels={"tor-affinity": "large-model-schema"})
+    passed = call(c, "predicate", {"task": task(first), "node": {"Name": "t0-s1"}})
+    assert passed["code"] == 0, "the predicate reserves the gang's places"
+    assert call(c, "allocateFunc", {"task": task(first, "t0-s1")}) == {"errorMessage": ""}
+    assert c.annotations("big-0")["hccl/rankIndex"] == "1"
+    assert call(c, "allocateFunc", {"task": task(second, "t0-s0")}) == {"errorMessage": ""}
+    assert c.annotations("big-1")["hccl/rankIndex"] == "0"
+    refused = call(c, "allocateFunc", {"task": task(third, "t0-s0")})["errorMessage"]
+    assert "no reservation of gang" in refused, "both places there are taken"
