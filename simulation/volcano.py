@@ -101,6 +101,9 @@ class VolcanoConfig:
     ignorable: bool = False
     managed_resources: tuple[str, ...] = PLACED_RESOURCES
     ca_file: Path | None = None  # the CA of an https urlPrefix's server (else system roots)
+    # onSessionOpenVerb / onSessionCloseVerb set: the shipped entry names neither (a failed
+    # onSessionOpen would leave the session without the extender's predicate).
+    session_verbs: bool = False
 
 
 @dataclass
@@ -241,17 +244,18 @@ class VolcanoScheduler:
         """OpenSession, enqueue, allocate, CloseSession."""
         report = SessionReport()
         nodes, pods, jobs = self._snapshot()
-        try:
-            self._post("onSessionOpen", self._session_body(nodes, jobs))
-        except ExtenderError:
-            report.extender_used = self.config.ignorable  # not ignorable: no callbacks
+        if self.config.session_verbs:
+            try:
+                self._post("onSessionOpen", self._session_body(nodes, jobs))
+            except ExtenderError:
+                report.extender_used = self.config.ignorable  # not ignorable: no callbacks
         self._enqueue(jobs, report)
         idle, releasing = self._idle(nodes, pods)
         self._neighbours = neighbours_of(pods)
         for job in jobs.values():
             if job.key in self._inqueue and job.tasks:
                 self._allocate(job, nodes, idle, releasing, report)
-        if report.extender_used:
+        if report.extender_used and self.config.session_verbs:
             self._post("onSessionClose", {})
         return report
 
