@@ -1,4 +1,4 @@
-"""The scheduling core: HCCS-affine placement of NPU jobs on Ascend 910 / 910B servers.
+"""The scheduling core: which node and which chips each NPU pod gets, on every Ascend product.
 
 ``engine``: the pure decision engine (products, validation, policies, the session ledger,
 switch and SuperPoD affinity, fault decisions). ``service``: the kube-scheduler and Volcano
