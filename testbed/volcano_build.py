@@ -297,7 +297,8 @@ def required(volcano: Volcano) -> str | None:
     gomod = volcano.home / "go.mod"
     if volcano.module is None or not gomod.exists():
         return None
-    found = re.search(rf"^require {re.escape(volcano.module)} (v\S+)", gomod.read_text(), re.M)
+    pattern = rf"^\s*(?:require\s+)?{re.escape(volcano.module)}\s+(v\S+)"
+    found = re.search(pattern, gomod.read_text(), re.M)
     return found.group(1) if found else None
 
 
