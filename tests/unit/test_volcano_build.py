@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import shutil
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from testbed import build, huawei_patches, volcano_build
-from testbed.snapshots import Snapshot, SourceMissing, obtain, upstream_dir
+from testbed.snapshots import Snapshot, SourceMissing, git_clone, obtain, upstream_dir
 from testbed.volcano_build import Volcano, module_gomod, volcanoes
 
 ALLOCATE = """\
@@ -184,6 +186,29 @@ def test_no_source_says_what_was_looked_for(tmp_path: Path) -> None:
         "offline",
     ):
         assert part in message
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_clone_takes_the_tag_and_checks_its_commit(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "component" / "plugin").mkdir(parents=True)
+    (repo / "component" / "plugin" / "a.go").write_text("package main\n")
+    (repo / "other").mkdir()
+    (repo / "other" / "b.go").write_text("package other\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    for step in (["init", "-q"], ["add", "."], ["commit", "-qm", "one"], ["tag", "v1"]):
+        subprocess.run([*git, *step], check=True)
+    commit = subprocess.run(
+        [*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    pinned = Snapshot("x", f"file://{repo}", "v1", commit, "0" * 64, "component/plugin")
+    assert git_clone(pinned, tmp_path / "out") is None
+    assert (tmp_path / "out/component/plugin/a.go").exists()
+    assert not (tmp_path / "out/other").exists()  # only the pinned folder is checked out
+    moved = Snapshot("x", f"file://{repo}", "v1", "1" * 40, "0" * 64)
+    why = git_clone(moved, tmp_path / "moved")
+    assert why is not None and f"is commit {commit}" in why
+    assert not (tmp_path / "moved").exists()
 
 
 def test_a_missing_source_exits_2(monkeypatch: pytest.MonkeyPatch) -> None:
