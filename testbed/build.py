@@ -9,7 +9,11 @@ and ``go mod tidy``; for Kubernetes also the ``replace`` block that points its ~
 modules at their published versions, as every project that builds ``k8s.io/kubernetes`` as a
 dependency does: ``k8s.io/kubernetes vX.Y.Z`` ↔ ``k8s.io/api v0.Y.Z``).
 
-Exit status 2 when a module cannot be had (the go command's own answer is printed).
+Volcano (``[volcano]``) is built last, by ``testbed/volcano_build.py``, from source snapshots
+and the Go module proxy; ``volcano`` builds every pinned version, ``volcano-<version>`` one.
+
+Exit status 2 when a Volcano source snapshot cannot be had (what was looked for is printed); a
+go command that fails stops the build with its own answer printed.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+from testbed import volcano_build
+from testbed.snapshots import SourceMissing
+from testbed.volcano_build import volcanoes
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTBED = ROOT / "testbed"
@@ -65,6 +73,7 @@ def components(path: Path = TESTBED / "versions.toml") -> list[Component]:
             entry.get("unavailable"),
         )
         for name, entry in table.items()
+        if name != "volcano"  # not a Go module component: testbed/volcano_build.py
     ]
 
 
@@ -189,11 +198,19 @@ def main() -> None:
     parser.add_argument("names", nargs="*", help="components to build (default: all)")
     args = parser.parse_args()
     chosen = [c for c in components() if not args.names or c.name in args.names]
-    unknown = set(args.names) - {c.name for c in chosen}
+    everything = not args.names or "volcano" in args.names
+    versions = [v for v in volcanoes() if everything or v.name in args.names]
+    unknown = set(args.names) - {c.name for c in chosen} - {v.name for v in versions} - {"volcano"}
     if unknown:
         parser.error(f"unknown component(s): {', '.join(sorted(unknown))}")
     for component in chosen:
         build(component)
+    try:
+        for volcano in versions:
+            volcano_build.build(volcano)
+    except SourceMissing as missing:
+        print(f"testbed: {missing}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":
