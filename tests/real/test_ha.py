@@ -21,8 +21,8 @@ import datetime
 import json
 import queue
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,17 +87,41 @@ class Ha:
     nodes: Part
     runner: PodRunner
     proxy: ServiceProxy
-    kube_scheduler: Process
+    scheduler: Process  # the NPU pods' scheduler: kube-scheduler, or Volcano's
+
+
+# How the NPU pods' scheduler starts: given the control plane, the Service's URL (through the
+# proxy, HTTPS) and the certs Job's files.
+Schedulers = Callable[[ControlPlane, str, ExtenderTls], AbstractContextManager[Process]]
 
 
 @contextmanager
-def deployed_as_pods(plane: ControlPlane, workdir: Path) -> Iterator[Ha]:
-    """The kube-scheduler overlay applied as shipped; the scheduler service's Deployment run
-    by the pod runner on simulated nodes, placed by the cluster's default scheduler;
-    kube-scheduler as shipped, its extender the Service (through the proxy)."""
-    apply(plane, kustomize(MANIFESTS / "overlays" / "kube-scheduler"))
+def shipped_kube_scheduler(plane: ControlPlane, url: str, tls: ExtenderTls) -> Iterator[Process]:
+    process = plane.start_scheduler(
+        extender_configuration(url, tls=tls),
+        kubeconfig=plane.service_account(NAMESPACE, KUBE_SCHEDULER_ACCOUNT),
+    )
+    try:
+        yield process
+    finally:
+        process.stop()
+        del plane.processes[process.name]
+
+
+@contextmanager
+def deployed_as_pods(
+    plane: ControlPlane,
+    workdir: Path,
+    overlay: str = "kube-scheduler",
+    schedulers: Schedulers = shipped_kube_scheduler,
+) -> Iterator[Ha]:
+    """The overlay applied as shipped; the scheduler service's Deployment run by the pod
+    runner on simulated nodes, placed by the cluster's default scheduler; the NPU pods'
+    scheduler (``schedulers``: kube-scheduler as shipped) calling the Service (through the
+    proxy)."""
+    apply(plane, kustomize(MANIFESTS / "overlays" / overlay))
     # The certs Job's Secrets, made as it makes them (its pod is not run here), the serving
-    # certificate also for the proxy's address, where kube-scheduler reaches the Service.
+    # certificate also for the proxy's address, where the scheduler reaches the Service.
     hosts = [*service_hosts(NAME, NAMESPACE), "127.0.0.1"]
     made = issue(hosts, CLIENT_NAME, datetime.datetime.now(datetime.UTC), VALIDITY)
     for secret in secrets_of(made, NAMESPACE, SecretNames()):
@@ -106,22 +130,17 @@ def deployed_as_pods(plane: ControlPlane, workdir: Path) -> Iterator[Ha]:
     nodes = node_host(plane, workdir / "nodes", NODES, "--run-elsewhere", SELECTOR)
     runner = PodRunner(plane, SELECTOR, workdir / "pods")
     proxy = ServiceProxy(KubernetesGateway.from_environment(plane.admin), NAMESPACE, NAME, "http")
-    started: list[Process] = []
+    default: Process | None = None
     try:
         runner.start()
         proxy.start()
-        started.append(plane.start_scheduler(DEFAULT_SCHEDULER, name="default-scheduler"))
-        started.append(
-            plane.start_scheduler(
-                extender_configuration(proxy.url.replace("http://", "https://"), tls=tls),
-                kubeconfig=plane.service_account(NAMESPACE, KUBE_SCHEDULER_ACCOUNT),
-            )
-        )
-        yield Ha(plane, nodes, runner, proxy, started[-1])
+        default = plane.start_scheduler(DEFAULT_SCHEDULER, name="default-scheduler")
+        with schedulers(plane, proxy.url.replace("http://", "https://"), tls) as scheduler:
+            yield Ha(plane, nodes, runner, proxy, scheduler)
     finally:
-        for process in reversed(started):
-            process.stop()
-            del plane.processes[process.name]
+        if default is not None:
+            default.stop()
+            del plane.processes[default.name]
         proxy.stop()
         runner.stop()
         nodes.stop()
@@ -269,6 +288,7 @@ class Stream:
     namespace: str
     every: float = 0.5
     chips: int = 2
+    scheduler: str | None = None  # the pods' schedulerName (None: the overlay's profile)
     made: list[str] = field(default_factory=list)
     ran: dict[str, tuple[str, frozenset[int]]] = field(default_factory=dict)
     held: dict[tuple[str, int], str] = field(default_factory=dict)
@@ -322,6 +342,8 @@ class Stream:
             name = f"p{len(self.made):04d}"
             pod = npu_pod(self.chips, {"stream": self.namespace})
             pod["metadata"]["name"] = name
+            if self.scheduler is not None:
+                pod["spec"]["schedulerName"] = self.scheduler
             self._rest.create(f"/api/v1/namespaces/{self.namespace}/pods", pod)
             self.made.append(f"{self.namespace}/{name}")
 
