@@ -128,6 +128,10 @@ MODULE_910X8 = Product(
     sort_term=True,
     priorities={1: (1, 3, 2, 4), 2: (2, 4, 3), 4: (4,)},
     single_task_requests=(1, 2, 4, 8),
+    # MindCluster's module910x8 keeps the base handler's ValidNPUJob with these counts left
+    # out (``internal/npu/ascend910/ascend910old/module910x8/frame.go`` New), for every pod of
+    # a job of any size: VOL-v5's 8-per-pod rule for distributed jobs is gone.
+    invalid_requests=frozenset({3, 5, 6, 7}),
     # The default handler (a job naming no policy and no accelerator-type) also takes 910B x8
     # servers, as upstream, which never checks a node's label (Volcano's nodeSelector does): a
     # placement inside one ring of 4 is legal on a 910B's full mesh too. Huawei's own system

@@ -1,14 +1,12 @@
 """Job validation: which chip counts a job may ask for, with upstream's messages.
 
-Ascend 910 (ring) products: a single-pod job asks for one of the product's sizes; a job of
-more than one pod is a distributed job. On ``module910x8`` that means 8 × N: every pod takes
-a whole 8-chip server (Huawei's resource application constraints for Atlas 800 training
-servers). Upstream only checks the first task's count; we check every task, because any other
-pod would fail later anyway.
-
-Every handler built on MindCluster's base handler (card, half, 910B x8, 910B x16, Atlas 850 and
-350; Ascend/mind-cluster ``component/ascend-for-volcano/internal/npu/base/frame.go``
-ValidNPUJob): each NPU task asks 1..max chips outside the handler's invalid set. The meshes of 4
+Every 910 handler built on MindCluster's base handler or keeping its ValidNPUJob (Atlas 800
+910 ``module910x8``, card, half, 910B x8, 910B x16, Atlas 850 and 350; Ascend/mind-cluster
+``component/ascend-for-volcano/internal/npu/base/frame.go`` ValidNPUJob): each NPU task asks
+1..max chips outside the handler's invalid set, whatever the number of pods. On ``module910x8``
+that is 1, 2, 4 or 8 per pod for one pod as for N (``ascend910old/module910x8/frame.go`` New
+leaves out 3, 5, 6, 7); VOL-v5's ``checkSingleTrainMode`` / ``checkModuleDistributeTrainMode``
+and its 8-per-pod rule for distributed jobs are gone. The meshes of 4
 (``policy/chip4nodex/job.go`` checkJobMode) only bound a task by the node's chips. MindCluster
 dropped VOL-v5's 910B checks of the ``ring-controller.atlas`` label and the ``host-arch``
 selector (the plugin refactor dbde0740): so do we.
@@ -18,7 +16,6 @@ from __future__ import annotations
 
 from chip_topology import dies
 from chip_topology.products import (
-    MODULE_910BX16,
     SUPER_POD_PRODUCTS,
     Family,
     Product,
@@ -30,35 +27,6 @@ from scheduler_core.engine.model import Job, Task
 
 class JobInvalid(ValueError):
     """A job asks for something no placement can satisfy; the message is upstream's."""
-
-
-def _listing(sizes: tuple[int, ...]) -> str:
-    return "[" + ",".join(str(n) for n in sizes) + "]"
-
-
-def _validate_910(job: Job, product: Product) -> None:
-    tasks = job.npu_tasks
-    sizes = product.single_task_requests
-    if len(tasks) == 1:
-        if tasks[0].npu not in sizes:
-            raise JobInvalid(
-                f"{product.scheduler_name} checkSingleTrainMode {job.key} "
-                f"req npu not in {_listing(sizes)}"
-            )
-        return
-    for task in tasks:
-        if task.npu not in sizes:
-            raise JobInvalid(
-                f"checkModuleDistributeTrainMode {task.name} req {task.npu} "
-                f"not in {_listing(sizes)}"
-            )
-    if product.capacity == 8:
-        for task in tasks:
-            if task.npu != product.capacity:
-                raise JobInvalid(
-                    f"{job.key} is distributed ({len(tasks)} NPU pods), so every pod must take "
-                    f"a whole server of {product.capacity} chips; task {task.name} asks {task.npu}"
-                )
 
 
 def _go_set(values: frozenset[int]) -> str:
@@ -160,8 +128,6 @@ def validate_job(job: Job) -> Product:
         _validate_a3(job, product)
     elif product.rule is Rule.MESH:
         _validate_mesh(job, product)
-    elif product.rule is Rule.BASE or product is MODULE_910BX16:
-        _validate_base(job, product)
     else:
-        _validate_910(job, product)
+        _validate_base(job, product)
     return product

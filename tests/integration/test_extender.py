@@ -140,7 +140,7 @@ def test_filter_explains_every_rejected_node_and_which_can_never_host_the_pod() 
     h.names.append("ghost")
     answer = h.filter(pending(h.api, "p", 3))
     assert answer.NodeNames == [] and answer.FailedNodes == {}
-    assert "req npu not in [1,2,4,8]" in answer.FailedAndUnresolvableNodes["n0"]
+    assert "not in map[3:{} 5:{} 6:{} 7:{}]" in answer.FailedAndUnresolvableNodes["n0"]
     answer = h.filter(pending(h.api, "q", 2))
     assert answer.NodeNames == ["n0", "n1"]
     assert answer.FailedAndUnresolvableNodes == {
@@ -182,6 +182,24 @@ def test_a_gang_is_reserved_whole_only_when_all_its_pods_exist_then_binds_into_i
     assert len(nodes) == 2 and None not in nodes
     small = pending(h.api, "small", 8)
     assert h.schedule(small) == ({"n0", "n1", "n2"} - nodes).pop()
+
+
+def test_a_gang_of_two_four_chip_pods_on_910_x8_servers_is_reserved_a_ring_each() -> None:
+    # MindCluster v26.1.0 checks each pod of a module910x8 job alike (1, 2, 4 or 8 chips;
+    # internal/npu/base/frame.go ValidNPUJob): no 8-per-pod rule for a job of several pods.
+    # The gang's members go to distinct nodes, each taking a whole ring: our reservation holds
+    # one member per node (Huawei's per-task allocation would put both on one server, one
+    # ring each, as ``place`` does: tests/unit/test_module910x8.py).
+    h = Harness(3)
+    gang = [pending(h.api, f"g-{i}", 4, gang="g", size=2) for i in range(2)]
+    h.service.refresh()
+    nodes = {h.schedule(gang[0]), h.schedule(gang[1])}
+    assert len(nodes) == 2 and None not in nodes
+    rings = {h.chips("g-0"), h.chips("g-1")}
+    assert rings <= {
+        "Ascend910-0,Ascend910-1,Ascend910-2,Ascend910-3",
+        "Ascend910-4,Ascend910-5,Ascend910-6,Ascend910-7",
+    }
 
 
 def test_a_reservation_expires_when_the_gang_never_binds() -> None:

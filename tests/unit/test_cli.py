@@ -82,6 +82,21 @@ def test_an_infeasible_request_prints_the_reason(
     assert "task t1" in answer["reason"] and "0/3 nodes are available" in answer["reason"]
 
 
+def test_a_job_of_two_pods_of_four_chips_is_placed_on_910_x8_servers(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Huawei's plugin (MindCluster v26.1.0 in Volcano v1.12.0) places it; the old 8-per-pod
+    rule of VOL-v5 refused it. Each pod takes a whole ring (``module910x8`` priority [4])."""
+    request = one_task(4)
+    request["job"]["tasks"].append({"name": "t1", "npu": 4})
+    code, answer, _ = run(request, monkeypatch, capsys)
+    assert code == 0
+    assert answer["placements"] == [
+        {"task": "t0", "node": "n2", "chips": [f"Ascend910-{i}" for i in range(4)]},
+        {"task": "t1", "node": "n2", "chips": [f"Ascend910-{i}" for i in range(4, 8)]},
+    ]
+
+
 def test_the_binpack_policy_is_selectable(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

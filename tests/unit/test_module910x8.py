@@ -138,3 +138,29 @@ def test_unhealthy_chips_are_never_placed_even_when_listed_free() -> None:
 def test_equal_scores_go_to_the_smallest_node_name() -> None:
     nodes = [node("n3", range(8)), node("n1", range(8)), node("n2", range(8))]
     assert chips_of(place(nodes, 4))[0][0] == "n1"
+
+
+# ---- jobs of several pods ------------------------------------------------------------------
+# MindCluster v26.1.0 validates every pod of a module910x8 job alike (base ValidNPUJob,
+# internal/npu/base/frame.go; the handler leaves out 3, 5, 6, 7) and places pod by pod with the
+# same ring rules and node score, so a job of N pods of 4 chips fits where each pod finds a ring.
+
+
+def test_two_pods_of_four_chips_each_take_a_ring_each_on_the_fullest_server() -> None:
+    # Pod 0: both servers score 8·(32 − 0) + 0; the tie goes to a (Volcano: at random) and
+    # the left ring (priority [4]). Pod 1: a now has its right ring alone, 8·32 + 4 = 260 >
+    # 256, so it goes beside pod 0, as Huawei's per-task allocation scores it.
+    decision = place([node("a", range(8)), node("b", range(8))], 4, 4)
+    assert chips_of(decision) == [("a", (0, 1, 2, 3)), ("a", (4, 5, 6, 7))]
+
+
+def test_a_distributed_pod_of_four_leaves_the_network_unhealthy_chips() -> None:
+    # base/node.go GetUsableTopFromNode: a job of several pods drops the -NetworkUnhealthy chips
+    # (module910x8 is WithNetworkFault), so chip 1 spoils the left ring for it.
+    sick = node("a", range(8), network_unhealthy=[1])
+    decision = place([sick], 4, 4)
+    assert not decision.feasible
+    assert chips_of(place([sick, node("b", range(8))], 4, 4)) == [
+        ("a", (4, 5, 6, 7)),
+        ("b", (0, 1, 2, 3)),
+    ]

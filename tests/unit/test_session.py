@@ -96,7 +96,7 @@ def test_explain_scores_every_passing_node_and_gives_reasons_for_the_others() ->
 def test_an_invalid_job_is_rejected_before_any_node_is_looked_at() -> None:
     decision = place([node("a", FULL)], 3)
     assert not decision.feasible
-    assert "req npu not in [1,2,4,8]" in decision.reason
+    assert "and not in map[3:{} 5:{} 6:{} 7:{}], actual: task<job-0> req npu: 3" in decision.reason
 
 
 def test_a_node_snapshot_update_keeps_the_ledger() -> None:
