@@ -1,8 +1,9 @@
 """The inference handlers' own chip rules (Volcano's ``internal/ascend310/{card310x4,
 chip310x4}``, ``internal/ascend310p`` and MindCluster's 300I Duo handlers;
 ``vnpu-and-inference.md`` §1–3), on cards of ``card`` chips (4 on a 310 card, 2 on a 300I
-Duo). Pure functions of the usable chips, in DeviceInfo order where chips are picked; the
-products (``products``) say which rule a handler uses.
+Duo). Pure functions of the usable chips, sorted by id where chips are picked (MindCluster's
+``internal/npu/base/node.go`` GetUsableTopFromNode); the products (``products``) say which
+rule a handler uses.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from collections.abc import Sequence
 
 
 def by_card(card: int, usable: Sequence[int]) -> dict[int, list[int]]:
-    """Card index → its usable chips in list order; cards in index order."""
+    """Card index → its usable chips in list order (callers pass them sorted); cards in index
+    order."""
     cards: dict[int, list[int]] = {}
     for chip in sorted(usable, key=lambda c: c // card):
         cards.setdefault(chip // card, []).append(chip)

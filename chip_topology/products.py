@@ -506,7 +506,12 @@ def _select_beyond_group(
 def select_huawei(
     product: Product, usable: Sequence[int], req: int, distributed: bool
 ) -> tuple[int, ...]:
-    """Upstream ``selectNPUFromNode``: the ring priority list, left ring winning ties."""
+    """Upstream ``selectNPUFromNode``: the ring priority list, left ring winning ties.
+
+    Every MindCluster handler picks from the node's usable chips sorted by id, whatever order
+    the DeviceInfo lists them in (``internal/npu/base/node.go`` GetUsableTopFromNode sorts
+    them; VOL-v5 took them as listed): so "the first N of a ring" is the N lowest."""
+    usable = sorted(usable)
     if product.rule is Rule.DIES:
         return dies.select(usable, req)
     if product.rule is Rule.BASE:  # ``base/frame.go``: the first ``req`` in id order
@@ -529,7 +534,9 @@ def select_huawei(
 def select_tightest(
     product: Product, usable: Sequence[int], req: int, distributed: bool
 ) -> tuple[int, ...]:
-    """Best fit inside the node: the group with the fewest free chips that still fits."""
+    """Best fit inside the node: the group with the fewest free chips that still fits
+    (its lowest chips, as ``select_huawei``)."""
+    usable = sorted(usable)
     if product.rule is not Rule.RING:
         return select_huawei(product, usable, req, distributed)
     if req > product.group_size:
@@ -541,7 +548,9 @@ def select_tightest(
 
 
 def select_inference(product: Product, usable: Sequence[int], req: int) -> tuple[int, ...]:
-    """The chips of the inference handlers that pick across cards."""
+    """The chips of the inference handlers that pick across cards, from the usable chips
+    sorted by id (``base/node.go`` GetUsableTopFromNode)."""
+    usable = sorted(usable)
     card = product.group_size
     if product.rule is Rule.BUCKETS:
         return inference.select_buckets(card, usable, req)
@@ -549,11 +558,8 @@ def select_inference(product: Product, usable: Sequence[int], req: int) -> tuple
         return inference.select_half_first(card, usable, req)
     if product.rule is Rule.DUO_DISTRIBUTED:
         return inference.select_duo_distributed(usable, req)
-    # Rule.FIRST: the 310P base handler takes the first ``req`` of the node's usable chips
-    # sorted by id, not as the DeviceInfo lists them (Ascend/mind-cluster
-    # component/ascend-for-volcano/internal/npu/base/node.go GetUsableTopFromNode sorts them).
-    ordered = sorted(usable)
-    return tuple(ordered[:req]) if len(ordered) >= req else ()
+    # Rule.FIRST: the 310P base handler takes the first ``req`` of the node's usable chips.
+    return tuple(usable[:req]) if len(usable) >= req else ()
 
 
 # ---- MindCluster ``policy/chip4nodex``: meshes of 4 ------------------------------------------

@@ -20,8 +20,8 @@ _NO_FLOATS: Mapping[str, float] = MappingProxyType({})
 class NodeState:
     """One NPU node as the scheduler sees it.
 
-    ``free`` keeps the order of the DeviceInfo list because Huawei's chip selection takes
-    "the first N" of a ring in that order. ``allocatable`` is kubelet's healthy chip count;
+    ``free`` keeps the order of the DeviceInfo list (the chips are picked from it sorted by
+    id, as MindCluster's handlers sort it). ``allocatable`` is kubelet's healthy chip count;
     fewer than the product's capacity lowers the node's priority (the capacity-7 rule).
     """
 

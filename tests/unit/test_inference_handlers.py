@@ -174,3 +174,10 @@ def test_each_refused_node_is_named_with_its_own_label_though_their_verdict_is_s
     assert statuses["bare"].reason == (
         "checkNodeNPUByTask  bare : judgeNodeLabel node card label not right, is "
     )
+
+
+def test_310_chips_are_picked_from_the_lowest_ids_whatever_the_listed_order() -> None:
+    # MindCluster's handlers sort the usable chips first (Ascend/mind-cluster
+    # component/ascend-for-volcano/internal/npu/base/node.go GetUsableTopFromNode).
+    assert chips([5, 6, 4], "chip310x4", 2) == (4, 5)
+    assert chips([7, 6, 5, 4, 2, 1], "card310x4", 2) == (1, 2)

@@ -84,8 +84,10 @@ def test_left_ring_wins_a_tie() -> None:
     assert chips_of(place([node("n", [0, 1, 4, 5])], 2)) == [("n", (0, 1))]
 
 
-def test_chips_are_taken_in_device_info_order_inside_the_ring() -> None:
-    assert chips_of(place([node("n", [3, 1, 2, 0])], 2)) == [("n", (3, 1))]
+def test_chips_are_the_lowest_of_the_ring_whatever_the_device_info_order() -> None:
+    # MindCluster sorts a node's usable chips before picking (component/ascend-for-volcano/
+    # internal/npu/base/node.go GetUsableTopFromNode); VOL-v5 took them as listed (3, 1 here).
+    assert chips_of(place([node("n", [3, 1, 2, 0])], 2)) == [("n", (0, 1))]
 
 
 def test_eight_chips_take_a_whole_free_node() -> None:
