@@ -87,13 +87,16 @@ def select_duo_distributed(usable: Sequence[int], req: int) -> tuple[int, ...]:
 
 def duo_distributed_rank(mask: int, req: int) -> int:
     """``s`` of the Duo score ``8 × (16 − s)``: MindCluster's three tables by request and
-    free chips (16 where no table has the pair)."""
+    free chips (16 where no table has the pair; ``ascend310p/chip310px2/frame.go``
+    getBestScore). An odd request looks in the table of nodes with a half-used card first
+    when the node has one, then in the other table whatever the node has (so 8 free chips
+    with a half-used card score as 8 without)."""
     half, full = duo_counts(mask)
     free = half + 2 * full
     if req % 2:
         if half and req <= free <= 7:
             return free - req + 1
-        if not half and free % 2 == 0 and req + 1 <= free <= 8:
+        if free % 2 == 0 and req + 1 <= free <= 8:
             return 9 + (free - req - 1) // 2
         return 16
     return free - req + 1 if req <= free <= 8 else 16

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
-from chip_topology import dies
+from chip_topology import dies, inference
 from chip_topology.products import (
     Family,
     Product,
@@ -45,16 +45,22 @@ LABEL_REASON = (
 )
 KIND_REASON = "node {node} has {have} chips, the task asks for {want}"
 KEEP = {"node": "{node}", "card_type": "{card_type}"}  # formatted, these stay for Status.named
-# Upstream's framework wraps an inference handler's refusal in its node's name, two spaces
-# included (ascend-for-volcano ``plugin/node.go`` NodePredicate).
-FRAMEWORK_PREFIX = "checkNodeNPUByTask  {node} : "
+# The inference handlers' refusals as MindCluster words them; its framework passes a handler's
+# error on as it is (``plugin/node.go`` NodePredicate; VOL-v5 prefixed ``checkNodeNPUByTask
+# <node> : ``). The card handlers and the Duo chip handler wrap theirs in the topology warning
+# (``ascend310/card310x4/frame.go``, ``ascend310p/card310px2/frame.go``,
+# ``ascend310p/chip310px2/frame.go`` CheckNodeNPUByTask); chip310x4 and the 310P base handler
+# keep the base handler's (BASE_REASON).
+NOT_TOPOLOGY = "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology : "
 DUO_LABEL_REASON = "judgeNodeLabel node card label not right, is {card_type}"
-INFERENCE_REASONS: dict[Rule | None, str] = {  # upstream's predicate messages, by handler rule
-    Rule.CARD: FRAMEWORK_PREFIX + "checkNodeNPUByTask the npus on this node don't satisfy the "
-    "schedulable topology : req npu({req}) illegal not meet node top<{top}>",
-    None: FRAMEWORK_PREFIX
-    + "judgeNodeAndTaskNPU node don't have enough resource, req<{req}>, idle<{idle}>",
-}
+CARD_REASON = NOT_TOPOLOGY + "req npu({req}) illegal not meet node top<{top}>"
+DUO_SHORT_REASON = (
+    NOT_TOPOLOGY + "judgeNodeByTaskNPU node don't have enough resource, req<{req}>, idle<{idle}>"
+)
+DUO_EVEN_REASON = NOT_TOPOLOGY + "judgeNodeByTaskNPU task req num<{req}>, node full cards is {full}"
+DUO_ODD_REASON = (
+    NOT_TOPOLOGY + "judgeNodeByTaskNPU task req num<{req}>, node full/half cards is {full}/{half}"
+)
 
 
 class Signature(NamedTuple):
@@ -119,8 +125,7 @@ def filter_node(
             kinds = KIND_REASON.format(have=have, want=want, **KEEP)
             return Status.unschedulable(kinds, per_node=True, unresolvable=True)
         if job_product.family is Family.INFERENCE:
-            duo = FRAMEWORK_PREFIX + DUO_LABEL_REASON
-            return Status.unschedulable(duo, per_node=True, unresolvable=True)
+            return Status.unschedulable(DUO_LABEL_REASON, per_node=True, unresolvable=True)
         served = sorted({job_product.name, *job_product.serves_nodes})
         label = LABEL_REASON.format(
             value=node_product.accelerator_type,
@@ -135,10 +140,7 @@ def filter_node(
     if job_product.family is Family.INFERENCE:
         if fits(job_product, signature.mask(drops), req, distributed):
             return Status.success()
-        reason = INFERENCE_REASONS.get(job_product.rule, INFERENCE_REASONS[None])
-        top = "[" + " ".join(str(c) for c in usable) + "]"  # Go's %v of a slice
-        refusal = reason.format(req=req, top=top, idle=len(usable), **KEEP)
-        return Status.unschedulable(refusal, per_node=True)
+        return Status.unschedulable(_inference_refusal(job_product, usable, req))
     mask = signature.mask(drops)
     if fits(job_product, mask, req, distributed):
         return Status.success()
@@ -148,6 +150,21 @@ def filter_node(
     if job_product.rule is Rule.MESH:
         return Status.unschedulable(MESH_REASON.format(listed))
     return Status.unschedulable(TOPOLOGY_REASON.format(listed))
+
+
+def _inference_refusal(product: Product, usable: tuple[int, ...], req: int) -> str:
+    """Why an inference task does not fit a node of its chip kind, in its handler's words."""
+    if product.rule is Rule.CARD:
+        top = "[" + " ".join(str(c) for c in sorted(usable)) + "]"  # Go's %v of a slice
+        return CARD_REASON.format(req=req, top=top)
+    if product.rule not in (Rule.HALF_FIRST, Rule.DUO_DISTRIBUTED):
+        return BASE_REASON.format(req=req, idle=len(usable))
+    if len(usable) < req or product.rule is Rule.HALF_FIRST:
+        return DUO_SHORT_REASON.format(req=req, idle=len(usable))
+    half, full = inference.duo_counts(mask_of(usable))
+    if req % 2 == 0:
+        return DUO_EVEN_REASON.format(req=req, full=full)
+    return DUO_ODD_REASON.format(req=req, full=full, half=half)
 
 
 def _signature(node: NodeState, usable: Iterable[int]) -> Signature:

@@ -22,6 +22,7 @@ from chip_topology.products import (
     Rule,
     product_by_name,
 )
+from contract.annotations import DISTRIBUTED_LABEL
 from scheduler_core.engine.model import Job, Task
 
 
@@ -35,13 +36,12 @@ def _go_set(values: frozenset[int]) -> str:
 
 
 def _validate_base(job: Job, product: Product) -> None:
+    limit = product.request_limit
     expected = (
-        f"job<{job.name}> req npu num should small than {product.capacity}, and not in "
+        f"job<{job.name}> req npu num should small than {limit}, and not in "
         f"{_go_set(product.invalid_requests)}"
     )
-    bad = [
-        t for t in job.npu_tasks if t.npu > product.capacity or t.npu in product.invalid_requests
-    ]
+    bad = [t for t in job.npu_tasks if t.npu > limit or t.npu in product.invalid_requests]
     _task_listing(expected, bad)
 
 
@@ -54,22 +54,32 @@ def _validate_mesh(job: Job, product: Product) -> None:
             )
 
 
+# The 300I Duo handlers' own check of a ``distributed: "true"`` job, in each one's words
+# (``ascend310p/card310px2/frame.go`` and ``chip310px2/frame.go`` ValidNPUJob).
+_DUO_ONE_POD = {
+    "card310px2": "should has only 1 npu pod ",
+    "chip310px2": "should have only 1 npu pod ",
+}
+
+
 def _validate_inference(job: Job, product: Product) -> None:
-    """Inference handlers: every task within the handler's chips (a card for the card
-    handlers). VOL-v5's 310 parent discards this check and lets the predicate refuse; we
-    refuse at once, as MindCluster does, with VOL-v5's messages."""
-    tasks = job.npu_tasks
-    if product.rule is Rule.DUO_DISTRIBUTED and len(tasks) > 1:
+    """Inference handlers as MindCluster checks them: the 300I Duo handlers refuse a
+    ``distributed`` job of more than one NPU pod; then every handler keeps the base handler's
+    ValidNPUJob, each task 1..its ``MaxNodeNPUNum`` (64 on 310 and plain 310P nodes, 32 for
+    the Duo card handler, 16 for the Duo chip handler; ``base/frame.go``). A card handler's
+    task larger than a card passes here, as upstream, and no node's card holds it (the
+    predicate says so on every node)."""
+    duo = "chip310px2" if product.node_product == "chip310px2" else product.name
+    words = _DUO_ONE_POD.get(duo)
+    distributed = product.rule is Rule.DUO_DISTRIBUTED or job.labels.get(DISTRIBUTED_LABEL) == (
+        "true"
+    )
+    if words is not None and distributed and len(job.npu_tasks) > 1:
         raise JobInvalid(
-            f"job {job.key} task num {len(tasks)} is invalid, job with label of "
-            "distributed=true should has only 1 npu pod "
+            f"job <{job.key}> task num <{len(job.tasks)}> is invalid, job with label of "
+            f"distributed=true {words}"
         )
-    largest = product.group_size if product.rule is Rule.CARD else product.capacity
-    for task in tasks:
-        if not 1 <= task.npu <= largest:
-            if product.rule is Rule.CARD:
-                raise JobInvalid(f"task {task.name} req npu {task.npu} is invalid")
-            raise JobInvalid(f"task{task.name} req npu num{task.npu} is invalid")
+    _validate_base(job, product)
 
 
 def _validate_a3(job: Job, product: Product) -> None:

@@ -236,6 +236,33 @@ def test_an_inference_job_is_placed_with_its_chip_kinds_names(
     assert code == 2 and "nodes[0].free[0]" in err
 
 
+def test_a_310p_job_goes_to_the_fullest_node_with_the_lowest_free_chips(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """MindCluster's base handler, as Huawei's plugin in Volcano v1.12.0 decided the same
+    request: score 6400 − free chips (internal/npu/base/frame.go ScoreBestNPUNodes), chips the
+    first by id (base/node.go sorts them)."""
+    nodes = [
+        {"name": "p1", "product": "ascend310p", "free": [f"Ascend310P-{i}" for i in range(8)]},
+        {"name": "p2", "product": "ascend310p", "free": ["Ascend310P-7", "Ascend310P-5"]},
+    ]
+    request = {
+        "nodes": nodes,
+        "job": {
+            "name": "j",
+            "resource": "huawei.com/Ascend310P",
+            "labels": {"npu-310-strategy": "card"},
+            "tasks": [{"name": "t0", "npu": 2}],
+        },
+    }
+    code, answer, _ = run(request, monkeypatch, capsys)
+    assert code == 0
+    assert answer["scores"] == {"p1": 6392.0, "p2": 6398.0}
+    assert answer["placements"] == [
+        {"task": "t0", "node": "p2", "chips": ["Ascend310P-5", "Ascend310P-7"]}
+    ]
+
+
 def test_a_huawei_npu_job_is_routed_by_its_resource_and_policy(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
