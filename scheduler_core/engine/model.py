@@ -97,8 +97,9 @@ class Status:
 
     ok: bool
     reason: str = ""
-    # The reason names the node ({node}, {card_type}): verdicts are cached per node
-    # signature, which many nodes share, and each node's own words are filled in last.
+    # The reason names the node ({node}, {card_type}) or lists its chips ({top}): verdicts are
+    # cached per node signature, which many nodes share, and each node's own words are filled
+    # in last.
     per_node: bool = False
     # The node can never host the task, whatever is evicted from it (another chip kind or
     # accelerator type): kube-scheduler's FailedAndUnresolvableNodes, Volcano's code 3.
@@ -112,12 +113,13 @@ class Status:
     def unschedulable(reason: str, *, per_node: bool = False, unresolvable: bool = False) -> Status:
         return Status(False, reason, per_node, unresolvable)
 
-    def named(self, node: NodeState) -> Status:
-        """This verdict in the words of ``node``."""
+    def named(self, node: NodeState, top: str = "") -> Status:
+        """This verdict in the words of ``node`` (``top``: its usable chips as the handler
+        printed them, for a reason that lists them)."""
         if not self.per_node:
             return self
         reason = self.reason.replace("{node}", node.name).replace("{card_type}", node.card_type)
-        return Status(False, reason, unresolvable=self.unresolvable)
+        return Status(False, reason.replace("{top}", top), unresolvable=self.unresolvable)
 
 
 _SUCCESS = Status(True)

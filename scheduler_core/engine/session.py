@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 from chip_topology import dies, inference
 from chip_topology.products import (
+    SUPERPOD_850X8,
+    SUPERPOD_950X8,
     Family,
     Product,
     Rule,
@@ -31,6 +33,19 @@ from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
 from scheduler_core.engine.validation import JobInvalid, validate_job
 
 TOPOLOGY_REASON = "npu topology not meet job require,network unhealthy card is [ {} ]"
+# Every handler reads a node's usable chips first and passes on, as it is, the error of a node
+# that has none (``internal/npu/base/node.go`` GetUsableTopFromNode; the Atlas 950 SuperPoD's
+# own ``policy/chip8node8ra64sp/node.go`` getUsableTopFromNode names the node).
+NO_CHIPS_REASON = "getUsableTopFromNode don't have {resource}"
+NO_CHIPS_950_REASON = "getUsableTopFromNode {node} don't have {resource}"
+# Atlas A3 (``ascend910a3/base.go`` JudgeNodeAndTaskNPU): enough chips but not in whole dies;
+# ``npu top[%v]`` of a Go slice, so the brackets double.
+DIES_REASON = "npu top[[{top}]] is not meet task req({req})"
+# Atlas 950 SuperPoD (``policy/chip8node8ra64sp/node.go`` checkNodeNPUNums) wraps the base
+# handler's words.
+RACKS_REASON = (
+    "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology err: "
+)
 # MindCluster's base handler and meshes of 4 (``internal/npu/base/frame.go``
 # JudgeNodeAndTaskNPU; ``policy/chip4nodex/frame.go`` CheckNodeNPUByTask).
 BASE_REASON = "NPUResourceShortage: node don't have enough resource, req<{req}>, idle<{idle}>"
@@ -137,16 +152,30 @@ def filter_node(
         return Status.unschedulable(label, per_node=True, unresolvable=True)
     signature = _signature(node, usable)
     drops = _drops(job_product, distributed)
-    if job_product.family is Family.INFERENCE:
-        if fits(job_product, signature.mask(drops), req, distributed):
-            return Status.success()
-        return Status.unschedulable(_inference_refusal(job_product, usable, req))
     mask = signature.mask(drops)
     if fits(job_product, mask, req, distributed):
         return Status.success()
-    if job_product.rule is Rule.BASE:
-        return Status.unschedulable(BASE_REASON.format(req=req, idle=mask.bit_count()))
+    resource = job_product.kind.resource
+    if not usable:
+        if job_product is SUPERPOD_950X8:
+            return Status.unschedulable(
+                NO_CHIPS_950_REASON.format(resource=resource, **KEEP), per_node=True
+            )
+        return Status.unschedulable(NO_CHIPS_REASON.format(resource=resource))
+    if job_product.family is Family.INFERENCE:
+        return Status.unschedulable(_inference_refusal(job_product, usable, req))
+    short = BASE_REASON.format(req=req, idle=mask.bit_count())
     listed = ",".join(chip_name(c, job_product.kind) for c in sorted(node.network_unhealthy))
+    if job_product is SUPERPOD_850X8:  # ``policy/chip8node8sp/frame.go`` CheckNodeNPUByTask
+        return Status.unschedulable(MESH_REASON.format(listed))
+    if job_product is SUPERPOD_950X8:
+        return Status.unschedulable(RACKS_REASON + short)
+    if job_product.rule is Rule.BASE:
+        return Status.unschedulable(short)
+    if job_product.rule is Rule.DIES:
+        if mask.bit_count() < req:
+            return Status.unschedulable(short)
+        return Status.unschedulable(DIES_REASON.format(req=req, top="{top}"), per_node=True)
     if job_product.rule is Rule.MESH:
         return Status.unschedulable(MESH_REASON.format(listed))
     return Status.unschedulable(TOPOLOGY_REASON.format(listed))
@@ -312,8 +341,11 @@ class Session:
                 seen[signature] = status
             if status.ok:
                 passing.append(name)
+            elif status.per_node:
+                top = self._top(name, product, distributed) if "{top}" in status.reason else ""
+                refused[name] = status.named(self._nodes[name], top)
             else:
-                refused[name] = status.named(self._nodes[name]) if status.per_node else status
+                refused[name] = status
         return passing, refused, unknown
 
     def score(self, job: Job, req: int, names: Iterable[str] | None = None) -> dict[str, float]:
@@ -404,8 +436,17 @@ class Session:
         if node not in self._nodes:
             return f"{node} is not a known NPU node"
         state = self._nodes[node]
-        status = filter_node(state, self._usable[node], product, req, distributed).named(state)
+        status = filter_node(state, self._usable[node], product, req, distributed)
+        status = status.named(state, self._top(node, product, distributed))
         return None if status.ok else f"{node}: {status.reason}"
+
+    def _top(self, name: str, product: Product, distributed: bool) -> str:
+        """A node's usable chips as a handler prints them (Go's ``%v`` of its sorted slice,
+        without the brackets), those a distributed job leaves out left out."""
+        usable = self._usable[name]
+        if _drops(product, distributed):
+            usable = tuple(c for c in usable if c not in self._nodes[name].network_unhealthy)
+        return " ".join(str(c) for c in sorted(usable))
 
     def warm(self) -> None:
         """Fill the per-signature caches for every single-pod request of every product here,

@@ -128,7 +128,8 @@ def test_two_pods_never_get_the_same_chips_before_the_state_catches_up() -> None
     assert len(set(chips)) == 8
     answer = h.filter(pending(h.api, "ninth", 1))
     assert answer.NodeNames == []
-    assert "npu topology not meet job require" in answer.FailedNodes["n0"]
+    # no chip left: MindCluster's words (internal/npu/base/node.go GetUsableTopFromNode)
+    assert answer.FailedNodes["n0"] == "getUsableTopFromNode don't have huawei.com/Ascend910"
 
 
 def test_filter_explains_every_rejected_node_and_which_can_never_host_the_pod() -> None:

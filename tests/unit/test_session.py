@@ -153,3 +153,53 @@ def test_binpack_leaves_room_for_a_gang_where_huawei_does_not() -> None:
         session = Session(nodes, policy)
         assert session.place(job(4, name="four")).feasible
         assert session.place(job(8, 8, name="gang")).feasible is gang_fits
+
+
+# ---- refusals in the words of the handler that refuses ----------------------------------------
+# Each MindCluster handler reads a node's usable chips first (internal/npu/base/node.go
+# GetUsableTopFromNode, whose error a handler passes on as it is), then judges them.
+
+
+def test_a_node_with_no_usable_chip_is_refused_as_every_handler_reads_it() -> None:
+    session = Session([node("n", []), node("b", [], product="module910bx8")])
+    refused = session.filter(job(1), 1)
+    assert refused["n"].reason == "getUsableTopFromNode don't have huawei.com/Ascend910"
+    assert session.filter(job(1, product="module910bx8"), 1)["b"].reason == (
+        "getUsableTopFromNode don't have huawei.com/Ascend910"
+    )
+
+
+def test_an_a3_node_is_refused_in_the_a3_handlers_words() -> None:
+    # ascend910a3/base.go JudgeNodeAndTaskNPU: the base handler's check of the count, then
+    # "npu top[%v] is not meet task req(%d)" when the chips are not in whole dies.
+    a3 = "module910a3x16"
+    # a and c have one whole die and two half ones each: one cached verdict, each node's chips.
+    nodes = [node(n, free, product=a3) for n, free in [("a", [0, 2, 4, 5]), ("c", [7, 3, 0, 1])]]
+    session = Session(nodes)
+    refused = session.filter(job(4, product=a3), 4)
+    assert refused["a"].reason == "npu top[[0 2 4 5]] is not meet task req(4)"
+    assert refused["c"].reason == "npu top[[0 1 3 7]] is not meet task req(4)"
+    assert session.place(job(4, product=a3), ["c"]).reason == (
+        "c: npu top[[0 1 3 7]] is not meet task req(4)"
+    )
+    assert session.filter(job(6, product=a3), 6)["a"].reason == (
+        "NPUResourceShortage: node don't have enough resource, req<6>, idle<4>"
+    )
+
+
+def test_atlas_850_and_950_superpod_nodes_are_refused_in_their_handlers_words() -> None:
+    sp850, sp950 = "superpod850x8", "superpod950x8"
+    nodes = [node("a", [0, 1, 2], product=sp850), node("e", [], product=sp950)]
+    session = Session(nodes)
+    # policy/chip8node8sp/frame.go CheckNodeNPUByTask
+    assert session.filter(job(8, product=sp850), 8)["a"].reason == (
+        "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology, "
+        "network unhealthy card is [  ]"
+    )
+    # policy/chip8node8ra64sp/node.go checkNodeNPUNums and its own getUsableTopFromNode
+    refused = session.filter(job(8, product=sp950), 8)
+    assert refused["a"].reason == (
+        "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology err: "
+        "NPUResourceShortage: node don't have enough resource, req<8>, idle<3>"
+    )
+    assert refused["e"].reason == "getUsableTopFromNode e don't have huawei.com/npu"
