@@ -33,11 +33,13 @@ from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
 from scheduler_core.engine.validation import JobInvalid, validate_job
 
 TOPOLOGY_REASON = "npu topology not meet job require,network unhealthy card is [ {} ]"
-# Every handler reads a node's usable chips first and passes on, as it is, the error of a node
-# that has none (``internal/npu/base/node.go`` GetUsableTopFromNode; the Atlas 950 SuperPoD's
-# own ``policy/chip8node8ra64sp/node.go`` getUsableTopFromNode names the node).
-NO_CHIPS_REASON = "getUsableTopFromNode don't have {resource}"
-NO_CHIPS_950_REASON = "getUsableTopFromNode {node} don't have {resource}"
+# Before any handler, MindCluster's framework refuses a node whose idle chips (the kubelet's
+# allocatable less what its pods and this session's ask) are fewer than the task asks
+# (``plugin/job.go`` preCheckNodePredicate → checkNodeNum): the words of most refusals. The
+# node's usable chips are its idle ones here (a node whose counts disagree is left out).
+IDLE_REASON = (
+    "NPUResourceShortage: {resource}, task requires {req} NPU cards but node idle is {idle}"
+)
 # Atlas A3 (``ascend910a3/base.go`` JudgeNodeAndTaskNPU): enough chips but not in whole dies;
 # ``npu top[%v]`` of a Go slice, so the brackets double.
 DIES_REASON = "npu top[[{top}]] is not meet task req({req})"
@@ -69,9 +71,6 @@ KEEP = {"node": "{node}", "card_type": "{card_type}"}  # formatted, these stay f
 NOT_TOPOLOGY = "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology : "
 DUO_LABEL_REASON = "judgeNodeLabel node card label not right, is {card_type}"
 CARD_REASON = NOT_TOPOLOGY + "req npu({req}) illegal not meet node top<{top}>"
-DUO_SHORT_REASON = (
-    NOT_TOPOLOGY + "judgeNodeByTaskNPU node don't have enough resource, req<{req}>, idle<{idle}>"
-)
 DUO_EVEN_REASON = NOT_TOPOLOGY + "judgeNodeByTaskNPU task req num<{req}>, node full cards is {full}"
 DUO_ODD_REASON = (
     NOT_TOPOLOGY + "judgeNodeByTaskNPU task req num<{req}>, node full/half cards is {full}/{half}"
@@ -155,13 +154,11 @@ def filter_node(
     mask = signature.mask(drops)
     if fits(job_product, mask, req, distributed):
         return Status.success()
-    resource = job_product.kind.resource
-    if not usable:
-        if job_product is SUPERPOD_950X8:
-            return Status.unschedulable(
-                NO_CHIPS_950_REASON.format(resource=resource, **KEEP), per_node=True
-            )
-        return Status.unschedulable(NO_CHIPS_REASON.format(resource=resource))
+    if len(usable) < req:
+        resource = job_product.kind.resource
+        return Status.unschedulable(
+            IDLE_REASON.format(resource=resource, req=req, idle=len(usable))
+        )
     if job_product.family is Family.INFERENCE:
         return Status.unschedulable(_inference_refusal(job_product, usable, req))
     short = BASE_REASON.format(req=req, idle=mask.bit_count())
@@ -186,10 +183,8 @@ def _inference_refusal(product: Product, usable: tuple[int, ...], req: int) -> s
     if product.rule is Rule.CARD:
         top = "[" + " ".join(str(c) for c in sorted(usable)) + "]"  # Go's %v of a slice
         return CARD_REASON.format(req=req, top=top)
-    if product.rule not in (Rule.HALF_FIRST, Rule.DUO_DISTRIBUTED):
+    if product.rule is not Rule.DUO_DISTRIBUTED:  # enough idle chips are enough for the rest
         return BASE_REASON.format(req=req, idle=len(usable))
-    if len(usable) < req or product.rule is Rule.HALF_FIRST:
-        return DUO_SHORT_REASON.format(req=req, idle=len(usable))
     half, full = inference.duo_counts(mask_of(usable))
     if req % 2 == 0:
         return DUO_EVEN_REASON.format(req=req, full=full)

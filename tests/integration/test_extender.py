@@ -128,8 +128,10 @@ def test_two_pods_never_get_the_same_chips_before_the_state_catches_up() -> None
     assert len(set(chips)) == 8
     answer = h.filter(pending(h.api, "ninth", 1))
     assert answer.NodeNames == []
-    # no chip left: MindCluster's words (internal/npu/base/node.go GetUsableTopFromNode)
-    assert answer.FailedNodes["n0"] == "getUsableTopFromNode don't have huawei.com/Ascend910"
+    # no chip idle: MindCluster's framework's words (plugin/job.go checkNodeNum)
+    assert answer.FailedNodes["n0"] == (
+        "NPUResourceShortage: huawei.com/Ascend910, task requires 1 NPU cards but node idle is 0"
+    )
 
 
 def test_filter_explains_every_rejected_node_and_which_can_never_host_the_pod() -> None:

@@ -135,8 +135,10 @@ def test_a_310p_node_runs_out_before_its_agent_publishes_again() -> None:
         given.append(c.annotation(f"p{i}", "huawei.com/Ascend310P"))
     assert given == ["Ascend310P-0,Ascend310P-1", "Ascend310P-2,Ascend310P-3"]
     answer = c.filter(c.pod("third", "huawei.com/Ascend310P", 1))
-    # no chip left: the base handler's first words (internal/npu/base/node.go)
-    assert answer.FailedNodes["c310p"] == "getUsableTopFromNode don't have huawei.com/Ascend310P"
+    # no chip idle: MindCluster's framework's words (plugin/job.go checkNodeNum)
+    assert answer.FailedNodes["c310p"] == (
+        "NPUResourceShortage: huawei.com/Ascend310P, task requires 1 NPU cards but node idle is 0"
+    )
 
 
 def test_a_310_card_job_takes_the_card_with_exactly_its_free_chips() -> None:

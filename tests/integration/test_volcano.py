@@ -64,7 +64,7 @@ def test_allocate_writes_the_annotations_and_deallocate_gives_the_chips_back() -
     assert annotations["huawei.com/Ascend910"] == ",".join(f"Ascend910-{i}" for i in range(8))
     second = pending(h.api, "second", 8)
     refused = call(h, "allocateFunc", {"task": task(second, "n0")})["errorMessage"]
-    assert "getUsableTopFromNode don't have huawei.com/Ascend910" in refused
+    assert "task requires 8 NPU cards but node idle is 0" in refused
     assert call(h, "deallocateFunc", {"task": task(first, "n0")}) == {"errorMessage": ""}
     assert call(h, "allocateFunc", {"task": task(second, "n0")}) == {"errorMessage": ""}
 

@@ -68,10 +68,12 @@ def test_chip310x4_takes_fragments_first() -> None:
 
 
 def test_chip310x4_refuses_a_node_with_too_few_chips_with_upstreams_reason() -> None:
-    # chip310x4 keeps the base handler's CheckNodeNPUByTask (internal/npu/base/frame.go
-    # JudgeNodeAndTaskNPU).
+    # MindCluster's framework refuses a node of fewer idle chips before any handler
+    # (plugin/job.go checkNodeNum).
     status = Session([node("n", [0, 1])]).filter(job("chip310x4", 3), 3)["n"]
-    assert status.reason == "NPUResourceShortage: node don't have enough resource, req<3>, idle<2>"
+    assert status.reason == (
+        "NPUResourceShortage: huawei.com/Ascend310, task requires 3 NPU cards but node idle is 2"
+    )
 
 
 def test_request_sizes_are_validated_by_the_base_handler_of_each_handler() -> None:
@@ -267,12 +269,6 @@ def test_duo_distributed_odd_request_on_eight_free_chips_with_a_half_card() -> N
 
 
 def test_duo_chip_refusals_in_the_handlers_words() -> None:
-    duo = node("duo", [0, 1, 3], "chip310px2")  # card 0 full, card 1 half used
-    session = Session([duo])
-    assert session.filter(job("chip310px2", 4), 4)["duo"].reason == (
-        "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology : "
-        "judgeNodeByTaskNPU node don't have enough resource, req<4>, idle<3>"
-    )
     duo = node("duo", [0, 1, 3, 5], "chip310px2")  # card 0 full, cards 1 and 2 half used
     session = Session([duo])
     assert session.filter(job("chip310px2-distributed", 4), 4)["duo"].reason == (

@@ -54,9 +54,15 @@ def test_upstream_case9_four_chips_fit_a_whole_ring_of_a_single_pod_job() -> Non
 
 
 def test_upstream_case10_four_chips_do_not_fit_two_half_rings() -> None:
-    n = node("n", [0, 1, 4])
+    # Four chips idle but no ring of four: the handler's words. With fewer idle chips than
+    # asked, the framework refuses first (plugin/job.go checkNodeNum), as for [0, 1, 4].
+    n = node("n", [0, 1, 4, 5])
     status = filter_node(n, n.free, MODULE_910X8, 4, distributed=False)
     assert status.reason == "npu topology not meet job require,network unhealthy card is [  ]"
+    n = node("n", [0, 1, 4])
+    assert filter_node(n, n.free, MODULE_910X8, 4, distributed=False).reason == (
+        "NPUResourceShortage: huawei.com/Ascend910, task requires 4 NPU cards but node idle is 3"
+    )
 
 
 def test_upstream_case11_the_rejection_names_the_network_unhealthy_chips() -> None:

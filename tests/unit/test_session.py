@@ -160,12 +160,14 @@ def test_binpack_leaves_room_for_a_gang_where_huawei_does_not() -> None:
 # GetUsableTopFromNode, whose error a handler passes on as it is), then judges them.
 
 
-def test_a_node_with_no_usable_chip_is_refused_as_every_handler_reads_it() -> None:
-    session = Session([node("n", []), node("b", [], product="module910bx8")])
-    refused = session.filter(job(1), 1)
-    assert refused["n"].reason == "getUsableTopFromNode don't have huawei.com/Ascend910"
-    assert session.filter(job(1, product="module910bx8"), 1)["b"].reason == (
-        "getUsableTopFromNode don't have huawei.com/Ascend910"
+def test_a_node_of_fewer_idle_chips_than_asked_is_refused_before_any_handler() -> None:
+    # plugin/job.go preCheckNodePredicate → checkNodeNum, the words of most refusals.
+    session = Session([node("n", []), node("b", [0, 1, 2], product="module910bx8")])
+    assert session.filter(job(1), 1)["n"].reason == (
+        "NPUResourceShortage: huawei.com/Ascend910, task requires 1 NPU cards but node idle is 0"
+    )
+    assert session.filter(job(4, product="module910bx8"), 4)["b"].reason == (
+        "NPUResourceShortage: huawei.com/Ascend910, task requires 4 NPU cards but node idle is 3"
     )
 
 
@@ -183,23 +185,23 @@ def test_an_a3_node_is_refused_in_the_a3_handlers_words() -> None:
         "c: npu top[[0 1 3 7]] is not meet task req(4)"
     )
     assert session.filter(job(6, product=a3), 6)["a"].reason == (
-        "NPUResourceShortage: node don't have enough resource, req<6>, idle<4>"
+        "NPUResourceShortage: huawei.com/Ascend910, task requires 6 NPU cards but node idle is 4"
     )
 
 
 def test_atlas_850_and_950_superpod_nodes_are_refused_in_their_handlers_words() -> None:
+    # Eight idle chips, one network-unhealthy, a job of two pods: the handler refuses.
     sp850, sp950 = "superpod850x8", "superpod950x8"
-    nodes = [node("a", [0, 1, 2], product=sp850), node("e", [], product=sp950)]
-    session = Session(nodes)
+    sick = [node(n, range(8), product=p, network_unhealthy=[3]) for n, p in [("a", sp850)]]
+    sick.append(node("e", range(8), product=sp950, network_unhealthy=[3]))
+    session = Session(sick)
     # policy/chip8node8sp/frame.go CheckNodeNPUByTask
-    assert session.filter(job(8, product=sp850), 8)["a"].reason == (
+    assert session.filter(job(8, 8, product=sp850), 8)["a"].reason == (
         "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology, "
-        "network unhealthy card is [  ]"
+        "network unhealthy card is [ npu-3 ]"
     )
-    # policy/chip8node8ra64sp/node.go checkNodeNPUNums and its own getUsableTopFromNode
-    refused = session.filter(job(8, product=sp950), 8)
-    assert refused["a"].reason == (
+    # policy/chip8node8ra64sp/node.go checkNodeNPUNums
+    assert session.filter(job(8, 8, product=sp950), 8)["e"].reason == (
         "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology err: "
-        "NPUResourceShortage: node don't have enough resource, req<8>, idle<3>"
+        "NPUResourceShortage: node don't have enough resource, req<8>, idle<7>"
     )
-    assert refused["e"].reason == "getUsableTopFromNode e don't have huawei.com/npu"

@@ -80,10 +80,18 @@ def test_base_valid_npu_job_accepts_a_valid_request() -> None:
 
 
 def test_base_judge_node_and_task_npu_when_the_node_is_short() -> None:
-    """frame_test.go TestJudgeNodeAndTaskNPU 03: req 2 on top [0]."""
+    """frame_test.go TestJudgeNodeAndTaskNPU 03: req 2 on top [0]. Through the framework a node
+    with fewer idle chips is refused before the handler (plugin/job.go checkNodeNum), so the
+    handler's words show where a distributed job leaves network-unhealthy chips out."""
+    node = NodeState("n", MODULE_910BX8.name, (0, 1), 8, network_unhealthy=frozenset({1}))
+    tasks = (Task("t", 2), Task("u", 2))
+    status = Session([node]).filter(Job("j", MODULE_910BX8.name, tasks), 2)["n"]
+    assert status.reason == "NPUResourceShortage: node don't have enough resource, req<2>, idle<1>"
     node = NodeState("n", MODULE_910BX8.name, (0,), 8)
     status = Session([node]).filter(Job("j", MODULE_910BX8.name, (Task("t", 2),)), 2)["n"]
-    assert status.reason == "NPUResourceShortage: node don't have enough resource, req<2>, idle<1>"
+    assert status.reason == (
+        "NPUResourceShortage: huawei.com/Ascend910, task requires 2 NPU cards but node idle is 1"
+    )
 
 
 def test_base_select_takes_the_first_chips_in_id_order() -> None:
