@@ -32,6 +32,14 @@ class NodeState:
     unhealthy: frozenset[int] = frozenset()
     network_unhealthy: frozenset[int] = frozenset()
     card_type: str = ""  # the node's infer-card-type label, which upstream's refusals name
+    # Sub-health (MindCluster ``internal/rescheduling/node.go``): a chip fault handled as
+    # ``SubHealthFault`` (card) or the node's switch reporting sub-health (switch).
+    card_sub_healthy: bool = False
+    switch_sub_healthy: bool = False
+
+    @property
+    def sub_healthy(self) -> bool:
+        return self.card_sub_healthy or self.switch_sub_healthy
 
     def __post_init__(self) -> None:
         if not self.name:

@@ -30,6 +30,7 @@ from contract.chip_names import InvalidInput, chip_name
 from scheduler_core.engine.ledger import Holding, SessionLedger
 from scheduler_core.engine.model import Decision, Job, NodeState, Placement, Status, Task
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
+from scheduler_core.engine.rescheduling import IGNORE, SUB_HEALTHY_LABEL, SUB_HEALTHY_STRATEGIES
 from scheduler_core.engine.validation import JobInvalid, validate_job
 
 TOPOLOGY_REASON = "npu topology not meet job require,network unhealthy card is [ {} ]"
@@ -39,6 +40,13 @@ TOPOLOGY_REASON = "npu topology not meet job require,network unhealthy card is [
 # node's usable chips are its idle ones here (a node whose counts disagree is left out).
 IDLE_REASON = (
     "NPUResourceShortage: {resource}, task requires {req} NPU cards but node idle is {idle}"
+)
+# A job whose ``subHealthyStrategy`` is not ``ignore`` takes no sub-healthy node, refused before
+# anything else (``internal/rescheduling/reschedule.go`` checkNodeCurNodeIsFault; its words,
+# the missing space included).
+SUB_HEALTH_REASON = (
+    "NodePredicate failed, cardSubHealthy={card} andswitchSubHealthy={switch}, but sub-healthy "
+    "strategy is {strategy}"
 )
 # Atlas A3 (``ascend910a3/base.go`` JudgeNodeAndTaskNPU): enough chips but not in whole dies;
 # ``npu top[%v]`` of a Go slice, so the brackets double.
@@ -85,12 +93,25 @@ class Signature(NamedTuple):
     network_unhealthy: int
     allocatable: int
     unhealthy: int  # how many chips the node lists unhealthy (the base handler's score)
+    card_sub_healthy: bool = False
+    switch_sub_healthy: bool = False
 
     def mask(self, distributed: bool) -> int:
         """The usable chips; a distributed job of a network-fault-aware handler leaves the
         network-unhealthy ones (``distributed`` is then ``Job.distributed and
         product.network_fault``, see ``_drops``)."""
         return self.usable & ~self.network_unhealthy if distributed else self.usable
+
+
+def sub_health_strategy(job: Job) -> str:
+    """The job's ``subHealthyStrategy``, ``ignore`` when missing or unknown (``plugin/job.go``
+    setJobSubHealthyStrategy)."""
+    strategy = job.labels.get(SUB_HEALTHY_LABEL, IGNORE)
+    return strategy if strategy in SUB_HEALTHY_STRATEGIES else IGNORE
+
+
+def _go_bool(value: bool) -> str:
+    return "true" if value else "false"
 
 
 def _drops(product: Product, distributed: bool) -> bool:
@@ -129,9 +150,16 @@ def check_node_chips(node: NodeState) -> None:
 
 
 def filter_node(
-    node: NodeState, usable: tuple[int, ...], job_product: Product, req: int, distributed: bool
+    node: NodeState,
+    usable: tuple[int, ...],
+    job_product: Product,
+    req: int,
+    distributed: bool,
+    *,
+    strategy: str = IGNORE,
 ) -> Status:
-    """The predicate with upstream's reasons (``CheckNodeNPUByTask``)."""
+    """The predicate with upstream's reasons (``CheckNodeNPUByTask``); ``strategy``: the job's
+    ``subHealthyStrategy``."""
     node_product = product_by_name(node.product)
     if not serves(node_product, job_product):
         if node_product.kind is not job_product.kind:
@@ -149,6 +177,10 @@ def filter_node(
             **KEEP,
         )
         return Status.unschedulable(label, per_node=True, unresolvable=True)
+    if strategy != IGNORE and node.sub_healthy:
+        card, switch = _go_bool(node.card_sub_healthy), _go_bool(node.switch_sub_healthy)
+        why = SUB_HEALTH_REASON.format(card=card, switch=switch, strategy=strategy)
+        return Status.unschedulable(why)
     signature = _signature(node, usable)
     drops = _drops(job_product, distributed)
     mask = signature.mask(drops)
@@ -196,7 +228,15 @@ def _signature(node: NodeState, usable: Iterable[int]) -> Signature:
     if not network and product_by_name(node.product).rule is Rule.DIES:
         # Only A3 handlers take A3 nodes, and their answers depend on the die counts alone.
         mask = dies.canonical(mask)
-    return Signature(node.product, mask, network, node.allocatable, len(node.unhealthy))
+    return Signature(
+        node.product,
+        mask,
+        network,
+        node.allocatable,
+        len(node.unhealthy),
+        node.card_sub_healthy,
+        node.switch_sub_healthy,
+    )
 
 
 class Session:
@@ -313,6 +353,7 @@ class Session:
         refused ones with their verdicts, and the names of no node of this session."""
         product = product_by_name(job.product)
         distributed = job.distributed
+        strategy = sub_health_strategy(job)
         passing: list[str] = []
         refused: dict[str, Status] = {}
         unknown: list[str] = []
@@ -327,11 +368,12 @@ class Session:
                 continue
             status = seen.get(signature)
             if status is None:
-                key = (signature, job.product, req, distributed)
+                key = (signature, job.product, req, distributed, strategy)
                 status = self._statuses.get(key)
                 if status is None:
                     node = self._nodes[name]
-                    status = filter_node(node, self._usable[name], product, req, distributed)
+                    usable = self._usable[name]
+                    status = filter_node(node, usable, product, req, distributed, strategy=strategy)
                     self._statuses[key] = status
                 seen[signature] = status
             if status.ok:
@@ -347,10 +389,11 @@ class Session:
         """The policy's score of every node (or the given ones) that passes the filter for a
         ``req``-chip task."""
         distributed = job.distributed
+        strategy = sub_health_strategy(job)
         scores: dict[str, float] = {}
         if names is None:
             for signature, bucket in self._buckets.items():
-                score = self._score(signature, job.product, req, distributed)
+                score = self._score(signature, job.product, req, distributed, strategy)
                 if score is not None:
                     scores.update(dict.fromkeys(bucket, score))
             return scores
@@ -362,7 +405,7 @@ class Session:
             if known in seen:
                 score = seen[known]
             else:
-                score = seen[known] = self._score(known, job.product, req, distributed)
+                score = seen[known] = self._score(known, job.product, req, distributed, strategy)
             if score is not None:
                 scores[name] = score
         return scores
@@ -372,11 +415,13 @@ class Session:
         or is no node of this session), each distinct signature scored once. The per-node
         steps are C loops (``map``): prioritize is called with thousands of names per pod."""
         distributed = job.distributed
+        strategy = sub_health_strategy(job)
         signatures = list(map(self._signature.get, names))
         by_signature: dict[Signature | None, float | None] = {None: None}
         for signature in dict.fromkeys(signatures):
             if signature is not None:
-                by_signature[signature] = self._score(signature, job.product, req, distributed)
+                score = self._score(signature, job.product, req, distributed, strategy)
+                by_signature[signature] = score
         return list(map(by_signature.__getitem__, signatures))
 
     def place(
@@ -403,13 +448,14 @@ class Session:
             rejected = {n: s.reason for n, s in self.filter(job, tasks[0].npu).items() if not s.ok}
         placements: list[Placement] = []
         distributed = job.distributed
+        strategy = sub_health_strategy(job)
         for i, task in enumerate(tasks):
             if nodes is None:
-                node = self._best_node(job.product, task.npu, distributed)
+                node = self._best_node(job.product, task.npu, distributed, strategy)
                 refusal = None if node is not None else self._no_fit_reason(job, product, task)
             else:
                 node = nodes[i]
-                refusal = self._refusal(node, product, task.npu, distributed)
+                refusal = self._refusal(node, product, task.npu, distributed, strategy)
             if node is None or refusal is not None:
                 self.release_job(job.key)
                 return Decision(
@@ -426,12 +472,16 @@ class Session:
             placements.append(Placement(task.name, node, chips))
         return Decision(job.key, True, tuple(placements), scores=scores, rejected=rejected)
 
-    def _refusal(self, node: str, product: Product, req: int, distributed: bool) -> str | None:
+    def _refusal(
+        self, node: str, product: Product, req: int, distributed: bool, strategy: str = IGNORE
+    ) -> str | None:
         """Why a task may not go on a node chosen for it (None: it may)."""
         if node not in self._nodes:
             return f"{node} is not a known NPU node"
         state = self._nodes[node]
-        status = filter_node(state, self._usable[node], product, req, distributed)
+        status = filter_node(
+            state, self._usable[node], product, req, distributed, strategy=strategy
+        )
         status = status.named(state, self._top(node, product, distributed))
         return None if status.ok else f"{node}: {status.reason}"
 
@@ -462,11 +512,19 @@ class Session:
     # ---- internals -------------------------------------------------------------------
 
     def _score(
-        self, signature: Signature, product: str, req: int, distributed: bool
+        self,
+        signature: Signature,
+        product: str,
+        req: int,
+        distributed: bool,
+        strategy: str = IGNORE,
     ) -> float | None:
         if signature.product != product and not serves(
             product_by_name(signature.product), product_by_name(product)
         ):
+            return None
+        sub_healthy = signature.card_sub_healthy or signature.switch_sub_healthy
+        if sub_healthy and strategy != IGNORE:
             return None
         key = (signature, product, req, distributed)
         try:
@@ -476,20 +534,22 @@ class Session:
         job_product = product_by_name(product)
         mask = signature.mask(_drops(job_product, distributed))
         healthy = _healthy(job_product, signature)
-        score = (
-            self.policy.score(job_product, mask, healthy, req, distributed)
-            if fits(job_product, mask, req, distributed)
-            else None
-        )
+        score = None
+        if fits(job_product, mask, req, distributed):
+            score = self.policy.score(job_product, mask, healthy, req, distributed)
+            if sub_healthy and self.policy.sub_health_penalty:
+                score = max(0.0, score - self.policy.sub_health_penalty)
         self._cache[key] = score
         return score
 
-    def _best_node(self, product: str, req: int, distributed: bool) -> str | None:
+    def _best_node(
+        self, product: str, req: int, distributed: bool, strategy: str = IGNORE
+    ) -> str | None:
         """Highest score; ties go to the smallest node name, so decisions are repeatable."""
         best_score = 0.0
         best_name: str | None = None
         for signature, names in self._buckets.items():
-            score = self._score(signature, product, req, distributed)
+            score = self._score(signature, product, req, distributed, strategy)
             if score is None:
                 continue
             first = names[0]

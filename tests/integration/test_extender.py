@@ -9,7 +9,7 @@ import pytest
 
 from agent.deviceinfo_publisher import configmap
 from contract.annotations import PREDICATE_TIME
-from contract.deviceinfo import DeviceInfo
+from contract.deviceinfo import ChipFault, DeviceInfo
 from contract.pods import pod_view
 from infra.kube.port import KubeError
 from scheduler_core.service import live_view
@@ -391,3 +391,25 @@ def test_a_nominated_pod_evicts_nothing_elsewhere_while_its_node_may_still_take_
     h.clock.now += 31  # its node never came free: it may preempt elsewhere again
     answer = h.extender.preempt(preemption(pod, {"n1": ["uid-low1"]}))
     assert list(answer.NodeNameToMetaVictims) == ["n1"]
+
+
+def test_a_sub_healthy_node_scores_lower_and_takes_no_job_that_exits_on_sub_health() -> None:
+    # MindCluster's fault handler (ascend-for-volcano internal/rescheduling/reschedule.go):
+    # checkNodeCurNodeIsFault and reduceForSubHealthyNodes, read from the node's DeviceInfo.
+    h = Harness(2)
+    fault = ChipFault(3, network=False, level="SubHealthFault", codes=("80E01801",))
+    info = DeviceInfo(frozenset(range(8)), frozenset(), frozenset(), (fault,), 1_700_000_000)
+    h.api.put("ConfigMap", configmap("n0", info))
+    h.service.refresh()
+    plain = pending(h.api, "plain", 1)
+    scores = {p.Host: p.Score for p in h.extender.prioritize({"Pod": plain, "NodeNames": h.names})}
+    assert scores["n0"] < scores["n1"]
+    exiting = pending(h.api, "exiting", 1)
+    exiting["metadata"]["labels"] = {"subHealthyStrategy": "graceExit"}
+    h.api.put("Pod", exiting)
+    answer = h.filter(h.api.get_pod("ns", "exiting"))
+    assert answer.NodeNames == ["n1"]
+    assert answer.FailedNodes["n0"] == (
+        "NodePredicate failed, cardSubHealthy=true andswitchSubHealthy=false, but sub-healthy "
+        "strategy is graceExit"
+    )

@@ -305,3 +305,24 @@ def test_a_resource_no_handler_takes_is_refused_naming_it(
     request["job"].update(job)
     code, answer, err = run(request, monkeypatch, capsys)
     assert code == 2 and answer is None and error in err
+
+
+def test_a_sub_healthy_node_is_read_from_the_request(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """MindCluster's fault handler scores a sub-healthy node 1 lower and keeps jobs that exit
+    on sub-health off it (internal/rescheduling/reschedule.go)."""
+    nodes = [{**NODES[1], "name": "sick", "card_sub_healthy": True}, NODES[1]]
+    request: dict[str, Any] = {
+        "nodes": nodes,
+        "job": {"name": "j", "product": "module910x8", "tasks": [{"name": "t0", "npu": 4}]},
+    }
+    code, answer, _ = run(request, monkeypatch, capsys)
+    assert code == 0 and answer["scores"] == {"sick": 255.0, "n2": 256.0}
+    assert answer["placements"][0]["node"] == "n2"
+    request["job"]["labels"] = {"subHealthyStrategy": "forceExit"}
+    code, answer, _ = run(request, monkeypatch, capsys)
+    assert answer["rejected"]["sick"].startswith("NodePredicate failed, cardSubHealthy=true")
+    nodes[0]["card_sub_healthy"] = "yes"
+    code, _, err = run(request, monkeypatch, capsys)
+    assert code == 2 and "nodes[0].card_sub_healthy: expected bool" in err

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from contract.chip_names import InvalidInput
+from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.policies import BINPACK, HUAWEI
 from scheduler_core.engine.session import Session
 from tests.unit.helpers import chips_of, job, node, place
@@ -205,3 +206,53 @@ def test_atlas_850_and_950_superpod_nodes_are_refused_in_their_handlers_words() 
         "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology err: "
         "NPUResourceShortage: node don't have enough resource, req<8>, idle<7>"
     )
+
+
+# ---- sub-healthy nodes ---------------------------------------------------------------------
+# MindCluster's fault handler, for every job, after the handler's checks and scores
+# (component/ascend-for-volcano/internal/rescheduling/reschedule.go): a job whose
+# subHealthyStrategy is not ignore takes no sub-healthy node (checkNodeCurNodeIsFault), and a
+# sub-healthy node scores 1 lower, not below 0 (reduceForSubHealthyNodes).
+
+
+def _sub(name: str, free: range | list[int], **kind: bool) -> NodeState:
+    plain = node(name, free)
+    return NodeState(plain.name, plain.product, plain.free, plain.allocatable, **kind)
+
+
+def test_a_sub_healthy_node_scores_one_lower_and_loses_a_tie() -> None:
+    nodes = [_sub("a", range(8), card_sub_healthy=True), node("b", range(8))]
+    session = Session(nodes)
+    assert session.score(job(1), 1) == {"a": 8 * 29 - 1, "b": 8 * 29}
+    assert chips_of(session.place(job(1))) == [("b", (0,))]
+    # A better ring outweighs it: a 8·32 + 2 − 1, b 8·31.
+    nodes = [_sub("a", range(2, 8), switch_sub_healthy=True), node("b", range(8))]
+    assert chips_of(Session(nodes).place(job(2))) == [("a", (2, 3))]
+
+
+def test_binpack_ignores_sub_health_in_its_order() -> None:
+    nodes = [_sub("a", range(8), card_sub_healthy=True), node("b", range(8))]
+    assert (
+        Session(nodes, BINPACK).score(job(1), 1)["a"]
+        == Session([node("a", range(8))], BINPACK).score(job(1), 1)["a"]
+    )
+
+
+@pytest.mark.parametrize("strategy", ["graceExit", "forceExit", "hotSwitch"])
+def test_a_job_that_exits_on_sub_health_takes_no_sub_healthy_node(strategy: str) -> None:
+    labels = {"subHealthyStrategy": strategy}
+    nodes = [_sub("a", range(8), switch_sub_healthy=True), node("b", [0])]
+    session = Session(nodes)
+    refused = session.filter(job(2, labels=labels), 2)
+    assert refused["a"].reason == (
+        "NodePredicate failed, cardSubHealthy=false andswitchSubHealthy=true, but sub-healthy "
+        f"strategy is {strategy}"
+    )
+    assert session.score(job(2, labels=labels), 2) == {}
+    assert not session.place(job(2, labels=labels)).feasible
+    assert session.place(job(2, labels={"subHealthyStrategy": "ignore"})).feasible
+
+
+def test_an_unknown_sub_health_strategy_is_ignore() -> None:
+    nodes = [_sub("a", range(8), card_sub_healthy=True)]
+    assert Session(nodes).place(job(2, labels={"subHealthyStrategy": "later"})).feasible
