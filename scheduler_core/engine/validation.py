@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from chip_topology import dies
 from chip_topology.products import (
+    MESH_CHIPS,
     SUPER_POD_PRODUCTS,
     Family,
     Product,
@@ -46,12 +47,15 @@ def _validate_base(job: Job, product: Product) -> None:
 
 
 def _validate_mesh(job: Job, product: Product) -> None:
-    for task in job.npu_tasks:
-        if task.npu > product.capacity:
-            raise JobInvalid(
-                f"{product.name} checkJobMode {job.name} req npu is invalid, task require npu "
-                f"can not bigger than {product.capacity}"
-            )
+    """``policy/chip4nodex/job.go`` checkJobMode: the job's NPUs per NPU task, on average (Go's
+    integer division), at most the node's; named by the handler's plugin name (``4p-8``,
+    ``4p-16``, ``chip4nodex/type.go``)."""
+    tasks = job.npu_tasks
+    if sum(t.npu for t in tasks) // len(tasks) > product.capacity:
+        raise JobInvalid(
+            f"{MESH_CHIPS}p-{product.capacity} checkJobMode {job.key} req "
+            f"npu is invalid, task require npu can not bigger than {product.capacity}"
+        )
 
 
 # The 300I Duo handlers' own check of a ``distributed: "true"`` job, in each one's words

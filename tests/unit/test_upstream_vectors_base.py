@@ -190,10 +190,17 @@ def test_mesh_select(case: str, req: int, top: list[int], want: tuple[int, ...])
 
 
 def test_mesh_check_job_mode_refuses_more_than_the_node() -> None:
-    """job.go checkJobMode (job_test.go TestCheckJobModeValid's bound)."""
-    with pytest.raises(JobInvalid, match="task require npu can not bigger than 8"):
+    """job.go checkJobMode (job_test.go TestCheckJobModeValid's bound): the job's NPUs per NPU
+    task, Go's integer division, named by the plugin's name."""
+    with pytest.raises(JobInvalid) as refused:
         validate_job(Job("j", ATLAS_350_4PX8.name, (Task("t", 9),)))
+    assert str(refused.value) == (
+        "4p-8 checkJobMode default/j req npu is invalid, task require npu can not bigger than 8"
+    )
     validate_job(Job("j", ATLAS_350_4PX8.name, (Task("t", 7),)))
+    validate_job(Job("jobC", ATLAS_350_4PX8.name, (Task("a", 12), Task("b", 4))))  # 16 / 2
+    with pytest.raises(JobInvalid, match=r"^4p-16 checkJobMode default/j "):
+        validate_job(Job("j", ATLAS_350_4PX16.name, (Task("a", 20), Task("b", 14))))
 
 
 # ---- internal/npu/factory_test.go --------------------------------------------------------
