@@ -31,6 +31,13 @@ class JobInvalid(ValueError):
     """A job asks for something no placement can satisfy; the message is upstream's."""
 
 
+def job_id(job: Job) -> str:
+    """The job as upstream's messages name it: Volcano's job id, ``<namespace>/<PodGroup>``
+    (volcano ``pkg/scheduler/cache/event_handlers.go`` getJobID; the plugin's ``tp.Name``).
+    The service names a gang by its key already."""
+    return job.name if "/" in job.name else job.key
+
+
 def _go_set(values: frozenset[int]) -> str:
     """Go's ``%v`` of a ``map[int]struct{}``: keys sorted, as ``map[3:{}]``."""
     return "map[" + " ".join(f"{n}:{{}}" for n in sorted(values)) + "]"
@@ -39,7 +46,7 @@ def _go_set(values: frozenset[int]) -> str:
 def _validate_base(job: Job, product: Product) -> None:
     limit = product.request_limit
     expected = (
-        f"job<{job.name}> req npu num should small than {limit}, and not in "
+        f"job<{job_id(job)}> req npu num should small than {limit}, and not in "
         f"{_go_set(product.invalid_requests)}"
     )
     bad = [t for t in job.npu_tasks if t.npu > limit or t.npu in product.invalid_requests]
@@ -53,7 +60,7 @@ def _validate_mesh(job: Job, product: Product) -> None:
     tasks = job.npu_tasks
     if sum(t.npu for t in tasks) // len(tasks) > product.capacity:
         raise JobInvalid(
-            f"{MESH_CHIPS}p-{product.capacity} checkJobMode {job.key} req "
+            f"{MESH_CHIPS}p-{product.capacity} checkJobMode {job_id(job)} req "
             f"npu is invalid, task require npu can not bigger than {product.capacity}"
         )
 
@@ -80,7 +87,7 @@ def _validate_inference(job: Job, product: Product) -> None:
     )
     if words is not None and distributed and len(job.npu_tasks) > 1:
         raise JobInvalid(
-            f"job <{job.key}> task num <{len(job.tasks)}> is invalid, job with label of "
+            f"job <{job_id(job)}> task num <{len(job.tasks)}> is invalid, job with label of "
             f"distributed=true {words}"
         )
     _validate_base(job, product)

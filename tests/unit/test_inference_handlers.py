@@ -89,7 +89,7 @@ def test_request_sizes_are_validated_by_the_base_handler_of_each_handler() -> No
         ("chip310px2", 16),
     ]:
         assert session.place(job(product, limit + 1)).reason == (
-            f"expected: job<j> req npu num should small than {limit}, and not in map[], "
+            f"expected: job<default/j> req npu num should small than {limit}, and not in map[], "
             f"actual: task<t0> req npu: {limit + 1}, "
         )
 

@@ -69,7 +69,7 @@ def test_base_valid_npu_job_refuses_a_task_above_the_max() -> None:
     with pytest.raises(JobInvalid) as raised:
         validate_job(job)
     assert str(raised.value) == (
-        "expected: job<job02> req npu num should small than 8, and not in map[], "
+        "expected: job<vcjob/job02> req npu num should small than 8, and not in map[], "
         "actual: task<t> req npu: 9, "
     )
 

@@ -43,7 +43,7 @@ MODULE_EXPECTED = "req npu num should small than 8, and not in map[3:{} 5:{} 6:{
 
 def test_a_single_pod_may_not_ask_for_three_chips_in_the_base_handlers_words() -> None:
     assert rejection(3, name="job02", namespace="vcjob") == (
-        f"expected: job<job02> {MODULE_EXPECTED}, actual: task<job02-0> req npu: 3, "
+        f"expected: job<vcjob/job02> {MODULE_EXPECTED}, actual: task<job02-0> req npu: 3, "
     )
 
 
@@ -55,7 +55,7 @@ def test_a_single_pod_may_ask_for_one_two_four_or_eight_chips(req: int) -> None:
 def test_more_than_eight_chips_are_eight_per_pod() -> None:
     validate_job(job(8, 8, 8))
     assert rejection(16, name="big") == (
-        f"expected: job<big> {MODULE_EXPECTED}, actual: task<big-0> req npu: 16, "
+        f"expected: job<default/big> {MODULE_EXPECTED}, actual: task<big-0> req npu: 16, "
     )
 
 
@@ -69,7 +69,8 @@ def test_a_distributed_job_may_ask_fewer_than_eight_chips_per_pod(req: int) -> N
 
 def test_a_distributed_task_outside_the_sizes_gets_upstreams_message() -> None:
     assert rejection(8, 3, 5, name="j") == (
-        f"expected: job<j> {MODULE_EXPECTED}, actual: task<j-1> req npu: 3task<j-2> req npu: 5, "
+        f"expected: job<default/j> {MODULE_EXPECTED}, "
+        "actual: task<j-1> req npu: 3task<j-2> req npu: 5, "
     )
 
 
@@ -87,7 +88,7 @@ def test_tasks_without_npu_are_allowed_beside_npu_tasks() -> None:
 # ValidNPUJob): VOL-v5's card910x2 / half910x4 sizes and messages are gone.
 def test_half_allows_one_two_or_four() -> None:
     assert rejection(3, product="half910x4", name="h", namespace="ns") == (
-        "expected: job<h> req npu num should small than 4, and not in map[3:{}], "
+        "expected: job<ns/h> req npu num should small than 4, and not in map[3:{}], "
         "actual: task<h-0> req npu: 3, "
     )
     assert "req npu: 8" in rejection(8, product="half910x4")
@@ -101,7 +102,7 @@ def test_a_card_server_takes_up_to_eight_chips(req: int) -> None:
 
 def test_a_card_task_above_eight_chips_is_refused_naming_it() -> None:
     assert rejection(9, product="card910x2", name="c") == (
-        "expected: job<c> req npu num should small than 8, and not in map[], "
+        "expected: job<default/c> req npu num should small than 8, and not in map[], "
         "actual: task<c-0> req npu: 9, "
     )
 
@@ -109,7 +110,7 @@ def test_a_card_task_above_eight_chips_is_refused_naming_it() -> None:
 @pytest.mark.parametrize("req", [9, 11, 13, 15, 17])
 def test_910bx16_rejects_odd_counts_above_eight(req: int) -> None:
     assert rejection(req, product="module910bx16", name="b") == (
-        "expected: job<b> req npu num should small than 16, and not in "
+        "expected: job<default/b> req npu num should small than 16, and not in "
         f"map[9:{{}} 11:{{}} 13:{{}} 15:{{}}], actual: task<b-0> req npu: {req}, "
     )
 
