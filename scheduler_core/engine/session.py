@@ -254,7 +254,7 @@ class Session:
         self._signature: dict[str, Signature] = {}
         self._buckets: dict[Signature, list[str]] = {}
         self._cache: dict[tuple[Signature, str, int, bool], float | None] = {}
-        self._statuses: dict[tuple[Signature, str, int, bool], Status] = {}
+        self._statuses: dict[tuple[Signature, str, int, bool, str], Status] = {}
         self._room: dict[tuple[Signature, str, int, bool, str, int], bool] = {}
         self.chips = 0  # allocatable chips of every node, kept as nodes come and go
         for node in nodes:

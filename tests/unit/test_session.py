@@ -215,9 +215,18 @@ def test_atlas_850_and_950_superpod_nodes_are_refused_in_their_handlers_words() 
 # sub-healthy node scores 1 lower, not below 0 (reduceForSubHealthyNodes).
 
 
-def _sub(name: str, free: range | list[int], **kind: bool) -> NodeState:
+def _sub(
+    name: str, free: range, *, card_sub_healthy: bool = False, switch_sub_healthy: bool = False
+) -> NodeState:
     plain = node(name, free)
-    return NodeState(plain.name, plain.product, plain.free, plain.allocatable, **kind)
+    return NodeState(
+        plain.name,
+        plain.product,
+        plain.free,
+        plain.allocatable,
+        card_sub_healthy=card_sub_healthy,
+        switch_sub_healthy=switch_sub_healthy,
+    )
 
 
 def test_a_sub_healthy_node_scores_one_lower_and_loses_a_tie() -> None:
