@@ -1,8 +1,9 @@
 """The inference handlers' own chip rules (Volcano's ``internal/ascend310/{card310x4,
 chip310x4}``, ``internal/ascend310p`` and MindCluster's 300I Duo handlers;
 ``vnpu-and-inference.md`` §1–3), on cards of ``card`` chips (4 on a 310 card, 2 on a 300I
-Duo). Pure functions of the usable chips, in DeviceInfo order where chips are picked; the
-products (``products``) say which rule a handler uses.
+Duo). Pure functions of the usable chips, sorted by id where chips are picked (MindCluster's
+``internal/npu/base/node.go`` GetUsableTopFromNode); the products (``products``) say which
+rule a handler uses.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from collections.abc import Sequence
 
 
 def by_card(card: int, usable: Sequence[int]) -> dict[int, list[int]]:
-    """Card index → its usable chips in list order; cards in index order."""
+    """Card index → its usable chips in list order (callers pass them sorted); cards in index
+    order."""
     cards: dict[int, list[int]] = {}
     for chip in sorted(usable, key=lambda c: c // card):
         cards.setdefault(chip // card, []).append(chip)
@@ -85,13 +87,16 @@ def select_duo_distributed(usable: Sequence[int], req: int) -> tuple[int, ...]:
 
 def duo_distributed_rank(mask: int, req: int) -> int:
     """``s`` of the Duo score ``8 × (16 − s)``: MindCluster's three tables by request and
-    free chips (16 where no table has the pair)."""
+    free chips (16 where no table has the pair; ``ascend310p/chip310px2/frame.go``
+    getBestScore). An odd request looks in the table of nodes with a half-used card first
+    when the node has one, then in the other table whatever the node has (so 8 free chips
+    with a half-used card score as 8 without)."""
     half, full = duo_counts(mask)
     free = half + 2 * full
     if req % 2:
         if half and req <= free <= 7:
             return free - req + 1
-        if not half and free % 2 == 0 and req + 1 <= free <= 8:
+        if free % 2 == 0 and req + 1 <= free <= 8:
             return 9 + (free - req - 1) // 2
         return 16
     return free - req + 1 if req <= free <= 8 else 16

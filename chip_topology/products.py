@@ -32,8 +32,10 @@ class Rule(Enum):
 
     RING = "ring"  # 910: HCCS rings (groups), Huawei's ring priority
     CARD = "card"  # one card, priority lists, score 8 × (card − best)
-    BUCKETS = "buckets"  # chip310x4: fragments first, across cards
-    FIRST = "first"  # 310P: enough free chips, the first by id (MindCluster's base handler)
+    BUCKETS = "buckets"  # chip310x4: fragments first, across cards; the base handler's score
+    # 310P (MindCluster's base handler, max 64): enough free chips, the first by id; score
+    # 64 × 100 − usable.
+    FIRST = "first"
     HALF_FIRST = "half-first"  # chip310px2: half-used cards first
     DUO_DISTRIBUTED = "duo-distributed"  # chip310px2, label distributed: whole cards
     # MindCluster's base handler (``internal/npu/base``): enough usable chips, the first
@@ -72,9 +74,16 @@ class Product:
     # Distributed jobs leave the node's ``-NetworkUnhealthy`` chips (MindCluster's
     # ``WithNetworkFault``; off for the card and chip1-node handlers, ``internal/npu/factory.go``).
     network_fault: bool = True
+    # The most chips a task may ask (upstream's ``MaxNodeNPUNum``, checked by the base
+    # handler's ValidNPUJob) where it is not ``capacity``: 32 for the 300I Duo card handler.
+    max_request: int = 0
     # The other node products whose chips this 910-family handler takes (a node is always
     # served by the handler of its own product).
     serves_nodes: frozenset[str] = frozenset()
+
+    @property
+    def request_limit(self) -> int:
+        return self.max_request or self.capacity
 
     @property
     def scheduler_name(self) -> str:
@@ -128,6 +137,10 @@ MODULE_910X8 = Product(
     sort_term=True,
     priorities={1: (1, 3, 2, 4), 2: (2, 4, 3), 4: (4,)},
     single_task_requests=(1, 2, 4, 8),
+    # MindCluster's module910x8 keeps the base handler's ValidNPUJob with these counts left
+    # out (``internal/npu/ascend910/ascend910old/module910x8/frame.go`` New), for every pod of
+    # a job of any size: VOL-v5's 8-per-pod rule for distributed jobs is gone.
+    invalid_requests=frozenset({3, 5, 6, 7}),
     # The default handler (a job naming no policy and no accelerator-type) also takes 910B x8
     # servers, as upstream, which never checks a node's label (Volcano's nodeSelector does): a
     # placement inside one ring of 4 is legal on a 910B's full mesh too. Huawei's own system
@@ -295,7 +308,11 @@ def _inference(  # noqa: PLR0917 (a table of handlers reads best positionally)
     aff: tuple[tuple[int, ...], ...] = (),
     priorities: Mapping[int, tuple[int, ...]] | None = None,
     node_product: str | None = None,
+    max_request: int = 0,
 ) -> Product:
+    """An inference handler (``internal/npu/ascend310``, ``ascend310p``, the 310P base
+    handler of ``internal/npu/factory.go``): no network-fault attention (none calls
+    ``SetIsNetworkFaultAttention``)."""
     return Product(
         name=name,
         accelerator_type=strategy,
@@ -312,6 +329,8 @@ def _inference(  # noqa: PLR0917 (a table of handlers reads best positionally)
         kind=kind,
         rule=rule,
         node_product=node_product,
+        network_fault=False,
+        max_request=max_request,
     )
 
 
@@ -336,6 +355,7 @@ CARD_310PX2 = _inference(
     "duocard",
     aff=((0, 1), (2, 0)),
     priorities={1: (1, 2), 2: (2,)},
+    max_request=32,  # ``ascend310p/card310px2/type.go`` maxNodeNPUNum
 )
 CHIP_310PX2 = _inference(
     "chip310px2", ASCEND310P, 2, 16, Rule.HALF_FIRST, "duochip", node_product="chip310px2"
@@ -425,6 +445,8 @@ def fits(product: Product, mask: int, req: int, distributed: bool) -> bool:
         return dies.fits(mask, req, product.capacity)
     if req <= product.group_size:
         return any(n >= req for n in group_free(product, mask))
+    if product.rule is Rule.CARD:  # one card holds the task (``card310x4/task.go``)
+        return False
     if product.cross_pairs:
         return _cross_usable(product, mask, req, distributed)
     return req == product.capacity and mask == product.full_mask
@@ -456,8 +478,15 @@ def huawei_score(
         return float(allocatable * BASE_NODE_WEIGHT - mask.bit_count())
     if product.rule is Rule.MESH:
         return _mesh_score(product, mask, req)
+    if product.rule in (Rule.FIRST, Rule.BUCKETS):
+        # The 310P base handler and chip310x4, which keeps the base ScoreBestNPUNodes:
+        # (64 − unhealthy) × 100 − usable, where "unhealthy" is read from the node's
+        # ``huawei.com/Ascend910-Unhealthy`` list for every resource but ``huawei.com/npu``
+        # (``base/node.go`` getUnhealthyNPU), which a 310 or 310P node never has: 6400 −
+        # usable, the fullest node first (``base/frame.go`` ScoreBestNPUNodes).
+        return float(product.capacity * BASE_NODE_WEIGHT - mask.bit_count())
     if product.family is Family.INFERENCE and product.rule is not Rule.CARD:
-        return 0.0
+        return 0.0  # chip310px2 without ``distributed``: no ScoreBestNPUNodes of its own
     if product.rule is Rule.DIES:
         return dies.score(mask, req)
     best = best_affinity(product, mask, req, distributed)
@@ -502,7 +531,12 @@ def _select_beyond_group(
 def select_huawei(
     product: Product, usable: Sequence[int], req: int, distributed: bool
 ) -> tuple[int, ...]:
-    """Upstream ``selectNPUFromNode``: the ring priority list, left ring winning ties."""
+    """Upstream ``selectNPUFromNode``: the ring priority list, left ring winning ties.
+
+    Every MindCluster handler picks from the node's usable chips sorted by id, whatever order
+    the DeviceInfo lists them in (``internal/npu/base/node.go`` GetUsableTopFromNode sorts
+    them; VOL-v5 took them as listed): so "the first N of a ring" is the N lowest."""
+    usable = sorted(usable)
     if product.rule is Rule.DIES:
         return dies.select(usable, req)
     if product.rule is Rule.BASE:  # ``base/frame.go``: the first ``req`` in id order
@@ -513,6 +547,8 @@ def select_huawei(
     if product.rule is not Rule.RING and product.rule is not Rule.CARD:
         return select_inference(product, usable, req)
     if req > product.group_size:
+        if product.rule is Rule.CARD:
+            return ()
         return _select_beyond_group(product, usable, req, distributed)
     groups = _by_group(product, usable)
     for wanted in product.priority(req):
@@ -525,7 +561,9 @@ def select_huawei(
 def select_tightest(
     product: Product, usable: Sequence[int], req: int, distributed: bool
 ) -> tuple[int, ...]:
-    """Best fit inside the node: the group with the fewest free chips that still fits."""
+    """Best fit inside the node: the group with the fewest free chips that still fits
+    (its lowest chips, as ``select_huawei``)."""
+    usable = sorted(usable)
     if product.rule is not Rule.RING:
         return select_huawei(product, usable, req, distributed)
     if req > product.group_size:
@@ -537,7 +575,9 @@ def select_tightest(
 
 
 def select_inference(product: Product, usable: Sequence[int], req: int) -> tuple[int, ...]:
-    """The chips of the inference handlers that pick across cards."""
+    """The chips of the inference handlers that pick across cards, from the usable chips
+    sorted by id (``base/node.go`` GetUsableTopFromNode)."""
+    usable = sorted(usable)
     card = product.group_size
     if product.rule is Rule.BUCKETS:
         return inference.select_buckets(card, usable, req)
@@ -545,11 +585,8 @@ def select_inference(product: Product, usable: Sequence[int], req: int) -> tuple
         return inference.select_half_first(card, usable, req)
     if product.rule is Rule.DUO_DISTRIBUTED:
         return inference.select_duo_distributed(usable, req)
-    # Rule.FIRST: the 310P base handler takes the first ``req`` of the node's usable chips
-    # sorted by id, not as the DeviceInfo lists them (Ascend/mind-cluster
-    # component/ascend-for-volcano/internal/npu/base/node.go GetUsableTopFromNode sorts them).
-    ordered = sorted(usable)
-    return tuple(ordered[:req]) if len(ordered) >= req else ()
+    # Rule.FIRST: the 310P base handler takes the first ``req`` of the node's usable chips.
+    return tuple(usable[:req]) if len(usable) >= req else ()
 
 
 # ---- MindCluster ``policy/chip4nodex``: meshes of 4 ------------------------------------------

@@ -36,7 +36,16 @@ class PlacementRequest:
 
 # The keys each object of a request may have (``place --help`` lists them).
 REQUEST_KEYS = ("nodes", "job")
-NODE_KEYS = ("name", "product", "allocatable", "free", "unhealthy", "network_unhealthy")
+NODE_KEYS = (
+    "name",
+    "product",
+    "allocatable",
+    "free",
+    "unhealthy",
+    "network_unhealthy",
+    "card_sub_healthy",
+    "switch_sub_healthy",
+)
 JOB_KEYS = (
     "name",
     "product",
@@ -112,6 +121,8 @@ def _node(raw: Any, path: str) -> NodeState:
         allocatable = product.capacity - len(unhealthy)
     free = _chips(obj, "free", path, product.kind)
     network_unhealthy = _chips(obj, "network_unhealthy", path, product.kind)
+    card_sub = _field(obj, "card_sub_healthy", path, bool, required=False) or False
+    switch_sub = _field(obj, "switch_sub_healthy", path, bool, required=False) or False
     try:
         node = NodeState(
             name=name,
@@ -120,6 +131,8 @@ def _node(raw: Any, path: str) -> NodeState:
             allocatable=allocatable,
             unhealthy=frozenset(unhealthy),
             network_unhealthy=frozenset(network_unhealthy),
+            card_sub_healthy=card_sub,
+            switch_sub_healthy=switch_sub,
         )
         check_node_chips(node)
     except InvalidInput as bad:

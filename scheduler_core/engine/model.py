@@ -20,8 +20,8 @@ _NO_FLOATS: Mapping[str, float] = MappingProxyType({})
 class NodeState:
     """One NPU node as the scheduler sees it.
 
-    ``free`` keeps the order of the DeviceInfo list because Huawei's chip selection takes
-    "the first N" of a ring in that order. ``allocatable`` is kubelet's healthy chip count;
+    ``free`` keeps the order of the DeviceInfo list (the chips are picked from it sorted by
+    id, as MindCluster's handlers sort it). ``allocatable`` is kubelet's healthy chip count;
     fewer than the product's capacity lowers the node's priority (the capacity-7 rule).
     """
 
@@ -32,6 +32,14 @@ class NodeState:
     unhealthy: frozenset[int] = frozenset()
     network_unhealthy: frozenset[int] = frozenset()
     card_type: str = ""  # the node's infer-card-type label, which upstream's refusals name
+    # Sub-health (MindCluster ``internal/rescheduling/node.go``): a chip fault handled as
+    # ``SubHealthFault`` (card) or the node's switch reporting sub-health (switch).
+    card_sub_healthy: bool = False
+    switch_sub_healthy: bool = False
+
+    @property
+    def sub_healthy(self) -> bool:
+        return self.card_sub_healthy or self.switch_sub_healthy
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -97,8 +105,9 @@ class Status:
 
     ok: bool
     reason: str = ""
-    # The reason names the node ({node}, {card_type}): verdicts are cached per node
-    # signature, which many nodes share, and each node's own words are filled in last.
+    # The reason names the node ({node}, {card_type}) or lists its chips ({top}): verdicts are
+    # cached per node signature, which many nodes share, and each node's own words are filled
+    # in last.
     per_node: bool = False
     # The node can never host the task, whatever is evicted from it (another chip kind or
     # accelerator type): kube-scheduler's FailedAndUnresolvableNodes, Volcano's code 3.
@@ -112,12 +121,13 @@ class Status:
     def unschedulable(reason: str, *, per_node: bool = False, unresolvable: bool = False) -> Status:
         return Status(False, reason, per_node, unresolvable)
 
-    def named(self, node: NodeState) -> Status:
-        """This verdict in the words of ``node``."""
+    def named(self, node: NodeState, top: str = "") -> Status:
+        """This verdict in the words of ``node`` (``top``: its usable chips as the handler
+        printed them, for a reason that lists them)."""
         if not self.per_node:
             return self
         reason = self.reason.replace("{node}", node.name).replace("{card_type}", node.card_type)
-        return Status(False, reason, unresolvable=self.unresolvable)
+        return Status(False, reason.replace("{top}", top), unresolvable=self.unresolvable)
 
 
 _SUCCESS = Status(True)

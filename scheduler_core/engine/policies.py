@@ -30,6 +30,10 @@ class Policy:
     name: str
     score: ScoreFn
     select: SelectFn
+    # Taken off a sub-healthy node's score (not below 0): MindCluster's fault handler does so
+    # for every job after the handler scored (``internal/rescheduling/reschedule.go``
+    # reduceForSubHealthyNodes, AffScore1).
+    sub_health_penalty: float = 0.0
 
 
 def binpack_score(
@@ -55,7 +59,7 @@ def binpack_score(
     )
 
 
-HUAWEI = Policy("huawei", huawei_score, select_huawei)
+HUAWEI = Policy("huawei", huawei_score, select_huawei, sub_health_penalty=1.0)
 BINPACK = Policy("binpack", binpack_score, select_tightest)
 
 POLICIES: Mapping[str, Policy] = {p.name: p for p in (HUAWEI, BINPACK)}

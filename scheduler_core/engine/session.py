@@ -14,8 +14,10 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
-from chip_topology import dies
+from chip_topology import dies, inference
 from chip_topology.products import (
+    SUPERPOD_850X8,
+    SUPERPOD_950X8,
     Family,
     Product,
     Rule,
@@ -28,9 +30,32 @@ from contract.chip_names import InvalidInput, chip_name
 from scheduler_core.engine.ledger import Holding, SessionLedger
 from scheduler_core.engine.model import Decision, Job, NodeState, Placement, Status, Task
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
+from scheduler_core.engine.rescheduling import IGNORE, SUB_HEALTHY_LABEL, SUB_HEALTHY_STRATEGIES
 from scheduler_core.engine.validation import JobInvalid, validate_job
 
 TOPOLOGY_REASON = "npu topology not meet job require,network unhealthy card is [ {} ]"
+# Before any handler, MindCluster's framework refuses a node whose idle chips (the kubelet's
+# allocatable less what its pods and this session's ask) are fewer than the task asks
+# (``plugin/job.go`` preCheckNodePredicate → checkNodeNum): the words of most refusals. The
+# node's usable chips are its idle ones here (a node whose counts disagree is left out).
+IDLE_REASON = (
+    "NPUResourceShortage: {resource}, task requires {req} NPU cards but node idle is {idle}"
+)
+# A job whose ``subHealthyStrategy`` is not ``ignore`` takes no sub-healthy node, refused before
+# anything else (``internal/rescheduling/reschedule.go`` checkNodeCurNodeIsFault; its words,
+# the missing space included).
+SUB_HEALTH_REASON = (
+    "NodePredicate failed, cardSubHealthy={card} andswitchSubHealthy={switch}, but sub-healthy "
+    "strategy is {strategy}"
+)
+# Atlas A3 (``ascend910a3/base.go`` JudgeNodeAndTaskNPU): enough chips but not in whole dies;
+# ``npu top[%v]`` of a Go slice, so the brackets double.
+DIES_REASON = "npu top[[{top}]] is not meet task req({req})"
+# Atlas 950 SuperPoD (``policy/chip8node8ra64sp/node.go`` checkNodeNPUNums) wraps the base
+# handler's words.
+RACKS_REASON = (
+    "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology err: "
+)
 # MindCluster's base handler and meshes of 4 (``internal/npu/base/frame.go``
 # JudgeNodeAndTaskNPU; ``policy/chip4nodex/frame.go`` CheckNodeNPUByTask).
 BASE_REASON = "NPUResourceShortage: node don't have enough resource, req<{req}>, idle<{idle}>"
@@ -45,16 +70,19 @@ LABEL_REASON = (
 )
 KIND_REASON = "node {node} has {have} chips, the task asks for {want}"
 KEEP = {"node": "{node}", "card_type": "{card_type}"}  # formatted, these stay for Status.named
-# Upstream's framework wraps an inference handler's refusal in its node's name, two spaces
-# included (ascend-for-volcano ``plugin/node.go`` NodePredicate).
-FRAMEWORK_PREFIX = "checkNodeNPUByTask  {node} : "
+# The inference handlers' refusals as MindCluster words them; its framework passes a handler's
+# error on as it is (``plugin/node.go`` NodePredicate; VOL-v5 prefixed ``checkNodeNPUByTask
+# <node> : ``). The card handlers and the Duo chip handler wrap theirs in the topology warning
+# (``ascend310/card310x4/frame.go``, ``ascend310p/card310px2/frame.go``,
+# ``ascend310p/chip310px2/frame.go`` CheckNodeNPUByTask); chip310x4 and the 310P base handler
+# keep the base handler's (BASE_REASON).
+NOT_TOPOLOGY = "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology : "
 DUO_LABEL_REASON = "judgeNodeLabel node card label not right, is {card_type}"
-INFERENCE_REASONS: dict[Rule | None, str] = {  # upstream's predicate messages, by handler rule
-    Rule.CARD: FRAMEWORK_PREFIX + "checkNodeNPUByTask the npus on this node don't satisfy the "
-    "schedulable topology : req npu({req}) illegal not meet node top<{top}>",
-    None: FRAMEWORK_PREFIX
-    + "judgeNodeAndTaskNPU node don't have enough resource, req<{req}>, idle<{idle}>",
-}
+CARD_REASON = NOT_TOPOLOGY + "req npu({req}) illegal not meet node top<{top}>"
+DUO_EVEN_REASON = NOT_TOPOLOGY + "judgeNodeByTaskNPU task req num<{req}>, node full cards is {full}"
+DUO_ODD_REASON = (
+    NOT_TOPOLOGY + "judgeNodeByTaskNPU task req num<{req}>, node full/half cards is {full}/{half}"
+)
 
 
 class Signature(NamedTuple):
@@ -65,12 +93,25 @@ class Signature(NamedTuple):
     network_unhealthy: int
     allocatable: int
     unhealthy: int  # how many chips the node lists unhealthy (the base handler's score)
+    card_sub_healthy: bool = False
+    switch_sub_healthy: bool = False
 
     def mask(self, distributed: bool) -> int:
         """The usable chips; a distributed job of a network-fault-aware handler leaves the
         network-unhealthy ones (``distributed`` is then ``Job.distributed and
         product.network_fault``, see ``_drops``)."""
         return self.usable & ~self.network_unhealthy if distributed else self.usable
+
+
+def sub_health_strategy(job: Job) -> str:
+    """The job's ``subHealthyStrategy``, ``ignore`` when missing or unknown (``plugin/job.go``
+    setJobSubHealthyStrategy)."""
+    strategy = job.labels.get(SUB_HEALTHY_LABEL, IGNORE)
+    return strategy if strategy in SUB_HEALTHY_STRATEGIES else IGNORE
+
+
+def _go_bool(value: bool) -> str:
+    return "true" if value else "false"
 
 
 def _drops(product: Product, distributed: bool) -> bool:
@@ -109,9 +150,16 @@ def check_node_chips(node: NodeState) -> None:
 
 
 def filter_node(
-    node: NodeState, usable: tuple[int, ...], job_product: Product, req: int, distributed: bool
+    node: NodeState,
+    usable: tuple[int, ...],
+    job_product: Product,
+    req: int,
+    distributed: bool,
+    *,
+    strategy: str = IGNORE,
 ) -> Status:
-    """The predicate with upstream's reasons (``CheckNodeNPUByTask``)."""
+    """The predicate with upstream's reasons (``CheckNodeNPUByTask``); ``strategy``: the job's
+    ``subHealthyStrategy``."""
     node_product = product_by_name(node.product)
     if not serves(node_product, job_product):
         if node_product.kind is not job_product.kind:
@@ -119,8 +167,7 @@ def filter_node(
             kinds = KIND_REASON.format(have=have, want=want, **KEEP)
             return Status.unschedulable(kinds, per_node=True, unresolvable=True)
         if job_product.family is Family.INFERENCE:
-            duo = FRAMEWORK_PREFIX + DUO_LABEL_REASON
-            return Status.unschedulable(duo, per_node=True, unresolvable=True)
+            return Status.unschedulable(DUO_LABEL_REASON, per_node=True, unresolvable=True)
         served = sorted({job_product.name, *job_product.serves_nodes})
         label = LABEL_REASON.format(
             value=node_product.accelerator_type,
@@ -130,24 +177,50 @@ def filter_node(
             **KEEP,
         )
         return Status.unschedulable(label, per_node=True, unresolvable=True)
+    if strategy != IGNORE and node.sub_healthy:
+        card, switch = _go_bool(node.card_sub_healthy), _go_bool(node.switch_sub_healthy)
+        why = SUB_HEALTH_REASON.format(card=card, switch=switch, strategy=strategy)
+        return Status.unschedulable(why)
     signature = _signature(node, usable)
     drops = _drops(job_product, distributed)
-    if job_product.family is Family.INFERENCE:
-        if fits(job_product, signature.mask(drops), req, distributed):
-            return Status.success()
-        reason = INFERENCE_REASONS.get(job_product.rule, INFERENCE_REASONS[None])
-        top = "[" + " ".join(str(c) for c in usable) + "]"  # Go's %v of a slice
-        refusal = reason.format(req=req, top=top, idle=len(usable), **KEEP)
-        return Status.unschedulable(refusal, per_node=True)
     mask = signature.mask(drops)
     if fits(job_product, mask, req, distributed):
         return Status.success()
-    if job_product.rule is Rule.BASE:
-        return Status.unschedulable(BASE_REASON.format(req=req, idle=mask.bit_count()))
+    if len(usable) < req:
+        resource = job_product.kind.resource
+        return Status.unschedulable(
+            IDLE_REASON.format(resource=resource, req=req, idle=len(usable))
+        )
+    if job_product.family is Family.INFERENCE:
+        return Status.unschedulable(_inference_refusal(job_product, usable, req))
+    short = BASE_REASON.format(req=req, idle=mask.bit_count())
     listed = ",".join(chip_name(c, job_product.kind) for c in sorted(node.network_unhealthy))
+    if job_product is SUPERPOD_850X8:  # ``policy/chip8node8sp/frame.go`` CheckNodeNPUByTask
+        return Status.unschedulable(MESH_REASON.format(listed))
+    if job_product is SUPERPOD_950X8:
+        return Status.unschedulable(RACKS_REASON + short)
+    if job_product.rule is Rule.BASE:
+        return Status.unschedulable(short)
+    if job_product.rule is Rule.DIES:
+        if mask.bit_count() < req:
+            return Status.unschedulable(short)
+        return Status.unschedulable(DIES_REASON.format(req=req, top="{top}"), per_node=True)
     if job_product.rule is Rule.MESH:
         return Status.unschedulable(MESH_REASON.format(listed))
     return Status.unschedulable(TOPOLOGY_REASON.format(listed))
+
+
+def _inference_refusal(product: Product, usable: tuple[int, ...], req: int) -> str:
+    """Why an inference task does not fit a node of its chip kind, in its handler's words."""
+    if product.rule is Rule.CARD:
+        top = "[" + " ".join(str(c) for c in sorted(usable)) + "]"  # Go's %v of a slice
+        return CARD_REASON.format(req=req, top=top)
+    if product.rule is not Rule.DUO_DISTRIBUTED:  # enough idle chips are enough for the rest
+        return BASE_REASON.format(req=req, idle=len(usable))
+    half, full = inference.duo_counts(mask_of(usable))
+    if req % 2 == 0:
+        return DUO_EVEN_REASON.format(req=req, full=full)
+    return DUO_ODD_REASON.format(req=req, full=full, half=half)
 
 
 def _signature(node: NodeState, usable: Iterable[int]) -> Signature:
@@ -155,7 +228,15 @@ def _signature(node: NodeState, usable: Iterable[int]) -> Signature:
     if not network and product_by_name(node.product).rule is Rule.DIES:
         # Only A3 handlers take A3 nodes, and their answers depend on the die counts alone.
         mask = dies.canonical(mask)
-    return Signature(node.product, mask, network, node.allocatable, len(node.unhealthy))
+    return Signature(
+        node.product,
+        mask,
+        network,
+        node.allocatable,
+        len(node.unhealthy),
+        node.card_sub_healthy,
+        node.switch_sub_healthy,
+    )
 
 
 class Session:
@@ -173,7 +254,7 @@ class Session:
         self._signature: dict[str, Signature] = {}
         self._buckets: dict[Signature, list[str]] = {}
         self._cache: dict[tuple[Signature, str, int, bool], float | None] = {}
-        self._statuses: dict[tuple[Signature, str, int, bool], Status] = {}
+        self._statuses: dict[tuple[Signature, str, int, bool, str], Status] = {}
         self._room: dict[tuple[Signature, str, int, bool, str, int], bool] = {}
         self.chips = 0  # allocatable chips of every node, kept as nodes come and go
         for node in nodes:
@@ -272,6 +353,7 @@ class Session:
         refused ones with their verdicts, and the names of no node of this session."""
         product = product_by_name(job.product)
         distributed = job.distributed
+        strategy = sub_health_strategy(job)
         passing: list[str] = []
         refused: dict[str, Status] = {}
         unknown: list[str] = []
@@ -286,27 +368,32 @@ class Session:
                 continue
             status = seen.get(signature)
             if status is None:
-                key = (signature, job.product, req, distributed)
+                key = (signature, job.product, req, distributed, strategy)
                 status = self._statuses.get(key)
                 if status is None:
                     node = self._nodes[name]
-                    status = filter_node(node, self._usable[name], product, req, distributed)
+                    usable = self._usable[name]
+                    status = filter_node(node, usable, product, req, distributed, strategy=strategy)
                     self._statuses[key] = status
                 seen[signature] = status
             if status.ok:
                 passing.append(name)
+            elif status.per_node:
+                top = self._top(name, product, distributed) if "{top}" in status.reason else ""
+                refused[name] = status.named(self._nodes[name], top)
             else:
-                refused[name] = status.named(self._nodes[name]) if status.per_node else status
+                refused[name] = status
         return passing, refused, unknown
 
     def score(self, job: Job, req: int, names: Iterable[str] | None = None) -> dict[str, float]:
         """The policy's score of every node (or the given ones) that passes the filter for a
         ``req``-chip task."""
         distributed = job.distributed
+        strategy = sub_health_strategy(job)
         scores: dict[str, float] = {}
         if names is None:
             for signature, bucket in self._buckets.items():
-                score = self._score(signature, job.product, req, distributed)
+                score = self._score(signature, job.product, req, distributed, strategy)
                 if score is not None:
                     scores.update(dict.fromkeys(bucket, score))
             return scores
@@ -318,7 +405,7 @@ class Session:
             if known in seen:
                 score = seen[known]
             else:
-                score = seen[known] = self._score(known, job.product, req, distributed)
+                score = seen[known] = self._score(known, job.product, req, distributed, strategy)
             if score is not None:
                 scores[name] = score
         return scores
@@ -328,11 +415,13 @@ class Session:
         or is no node of this session), each distinct signature scored once. The per-node
         steps are C loops (``map``): prioritize is called with thousands of names per pod."""
         distributed = job.distributed
+        strategy = sub_health_strategy(job)
         signatures = list(map(self._signature.get, names))
         by_signature: dict[Signature | None, float | None] = {None: None}
         for signature in dict.fromkeys(signatures):
             if signature is not None:
-                by_signature[signature] = self._score(signature, job.product, req, distributed)
+                score = self._score(signature, job.product, req, distributed, strategy)
+                by_signature[signature] = score
         return list(map(by_signature.__getitem__, signatures))
 
     def place(
@@ -359,13 +448,14 @@ class Session:
             rejected = {n: s.reason for n, s in self.filter(job, tasks[0].npu).items() if not s.ok}
         placements: list[Placement] = []
         distributed = job.distributed
+        strategy = sub_health_strategy(job)
         for i, task in enumerate(tasks):
             if nodes is None:
-                node = self._best_node(job.product, task.npu, distributed)
+                node = self._best_node(job.product, task.npu, distributed, strategy)
                 refusal = None if node is not None else self._no_fit_reason(job, product, task)
             else:
                 node = nodes[i]
-                refusal = self._refusal(node, product, task.npu, distributed)
+                refusal = self._refusal(node, product, task.npu, distributed, strategy)
             if node is None or refusal is not None:
                 self.release_job(job.key)
                 return Decision(
@@ -382,13 +472,26 @@ class Session:
             placements.append(Placement(task.name, node, chips))
         return Decision(job.key, True, tuple(placements), scores=scores, rejected=rejected)
 
-    def _refusal(self, node: str, product: Product, req: int, distributed: bool) -> str | None:
+    def _refusal(
+        self, node: str, product: Product, req: int, distributed: bool, strategy: str = IGNORE
+    ) -> str | None:
         """Why a task may not go on a node chosen for it (None: it may)."""
         if node not in self._nodes:
             return f"{node} is not a known NPU node"
         state = self._nodes[node]
-        status = filter_node(state, self._usable[node], product, req, distributed).named(state)
+        status = filter_node(
+            state, self._usable[node], product, req, distributed, strategy=strategy
+        )
+        status = status.named(state, self._top(node, product, distributed))
         return None if status.ok else f"{node}: {status.reason}"
+
+    def _top(self, name: str, product: Product, distributed: bool) -> str:
+        """A node's usable chips as a handler prints them (Go's ``%v`` of its sorted slice,
+        without the brackets), those a distributed job leaves out left out."""
+        usable = self._usable[name]
+        if _drops(product, distributed):
+            usable = tuple(c for c in usable if c not in self._nodes[name].network_unhealthy)
+        return " ".join(str(c) for c in sorted(usable))
 
     def warm(self) -> None:
         """Fill the per-signature caches for every single-pod request of every product here,
@@ -409,11 +512,19 @@ class Session:
     # ---- internals -------------------------------------------------------------------
 
     def _score(
-        self, signature: Signature, product: str, req: int, distributed: bool
+        self,
+        signature: Signature,
+        product: str,
+        req: int,
+        distributed: bool,
+        strategy: str = IGNORE,
     ) -> float | None:
         if signature.product != product and not serves(
             product_by_name(signature.product), product_by_name(product)
         ):
+            return None
+        sub_healthy = signature.card_sub_healthy or signature.switch_sub_healthy
+        if sub_healthy and strategy != IGNORE:
             return None
         key = (signature, product, req, distributed)
         try:
@@ -423,20 +534,22 @@ class Session:
         job_product = product_by_name(product)
         mask = signature.mask(_drops(job_product, distributed))
         healthy = _healthy(job_product, signature)
-        score = (
-            self.policy.score(job_product, mask, healthy, req, distributed)
-            if fits(job_product, mask, req, distributed)
-            else None
-        )
+        score = None
+        if fits(job_product, mask, req, distributed):
+            score = self.policy.score(job_product, mask, healthy, req, distributed)
+            if sub_healthy and self.policy.sub_health_penalty:
+                score = max(0.0, score - self.policy.sub_health_penalty)
         self._cache[key] = score
         return score
 
-    def _best_node(self, product: str, req: int, distributed: bool) -> str | None:
+    def _best_node(
+        self, product: str, req: int, distributed: bool, strategy: str = IGNORE
+    ) -> str | None:
         """Highest score; ties go to the smallest node name, so decisions are repeatable."""
         best_score = 0.0
         best_name: str | None = None
         for signature, names in self._buckets.items():
-            score = self._score(signature, product, req, distributed)
+            score = self._score(signature, product, req, distributed, strategy)
             if score is None:
                 continue
             first = names[0]

@@ -1,14 +1,12 @@
 """Job validation: which chip counts a job may ask for, with upstream's messages.
 
-Ascend 910 (ring) products: a single-pod job asks for one of the product's sizes; a job of
-more than one pod is a distributed job. On ``module910x8`` that means 8 × N: every pod takes
-a whole 8-chip server (Huawei's resource application constraints for Atlas 800 training
-servers). Upstream only checks the first task's count; we check every task, because any other
-pod would fail later anyway.
-
-Every handler built on MindCluster's base handler (card, half, 910B x8, 910B x16, Atlas 850 and
-350; Ascend/mind-cluster ``component/ascend-for-volcano/internal/npu/base/frame.go``
-ValidNPUJob): each NPU task asks 1..max chips outside the handler's invalid set. The meshes of 4
+Every 910 handler built on MindCluster's base handler or keeping its ValidNPUJob (Atlas 800
+910 ``module910x8``, card, half, 910B x8, 910B x16, Atlas 850 and 350; Ascend/mind-cluster
+``component/ascend-for-volcano/internal/npu/base/frame.go`` ValidNPUJob): each NPU task asks
+1..max chips outside the handler's invalid set, whatever the number of pods. On ``module910x8``
+that is 1, 2, 4 or 8 per pod for one pod as for N (``ascend910old/module910x8/frame.go`` New
+leaves out 3, 5, 6, 7); VOL-v5's ``checkSingleTrainMode`` / ``checkModuleDistributeTrainMode``
+and its 8-per-pod rule for distributed jobs are gone. The meshes of 4
 (``policy/chip4nodex/job.go`` checkJobMode) only bound a task by the node's chips. MindCluster
 dropped VOL-v5's 910B checks of the ``ring-controller.atlas`` label and the ``host-arch``
 selector (the plugin refactor dbde0740): so do we.
@@ -18,13 +16,14 @@ from __future__ import annotations
 
 from chip_topology import dies
 from chip_topology.products import (
-    MODULE_910BX16,
+    MESH_CHIPS,
     SUPER_POD_PRODUCTS,
     Family,
     Product,
     Rule,
     product_by_name,
 )
+from contract.annotations import DISTRIBUTED_LABEL
 from scheduler_core.engine.model import Job, Task
 
 
@@ -32,33 +31,11 @@ class JobInvalid(ValueError):
     """A job asks for something no placement can satisfy; the message is upstream's."""
 
 
-def _listing(sizes: tuple[int, ...]) -> str:
-    return "[" + ",".join(str(n) for n in sizes) + "]"
-
-
-def _validate_910(job: Job, product: Product) -> None:
-    tasks = job.npu_tasks
-    sizes = product.single_task_requests
-    if len(tasks) == 1:
-        if tasks[0].npu not in sizes:
-            raise JobInvalid(
-                f"{product.scheduler_name} checkSingleTrainMode {job.key} "
-                f"req npu not in {_listing(sizes)}"
-            )
-        return
-    for task in tasks:
-        if task.npu not in sizes:
-            raise JobInvalid(
-                f"checkModuleDistributeTrainMode {task.name} req {task.npu} "
-                f"not in {_listing(sizes)}"
-            )
-    if product.capacity == 8:
-        for task in tasks:
-            if task.npu != product.capacity:
-                raise JobInvalid(
-                    f"{job.key} is distributed ({len(tasks)} NPU pods), so every pod must take "
-                    f"a whole server of {product.capacity} chips; task {task.name} asks {task.npu}"
-                )
+def job_id(job: Job) -> str:
+    """The job as upstream's messages name it: Volcano's job id, ``<namespace>/<PodGroup>``
+    (volcano ``pkg/scheduler/cache/event_handlers.go`` getJobID; the plugin's ``tp.Name``).
+    The service names a gang by its key already."""
+    return job.name if "/" in job.name else job.key
 
 
 def _go_set(values: frozenset[int]) -> str:
@@ -67,41 +44,53 @@ def _go_set(values: frozenset[int]) -> str:
 
 
 def _validate_base(job: Job, product: Product) -> None:
+    limit = product.request_limit
     expected = (
-        f"job<{job.name}> req npu num should small than {product.capacity}, and not in "
+        f"job<{job_id(job)}> req npu num should small than {limit}, and not in "
         f"{_go_set(product.invalid_requests)}"
     )
-    bad = [
-        t for t in job.npu_tasks if t.npu > product.capacity or t.npu in product.invalid_requests
-    ]
+    bad = [t for t in job.npu_tasks if t.npu > limit or t.npu in product.invalid_requests]
     _task_listing(expected, bad)
 
 
 def _validate_mesh(job: Job, product: Product) -> None:
-    for task in job.npu_tasks:
-        if task.npu > product.capacity:
-            raise JobInvalid(
-                f"{product.name} checkJobMode {job.name} req npu is invalid, task require npu "
-                f"can not bigger than {product.capacity}"
-            )
+    """``policy/chip4nodex/job.go`` checkJobMode: the job's NPUs per NPU task, on average (Go's
+    integer division), at most the node's; named by the handler's plugin name (``4p-8``,
+    ``4p-16``, ``chip4nodex/type.go``)."""
+    tasks = job.npu_tasks
+    if sum(t.npu for t in tasks) // len(tasks) > product.capacity:
+        raise JobInvalid(
+            f"{MESH_CHIPS}p-{product.capacity} checkJobMode {job_id(job)} req "
+            f"npu is invalid, task require npu can not bigger than {product.capacity}"
+        )
+
+
+# The 300I Duo handlers' own check of a ``distributed: "true"`` job, in each one's words
+# (``ascend310p/card310px2/frame.go`` and ``chip310px2/frame.go`` ValidNPUJob).
+_DUO_ONE_POD = {
+    "card310px2": "should has only 1 npu pod ",
+    "chip310px2": "should have only 1 npu pod ",
+}
 
 
 def _validate_inference(job: Job, product: Product) -> None:
-    """Inference handlers: every task within the handler's chips (a card for the card
-    handlers). VOL-v5's 310 parent discards this check and lets the predicate refuse; we
-    refuse at once, as MindCluster does, with VOL-v5's messages."""
-    tasks = job.npu_tasks
-    if product.rule is Rule.DUO_DISTRIBUTED and len(tasks) > 1:
+    """Inference handlers as MindCluster checks them: the 300I Duo handlers refuse a
+    ``distributed`` job of more than one NPU pod; then every handler keeps the base handler's
+    ValidNPUJob, each task 1..its ``MaxNodeNPUNum`` (64 on 310 and plain 310P nodes, 32 for
+    the Duo card handler, 16 for the Duo chip handler; ``base/frame.go``). A card handler's
+    task larger than a card passes here, as upstream, and no node's card holds it (the
+    predicate says so on every node)."""
+    duo = "chip310px2" if product.node_product == "chip310px2" else product.name
+    words = _DUO_ONE_POD.get(duo)
+    distributed = product.rule is Rule.DUO_DISTRIBUTED or job.labels.get(DISTRIBUTED_LABEL) == (
+        "true"
+    )
+    if words is not None and distributed and len(job.npu_tasks) > 1:
         raise JobInvalid(
-            f"job {job.key} task num {len(tasks)} is invalid, job with label of "
-            "distributed=true should has only 1 npu pod "
+            f"job <{job_id(job)}> task num <{len(job.tasks)}> is invalid, job with label of "
+            f"distributed=true {words}"
         )
-    largest = product.group_size if product.rule is Rule.CARD else product.capacity
-    for task in tasks:
-        if not 1 <= task.npu <= largest:
-            if product.rule is Rule.CARD:
-                raise JobInvalid(f"task {task.name} req npu {task.npu} is invalid")
-            raise JobInvalid(f"task{task.name} req npu num{task.npu} is invalid")
+    _validate_base(job, product)
 
 
 def _validate_a3(job: Job, product: Product) -> None:
@@ -160,8 +149,6 @@ def validate_job(job: Job) -> Product:
         _validate_a3(job, product)
     elif product.rule is Rule.MESH:
         _validate_mesh(job, product)
-    elif product.rule is Rule.BASE or product is MODULE_910BX16:
-        _validate_base(job, product)
     else:
-        _validate_910(job, product)
+        _validate_base(job, product)
     return product

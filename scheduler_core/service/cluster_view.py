@@ -42,7 +42,7 @@ from contract.deviceinfo import MAX_AGE
 from contract.node_affinity import DO_NOT_SCHEDULE, NodeFacts, node_facts
 from contract.objects import PLACED_RESOURCES, Obj, node_address
 from contract.vnpu import NPU_CORE_RESOURCE, VNPU_KINDS
-from scheduler_core.engine.fault_levels import NodeFaults, node_faults
+from scheduler_core.engine.fault_levels import SUB_HEALTH, NodeFaults, handling, node_faults
 from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.vnpu import VNode, VPod
 from scheduler_core.service.vnpu_nodes import vnode_of
@@ -393,6 +393,9 @@ def _node_state(
         unhealthy=frozenset(c for c in info.unhealthy | kept_out if c < product.capacity),
         network_unhealthy=frozenset(c for c in info.network_unhealthy if c < product.capacity),
         card_type=str(labels.get(INFER_CARD_TYPE_LABEL, "")),
+        # MindCluster's rescheduling/node.go: a SubHealthFault chip, or the switch's report.
+        card_sub_healthy=any(handling(f) == SUB_HEALTH for f in info.faults),
+        switch_sub_healthy=info.switch_sub_healthy,
     )
 
 

@@ -564,7 +564,7 @@ class Gangs:
         notes_on = {m.node: m.annotations for m in pods.bound.get(gang, [])}
         running_notes = {node: notes_on.get(node, {}) for node in running.values()}
         tasks = tuple(Task(f"{request.gang}-{r}", request.npu) for r in missing)
-        job = Job(gang, request.product, tasks)
+        job = Job(gang, request.product, tasks, labels=request.labels)
         candidates = [
             n
             for n, status in session.filter(job, request.npu).items()

@@ -96,7 +96,15 @@ class PodRequest:
         return f"{self.namespace}/{self.gang}"
 
     def job(self) -> Job:
-        return Job(self.name, self.product, (Task(self.name, self.npu),), self.namespace)
+        """The pod as a job of its own, with its job's labels (its handler reads some:
+        ``subHealthyStrategy``, ``distributed``)."""
+        return Job(
+            self.name,
+            self.product,
+            (Task(self.name, self.npu),),
+            self.namespace,
+            labels=self.labels,
+        )
 
 
 def check_pod(pod: Any, where: str = "Pod") -> Obj:

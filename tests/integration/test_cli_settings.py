@@ -158,7 +158,7 @@ def test_place_refuses_a_misspelt_key_and_exits_1_when_nothing_fits() -> None:
     assert typo.returncode == 2 and typo.stdout == ""
     assert typo.stderr == (
         "error: nodes[0]: unknown key 'unhealty' (allowed: name, product, allocatable, free, "
-        "unhealthy, network_unhealthy)\n"
+        "unhealthy, network_unhealthy, card_sub_healthy, switch_sub_healthy)\n"
     )
     job["tasks"] = [{"name": "t", "npu": 4}]
     no_fit = run("scheduler_core", "place", stdin=json.dumps({"nodes": [node], "job": job}))

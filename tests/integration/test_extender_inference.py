@@ -135,9 +135,9 @@ def test_a_310p_node_runs_out_before_its_agent_publishes_again() -> None:
         given.append(c.annotation(f"p{i}", "huawei.com/Ascend310P"))
     assert given == ["Ascend310P-0,Ascend310P-1", "Ascend310P-2,Ascend310P-3"]
     answer = c.filter(c.pod("third", "huawei.com/Ascend310P", 1))
+    # no chip idle: MindCluster's framework's words (plugin/job.go checkNodeNum)
     assert answer.FailedNodes["c310p"] == (
-        "checkNodeNPUByTask  c310p : "
-        "judgeNodeAndTaskNPU node don't have enough resource, req<1>, idle<0>"
+        "NPUResourceShortage: huawei.com/Ascend310P, task requires 1 NPU cards but node idle is 0"
     )
 
 
@@ -164,9 +164,9 @@ def test_a_duo_chip_job_runs_only_on_a_node_labelled_as_a_300i_duo() -> None:
     pod = c.pod("p", "huawei.com/Ascend310P", 1, {"duo": "true"})
     answer = c.filter(pod)
     assert answer.NodeNames == ["d-duo"]
-    # upstream names the label's value (empty when missing), inside the framework's prefix
+    # upstream names the label's value (empty when missing; chip310px2/frame.go)
     assert answer.FailedAndUnresolvableNodes["c310p"] == (
-        "checkNodeNPUByTask  c310p : judgeNodeLabel node card label not right, is "
+        "judgeNodeLabel node card label not right, is "
     )
 
 

@@ -37,7 +37,7 @@ def test_predicate_says_fit_or_why_not() -> None:
     }
     # A request no node can serve: UnschedulableAndUnresolvable, so preempt evicts nothing.
     answer = call(h, "predicate", {"task": task(pending(h.api, "q", 3)), "node": {"Name": "n0"}})
-    assert answer["code"] == 3 and "req npu not in [1,2,4,8]" in answer["status"]
+    assert answer["code"] == 3 and "not in map[3:{} 5:{} 6:{} 7:{}]" in answer["status"]
     assert call(h, "allocateFunc", {"task": task(pending(h.api, "big", 8), "n0")}) == {
         "errorMessage": ""
     }
@@ -64,7 +64,7 @@ def test_allocate_writes_the_annotations_and_deallocate_gives_the_chips_back() -
     assert annotations["huawei.com/Ascend910"] == ",".join(f"Ascend910-{i}" for i in range(8))
     second = pending(h.api, "second", 8)
     refused = call(h, "allocateFunc", {"task": task(second, "n0")})["errorMessage"]
-    assert "npu topology not meet job require" in refused
+    assert "task requires 8 NPU cards but node idle is 0" in refused
     assert call(h, "deallocateFunc", {"task": task(first, "n0")}) == {"errorMessage": ""}
     assert call(h, "allocateFunc", {"task": task(second, "n0")}) == {"errorMessage": ""}
 

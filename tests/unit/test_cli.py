@@ -82,6 +82,21 @@ def test_an_infeasible_request_prints_the_reason(
     assert "task t1" in answer["reason"] and "0/3 nodes are available" in answer["reason"]
 
 
+def test_a_job_of_two_pods_of_four_chips_is_placed_on_910_x8_servers(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Huawei's plugin (MindCluster v26.1.0 in Volcano v1.12.0) places it; the old 8-per-pod
+    rule of VOL-v5 refused it. Each pod takes a whole ring (``module910x8`` priority [4])."""
+    request = one_task(4)
+    request["job"]["tasks"].append({"name": "t1", "npu": 4})
+    code, answer, _ = run(request, monkeypatch, capsys)
+    assert code == 0
+    assert answer["placements"] == [
+        {"task": "t0", "node": "n2", "chips": [f"Ascend910-{i}" for i in range(4)]},
+        {"task": "t1", "node": "n2", "chips": [f"Ascend910-{i}" for i in range(4, 8)]},
+    ]
+
+
 def test_the_binpack_policy_is_selectable(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -221,6 +236,33 @@ def test_an_inference_job_is_placed_with_its_chip_kinds_names(
     assert code == 2 and "nodes[0].free[0]" in err
 
 
+def test_a_310p_job_goes_to_the_fullest_node_with_the_lowest_free_chips(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """MindCluster's base handler, as Huawei's plugin in Volcano v1.12.0 decided the same
+    request: score 6400 − free chips (internal/npu/base/frame.go ScoreBestNPUNodes), chips the
+    first by id (base/node.go sorts them)."""
+    nodes = [
+        {"name": "p1", "product": "ascend310p", "free": [f"Ascend310P-{i}" for i in range(8)]},
+        {"name": "p2", "product": "ascend310p", "free": ["Ascend310P-7", "Ascend310P-5"]},
+    ]
+    request = {
+        "nodes": nodes,
+        "job": {
+            "name": "j",
+            "resource": "huawei.com/Ascend310P",
+            "labels": {"npu-310-strategy": "card"},
+            "tasks": [{"name": "t0", "npu": 2}],
+        },
+    }
+    code, answer, _ = run(request, monkeypatch, capsys)
+    assert code == 0
+    assert answer["scores"] == {"p1": 6392.0, "p2": 6398.0}
+    assert answer["placements"] == [
+        {"task": "t0", "node": "p2", "chips": ["Ascend310P-5", "Ascend310P-7"]}
+    ]
+
+
 def test_a_huawei_npu_job_is_routed_by_its_resource_and_policy(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -263,3 +305,24 @@ def test_a_resource_no_handler_takes_is_refused_naming_it(
     request["job"].update(job)
     code, answer, err = run(request, monkeypatch, capsys)
     assert code == 2 and answer is None and error in err
+
+
+def test_a_sub_healthy_node_is_read_from_the_request(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """MindCluster's fault handler scores a sub-healthy node 1 lower and keeps jobs that exit
+    on sub-health off it (internal/rescheduling/reschedule.go)."""
+    nodes = [{**NODES[1], "name": "sick", "card_sub_healthy": True}, NODES[1]]
+    request: dict[str, Any] = {
+        "nodes": nodes,
+        "job": {"name": "j", "product": "module910x8", "tasks": [{"name": "t0", "npu": 4}]},
+    }
+    code, answer, _ = run(request, monkeypatch, capsys)
+    assert code == 0 and answer["scores"] == {"sick": 255.0, "n2": 256.0}
+    assert answer["placements"][0]["node"] == "n2"
+    request["job"]["labels"] = {"subHealthyStrategy": "forceExit"}
+    code, answer, _ = run(request, monkeypatch, capsys)
+    assert answer["rejected"]["sick"].startswith("NodePredicate failed, cardSubHealthy=true")
+    nodes[0]["card_sub_healthy"] = "yes"
+    code, _, err = run(request, monkeypatch, capsys)
+    assert code == 2 and "nodes[0].card_sub_healthy: expected bool" in err

@@ -267,7 +267,7 @@ def test_the_help_example_is_a_request_place_answers(
             "node",
             "unhealty",
             "nodes[0]: unknown key 'unhealty' (allowed: name, product, allocatable, free, "
-            "unhealthy, network_unhealthy)",
+            "unhealthy, network_unhealthy, card_sub_healthy, switch_sub_healthy)",
         ),
         (
             "job",

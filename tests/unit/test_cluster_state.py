@@ -219,6 +219,9 @@ def test_a_sub_healthy_chip_or_switch_marks_the_node_sub_healthy() -> None:
     data = encode(info)
     view = node_view(node("n"), data, published(data), held=(), requested=0, now=NOW)
     assert view is not None and view.state is not None and view.sub_healthy
+    # which kind the engine reads (MindCluster's rescheduling/node.go: HasCardSubHealthFault,
+    # HasSwitchSubHealthFault), to score the node lower and keep exiting jobs off it
+    assert (view.state.card_sub_healthy, view.state.switch_sub_healthy) == (True, False)
     healthy = encode(DeviceInfo(frozenset(range(8)), frozenset(), frozenset(), update_time=NOW))
     switch = {
         **healthy,
@@ -229,3 +232,9 @@ def test_a_sub_healthy_chip_or_switch_marks_the_node_sub_healthy() -> None:
         for d in (switch, healthy)
     ]
     assert [v.sub_healthy if v else None for v in views] == [True, False]
+    assert [
+        (v.state.card_sub_healthy, v.state.switch_sub_healthy) for v in views if v and v.state
+    ] == [
+        (False, True),
+        (False, False),
+    ]

@@ -51,8 +51,10 @@ def test_card310x4_never_splits_a_task_across_cards() -> None:
     decision = session.place(job("card310x4", 3))
     assert not decision.feasible
     status = session.filter(job("card310x4", 3), 3)["n"]
-    assert status.reason == (  # the framework's prefix names the node, two spaces included
-        "checkNodeNPUByTask  n : checkNodeNPUByTask the npus on this node don't satisfy the "
+    # MindCluster's framework passes the handler's error on as it is (plugin/node.go
+    # NodePredicate); VOL-v5 prefixed "checkNodeNPUByTask  <node> : ".
+    assert status.reason == (
+        "checkNodeNPUByTask the npus on this node don't satisfy the "
         "schedulable topology : req npu(3) illegal not meet node top<[0 1 4 5]>"
     )
 
@@ -66,19 +68,41 @@ def test_chip310x4_takes_fragments_first() -> None:
 
 
 def test_chip310x4_refuses_a_node_with_too_few_chips_with_upstreams_reason() -> None:
+    # MindCluster's framework refuses a node of fewer idle chips before any handler
+    # (plugin/job.go checkNodeNum).
     status = Session([node("n", [0, 1])]).filter(job("chip310x4", 3), 3)["n"]
     assert status.reason == (
-        "checkNodeNPUByTask  n : "
-        "judgeNodeAndTaskNPU node don't have enough resource, req<3>, idle<2>"
+        "NPUResourceShortage: huawei.com/Ascend310, task requires 3 NPU cards but node idle is 2"
     )
 
 
-def test_request_sizes_are_validated_per_handler() -> None:
+def test_request_sizes_are_validated_by_the_base_handler_of_each_handler() -> None:
+    # Every inference handler keeps the base handler's ValidNPUJob (internal/npu/base/
+    # frame.go), each with its MaxNodeNPUNum: 64 on 310 and plain 310P, 32 for the Duo card
+    # handler, 16 for the Duo chip handler.
     session = Session([node("n", list(range(8)))])
-    assert session.place(job("card310x4", 5)).reason == "task t0 req npu 5 is invalid"
-    assert (
-        session.place(job("chip310x4", 65)).reason == "taskt0 req npu num65 is invalid"
-    )  # upstream: task<name>
+    for product, limit in [
+        ("card310x4", 64),
+        ("chip310x4", 64),
+        ("ascend310p", 64),
+        ("card310px2", 32),
+        ("chip310px2", 16),
+    ]:
+        assert session.place(job(product, limit + 1)).reason == (
+            f"expected: job<default/j> req npu num should small than {limit}, and not in map[], "
+            f"actual: task<t0> req npu: {limit + 1}, "
+        )
+
+
+def test_a_card_task_larger_than_a_card_passes_validation_and_fits_no_node() -> None:
+    # card310x4 validates 1..64 (base ValidNPUJob) and then needs one card with that many
+    # free chips (card310x4/task.go JudgeNodeAndTaskNPU): no node ever has one.
+    session = Session([node("n", list(range(64)))])
+    decision = session.place(job("card310x4", 5), explain=True)
+    assert not decision.feasible
+    top = " ".join(str(c) for c in range(64))
+    assert decision.rejected["n"].endswith(f"req npu(5) illegal not meet node top<[{top}]>")
+    assert not session.place(job("card310x4", 64)).feasible, "a whole node is no card"
 
 
 def test_a_310_task_never_lands_on_a_910_or_310p_node() -> None:
@@ -108,9 +132,7 @@ def test_duo_chip_handler_takes_half_used_cards_first_and_only_on_duo_nodes() ->
     plain = node("plain", [0, 1, 3], "ascend310p")
     session = Session([duo, plain])
     statuses = session.filter(job("chip310px2", 2), 2)
-    assert statuses["plain"].reason.startswith(
-        "checkNodeNPUByTask  plain : judgeNodeLabel node card label not right, is "
-    )
+    assert statuses["plain"].reason == "judgeNodeLabel node card label not right, is "
     assert session.place(job("chip310px2", 2)).placements[0].chips == (3, 0)
 
 
@@ -168,9 +190,96 @@ def test_each_refused_node_is_named_with_its_own_label_though_their_verdict_is_s
     pro = NodeState("pro", "ascend310p", (0, 1), 2, card_type="card-300i-pro")
     bare = NodeState("bare", "ascend310p", (0, 1), 2)
     statuses = Session([pro, bare]).filter(job("chip310px2", 1), 1)
-    assert statuses["pro"].reason == (
-        "checkNodeNPUByTask  pro : judgeNodeLabel node card label not right, is card-300i-pro"
+    assert statuses["pro"].reason == "judgeNodeLabel node card label not right, is card-300i-pro"
+    assert statuses["bare"].reason == "judgeNodeLabel node card label not right, is "
+
+
+def test_310_chips_are_picked_from_the_lowest_ids_whatever_the_listed_order() -> None:
+    # MindCluster's handlers sort the usable chips first (Ascend/mind-cluster
+    # component/ascend-for-volcano/internal/npu/base/node.go GetUsableTopFromNode).
+    assert chips([5, 6, 4], "chip310x4", 2) == (4, 5)
+    assert chips([7, 6, 5, 4, 2, 1], "card310x4", 2) == (1, 2)
+
+
+# ---- node order: the base handler's score ---------------------------------------------------
+# The comparison against Huawei's plugin in a real Volcano v1.12.0: 310P jobs (whatever their
+# npu-310-strategy, as no 300I Duo) and 310 chip jobs go to the base handler's
+# ScoreBestNPUNodes (Ascend/mind-cluster component/ascend-for-volcano/internal/npu/base/
+# frame.go; chip310x4 has none of its own): (64 − unhealthy) × 100 − usable chips, the unhealthy
+# ones read from huawei.com/Ascend910-Unhealthy (base/node.go getUnhealthyNPU), which a 310 or
+# 310P node never lists: 6400 − usable. We scored every node 0 and took the smallest name.
+
+
+def test_310p_and_310_chip_jobs_score_a_node_6400_less_its_usable_chips() -> None:
+    for product, on in [("ascend310p", "ascend310p"), ("chip310x4", "chip310x4")]:
+        nodes = [
+            node("a", list(range(8)), on),
+            node("b", [0, 1, 2], on),
+            NodeState("c", on, (0, 1, 4), 3, unhealthy=frozenset({2, 3})),
+        ]
+        assert Session(nodes).score(job(product, 1), 1) == {"a": 6392, "b": 6397, "c": 6397}
+
+
+def test_310p_jobs_go_to_the_fullest_node_that_fits() -> None:
+    nodes = [node("a", list(range(8)), "ascend310p"), node("b", [5, 6, 7], "ascend310p")]
+    assert Session(nodes).place(job("ascend310p", 2)).placements[0].node == "b"
+    assert Session(nodes).place(job("ascend310p", 4)).placements[0].node == "a"
+
+
+def test_310_chip_jobs_go_to_the_fullest_node_and_its_fragments() -> None:
+    # Equal usable chips, equal scores: Volcano picks at random, we take the smallest name.
+    nodes = [node("a", list(range(8))), node("b", [1, 2, 3, 4, 5, 6, 7, 9])]
+    assert Session(nodes).place(job("chip310x4", 2)).placements[0].node == "a"
+    # b fuller (6394 > 6392): its 1-free card's chip, then one of its 2-free card (chip310x4/
+    # frame.go SelectNPUFromNode, priority 1, 2, 3, 4).
+    nodes = [node("a", list(range(8))), node("b", [1, 2, 3, 4, 5, 9])]
+    decision = Session(nodes).place(job("chip310x4", 2))
+    assert (decision.placements[0].node, decision.placements[0].chips) == ("b", (9, 4))
+
+
+def test_a_duo_card_job_of_several_distributed_pods_is_refused_in_its_handlers_words() -> None:
+    # ascend310p/card310px2/frame.go ValidNPUJob ("should has"); the chip handler says "should
+    # have" (chip310px2/frame.go).
+    labels = {"distributed": "true"}
+    card = Job("j", "card310px2", (Task("t0", 1), Task("t1", 1)), labels=labels)
+    assert Session([]).place(card).reason == (
+        "job <default/j> task num <2> is invalid, job with label of distributed=true should "
+        "has only 1 npu pod "
     )
-    assert statuses["bare"].reason == (
-        "checkNodeNPUByTask  bare : judgeNodeLabel node card label not right, is "
+    chip = Job("j", "chip310px2-distributed", (Task("t0", 1), Task("t1", 1)))
+    assert Session([]).place(chip).reason == (
+        "job <default/j> task num <2> is invalid, job with label of distributed=true should "
+        "have only 1 npu pod "
+    )
+
+
+def test_inference_handlers_keep_network_unhealthy_chips_for_jobs_of_several_pods() -> None:
+    # No inference handler sets network-fault attention (internal/npu/factory.go,
+    # ascend310/, ascend310p/): base/node.go GetUsableTopFromNode keeps those chips.
+    sick = NodeState("n", "ascend310p", (0, 1), 2, network_unhealthy=frozenset({0, 1}))
+    decision = Session([sick]).place(job("ascend310p", 1, 1))
+    assert [p.chips for p in decision.placements] == [(0,), (1,)]
+
+
+def test_duo_distributed_odd_request_on_eight_free_chips_with_a_half_card() -> None:
+    # chip310px2/frame.go getBestScore: no OddSingle entry for 8 free chips, so the odd table
+    # of nodes without a half card answers: affScoreMapOdd[1][8] = 12 → 8 × (16 − 12).
+    duo = node("duo", [1, 2, 3, 4, 5, 6, 7, 9], "chip310px2")  # cards 0 and 4 half used
+    assert Session([duo]).score(job("chip310px2-distributed", 1), 1) == {"duo": 32.0}
+
+
+def test_duo_chip_refusals_in_the_handlers_words() -> None:
+    duo = node("duo", [0, 1, 3, 5], "chip310px2")  # card 0 full, cards 1 and 2 half used
+    session = Session([duo])
+    assert session.filter(job("chip310px2-distributed", 4), 4)["duo"].reason == (
+        "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology : "
+        "judgeNodeByTaskNPU task req num<4>, node full cards is 1"
+    )
+    assert session.filter(job("chip310px2-distributed", 3), 3)["duo"].ok
+    duo = node("duo", [0, 1, 3], "chip310px2")
+    assert Session([duo]).filter(job("chip310px2-distributed", 3), 3)["duo"].ok
+    duo = node("duo", [1, 3, 5], "chip310px2")  # three half cards
+    assert Session([duo]).filter(job("chip310px2-distributed", 3), 3)["duo"].reason == (
+        "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology : "
+        "judgeNodeByTaskNPU task req num<3>, node full/half cards is 0/3"
     )

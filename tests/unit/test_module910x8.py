@@ -54,9 +54,15 @@ def test_upstream_case9_four_chips_fit_a_whole_ring_of_a_single_pod_job() -> Non
 
 
 def test_upstream_case10_four_chips_do_not_fit_two_half_rings() -> None:
-    n = node("n", [0, 1, 4])
+    # Four chips idle but no ring of four: the handler's words. With fewer idle chips than
+    # asked, the framework refuses first (plugin/job.go checkNodeNum), as for [0, 1, 4].
+    n = node("n", [0, 1, 4, 5])
     status = filter_node(n, n.free, MODULE_910X8, 4, distributed=False)
     assert status.reason == "npu topology not meet job require,network unhealthy card is [  ]"
+    n = node("n", [0, 1, 4])
+    assert filter_node(n, n.free, MODULE_910X8, 4, distributed=False).reason == (
+        "NPUResourceShortage: huawei.com/Ascend910, task requires 4 NPU cards but node idle is 3"
+    )
 
 
 def test_upstream_case11_the_rejection_names_the_network_unhealthy_chips() -> None:
@@ -84,8 +90,10 @@ def test_left_ring_wins_a_tie() -> None:
     assert chips_of(place([node("n", [0, 1, 4, 5])], 2)) == [("n", (0, 1))]
 
 
-def test_chips_are_taken_in_device_info_order_inside_the_ring() -> None:
-    assert chips_of(place([node("n", [3, 1, 2, 0])], 2)) == [("n", (3, 1))]
+def test_chips_are_the_lowest_of_the_ring_whatever_the_device_info_order() -> None:
+    # MindCluster sorts a node's usable chips before picking (component/ascend-for-volcano/
+    # internal/npu/base/node.go GetUsableTopFromNode); VOL-v5 took them as listed (3, 1 here).
+    assert chips_of(place([node("n", [3, 1, 2, 0])], 2)) == [("n", (0, 1))]
 
 
 def test_eight_chips_take_a_whole_free_node() -> None:
@@ -138,3 +146,29 @@ def test_unhealthy_chips_are_never_placed_even_when_listed_free() -> None:
 def test_equal_scores_go_to_the_smallest_node_name() -> None:
     nodes = [node("n3", range(8)), node("n1", range(8)), node("n2", range(8))]
     assert chips_of(place(nodes, 4))[0][0] == "n1"
+
+
+# ---- jobs of several pods ------------------------------------------------------------------
+# MindCluster v26.1.0 validates every pod of a module910x8 job alike (base ValidNPUJob,
+# internal/npu/base/frame.go; the handler leaves out 3, 5, 6, 7) and places pod by pod with the
+# same ring rules and node score, so a job of N pods of 4 chips fits where each pod finds a ring.
+
+
+def test_two_pods_of_four_chips_each_take_a_ring_each_on_the_fullest_server() -> None:
+    # Pod 0: both servers score 8·(32 − 0) + 0; the tie goes to a (Volcano: at random) and
+    # the left ring (priority [4]). Pod 1: a now has its right ring alone, 8·32 + 4 = 260 >
+    # 256, so it goes beside pod 0, as Huawei's per-task allocation scores it.
+    decision = place([node("a", range(8)), node("b", range(8))], 4, 4)
+    assert chips_of(decision) == [("a", (0, 1, 2, 3)), ("a", (4, 5, 6, 7))]
+
+
+def test_a_distributed_pod_of_four_leaves_the_network_unhealthy_chips() -> None:
+    # base/node.go GetUsableTopFromNode: a job of several pods drops the -NetworkUnhealthy chips
+    # (module910x8 is WithNetworkFault), so chip 1 spoils the left ring for it.
+    sick = node("a", range(8), network_unhealthy=[1])
+    decision = place([sick], 4, 4)
+    assert not decision.feasible
+    assert chips_of(place([sick, node("b", range(8))], 4, 4)) == [
+        ("a", (4, 5, 6, 7)),
+        ("b", (0, 1, 2, 3)),
+    ]

@@ -78,11 +78,13 @@ def test_910bx16_up_to_eight_chips_stay_inside_one_group_of_eight() -> None:
     ).feasible
 
 
-def test_910bx16_follows_the_device_info_lexicographic_order_inside_a_group() -> None:
-    # The DeviceInfo list is sorted as strings: ..., Ascend910-10, ..., Ascend910-15, 8, 9.
+def test_910bx16_takes_the_lowest_chips_of_a_group_whatever_the_device_info_order() -> None:
+    # The DeviceInfo list is sorted as strings: ..., Ascend910-10, ..., Ascend910-15, 8, 9;
+    # MindCluster sorts the chips by id before it picks (internal/npu/base/node.go
+    # GetUsableTopFromNode), VOL-v5 did not (10, 11 here).
     free = [10, 11, 12, 13, 14, 15, 8, 9]
     nodes = [node("n", free, product="module910bx16")]
-    assert chips_of(place(nodes, 2, product="module910bx16")) == [("n", (10, 11))]
+    assert chips_of(place(nodes, 2, product="module910bx16")) == [("n", (8, 9))]
 
 
 def test_910bx16_ten_chips_take_cross_pairs_i_and_i_plus_8() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from contract.chip_names import InvalidInput
+from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.policies import BINPACK, HUAWEI
 from scheduler_core.engine.session import Session
 from tests.unit.helpers import chips_of, job, node, place
@@ -96,7 +97,7 @@ def test_explain_scores_every_passing_node_and_gives_reasons_for_the_others() ->
 def test_an_invalid_job_is_rejected_before_any_node_is_looked_at() -> None:
     decision = place([node("a", FULL)], 3)
     assert not decision.feasible
-    assert "req npu not in [1,2,4,8]" in decision.reason
+    assert "and not in map[3:{} 5:{} 6:{} 7:{}], actual: task<job-0> req npu: 3" in decision.reason
 
 
 def test_a_node_snapshot_update_keeps_the_ledger() -> None:
@@ -153,3 +154,114 @@ def test_binpack_leaves_room_for_a_gang_where_huawei_does_not() -> None:
         session = Session(nodes, policy)
         assert session.place(job(4, name="four")).feasible
         assert session.place(job(8, 8, name="gang")).feasible is gang_fits
+
+
+# ---- refusals in the words of the handler that refuses ----------------------------------------
+# Each MindCluster handler reads a node's usable chips first (internal/npu/base/node.go
+# GetUsableTopFromNode, whose error a handler passes on as it is), then judges them.
+
+
+def test_a_node_of_fewer_idle_chips_than_asked_is_refused_before_any_handler() -> None:
+    # plugin/job.go preCheckNodePredicate → checkNodeNum, the words of most refusals.
+    session = Session([node("n", []), node("b", [0, 1, 2], product="module910bx8")])
+    assert session.filter(job(1), 1)["n"].reason == (
+        "NPUResourceShortage: huawei.com/Ascend910, task requires 1 NPU cards but node idle is 0"
+    )
+    assert session.filter(job(4, product="module910bx8"), 4)["b"].reason == (
+        "NPUResourceShortage: huawei.com/Ascend910, task requires 4 NPU cards but node idle is 3"
+    )
+
+
+def test_an_a3_node_is_refused_in_the_a3_handlers_words() -> None:
+    # ascend910a3/base.go JudgeNodeAndTaskNPU: the base handler's check of the count, then
+    # "npu top[%v] is not meet task req(%d)" when the chips are not in whole dies.
+    a3 = "module910a3x16"
+    # a and c have one whole die and two half ones each: one cached verdict, each node's chips.
+    nodes = [node(n, free, product=a3) for n, free in [("a", [0, 2, 4, 5]), ("c", [7, 3, 0, 1])]]
+    session = Session(nodes)
+    refused = session.filter(job(4, product=a3), 4)
+    assert refused["a"].reason == "npu top[[0 2 4 5]] is not meet task req(4)"
+    assert refused["c"].reason == "npu top[[0 1 3 7]] is not meet task req(4)"
+    assert session.place(job(4, product=a3), ["c"]).reason == (
+        "c: npu top[[0 1 3 7]] is not meet task req(4)"
+    )
+    assert session.filter(job(6, product=a3), 6)["a"].reason == (
+        "NPUResourceShortage: huawei.com/Ascend910, task requires 6 NPU cards but node idle is 4"
+    )
+
+
+def test_atlas_850_and_950_superpod_nodes_are_refused_in_their_handlers_words() -> None:
+    # Eight idle chips, one network-unhealthy, a job of two pods: the handler refuses.
+    sp850, sp950 = "superpod850x8", "superpod950x8"
+    sick = [node(n, range(8), product=p, network_unhealthy=[3]) for n, p in [("a", sp850)]]
+    sick.append(node("e", range(8), product=sp950, network_unhealthy=[3]))
+    session = Session(sick)
+    # policy/chip8node8sp/frame.go CheckNodeNPUByTask
+    assert session.filter(job(8, 8, product=sp850), 8)["a"].reason == (
+        "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology, "
+        "network unhealthy card is [ npu-3 ]"
+    )
+    # policy/chip8node8ra64sp/node.go checkNodeNPUNums
+    assert session.filter(job(8, 8, product=sp950), 8)["e"].reason == (
+        "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology err: "
+        "NPUResourceShortage: node don't have enough resource, req<8>, idle<7>"
+    )
+
+
+# ---- sub-healthy nodes ---------------------------------------------------------------------
+# MindCluster's fault handler, for every job, after the handler's checks and scores
+# (component/ascend-for-volcano/internal/rescheduling/reschedule.go): a job whose
+# subHealthyStrategy is not ignore takes no sub-healthy node (checkNodeCurNodeIsFault), and a
+# sub-healthy node scores 1 lower, not below 0 (reduceForSubHealthyNodes).
+
+
+def _sub(
+    name: str, free: range, *, card_sub_healthy: bool = False, switch_sub_healthy: bool = False
+) -> NodeState:
+    plain = node(name, free)
+    return NodeState(
+        plain.name,
+        plain.product,
+        plain.free,
+        plain.allocatable,
+        card_sub_healthy=card_sub_healthy,
+        switch_sub_healthy=switch_sub_healthy,
+    )
+
+
+def test_a_sub_healthy_node_scores_one_lower_and_loses_a_tie() -> None:
+    nodes = [_sub("a", range(8), card_sub_healthy=True), node("b", range(8))]
+    session = Session(nodes)
+    assert session.score(job(1), 1) == {"a": 8 * 29 - 1, "b": 8 * 29}
+    assert chips_of(session.place(job(1))) == [("b", (0,))]
+    # A better ring outweighs it: a 8·32 + 2 − 1, b 8·31.
+    nodes = [_sub("a", range(2, 8), switch_sub_healthy=True), node("b", range(8))]
+    assert chips_of(Session(nodes).place(job(2))) == [("a", (2, 3))]
+
+
+def test_binpack_ignores_sub_health_in_its_order() -> None:
+    nodes = [_sub("a", range(8), card_sub_healthy=True), node("b", range(8))]
+    assert (
+        Session(nodes, BINPACK).score(job(1), 1)["a"]
+        == Session([node("a", range(8))], BINPACK).score(job(1), 1)["a"]
+    )
+
+
+@pytest.mark.parametrize("strategy", ["graceExit", "forceExit", "hotSwitch"])
+def test_a_job_that_exits_on_sub_health_takes_no_sub_healthy_node(strategy: str) -> None:
+    labels = {"subHealthyStrategy": strategy}
+    nodes = [_sub("a", range(8), switch_sub_healthy=True), node("b", [0])]
+    session = Session(nodes)
+    refused = session.filter(job(2, labels=labels), 2)
+    assert refused["a"].reason == (
+        "NodePredicate failed, cardSubHealthy=false andswitchSubHealthy=true, but sub-healthy "
+        f"strategy is {strategy}"
+    )
+    assert session.score(job(2, labels=labels), 2) == {}
+    assert not session.place(job(2, labels=labels)).feasible
+    assert session.place(job(2, labels={"subHealthyStrategy": "ignore"})).feasible
+
+
+def test_an_unknown_sub_health_strategy_is_ignore() -> None:
+    nodes = [_sub("a", range(8), card_sub_healthy=True)]
+    assert Session(nodes).place(job(2, labels={"subHealthyStrategy": "later"})).feasible

@@ -69,7 +69,7 @@ def test_base_valid_npu_job_refuses_a_task_above_the_max() -> None:
     with pytest.raises(JobInvalid) as raised:
         validate_job(job)
     assert str(raised.value) == (
-        "expected: job<job02> req npu num should small than 8, and not in map[], "
+        "expected: job<vcjob/job02> req npu num should small than 8, and not in map[], "
         "actual: task<t> req npu: 9, "
     )
 
@@ -80,10 +80,18 @@ def test_base_valid_npu_job_accepts_a_valid_request() -> None:
 
 
 def test_base_judge_node_and_task_npu_when_the_node_is_short() -> None:
-    """frame_test.go TestJudgeNodeAndTaskNPU 03: req 2 on top [0]."""
+    """frame_test.go TestJudgeNodeAndTaskNPU 03: req 2 on top [0]. Through the framework a node
+    with fewer idle chips is refused before the handler (plugin/job.go checkNodeNum), so the
+    handler's words show where a distributed job leaves network-unhealthy chips out."""
+    node = NodeState("n", MODULE_910BX8.name, (0, 1), 8, network_unhealthy=frozenset({1}))
+    tasks = (Task("t", 2), Task("u", 2))
+    status = Session([node]).filter(Job("j", MODULE_910BX8.name, tasks), 2)["n"]
+    assert status.reason == "NPUResourceShortage: node don't have enough resource, req<2>, idle<1>"
     node = NodeState("n", MODULE_910BX8.name, (0,), 8)
     status = Session([node]).filter(Job("j", MODULE_910BX8.name, (Task("t", 2),)), 2)["n"]
-    assert status.reason == "NPUResourceShortage: node don't have enough resource, req<2>, idle<1>"
+    assert status.reason == (
+        "NPUResourceShortage: huawei.com/Ascend910, task requires 2 NPU cards but node idle is 1"
+    )
 
 
 def test_base_select_takes_the_first_chips_in_id_order() -> None:
@@ -182,10 +190,17 @@ def test_mesh_select(case: str, req: int, top: list[int], want: tuple[int, ...])
 
 
 def test_mesh_check_job_mode_refuses_more_than_the_node() -> None:
-    """job.go checkJobMode (job_test.go TestCheckJobModeValid's bound)."""
-    with pytest.raises(JobInvalid, match="task require npu can not bigger than 8"):
+    """job.go checkJobMode (job_test.go TestCheckJobModeValid's bound): the job's NPUs per NPU
+    task, Go's integer division, named by the plugin's name."""
+    with pytest.raises(JobInvalid) as refused:
         validate_job(Job("j", ATLAS_350_4PX8.name, (Task("t", 9),)))
+    assert str(refused.value) == (
+        "4p-8 checkJobMode default/j req npu is invalid, task require npu can not bigger than 8"
+    )
     validate_job(Job("j", ATLAS_350_4PX8.name, (Task("t", 7),)))
+    validate_job(Job("jobC", ATLAS_350_4PX8.name, (Task("a", 12), Task("b", 4))))  # 16 / 2
+    with pytest.raises(JobInvalid, match=r"^4p-16 checkJobMode default/j "):
+        validate_job(Job("j", ATLAS_350_4PX16.name, (Task("a", 20), Task("b", 14))))
 
 
 # ---- internal/npu/factory_test.go --------------------------------------------------------
