@@ -140,5 +140,5 @@ def test_an_image_without_a_version_needs_the_version_declared() -> None:
     with pytest.raises(NotTrusted, match="does not say which Volcano runs; set --volcano-version"):
         check_volcano(latest, "volcano-scheduler", None)
     check_volcano(latest, "volcano-scheduler", "v1.15.0")
-    with pytest.raises(NotTrusted, match="runs Volcano v1.9.0"):
+    with pytest.raises(NotTrusted, match=r"runs Volcano v1\.9\.0"):
         check_volcano(with_image("volcanosh/vc-scheduler:v1.15.0"), "volcano-scheduler", "1.9.0")
