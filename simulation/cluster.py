@@ -83,6 +83,7 @@ def state_file(
 
 
 VNPU_CHIPS = 4  # chips of a simulated 310P node (8 AI cores each)
+STARTUP = 60.0  # seconds the nodes of a cluster have to come up: room for a loaded machine
 
 
 def vnpu_state_file(chips: int = VNPU_CHIPS) -> str:
@@ -225,7 +226,7 @@ class SimulatedCluster:
             if RESOURCE_NAME in node.kubelet.resources()
         )
 
-    def wait_published(self, timeout: float = 15) -> bool:
+    def wait_published(self, timeout: float = STARTUP) -> bool:
         if not wait_for(lambda: all(_writes(n) > 0 for n in self.nodes.values()), timeout):
             return False
         self.service.refresh()
@@ -446,14 +447,18 @@ def simulated_cluster(
             for i in range(count):
                 node_obj, state = kind.node_object(i, subnet), kind.state(i, subnet)
                 _host(cluster, root, node_obj, state, seed=100 * subnet + i)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not all(map(_offers, cluster.nodes.values())):
-            time.sleep(0.02)
+        # Every node up before the cluster is handed out: a test that began on a node still
+        # starting would read a state nobody had written yet.
+        if not wait_for(lambda: all(map(_offers, cluster.nodes.values())), timeout=STARTUP):
+            silent = sorted(n for n, node in cluster.nodes.items() if not _offers(node))
+            raise RuntimeError(f"no device offered to its kubelet after {STARTUP} s: {silent}")
         cluster.sync_node_status()
         if serve:
             cluster.url = service.start(access=access)
             stack.callback(service.stop)
-        cluster.wait_published()
+        if not cluster.wait_published(timeout=STARTUP):
+            silent = sorted(n for n, node in cluster.nodes.items() if not _writes(node))
+            raise RuntimeError(f"no DeviceInfo published after {STARTUP} s: {silent}")
         yield cluster
 
 

@@ -14,7 +14,6 @@ import itertools
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from dra_driver.cdi import HostPaths
 from dra_driver.driver import DraConfig, DraDriver, start_dra_driver
 from infra.kube.client import KubernetesGateway
 from infra.kube.port import Selection
-from simulation.cluster import set_health, state_file
+from simulation.cluster import STARTUP, set_health, state_file, wait_for
 from simulation.dra_allocator import Allocator, allocation, in_use, node_devices, score
 from simulation.kubelet_dra import KNOWN_SERVICES, Container, KubeletDra, PrepareFailed
 from simulation.loopback import LoopbackApiServer
@@ -357,11 +356,14 @@ def dra_cluster(
             node = DraNode(name, home, kubelet, cluster.start_driver(name, home))
             cluster.nodes[name] = node
             stack.callback(_stop_driver, node)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not all(
-            (n.kubelet.plugin(n.driver.config.driver) or n.kubelet.refused)
-            and cluster.slice_of(n.name)
-            for n in cluster.nodes.values()
-        ):
-            time.sleep(0.02)
+
+        # Every driver registered (or refused) and its slice published before the cluster is
+        # handed out: a claim allocated earlier would find no devices.
+        def up(n: DraNode) -> bool:
+            registered = n.kubelet.plugin(n.driver.config.driver) or n.kubelet.refused
+            return bool(registered) and cluster.slice_of(n.name) is not None
+
+        if not wait_for(lambda: all(map(up, cluster.nodes.values())), timeout=STARTUP):
+            down = sorted(n.name for n in cluster.nodes.values() if not up(n))
+            raise RuntimeError(f"DRA drivers not registered or published after {STARTUP} s: {down}")
         yield cluster
