@@ -452,7 +452,8 @@ class Run:
         total = self._requests()
         now = self.now()
         if after is not None:
-            self.report.api_requests_during = (after[1] - requests_start) / max(after[0], 1e-9)
+            # A run without faults has no time under them (its first step is not a second).
+            self.report.api_requests_during = (after[1] - requests_start) / max(after[0], 1.0)
             self.report.api_requests_after = (total - after[1]) / max(now - after[0], 1e-9)
         if not wait_for(self.cluster.settled, timeout=30):
             self._violate(

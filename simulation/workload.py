@@ -103,7 +103,9 @@ def a3_super_pod_job(shape: str, npu: int) -> tuple[dict[str, str], dict[str, st
     of the SuperPoD (a block a server), 16 for two servers in one SuperPoD. A switch-affinity
     gang carries ``tor-affinity`` beside the selector (the NSLB handler takes any job with
     the label, ``internal/nslb/frame.go``) and no ``sp-block``: this scheduler then places
-    it by ToR."""
+    it by ToR alone, where upstream's ``plugin/job.go`` ``setSpBlock`` would make its block
+    its 16 chips (one SuperPoD) as well; a job with ``sp-block`` this scheduler places by
+    SuperPoD alone, its ``tor-affinity`` unread."""
     selector = {ACCELERATOR_TYPE_LABEL: A3_SUPER_POD_X8_TYPE}
     if shape == "one":
         return selector, {SP_BLOCK_ANNOTATION: str(npu)}
