@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
+
 from agent.builder import AgentConfig, KubeSettings, NodeAgent, start_node_agent
 from agent.pod_cache import PodCache
 from chip_drivers.fake import FakeDriver, edit_fake_state
@@ -83,6 +85,7 @@ def state_file(
 
 
 VNPU_CHIPS = 4  # chips of a simulated 310P node (8 AI cores each)
+STARTUP = 60.0  # seconds the nodes of a cluster have to come up: room for a loaded machine
 
 
 def vnpu_state_file(chips: int = VNPU_CHIPS) -> str:
@@ -146,6 +149,14 @@ class SimNode:
     kubelet: KubeletSimulator
     agent: NodeAgent
     dynamic_vnpu: bool = False  # a 310P or 910B node whose agent runs -presetVirtualDevice=false
+    # The agent's API client, closed once that agent has stopped (``stop_agent``).
+    client: ExitStack = field(default_factory=ExitStack)
+
+    def stop_agent(self) -> None:
+        """The agent stops, then its API client closes (closed first, the agent would open
+        connections nobody closes again)."""
+        self.agent.stop()
+        self.client.close()
 
     def set_health(self, unhealthy: frozenset[int]) -> None:
         set_health(self.home / "state.yaml", unhealthy)
@@ -176,27 +187,28 @@ class SimulatedCluster:
     admitted: dict[str, Admitted] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
 
-    def gateway(self) -> KubernetesGateway:
-        return KubernetesGateway.for_url(self.api.url)
-
     def start_node(
         self, name: str, home: Path, use_preferred: bool, seed: int, *, dynamic_vnpu: bool = False
     ) -> SimNode:
         kubelet = KubeletSimulator(home / "plugins", home / "podres.sock", use_preferred, seed)
         kubelet.start()
-        agent = self._start_agent(name, home, dynamic_vnpu)
-        node = SimNode(name, home, kubelet, agent, dynamic_vnpu)
+        client = ExitStack()
+        agent = self._start_agent(name, home, dynamic_vnpu, client)
+        node = SimNode(name, home, kubelet, agent, dynamic_vnpu, client)
         self.nodes[name] = node
         return node
 
-    def _start_agent(self, name: str, home: Path, dynamic_vnpu: bool) -> NodeAgent:
-        return start_agent(name, home, self.gateway(), dynamic_vnpu)
+    def _start_agent(
+        self, name: str, home: Path, dynamic_vnpu: bool, client: ExitStack
+    ) -> NodeAgent:
+        return start_agent(name, home, loopback_gateway(self.api.url, client), dynamic_vnpu)
 
     def restart_node_agent(self, name: str) -> None:
-        """The agent process restarts; its kubelet stays."""
+        """The agent process restarts (its API client with it); its kubelet stays."""
         node = self.nodes[name]
-        node.agent.stop()
-        node.agent = self._start_agent(name, node.home, node.dynamic_vnpu)
+        node.stop_agent()
+        node.client = ExitStack()
+        node.agent = self._start_agent(name, node.home, node.dynamic_vnpu, node.client)
 
     def sync_node_status(self) -> None:
         """What each kubelet reports in its node status: capacity and healthy allocatable of
@@ -225,7 +237,7 @@ class SimulatedCluster:
             if RESOURCE_NAME in node.kubelet.resources()
         )
 
-    def wait_published(self, timeout: float = 15) -> bool:
+    def wait_published(self, timeout: float = STARTUP) -> bool:
         if not wait_for(lambda: all(_writes(n) > 0 for n in self.nodes.values()), timeout):
             return False
         self.service.refresh()
@@ -342,6 +354,18 @@ class SimulatedCluster:
             self.nodes[admitted.node].kubelet.release(key)
 
 
+def loopback_gateway(url: str, closing: ExitStack) -> KubernetesGateway:
+    """A client of the loopback API server at ``url``, made as ``KubernetesGateway.for_url``
+    makes it, closed with ``closing``: its pool keeps its connections, each left half closed
+    once the server stops (an e2e run's process held hundreds of them)."""
+    configuration = client.Configuration()
+    configuration.host = url
+    configuration.retries = False  # an unreachable server fails fast; the caller retries
+    api_client = client.ApiClient(configuration)
+    closing.callback(api_client.close)
+    return KubernetesGateway(api_client)
+
+
 def wait_for(condition: Callable[[], bool], timeout: float = 15, step: float = 0.02) -> bool:
     """Poll ``condition`` until it holds or ``timeout`` seconds pass; whether it held."""
     deadline = time.monotonic() + timeout
@@ -411,9 +435,9 @@ def simulated_cluster(
         api.start()
         stack.callback(api.stop)
         service = SchedulerService(
-            KubernetesGateway.for_url(api.url),
+            loopback_gateway(api.url, stack),
             Extender(
-                KubernetesGateway.for_url(api.url),
+                loopback_gateway(api.url, stack),
                 policy_by_name(policy),
                 grace_over=grace_over,
                 profiles=frozenset(SERVICE_PROFILES),
@@ -446,14 +470,18 @@ def simulated_cluster(
             for i in range(count):
                 node_obj, state = kind.node_object(i, subnet), kind.state(i, subnet)
                 _host(cluster, root, node_obj, state, seed=100 * subnet + i)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not all(map(_offers, cluster.nodes.values())):
-            time.sleep(0.02)
+        # Every node up before the cluster is handed out: a test that began on a node still
+        # starting would read a state nobody had written yet.
+        if not wait_for(lambda: all(map(_offers, cluster.nodes.values())), timeout=STARTUP):
+            silent = sorted(n for n, node in cluster.nodes.items() if not _offers(node))
+            raise RuntimeError(f"no device offered to its kubelet after {STARTUP} s: {silent}")
         cluster.sync_node_status()
         if serve:
             cluster.url = service.start(access=access)
             stack.callback(service.stop)
-        cluster.wait_published()
+        if not cluster.wait_published(timeout=STARTUP):
+            silent = sorted(n for n, node in cluster.nodes.items() if not _writes(node))
+            raise RuntimeError(f"no DeviceInfo published after {STARTUP} s: {silent}")
         yield cluster
 
 
@@ -494,7 +522,7 @@ def _host(
 
 
 def _stop_node(node: SimNode) -> None:
-    node.agent.stop()
+    node.stop_agent()
     node.kubelet.close()
 
 

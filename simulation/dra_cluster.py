@@ -14,7 +14,6 @@ import itertools
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -28,9 +27,8 @@ from contract.dra import CLAIM_KIND, DRA_NODE_LABEL, SLICE_KIND
 from contract.objects import Obj
 from dra_driver.cdi import HostPaths
 from dra_driver.driver import DraConfig, DraDriver, start_dra_driver
-from infra.kube.client import KubernetesGateway
 from infra.kube.port import Selection
-from simulation.cluster import set_health, state_file
+from simulation.cluster import STARTUP, loopback_gateway, set_health, state_file, wait_for
 from simulation.dra_allocator import Allocator, allocation, in_use, node_devices, score
 from simulation.kubelet_dra import KNOWN_SERVICES, Container, KubeletDra, PrepareFailed
 from simulation.loopback import LoopbackApiServer
@@ -59,9 +57,16 @@ class DraNode:
     home: Path
     kubelet: KubeletDra
     driver: DraDriver
+    # The driver's API client, closed once that driver has stopped (``stop_driver``).
+    client: ExitStack = field(default_factory=ExitStack)
 
     def set_health(self, unhealthy: frozenset[int]) -> None:
         set_health(self.home / "state.yaml", unhealthy)
+
+    def stop_driver(self) -> None:
+        """The driver stops, then its API client closes."""
+        self.driver.stop()
+        self.client.close()
 
 
 def pod_with_claim(namespace: str, name: str, template: str) -> Obj:
@@ -202,18 +207,16 @@ class DraCluster:
     running: dict[str, dict[str, Container]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
 
-    def gateway(self) -> KubernetesGateway:
-        return KubernetesGateway.for_url(self.api.url)
-
-    def start_driver(self, name: str, home: Path) -> DraDriver:
-        return start_dra_driver(
-            dra_config(name, home), FakeDriver(home / "state.yaml"), self.gateway()
-        )
+    def start_driver(self, name: str, home: Path, client: ExitStack) -> DraDriver:
+        """The node's driver, its API client closed with ``client``."""
+        gateway = loopback_gateway(self.api.url, client)
+        return start_dra_driver(dra_config(name, home), FakeDriver(home / "state.yaml"), gateway)
 
     def restart_driver(self, name: str) -> None:
         node = self.nodes[name]
-        node.driver.stop()
-        node.driver = self.start_driver(name, node.home)
+        node.stop_driver()
+        node.client = ExitStack()
+        node.driver = self.start_driver(name, node.home, node.client)
 
     def run(self) -> list[str]:
         """Schedule, and each kubelet prepares and starts the pods bound to it."""
@@ -249,7 +252,7 @@ class DraCluster:
 
 
 def _stop_driver(node: DraNode) -> None:
-    node.driver.stop()  # the one running at the end (restarts replace it)
+    node.stop_driver()  # the one running at the end (restarts replace it)
 
 
 def dra_node_object(name: str, i: int) -> Obj:
@@ -354,14 +357,18 @@ def dra_cluster(
             )
             kubelet.start()
             stack.callback(kubelet.stop)
-            node = DraNode(name, home, kubelet, cluster.start_driver(name, home))
+            client = ExitStack()
+            node = DraNode(name, home, kubelet, cluster.start_driver(name, home, client), client)
             cluster.nodes[name] = node
             stack.callback(_stop_driver, node)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not all(
-            (n.kubelet.plugin(n.driver.config.driver) or n.kubelet.refused)
-            and cluster.slice_of(n.name)
-            for n in cluster.nodes.values()
-        ):
-            time.sleep(0.02)
+
+        # Every driver registered (or refused) and its slice published before the cluster is
+        # handed out: a claim allocated earlier would find no devices.
+        def up(n: DraNode) -> bool:
+            registered = n.kubelet.plugin(n.driver.config.driver) or n.kubelet.refused
+            return bool(registered) and cluster.slice_of(n.name) is not None
+
+        if not wait_for(lambda: all(map(up, cluster.nodes.values())), timeout=STARTUP):
+            down = sorted(n.name for n in cluster.nodes.values() if not up(n))
+            raise RuntimeError(f"DRA drivers not registered or published after {STARTUP} s: {down}")
         yield cluster

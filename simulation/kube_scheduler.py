@@ -32,6 +32,7 @@ import random
 import threading
 import time
 import urllib.parse
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -112,20 +113,78 @@ class ExtenderError(Exception):
     """A call the extender failed: an error answer, a non-200, a timeout."""
 
 
-_connections = threading.local()
+class Connections:
+    """A caller's kept-alive connections (Go's transport keeps the extender's connections
+    open): one per calling thread and server, all closed by ``close``, and with the caller
+    once it is collected (a connection to a server since stopped would stay half closed)."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._open: set[http.client.HTTPConnection] = set()
+        self._closer = weakref.finalize(self, _close_all, self._open, self._lock)
+
+    def post(self, url: str, body: Any, timeout: float) -> Any:
+        """The answer's JSON; ExtenderError on a non-200, a timeout, no JSON."""
+        parts = urllib.parse.urlsplit(url)
+        verb = parts.path.rsplit("/", 1)[-1]
+        data = json.dumps(body).encode()
+        try:
+            status, answer = self._exchange(parts.netloc, parts.path, data, timeout)
+        except (http.client.HTTPException, OSError) as failed:
+            raise ExtenderError(f"{verb}: {failed}") from None
+        return reply(verb, status, answer)
+
+    def _exchange(self, netloc: str, path: str, data: bytes, timeout: float) -> tuple[int, bytes]:
+        pool: dict[str, http.client.HTTPConnection] = self._local.__dict__.setdefault("pool", {})
+        kept = pool.pop(netloc, None)
+        connection = kept or self._connect(netloc, timeout)
+        try:
+            connection.request(
+                "POST", path, body=data, headers={"Content-Type": "application/json"}
+            )
+            answer = connection.getresponse()
+            body = answer.read()
+        except (http.client.HTTPException, OSError) as failed:
+            self._drop(connection)
+            if kept is not None and not isinstance(failed, TimeoutError):
+                return self._exchange(netloc, path, data, timeout)  # the server closed it
+            raise
+        pool[netloc] = connection
+        return answer.status, body
+
+    def _connect(self, netloc: str, timeout: float) -> http.client.HTTPConnection:
+        connection = http.client.HTTPConnection(netloc, timeout=timeout)
+        with self._lock:
+            self._open.add(connection)
+        return connection
+
+    def _drop(self, connection: http.client.HTTPConnection) -> None:
+        connection.close()
+        with self._lock:
+            self._open.discard(connection)
+
+    def close(self) -> None:
+        """Every connection closed (the callers' threads done with them)."""
+        _close_all(self._open, self._lock)
+
+
+def _close_all(connections: set[http.client.HTTPConnection], lock: threading.Lock) -> None:
+    with lock:
+        closing = list(connections)
+        connections.clear()
+    for connection in closing:
+        connection.close()
 
 
 def post_json(url: str, body: Any, timeout: float) -> Any:
-    """A caller's POST over a kept-alive connection (Go's transport keeps the extender's
-    connections open; one per calling thread here): the answer's JSON; ExtenderError on a
-    non-200, a timeout, no JSON."""
-    parts = urllib.parse.urlsplit(url)
-    verb = parts.path.rsplit("/", 1)[-1]
+    """One POST on a connection of its own, closed after: the answer's JSON; ExtenderError
+    on a non-200, a timeout, no JSON. (A caller keeping connections has ``Connections``.)"""
+    once = Connections()
     try:
-        status, data = _exchange(parts.netloc, parts.path, json.dumps(body).encode(), timeout)
-    except (http.client.HTTPException, OSError) as failed:
-        raise ExtenderError(f"{verb}: {failed}") from None
-    return reply(verb, status, data)
+        return once.post(url, body, timeout)
+    finally:
+        once.close()
 
 
 def reply(verb: str, status: int, data: bytes) -> Any:
@@ -136,23 +195,6 @@ def reply(verb: str, status: int, data: bytes) -> Any:
         return json.loads(data)
     except ValueError as failed:
         raise ExtenderError(f"{verb}: {failed}") from None
-
-
-def _exchange(netloc: str, path: str, data: bytes, timeout: float) -> tuple[int, bytes]:
-    pool: dict[str, http.client.HTTPConnection] = _connections.__dict__.setdefault("pool", {})
-    kept = pool.pop(netloc, None)
-    connection = kept or http.client.HTTPConnection(netloc, timeout=timeout)
-    try:
-        connection.request("POST", path, body=data, headers={"Content-Type": "application/json"})
-        answer = connection.getresponse()
-        body = answer.read()
-    except (http.client.HTTPException, OSError) as failed:
-        connection.close()
-        if kept is not None and not isinstance(failed, TimeoutError):
-            return _exchange(netloc, path, data, timeout)  # the server closed it meanwhile
-        raise
-    pool[netloc] = connection
-    return answer.status, body
 
 
 def interested(pod: Obj, managed: Sequence[str]) -> bool:
@@ -233,12 +275,14 @@ def _key(pod: Obj) -> str:
 class HttpExtender:
     def __init__(self, config: ExtenderConfig) -> None:
         self.config = config
+        self.connections = Connections()
 
     def interested(self, pod: Obj) -> bool:
         return interested(pod, self.config.managed_resources)
 
     def _send(self, verb: str, body: Any) -> Any:
-        return post_json(f"{self.config.url_prefix}/{verb}", body, self.config.http_timeout)
+        url = f"{self.config.url_prefix}/{verb}"
+        return self.connections.post(url, body, self.config.http_timeout)
 
     def _args(self, pod: Obj, nodes: Sequence[Obj]) -> dict[str, Any]:
         if self.config.node_cache_capable:
@@ -517,3 +561,4 @@ class KubeScheduler:
 
     def close(self) -> None:
         self._binder.shutdown(wait=True)
+        self.extender.connections.close()

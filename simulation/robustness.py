@@ -29,7 +29,10 @@ devices are the chips its pod records (``AscendReal``); no AI core of a 310P chi
 each vNPU on the chip chosen; a switch-affinity gang under one ToR, a SuperPoD gang in one
 SuperPoD; no gang partly running past its TTL. After the last fault, every
 pod runs or carries a reason within a bound, and a fault-retry-times job whose pod failed is
-restarted (or given up) within it. At the end, every DeviceInfo published says what the
+restarted (or given up) within it. After the run no job arrives for at most ``DRAIN``
+seconds, until a job of every kind submitted has run: a kind never placed is a violation
+naming what the scheduler answered its pods (a run whose training jobs no server served
+once passed with its vNPU pods alone). At the end, every DeviceInfo published says what the
 node's kubelet can still give, and each replica's view equals a fresh read of the cluster
 (its ``/debug/compare``).
 
@@ -77,6 +80,9 @@ from simulation.workload import NAMESPACE, Workload
 
 STEP = 0.25  # seconds between the harness's steps
 SETTLE = 10.0  # after the last fault: every pod runs or has a reason by then
+# After the run, no job arrives: the jobs running end (25 s at most, ``simulation.workload``)
+# and those waiting are placed; by then a job of every kind submitted has run.
+DRAIN = 40.0
 AI_CORES = 8  # of a simulated 310P chip
 # What NodeD reports of a node it finds faulty (a CPU fault it separates the node for).
 NODE_DOWN = nodeinfo.NodeInfo(
@@ -116,6 +122,7 @@ class Report:
     placed: int = 0
     faults: Counter[str] = field(default_factory=Counter)
     checks: int = 0
+    submitted: Counter[str] = field(default_factory=Counter)  # jobs submitted, by shape
     started: Counter[str] = field(default_factory=Counter)  # jobs that ran, by shape
     restarts: int = 0  # jobs the scheduler restarted (fault-retry-times, gangs stuck partly)
     retry_given_up: int = 0  # fault-retry-times jobs given up, out of restarts
@@ -166,11 +173,14 @@ class Run:
             last_fault = self.schedule.faults[-1].at if self.schedule.faults else 0.0
             requests_at_faults_end: tuple[float, int] | None = None
             requests_start = self._requests()
-            while (now := self.now()) < self.schedule.seconds:
+            while (now := self.now()) < self.schedule.seconds + DRAIN:
+                arriving = now < self.schedule.seconds
+                if not arriving and not self.workload.never_started():
+                    break
                 while pending and pending[0].at <= now:
                     self._inject(pending.pop(0))
                 self._restore_due(now)
-                self.workload.step(now)
+                self.workload.step(now, submit=arriving)
                 self._schedule()
                 self._nodes()
                 self._check(now, after_faults=now > last_fault + SETTLE)
@@ -179,6 +189,7 @@ class Run:
                 for replica in self.replicas:
                     replica.tick()
                 time.sleep(STEP)
+            self._check_kinds()
             self._final(requests_start, requests_at_faults_end)
         finally:
             self.scheduler.close()
@@ -403,6 +414,27 @@ class Run:
                 )
                 job.failed_since = now  # said once per SETTLE, not at every step
 
+    def _check_kinds(self) -> None:
+        """Every kind of job the workload submitted ran at least once (the drain after the
+        run leaves each its chance): a kind never placed is a violation, with what the
+        scheduler answered its pods."""
+        for shape in self.workload.never_started():
+            jobs = [j for j in self.workload.jobs.values() if j.shape == shape]
+            why = ""
+            for job in jobs:
+                reasons = self.scheduler.reasons.get(f"{NAMESPACE}/{job.pods[0]}") or {}
+                if reasons:
+                    why = f"; {job.pods[0]} refused: " + "; ".join(
+                        f"{node}: {reason}" for node, reason in sorted(reasons.items())[:3]
+                    )
+                    break
+            self._violate(
+                "every kind of job submitted is placed",
+                f"{shape}: {self.workload.submitted[shape]} submitted from "
+                f"{self.workload.first_submitted[shape]:.1f} s, none placed in "
+                f"{self.now():.1f} s{why}",
+            )
+
     def _check_waiting(self, now: float, pods: dict[str, Obj]) -> None:
         """After the faults: a pod not running has a reason (the caller's), within SETTLE."""
         for key, pod in pods.items():
@@ -420,7 +452,8 @@ class Run:
         total = self._requests()
         now = self.now()
         if after is not None:
-            self.report.api_requests_during = (after[1] - requests_start) / max(after[0], 1e-9)
+            # A run without faults has no time under them (its first step is not a second).
+            self.report.api_requests_during = (after[1] - requests_start) / max(after[0], 1.0)
             self.report.api_requests_after = (total - after[1]) / max(now - after[0], 1e-9)
         if not wait_for(self.cluster.settled, timeout=30):
             self._violate(
@@ -431,6 +464,7 @@ class Run:
                     for n, s in self.cluster.nodes.items()
                 ),
             )
+        self.report.submitted = self.workload.submitted
         self.report.started = self.workload.started
         self.report.restarts = self.workload.restarted
         self.report.retry_given_up = self.workload.given_up
@@ -511,11 +545,12 @@ def timeline(report: Report) -> str:
 
 
 def describe(report: Report) -> str:
+    kinds = ", ".join(f"{k} {report.started[k]}/{n}" for k, n in sorted(report.submitted.items()))
     lines = [
         f"seed {report.schedule.seed}, {report.schedule.seconds:.0f} s, "
         f"{report.schedule.nodes} + {report.schedule.inference_nodes} nodes: "
-        f"{report.placed} pods placed (jobs run: "
-        f"{', '.join(f'{k} {v}' for k, v in sorted(report.started.items()))}), "
+        f"{report.placed} pods placed (jobs run of submitted: "
+        f"{kinds}), "
         f"jobs the scheduler restarted {report.restarts} (fault-retry-times given up "
         f"{report.retry_given_up}), "
         f"{sum(report.faults.values())} faults "

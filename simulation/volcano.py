@@ -49,12 +49,12 @@ from infra.kube.port import KubeError
 from simulation.cluster import SimulatedCluster
 from simulation.kube_scheduler import UNRESOLVABLE as UNRESOLVABLE_STATUS
 from simulation.kube_scheduler import (
+    Connections,
     ExtenderError,
     interested,
     neighbours_of,
     node_rules,
     pending_pods,
-    post_json,
     reply,
     requests_of,
 )
@@ -131,6 +131,10 @@ class VolcanoScheduler:
         self._inqueue: set[str] = set()
         # node → labels of the pods on it or allocated there this session (anti-affinity)
         self._neighbours: dict[str, list[Mapping[str, str]]] = {}
+        self._connections = Connections()
+
+    def close(self) -> None:
+        self._connections.close()
 
     def pending(self) -> list[Obj]:
         return pending_pods(self.cluster, SCHEDULER_NAME)
@@ -139,7 +143,7 @@ class VolcanoScheduler:
         url = f"{self.config.url_prefix}/{verb}"
         if url.startswith("https://"):
             return go_post(url, body, self.config.http_timeout, self.config.ca_file)
-        return post_json(url, body, self.config.http_timeout)
+        return self._connections.post(url, body, self.config.http_timeout)
 
     def _interested(self, pod: Obj) -> bool:
         return interested(pod, self.config.managed_resources)

@@ -3,7 +3,13 @@
 - 910 pods of 1, 2, 4 or 8 chips, and 2 × 8-chip gangs (Kueue pod groups): plain, with
   switch affinity (``tor-affinity: large-model-schema``: the pods under one ToR) or in a SuperPoD
   (``sp-block``: one block of a SuperPoD), the last two when the cluster has a network;
+- with a network every 910 server is an 8-chip server of an Atlas 9000 A3 SuperPoD
+  (``simulation.cluster``'s ``super_pods``), and the jobs are what users submit there (see
+  ``a3_super_pod_job``): without them MindCluster's plugin gives a job the 910 module
+  handler, or the A3 x16 SuperPoD one, and neither serves these servers;
 - on 310P nodes, vNPU pods (1, 2 or 4 AI cores) and inference pods of a whole chip (8);
+- a job of each kind first, then kinds drawn at random; at most ``BACKLOG`` jobs waiting on
+  each kind of server (users submit more once theirs run);
 - jobs that end (their pods succeed, or fail) and are deleted by their controller;
 - jobs whose pod the kubelet failed (Allocate refused): their controller restarts them
   (pods deleted and made again with new UIDs), as Volcano's ``RestartJob`` policy does;
@@ -26,6 +32,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from contract.annotations import (
+    ACCELERATOR_TYPE_LABEL,
     FAULT_RECORD,
     FAULT_RETRY_LABEL,
     SP_BLOCK_ANNOTATION,
@@ -36,14 +43,21 @@ from contract.groups import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
 from contract.vnpu import NPU_CORE_RESOURCE
 from infra.kube.port import KubeError, NotFound
 from scheduler_core.engine.rescheduling import restore_retries
-from simulation.cluster import SimulatedCluster
+from simulation.cluster import A3_SUPER_POD_X8_TYPE, SimulatedCluster
 from simulation.memory import pod_object
 
 NAMESPACE = "work"
 LARGE_MODEL = "large-model-schema"  # waits rather than spread over ToRs
 SP_BLOCK = "16"  # chips: a block of two 8-chip servers
+NODE_BLOCK = "8"  # chips: a block of one 8-chip server (the SuperPoD asks nothing more)
+SHAPES = ("one", "gang", "vnpu", "tor-gang", "sp-gang")  # the kinds of job, in report order
 CRASH = 0.01  # per step, the chance that a running fault-retry-times job's pod crashes
 RESYNC = 2.0  # seconds a pod of a live job stays gone before its controller makes it again
+# Jobs waiting (submitted, not all running) at most, on each kind of server: users submit
+# more once theirs run. Arrivals without a bound starve every gang (a one-pod job takes the
+# chips a server frees before a second server is whole for a gang) and pile up pods the
+# scheduler never reaches.
+BACKLOG = 3
 
 
 @dataclass
@@ -71,6 +85,37 @@ class Job:
         return self.key.split("/", 1)[1]
 
 
+def a3_super_pod_job(shape: str, npu: int) -> tuple[dict[str, str], dict[str, str]]:
+    """The nodeSelector and annotations of a job of ``shape`` (``npu`` chips a pod) on 8-chip
+    servers of an Atlas 9000 A3 SuperPoD, as MindCluster's users write them (its system test
+    ``st-llama-2x16-a3-sp-block-32``: the selector on the pods, ``sp-block`` on the job).
+
+    MindCluster's plugin (ascend-for-volcano ``internal/npu/factory.go``
+    ``get910CardHandlerName``) gives a job with no ``huawei.com/schedule_policy``, no
+    ``sp-block`` and no ``accelerator-type`` selector the 910 module handler (``module``),
+    and a job with ``sp-block`` but not the x8 SuperPoD selector the A3 x16 SuperPoD one,
+    whose distributed tasks must ask 16 chips (``ascend910a3/superpod/frame.go``
+    ``CheckTaskNPU``); the selector ``accelerator-type: module-a3-8-super-pod`` picks the x8
+    SuperPoD handler (``getA3HandlerNameWithSpBlock``, or by its name without ``sp-block``).
+    That handler takes a one-pod job of 1 or 2n chips up to 8 whose ``sp-block`` equals
+    its chips, and a distributed job whose every task asks the server's 8 chips, ``sp-block``
+    a multiple of 8 (``checkSpBlock``, ``checkRequireNPU``): 8 for a gang that asks nothing
+    of the SuperPoD (a block a server), 16 for two servers in one SuperPoD. A switch-affinity
+    gang carries ``tor-affinity`` beside the selector (the NSLB handler takes any job with
+    the label, ``internal/nslb/frame.go``) and no ``sp-block``: this scheduler then places
+    it by ToR alone, where upstream's ``plugin/job.go`` ``setSpBlock`` would make its block
+    its 16 chips (one SuperPoD) as well; a job with ``sp-block`` this scheduler places by
+    SuperPoD alone, its ``tor-affinity`` unread."""
+    selector = {ACCELERATOR_TYPE_LABEL: A3_SUPER_POD_X8_TYPE}
+    if shape == "one":
+        return selector, {SP_BLOCK_ANNOTATION: str(npu)}
+    if shape == "gang":
+        return selector, {SP_BLOCK_ANNOTATION: NODE_BLOCK}
+    if shape == "sp-gang":
+        return selector, {SP_BLOCK_ANNOTATION: SP_BLOCK}
+    return selector, {}
+
+
 class Workload:
     def __init__(
         self, cluster: SimulatedCluster, rng: random.Random, inference: bool, network: bool
@@ -80,15 +125,19 @@ class Workload:
         self.inference = inference
         self.network = network
         self.jobs: dict[str, Job] = {}
-        self.started: Counter[str] = Counter()  # jobs whose pods all ran, by shape
+        self.submitted: Counter[str] = Counter()  # jobs submitted, by shape
+        self.first_submitted: dict[str, float] = {}  # shape → when its first job came
+        self.started: Counter[str] = Counter()  # jobs whose pods all ran (once), by shape
+        self._ran: set[str] = set()
         self.restarted = 0  # jobs the scheduler restarted (all their pods deleted)
         self.given_up = 0  # fault-retry-times jobs out of restarts
         self._counter = 0
 
     # ---- arriving, ending ------------------------------------------------------------
 
-    def step(self, now: float) -> None:
-        if self.rng.random() < 0.5:
+    def step(self, now: float, submit: bool = True) -> None:
+        """Jobs arrive (``submit``), end, and crash."""
+        if self.rng.random() < 0.5 and submit:
             self.submit(now)
         for job in list(self.jobs.values()):
             if job.started is not None and now >= job.ends_at:
@@ -107,6 +156,10 @@ class Workload:
             shapes += ["tor-gang", "sp-gang"]
             weights += [1, 1]
         shape = self.rng.choices(shapes, weights)[0]
+        # The run opens with a job of each kind, so that even a short run tries them all.
+        shape = next((k for k in SHAPES if k in shapes and not self.submitted[k]), shape)
+        if self.waiting(shape) >= BACKLOG:
+            return  # its users' queue is full: they submit once one of theirs runs
         lives = self.rng.uniform(5, 25)
         fails = self.rng.random() < 0.1
         retries = self.rng.choice((1, 2)) if shape != "vnpu" and self.rng.random() < 0.2 else None
@@ -133,7 +186,21 @@ class Workload:
             npu = self.rng.choice((1, 1, 2, 4, 8))
             job = Job(f"{NAMESPACE}/{name}", [name], now + lives, fails, npu, retries=retries)
         self.jobs[job.name] = job
+        self.submitted[shape] += 1
+        self.first_submitted.setdefault(shape, now)
         self._create(job)
+
+    def waiting(self, shape: str) -> int:
+        """Jobs not running yet on the servers a job of ``shape`` asks for (the 310P nodes'
+        vNPUs, or the 910 servers)."""
+        vnpu = shape == "vnpu"
+        return sum(
+            job.started is None and (job.shape == "vnpu") == vnpu for job in self.jobs.values()
+        )
+
+    def never_started(self) -> list[str]:
+        """The kinds of job submitted none of which has run yet."""
+        return [s for s in SHAPES if self.submitted[s] and not self.started[s]]
 
     def _create(self, job: Job, names: list[str] | None = None) -> None:
         """The job's pods (``names``: only those), as its controller creates them (new
@@ -160,6 +227,10 @@ class Workload:
                 meta["labels"][TOR_AFFINITY_LABEL] = LARGE_MODEL
             elif job.shape == "sp-gang":
                 meta["annotations"][SP_BLOCK_ANNOTATION] = SP_BLOCK
+            if self.network and job.resource == RESOURCE_NAME:
+                selector, annotations = a3_super_pod_job(job.shape, job.npu)
+                pod["spec"]["nodeSelector"] = selector
+                meta["annotations"].update(annotations)
             self.cluster.store.put("Pod", pod)
 
     def end(self, job: Job, fails: bool | None = None) -> None:
@@ -209,7 +280,9 @@ class Workload:
             ):
                 job.started = now
                 job.ends_at = max(job.ends_at, now + 3)
-                self.started[job.shape] += 1
+                if job.name not in self._ran:  # a job restarted counts once
+                    self._ran.add(job.name)
+                    self.started[job.shape] += 1
 
     def _phase(self, name: str) -> str | None:
         """The pod's phase; None when it is gone."""

@@ -11,6 +11,7 @@ from infra.kube.port import KubeError
 from simulation.cluster import SimulatedCluster, wait_for
 from simulation.kube_scheduler import KubeScheduler
 from simulation.memory import pod_object
+from simulation.volcano import VolcanoScheduler
 
 
 def submit(
@@ -44,7 +45,10 @@ def submit(
 
 
 def run(cluster: SimulatedCluster, scheduler: KubeScheduler, rounds: int = 20) -> None:
-    """Schedule and admit until nothing moves (refreshing the scheduler's view between)."""
+    """Schedule and admit until nothing moves (refreshing the scheduler's view between).
+    Nothing moving says nothing of what a later round would do (the service's view may lag
+    the pods just made, the agents the chips just freed): a test that expects pods placed
+    waits for them with ``place``."""
     for _ in range(rounds):
         bound = scheduler.cycle()
         cluster.admit()
@@ -52,6 +56,58 @@ def run(cluster: SimulatedCluster, scheduler: KubeScheduler, rounds: int = 20) -
         cluster.service.refresh()
         if bound == 0:
             return
+
+
+def volcano_run(cluster: SimulatedCluster, volcano: VolcanoScheduler, sessions: int = 10) -> None:
+    """Volcano's sessions and the kubelets' admissions until a session binds nothing."""
+    for _ in range(sessions):
+        bound = volcano.session().bound
+        cluster.admit()
+        cluster.service.refresh()
+        if bound == 0:
+            return
+
+
+PLACEMENT = 60.0  # seconds a test waits for its pods to run: room for a loaded machine
+
+
+def place(
+    cluster: SimulatedCluster,
+    scheduler: KubeScheduler | VolcanoScheduler,
+    *pods: str,
+    namespace: str = "ns",
+    timeout: float = PLACEMENT,
+) -> dict[str, str]:
+    """Schedule and admit until each of ``pods`` (names in ``namespace``, or
+    ``namespace/name``) runs: bound, and started by its node's kubelet (an NPU pod admitted
+    with its devices). Pod → its node. Fails past ``timeout`` naming what the caller
+    answered each pod still waiting and what a kubelet refused.
+
+    The service reads the cluster first, as a test means it: the caller decides once the
+    service has seen what the test made, the APIs it installed included (a pod naming a
+    PodGroup of an API the service has not discovered yet is a job of its own: placed alone,
+    without its rank)."""
+    keys = {pod: pod if "/" in pod else f"{namespace}/{pod}" for pod in pods}
+    nodes: dict[str, str] = {}
+    cluster.service.refresh()
+
+    def running() -> bool:
+        if isinstance(scheduler, VolcanoScheduler):
+            volcano_run(cluster, scheduler)
+        else:
+            run(cluster, scheduler)
+        nodes.clear()
+        for pod, key in keys.items():
+            stored = cluster.store.get_pod(*key.split("/", 1))
+            if stored["status"].get("phase") == "Running":
+                nodes[pod] = str(stored["spec"]["nodeName"])
+        return len(nodes) == len(keys)
+
+    if not wait_for(running, timeout, step=0.05):
+        waiting = {k: scheduler.reasons.get(k) for p, k in keys.items() if p not in nodes}
+        refused = {k: cluster.refused[k] for k in keys.values() if k in cluster.refused}
+        raise AssertionError(f"not running after {timeout} s: {waiting}; kubelet refused {refused}")
+    return nodes
 
 
 class Caller(Protocol):

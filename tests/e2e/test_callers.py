@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulation.cluster import SimulatedCluster, simulated_cluster
+from simulation.cluster import simulated_cluster
 from simulation.kube_scheduler import (
     Backoff,
     ExtenderConfig,
@@ -14,7 +14,7 @@ from simulation.kube_scheduler import (
 )
 from simulation.memory import pod_object
 from simulation.volcano import VolcanoScheduler
-from tests.e2e.helpers import check_invariants, run, submit
+from tests.e2e.helpers import check_invariants, place, submit
 
 SIZES = [1, 2, 4, 1, 8, 2, 1, 4, 2, 1, 1, 2]
 
@@ -29,8 +29,7 @@ def test_kube_scheduler_places_a_mixed_load_in_either_node_mode(node_cache: bool
         cpu = pod_object("ns", "cpu", None, 0)
         cpu["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1"}}  # none managed
         cluster.store.put("Pod", cpu)
-        cluster.service.refresh()
-        run(cluster, scheduler)
+        place(cluster, scheduler, *(f"p{i:02d}" for i in range(8)))
         check_invariants(cluster, scheduler)
         assert len(cluster.admitted) == 8
         assert cluster.store.get_pod("ns", "cpu")["spec"]["nodeName"], "bound by the default binder"
@@ -42,8 +41,7 @@ def test_preemption_considers_only_nodes_the_pod_could_use_once_emptied() -> Non
         scheduler = KubeScheduler(cluster)
         submit(cluster, "a", 8)
         submit(cluster, "b", 8)
-        cluster.service.refresh()
-        run(cluster, scheduler)
+        place(cluster, scheduler, "a", "b")
         empty = next(
             n for n in cluster.nodes if n not in {a.node for a in cluster.admitted.values()}
         )
@@ -72,15 +70,6 @@ def test_a_filter_error_fails_the_cycle_and_the_pod_backs_off() -> None:
         scheduler.close()
 
 
-def volcano_run(cluster: SimulatedCluster, volcano: VolcanoScheduler, sessions: int = 10) -> None:
-    for _ in range(sessions):
-        bound = volcano.session().bound
-        cluster.admit()
-        cluster.service.refresh()
-        if bound == 0:
-            return
-
-
 def test_volcano_sessions_place_a_mixed_load_and_a_gang() -> None:
     with simulated_cluster(4) as cluster:
         volcano = VolcanoScheduler(cluster)
@@ -88,10 +77,8 @@ def test_volcano_sessions_place_a_mixed_load_and_a_gang() -> None:
             submit(cluster, f"p{i:02d}", npu, scheduler="volcano")
         submit(cluster, "g-0", 8, gang="g", size=2, scheduler="volcano")
         submit(cluster, "g-1", 8, gang="g", size=2, scheduler="volcano")
-        cluster.service.refresh()
-        volcano_run(cluster, volcano)
+        place(cluster, volcano, "g-0", "g-1")
         check_invariants(cluster, volcano)
-        assert {"ns/g-0", "ns/g-1"} <= set(cluster.admitted)
 
 
 def test_a_gang_discarded_in_one_session_is_bound_later_with_the_chips_it_was_given() -> None:
@@ -101,8 +88,7 @@ def test_a_gang_discarded_in_one_session_is_bound_later_with_the_chips_it_was_gi
     with simulated_cluster(2) as cluster:
         volcano = VolcanoScheduler(cluster)
         submit(cluster, "blocker", 8, scheduler="volcano")
-        cluster.service.refresh()
-        volcano_run(cluster, volcano)
+        place(cluster, volcano, "blocker")
         submit(cluster, "g-0", 8, gang="g", size=2, scheduler="volcano")
         submit(cluster, "g-1", 8, gang="g", size=2, scheduler="volcano")
         cluster.service.refresh()
@@ -112,7 +98,5 @@ def test_a_gang_discarded_in_one_session_is_bound_later_with_the_chips_it_was_gi
             notes = cluster.store.get_pod("ns", name)["metadata"]["annotations"]
             assert "huawei.com/Ascend910" not in notes, f"{name} keeps no stale choice"
         cluster.finish("ns/blocker")
-        cluster.service.refresh()
-        volcano_run(cluster, volcano)
+        place(cluster, volcano, "g-0", "g-1")
         check_invariants(cluster, volcano)
-        assert {"ns/g-0", "ns/g-1"} <= set(cluster.admitted)

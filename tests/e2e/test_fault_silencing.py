@@ -11,7 +11,7 @@ import time
 from contract.deviceinfo import configmap_name, decode
 from simulation.cluster import SimulatedCluster, simulated_cluster, wait_for
 from simulation.kube_scheduler import KubeScheduler
-from tests.e2e.helpers import run, submit
+from tests.e2e.helpers import place, submit
 
 RESTART_REQUEST = "80C98008"  # RestartRequest in Huawei's faultCode.json
 WINDOW = 4  # seconds: short enough for a test, the mechanism is the 60 s default's
@@ -38,10 +38,8 @@ def test_a_silenced_restart_request_moves_the_pod_only_after_its_window() -> Non
         force = {"fault-scheduling": "force"}
         submit(cluster, "quiet", 2, labels=force, annotations=silence)
         submit(cluster, "loud", 2, labels=force)
-        run(cluster, scheduler)
         faulty: dict[str, dict[int, str]] = {}  # node → chip → code: one state per node
-        for pod in ("quiet", "loud"):
-            node = cluster.store.get_pod("ns", pod)["spec"]["nodeName"]
+        for pod, node in place(cluster, scheduler, "quiet", "loud").items():
             faulty.setdefault(node, {})[chips_of(cluster, pod)[0]] = RESTART_REQUEST
         written = time.time()  # the agents see the faults after this: their fault time
         for node, codes in faulty.items():
@@ -69,8 +67,7 @@ def test_a_link_down_shorter_than_20_s_moves_nothing() -> None:
         force = {"fault-scheduling": "force"}
         submit(cluster, "steady", 8, labels=force)
         submit(cluster, "hit", 8, labels=force)
-        run(cluster, scheduler)
-        node_of = {p: cluster.store.get_pod("ns", p)["spec"]["nodeName"] for p in ("steady", "hit")}
+        node_of = place(cluster, scheduler, "steady", "hit")
         uid = cluster.store.get_pod("ns", "steady")["metadata"]["uid"]
         steady = cluster.nodes[node_of["steady"]]
         steady.write_state(frozenset(), link_down={3})

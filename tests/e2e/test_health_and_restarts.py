@@ -21,7 +21,7 @@ from simulation.cluster import (
 )
 from simulation.kube_scheduler import KubeScheduler
 from simulation.memory import pod_object
-from tests.e2e.helpers import check_invariants, fault_nodes, run, submit
+from tests.e2e.helpers import check_invariants, fault_nodes, place, submit
 
 
 def pod_names(cluster: SimulatedCluster) -> set[str]:
@@ -48,8 +48,8 @@ SP_NODES = {"accelerator-type": A3_SUPER_POD_X8_TYPE}
 
 
 def test_a_sub_healthy_node_is_the_last_choice_inside_a_superpod() -> None:
-    nodes = [f"node-0{i}" for i in range(4)]
-    with simulated_cluster(4, super_pods=dict.fromkeys(nodes, 0)) as cluster:
+    servers = [f"node-0{i}" for i in range(4)]
+    with simulated_cluster(4, super_pods=dict.fromkeys(servers, 0)) as cluster:
         # node-00 reports a sub-health fault on a chip that stays healthy and free.
         cluster.nodes["node-00"].write_state(frozenset(), codes={3: SUB_HEALTH_CODE}, super_pod=0)
         assert wait_for(lambda: published_sub_healthy(cluster, "node-00"))
@@ -60,17 +60,17 @@ def test_a_sub_healthy_node_is_the_last_choice_inside_a_superpod() -> None:
         # node-00 and node-01, but node-00 is sub-healthy.
         for r in range(2):
             submit(cluster, f"sp-{r}", 8, gang="sp", size=2, annotations=SP, selector=SP_NODES)
-        run(cluster, scheduler)
+        nodes = place(cluster, scheduler, "sp-0", "sp-1")
         check_invariants(cluster, scheduler)
-        assert sorted(node_of(cluster, f"sp-{r}") for r in range(2)) == ["node-01", "node-02"]
+        assert sorted(nodes.values()) == ["node-01", "node-02"]
         notes = cluster.store.get_pod("ns", "sp-0")["metadata"]["annotations"]
         assert (notes["super-pod-rank"], notes["super-pod-id"]) == ("0", "0")
         # Sub-health is never a refusal: a job of all four nodes takes node-00 too.
         for r in range(2):
             submit(cluster, f"all-{r}", 8, gang="all", size=2, annotations=SP, selector=SP_NODES)
-        run(cluster, scheduler)
+        nodes = place(cluster, scheduler, "all-0", "all-1")
         check_invariants(cluster, scheduler)
-        assert sorted(node_of(cluster, f"all-{r}") for r in range(2)) == ["node-00", "node-03"]
+        assert sorted(nodes.values()) == ["node-00", "node-03"]
 
 
 def report(cluster: SimulatedCluster, node: str, info: nodeinfo.NodeInfo) -> None:
@@ -100,9 +100,9 @@ def test_a_node_noded_reports_unhealthy_is_a_fault_node_and_its_job_restarts() -
         labels = {"fault-scheduling": "force"}
         for r in range(2):
             submit(cluster, f"train-{r}", 8, gang="train", size=2, labels=labels)
-        run(cluster, scheduler)
+        nodes = place(cluster, scheduler, "train-0", "train-1")
         check_invariants(cluster, scheduler)
-        assert {node_of(cluster, f"train-{r}") for r in range(2)} == {"node-00", "node-01"}
+        assert set(nodes.values()) == {"node-00", "node-01"}
         # NodeD finds a CPU fault: node-00 is a fault node, as Huawei's Volcano plugin reads it.
         report(cluster, "node-00", nodeinfo.NodeInfo(nodeinfo.UNHEALTHY, (CPU_FAULT,)))
         assert wait_for(lambda: fault_nodes(cluster) == ["node-00"])
@@ -125,9 +125,9 @@ def test_a_node_noded_reports_unhealthy_is_a_fault_node_and_its_job_restarts() -
         cluster.store.delete_pod("ns", "probe", "", 0)
         for r in range(2):
             submit(cluster, f"train-{r}", 8, gang="train", size=2, labels=labels)
-        run(cluster, scheduler)
+        nodes = place(cluster, scheduler, "train-0", "train-1")
         check_invariants(cluster, scheduler)
-        assert {node_of(cluster, f"train-{r}") for r in range(2)} == {"node-00", "node-01"}
+        assert set(nodes.values()) == {"node-00", "node-01"}
 
 
 def test_without_noded_on_the_service_reads_no_nodeinfo() -> None:
@@ -143,7 +143,7 @@ def test_a_one_pod_job_labelled_fault_scheduling_restarts_off_its_faulty_chip() 
     with simulated_cluster(1) as cluster:
         scheduler = KubeScheduler(cluster)
         submit(cluster, "solo-a", 2, labels={"fault-scheduling": "force"})
-        run(cluster, scheduler)
+        place(cluster, scheduler, "solo-a")
         real = cluster.store.get_pod("ns", "solo-a")["metadata"]["annotations"]
         chips = [int(c.rsplit("-", 1)[1]) for c in real["huawei.com/AscendReal"].split(",")]
         node = cluster.nodes["node-00"]
@@ -154,8 +154,7 @@ def test_a_one_pod_job_labelled_fault_scheduling_restarts_off_its_faulty_chip() 
         assert wait_for(lambda: fault_nodes(cluster) == ["node-00"])
         cluster.reap()
         submit(cluster, "solo-b", 2, labels={"fault-scheduling": "force"})  # its controller
-        cluster.service.refresh()
-        run(cluster, scheduler)
+        place(cluster, scheduler, "solo-b")
         check_invariants(cluster, scheduler)
         again = cluster.store.get_pod("ns", "solo-b")["metadata"]["annotations"]
         assert f"Ascend910-{chips[0]}" not in again["huawei.com/AscendReal"]
@@ -176,15 +175,17 @@ def test_fault_retry_times_bounds_the_restarts_after_pod_failures(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, "scheduler_core.service.fault_restarts")
-    with simulated_cluster(1) as cluster:
+    # A distributed job's pods take a whole server each: two servers, 8 chips a pod (a job of
+    # two 4-chip pods on one server never ran, and the test failed a pod only pending).
+    with simulated_cluster(2) as cluster:
         scheduler = KubeScheduler(cluster)
 
         def start(generation: int) -> None:
             for r in range(2):
                 labels = {"fault-retry-times": "1"}
                 uid = f"uid-job-{r}-{generation}"
-                submit(cluster, f"job-{r}", 4, gang="job", size=2, labels=labels, uid=uid)
-            run(cluster, scheduler)
+                submit(cluster, f"job-{r}", 8, gang="job", size=2, labels=labels, uid=uid)
+            place(cluster, scheduler, "job-0", "job-1")
             check_invariants(cluster, scheduler)
 
         start(0)
@@ -205,9 +206,9 @@ def test_a_grace_fault_job_is_evicted_with_its_grace_period_then_forced() -> Non
             submit(
                 cluster, f"train-{r}", 8, gang="train", size=2, labels={"fault-scheduling": "grace"}
             )
-        run(cluster, scheduler)
+        nodes = place(cluster, scheduler, "train-0", "train-1")
         check_invariants(cluster, scheduler)
-        cluster.nodes[node_of(cluster, "train-1")].write_state(frozenset({5}))
+        cluster.nodes[nodes["train-1"]].write_state(frozenset({5}))
         # First every pod is asked to stop with its own grace period (30 s): its containers
         # ignore SIGTERM here, so the pods stay, terminating.
         both = [("ns/train-0", 30), ("ns/train-1", 30)]
@@ -218,6 +219,9 @@ def test_a_grace_fault_job_is_evicted_with_its_grace_period_then_forced() -> Non
 
 # The job's own reset-config, as Huawei's samples make it.
 RESET = {"reset.json": '{"status":"initializing"}', "checkCode": ""}
+
+
+TRAIN = [f"train-{r}" for r in range(4)]
 
 
 def submit_train_job(cluster: SimulatedCluster, labels: dict[str, str]) -> None:
@@ -259,12 +263,11 @@ def test_a_chip_fault_moves_only_the_faulty_pod_the_others_keep_uid_rank_and_nod
     with simulated_cluster(5) as cluster:
         scheduler = KubeScheduler(cluster)
         submit_train_job(cluster, labels)
-        run(cluster, scheduler)
+        before = place(cluster, scheduler, *TRAIN)
         check_invariants(cluster, scheduler)
         pod_level = "pod-rescheduling" in labels
         if pod_level:  # Volcano's update once the job is placed: RetryTime 0
             assert wait_for(lambda: retry_time(cluster) == 0)
-        before = {f"train-{r}": node_of(cluster, f"train-{r}") for r in range(4)}
         faulty = before["train-2"]
         cluster.nodes[faulty].write_state(frozenset({3}))
         assert wait_for(lambda: "train-2" not in pod_names(cluster))
@@ -273,13 +276,11 @@ def test_a_chip_fault_moves_only_the_faulty_pod_the_others_keep_uid_rank_and_nod
         assert {n: u for n, u in uids(cluster).items() if n in kept} == kept
         cluster.reap()
         submit_ranked(cluster, 2, labels, "uid-2-1")  # its controller makes it again
-        cluster.service.refresh()
-        run(cluster, scheduler)
+        moved = place(cluster, scheduler, "train-2")["train-2"]
         check_invariants(cluster, scheduler)
         assert {n: u for n, u in uids(cluster).items() if n in kept} == kept
         assert {n: node_of(cluster, n) for n in kept} == {n: before[n] for n in kept}
-        moved = node_of(cluster, "train-2")
-        assert moved and moved != faulty, "the faulty pod left the failed chip's node"
+        assert moved != faulty, "the faulty pod left the failed chip's node"
         if pod_level:  # only the faulty pod placed again: RetryTime + 1
             assert wait_for(lambda: retry_time(cluster) == 1)
             data = cluster.store.get_configmap("ns", "reset-config-train")["data"]
@@ -300,8 +301,8 @@ def test_rank_0_failing_under_pod_rescheduling_restarts_the_whole_job() -> None:
         scheduler = KubeScheduler(cluster)
         for r in range(4):
             submit_ranked(cluster, r, labels, f"uid-{r}-0")
-        run(cluster, scheduler)
-        cluster.nodes[node_of(cluster, "train-0")].write_state(frozenset({0}))
+        nodes = place(cluster, scheduler, *TRAIN)
+        cluster.nodes[nodes["train-0"]].write_state(frozenset({0}))
         assert wait_for(lambda: not pod_names(cluster) & {f"train-{r}" for r in range(4)})
 
 
@@ -314,8 +315,7 @@ def test_grace_exit_writes_graceful_exit_then_moves_the_pod_off_the_sub_healthy_
     with simulated_cluster(5) as cluster:
         scheduler = KubeScheduler(cluster)
         submit_train_job(cluster, labels)
-        run(cluster, scheduler)
-        sick = node_of(cluster, "train-3")
+        sick = place(cluster, scheduler, *TRAIN)["train-3"]
         cluster.nodes[sick].write_state(frozenset(), codes={3: SUB_HEALTH_CODE})
 
         def graceful_exit() -> object:
@@ -328,8 +328,7 @@ def test_grace_exit_writes_graceful_exit_then_moves_the_pod_off_the_sub_healthy_
         assert {n: u for n, u in uids(cluster).items() if n in kept} == kept
         cluster.reap()
         submit_ranked(cluster, 3, labels, "uid-3-1")
-        cluster.service.refresh()
-        run(cluster, scheduler)
+        moved = place(cluster, scheduler, "train-3")["train-3"]
         check_invariants(cluster, scheduler)
-        assert node_of(cluster, "train-3") not in ("", sick)
+        assert moved != sick
         assert wait_for(lambda: graceful_exit() == 0), "placed off it: back to 0"

@@ -32,8 +32,7 @@ from simulation.hardware import (
 )
 from simulation.kube_scheduler import KubeScheduler
 from simulation.volcano import VolcanoScheduler
-from tests.e2e.helpers import run
-from tests.e2e.test_callers import volcano_run
+from tests.e2e.helpers import place
 from tests.huawei_jobs import Expanded, expand, sample_names
 
 KUBE_SCHEDULER_PROFILE = "ascend-npu-scheduler"
@@ -132,6 +131,10 @@ def submit(cluster: SimulatedCluster, job: Expanded, scheduler_name: str | None)
     cluster.service.refresh()
 
 
+def keys(job: Expanded) -> list[str]:
+    return [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in job.pods]
+
+
 def check_placed(cluster: SimulatedCluster, job: Expanded, reasons: dict[str, object]) -> None:
     """Every pod runs; every NPU pod got the scheduler's chips, legal for its node's product;
     no chip twice."""
@@ -167,7 +170,7 @@ def test_through_volcano(placed_cluster: tuple[SimulatedCluster, Expanded]) -> N
     cluster, job = placed_cluster
     submit(cluster, job, None)  # the controllers' own: volcano
     volcano = VolcanoScheduler(cluster)
-    volcano_run(cluster, volcano)
+    place(cluster, volcano, *keys(job))
     check_placed(cluster, job, dict(volcano.reasons))
 
 
@@ -176,7 +179,7 @@ def test_through_kube_scheduler(placed_cluster: tuple[SimulatedCluster, Expanded
     submit(cluster, job, KUBE_SCHEDULER_PROFILE)
     scheduler = KubeScheduler(cluster)
     try:
-        run(cluster, scheduler)
+        place(cluster, scheduler, *keys(job))
         check_placed(cluster, job, dict(scheduler.reasons))
     finally:
         scheduler.close()

@@ -10,9 +10,12 @@ from typing import Any
 from simulation.cluster import SimulatedCluster, simulated_cluster, tor_configmap, wait_for
 from simulation.kube_scheduler import KubeScheduler
 from simulation.volcano import VolcanoScheduler
-from tests.e2e.helpers import check_invariants, restart_after_fault, run
-from tests.e2e.test_callers import volcano_run
+from tests.e2e.helpers import check_invariants, place, restart_after_fault
 from tests.jobs import submit
+
+
+def keys(pods: list[dict[str, Any]]) -> list[str]:
+    return [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods]
 
 
 def placed(cluster: SimulatedCluster, pods: list[dict[str, Any]]) -> dict[int, str]:
@@ -33,9 +36,8 @@ def test_a_volcano_job_restarts_after_a_chip_fault_and_its_healthy_ranks_keep_th
     with simulated_cluster(12) as cluster:
         cluster.store.put("ConfigMap", tor_configmap(nodes=12, per_tor=4))
         pods = submit(cluster.store, "volcano")
-        cluster.service.refresh()
         volcano = VolcanoScheduler(cluster)
-        volcano_run(cluster, volcano)
+        place(cluster, volcano, *keys(pods))
         check_invariants(cluster, volcano)
         first = placed(cluster, pods)
         assert sorted(first) == [0, 1, 2, 3]
@@ -46,8 +48,7 @@ def test_a_volcano_job_restarts_after_a_chip_fault_and_its_healthy_ranks_keep_th
         restart_after_fault(cluster, faulty, len(pods))
         again = submit(cluster.store, "volcano", generation=1)  # Volcano makes them again
         assert wait_for(lambda: all(cluster.published_free(n) >= 7 for n in first.values()))
-        cluster.service.refresh()
-        volcano_run(cluster, volcano)
+        place(cluster, volcano, *keys(again))
         check_invariants(cluster, volcano)
         second = placed(cluster, again)
         assert faulty not in second.values()
@@ -59,9 +60,8 @@ def test_a_pytorchjob_with_a_coscheduling_podgroup_runs_ranked_and_restarts_in_p
     # PodGroup, created by the operator, carries none.
     with simulated_cluster(5) as cluster:
         pods = submit(cluster.store, "pytorch")
-        cluster.service.refresh()
         scheduler = KubeScheduler(cluster)
-        run(cluster, scheduler)
+        place(cluster, scheduler, *keys(pods))
         check_invariants(cluster, scheduler)
         first = placed(cluster, pods)
         assert sorted(first) == [0, 1, 2, 3] and len(set(first.values())) == 4
@@ -71,8 +71,7 @@ def test_a_pytorchjob_with_a_coscheduling_podgroup_runs_ranked_and_restarts_in_p
         faulty = first[2]
         restart_after_fault(cluster, faulty, len(pods))
         again = submit(cluster.store, "pytorch", generation=1)  # the operator makes them again
-        cluster.service.refresh()
-        run(cluster, scheduler)
+        place(cluster, scheduler, *keys(again))
         check_invariants(cluster, scheduler)
         second = placed(cluster, again)
         assert faulty not in second.values()
@@ -84,13 +83,9 @@ def test_a_kueue_pod_group_and_an_indexed_job_run_as_gangs_under_kube_scheduler(
     with simulated_cluster(4) as cluster:
         shards = submit(cluster.store, "kueue")
         indexed = submit(cluster.store, "indexed")
-        cluster.service.refresh()
         scheduler = KubeScheduler(cluster)
-        run(cluster, scheduler)
+        place(cluster, scheduler, *keys(shards), *keys(indexed))
         check_invariants(cluster, scheduler)
-        for pods in (shards, indexed):
-            keys = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods}
-            assert keys <= set(cluster.admitted)
         given = [
             cluster.store.get_pod("batch", p["metadata"]["name"])["metadata"]["annotations"]
             for p in indexed

@@ -105,7 +105,7 @@ def run(cluster: SimulatedCluster, caller: str, pods: list[Obj]) -> None:
         cluster.service.refresh()
         return bound()
 
-    assert wait_for(step, timeout=20), scheduler.reasons
+    assert wait_for(step, timeout=60), scheduler.reasons  # room for a loaded machine
 
 
 def post(url: str, body: Obj) -> Any:

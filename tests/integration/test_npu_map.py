@@ -21,7 +21,7 @@ from simulation.cluster import SimulatedCluster, simulated_cluster, tor_configma
 from simulation.kube_scheduler import KubeScheduler
 from simulation.loopback import LoopbackApiServer
 from simulation.memory import MemoryCluster
-from tests.e2e.helpers import run, submit
+from tests.e2e.helpers import PLACEMENT, place, submit
 
 TOKEN = "map-token-0123456789"
 
@@ -127,8 +127,7 @@ def fail_chip(cluster: SimulatedCluster, name: str, chip: int) -> None:
 
 def test_the_state_is_the_schedulers_view(cluster: SimulatedCluster) -> None:
     submit(cluster, "train", 4)
-    run(cluster, KubeScheduler(cluster))
-    node = cluster.admitted["ns/train"].node
+    node = place(cluster, KubeScheduler(cluster), "train")["train"]
     assert wait_for(
         lambda: sum(v == (HELD, "ns/train") for v in chips(state(cluster)).values()) == 4
     )
@@ -143,14 +142,23 @@ def test_the_state_is_the_schedulers_view(cluster: SimulatedCluster) -> None:
     assert grouping == {1: {0: ["node-00", "node-01"]}, None: {1: ["node-02", "node-03"]}}
 
 
+def waiting_gangs(cluster: SimulatedCluster) -> list[tuple[str, bool]]:
+    """A scheduling cycle, then the gangs the map shows waiting: name, and whether its reason
+    is that 2 of its 3 pods exist (the cycle may come before the service saw them both)."""
+    scheduler = KubeScheduler(cluster)
+    try:
+        scheduler.cycle()
+    finally:
+        scheduler.close()
+    return [(g["name"], "2 of 3 pods exist" in g["reason"]) for g in state(cluster)["gangs"]]
+
+
 def test_a_waiting_gang_says_why(cluster: SimulatedCluster) -> None:
     submit(cluster, "g-0", 8, gang="wide", size=3)
     submit(cluster, "g-1", 8, gang="wide", size=3)
-    KubeScheduler(cluster).cycle()
-    assert wait_for(lambda: bool(state(cluster)["gangs"]))
-    (gang,) = state(cluster)["gangs"]
-    assert gang["name"] == "ns/wide"
-    assert "2 of 3 pods exist" in gang["reason"]
+    assert wait_for(lambda: waiting_gangs(cluster) == [("ns/wide", True)], timeout=PLACEMENT), (
+        state(cluster)["gangs"]
+    )
 
 
 def test_a_fault_shows_and_an_unchanged_state_is_not_sent_again(cluster: SimulatedCluster) -> None:

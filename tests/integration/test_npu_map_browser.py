@@ -15,8 +15,8 @@ from scheduler_core.service.server import Access
 from simulation.cluster import SimulatedCluster, simulated_cluster, wait_for
 from simulation.kube_scheduler import KubeScheduler
 from simulation.memory import pod_object
-from tests.e2e.helpers import run, submit
-from tests.integration.test_npu_map import TOKEN, fail_chip, service_of_no_nodes
+from tests.e2e.helpers import PLACEMENT, place, submit
+from tests.integration.test_npu_map import TOKEN, fail_chip, service_of_no_nodes, waiting_gangs
 
 CHROMIUM = "/usr/bin/chromium"
 # A name a tenant could write where the page shows it; the API server itself would refuse
@@ -47,8 +47,7 @@ def test_the_page_shows_the_held_and_free_chips_the_scheduler_holds(
     browser: Browser, cluster: SimulatedCluster
 ) -> None:
     submit(cluster, "train", 2)
-    run(cluster, KubeScheduler(cluster))
-    node = cluster.admitted["ns/train"].node
+    node = place(cluster, KubeScheduler(cluster), "train")["train"]
     free = set(cluster.service.extender.state.session.usable(node))
     page = browser.new_page()
     problems: list[str] = []  # script errors, and what the CSP refused
@@ -97,7 +96,8 @@ def test_what_a_tenant_writes_is_shown_as_text_and_runs_nothing(
     hostile["metadata"]["annotations"]["huawei.com/AscendReal"] = "Ascend910-7"
     cluster.store.put("Pod", hostile)
     submit(cluster, "h-0", 1, gang=HOSTILE, size=2)
-    KubeScheduler(cluster).cycle()
+    gang = f"ns/{HOSTILE}"
+    assert wait_for(lambda: gang in {name for name, _ in waiting_gangs(cluster)}, PLACEMENT)
     page = browser.new_page()
     dialogs: list[str] = []
 
