@@ -1,0 +1,501 @@
+"""The cases of the differential suite: a cluster of one product's servers and one job, as plain
+values that both sides read (``huawei``: objects on the API server for Huawei's plugin in the
+real Volcano; ``ours``: the engine's ``NodeState`` and ``Job``), and a seeded generator.
+
+A node is described as Huawei's device plugin describes it: its labels (``accelerator-type``
+and the rest, MindCluster ``docs/.../01_preparing_for_installation.md``), its chip count at the
+kubelet, and its DeviceInfo: the free chips (in the order the ConfigMap lists them, names
+sorted as strings, ``contract.deviceinfo.chip_list``), the unhealthy and the network-unhealthy
+ones. Chips neither free nor unhealthy are held by a bound pod asking for them (``huawei``
+makes it), so Volcano's idle count agrees with the DeviceInfo.
+
+A job is one PodGroup and its pods as Volcano's job controller creates them
+(``pkg/controllers/job/job_controller_actions.go`` ``createOrUpdatePodGroup``: ``minMember``
+and ``minResources``), with the labels, annotations and ``nodeSelector`` of Huawei's samples
+(``tests/data/huawei_jobs``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from contract.annotations import (
+    ACCELERATOR_TYPE_LABEL,
+    DUO_LABEL,
+    INFER_CARD_TYPE_LABEL,
+    SCHEDULE_POLICY_ANNOTATION,
+    SP_BLOCK_ANNOTATION,
+    STRATEGY_310_LABEL,
+    TOR_AFFINITY_LABEL,
+)
+from contract.chip_names import ASCEND310, ASCEND310P, ASCEND910, ChipKind, chip_name
+
+Obj = dict[str, Any]
+_NO_STRINGS: Mapping[str, str] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    """One kind of server: the group the summary counts it under, our product name for its
+    nodes, its chip kind and count at the kubelet, and the labels Huawei's installation gives
+    it. ``super_pod``: its DeviceInfo carries a ``SuperPodID`` (Atlas A3 SuperPoDs)."""
+
+    group: str
+    product: str
+    kind: ChipKind
+    chips: int
+    labels: Mapping[str, str]
+    super_pod: bool = False
+
+    @property
+    def resource(self) -> str:
+        return self.kind.resource
+
+
+_910 = {"accelerator": "huawei-Ascend910", "host-arch": "huawei-arm"}
+
+
+def _910x(accelerator_type: str) -> dict[str, str]:
+    return {**_910, ACCELERATOR_TYPE_LABEL: accelerator_type}
+
+
+_310P = {"accelerator": "huawei-Ascend310P", "host-arch": "huawei-arm"}
+_310 = {"accelerator": "huawei-Ascend310", "host-arch": "huawei-arm"}
+
+HARDWARE: Mapping[str, Hardware] = {
+    h.group: h
+    for h in (
+        Hardware("910 x8", "module910x8", ASCEND910, 8, {**_910, ACCELERATOR_TYPE_LABEL: "module"}),
+        Hardware("910 half", "half910x4", ASCEND910, 4, {**_910, ACCELERATOR_TYPE_LABEL: "half"}),
+        Hardware(
+            "910 card x2", "card910x2", ASCEND910, 2, {**_910, ACCELERATOR_TYPE_LABEL: "card"}
+        ),
+        Hardware(
+            "910 card x8", "card910x2", ASCEND910, 8, {**_910, ACCELERATOR_TYPE_LABEL: "card"}
+        ),
+        Hardware(
+            "910B x8",
+            "module910bx8",
+            ASCEND910,
+            8,
+            {**_910, ACCELERATOR_TYPE_LABEL: "module-910b-8"},
+        ),
+        Hardware(
+            "910B x16",
+            "module910bx16",
+            ASCEND910,
+            16,
+            {**_910, ACCELERATOR_TYPE_LABEL: "module-910b-16"},
+        ),
+        Hardware(
+            "A3 x16",
+            "module910a3x16",
+            ASCEND910,
+            16,
+            {**_910, ACCELERATOR_TYPE_LABEL: "module-a3-16"},
+        ),
+        Hardware(
+            "A3 x8", "module910a3x8", ASCEND910, 8, {**_910, ACCELERATOR_TYPE_LABEL: "module-a3-8"}
+        ),
+        Hardware(
+            "A3 SuperPoD x16",
+            "superpod910a3x16",
+            ASCEND910,
+            16,
+            {**_910, ACCELERATOR_TYPE_LABEL: "module-a3-16-super-pod"},
+            super_pod=True,
+        ),
+        Hardware(
+            "A3 SuperPoD x8",
+            "superpod910a3x8",
+            ASCEND910,
+            8,
+            {**_910, ACCELERATOR_TYPE_LABEL: "module-a3-8-super-pod"},
+            super_pod=True,
+        ),
+        Hardware("310P", "ascend310p", ASCEND310P, 8, _310P),
+        Hardware(
+            "300I Duo",
+            "chip310px2",
+            ASCEND310P,
+            8,
+            {**_310P, INFER_CARD_TYPE_LABEL: "card-300i-duo"},
+        ),
+        Hardware("310", "chip310x4", ASCEND310, 8, _310),
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """One server of a case: its chips as the DeviceInfo lists them (ids), its address, and
+    its SuperPoD where the hardware has one."""
+
+    free: tuple[int, ...]
+    unhealthy: tuple[int, ...] = ()
+    network_unhealthy: tuple[int, ...] = ()
+    address: str = ""
+    super_pod: int | None = None
+
+    def used(self, capacity: int) -> tuple[int, ...]:
+        """Chips neither free nor unhealthy: a bound pod holds them."""
+        gone = set(self.free) | set(self.unhealthy)
+        return tuple(c for c in range(capacity) if c not in gone)
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One job: ``pods`` pods of ``npu`` chips each, its PodGroup's and pods' labels and
+    annotations, the pods' ``nodeSelector``."""
+
+    pods: int
+    npu: int
+    labels: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
+    selector: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
+    resource: str = ASCEND910.resource
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """A cluster of one hardware's servers and one job. ``exclusive``: the job's handler
+    looks at every node of the session (ToR affinity, SuperPoDs), so the case runs alone."""
+
+    name: str
+    hardware: str
+    nodes: tuple[NodeSpec, ...]
+    job: JobSpec
+    exclusive: bool = False
+    note: str = ""  # what the generator meant to try
+
+    @property
+    def spec(self) -> Hardware:
+        return HARDWARE[self.hardware]
+
+    def node_name(self, i: int) -> str:
+        return f"{self.name}-n{i}"
+
+    def to_json(self) -> Obj:
+        return {
+            "name": self.name,
+            "hardware": self.hardware,
+            "exclusive": self.exclusive,
+            "note": self.note,
+            "nodes": [
+                {
+                    "name": self.node_name(i),
+                    "free": [chip_name(c, self.spec.kind) for c in n.free],
+                    "unhealthy": [chip_name(c, self.spec.kind) for c in n.unhealthy],
+                    "network_unhealthy": [
+                        chip_name(c, self.spec.kind) for c in n.network_unhealthy
+                    ],
+                    **({"address": n.address} if n.address else {}),
+                    **({"super_pod": n.super_pod} if n.super_pod is not None else {}),
+                }
+                for i, n in enumerate(self.nodes)
+            ],
+            "job": {
+                "pods": self.job.pods,
+                "npu": self.job.npu,
+                "resource": self.job.resource,
+                "labels": dict(self.job.labels),
+                "annotations": dict(self.job.annotations),
+                "selector": dict(self.job.selector),
+            },
+        }
+
+
+def case_from_json(raw: Mapping[str, Any]) -> Case:
+    """A case as ``Case.to_json`` wrote it (a disagreement file's case, run again)."""
+    spec = HARDWARE[raw["hardware"]]
+
+    def ids(names: Sequence[str]) -> tuple[int, ...]:
+        return tuple(int(n.removeprefix(spec.kind.prefix)) for n in names)
+
+    nodes = tuple(
+        NodeSpec(
+            ids(n["free"]),
+            ids(n["unhealthy"]),
+            ids(n["network_unhealthy"]),
+            n.get("address", ""),
+            n.get("super_pod"),
+        )
+        for n in raw["nodes"]
+    )
+    job = raw["job"]
+    return Case(
+        raw["name"],
+        raw["hardware"],
+        nodes,
+        JobSpec(
+            job["pods"],
+            job["npu"],
+            dict(job["labels"]),
+            dict(job["annotations"]),
+            dict(job["selector"]),
+            job["resource"],
+        ),
+        bool(raw.get("exclusive", False)),
+        raw.get("note", ""),
+    )
+
+
+def listed(chips: Sequence[int], kind: ChipKind) -> tuple[int, ...]:
+    """Chips in the order a DeviceInfo lists them: names sorted as strings."""
+    return tuple(sorted(chips, key=lambda c: chip_name(c, kind)))
+
+
+# ---- generation -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Draw:
+    """One case being drawn: the random source, the hardware, a name."""
+
+    rng: random.Random
+    hardware: Hardware
+    name: str
+
+    def node(
+        self,
+        *,
+        free_share: float | None = None,
+        sick: float = 0.08,
+        network: float = 0.0,
+        whole: bool = False,
+    ) -> NodeSpec:
+        """A node with chips free, held or unhealthy at random (``whole``: all free)."""
+        capacity = self.hardware.chips
+        if whole:
+            return NodeSpec(listed(range(capacity), self.hardware.kind))
+        share = self.rng.choice((0.3, 0.5, 0.7, 0.9, 1.0)) if free_share is None else free_share
+        free, unhealthy = [], []
+        for chip in range(capacity):
+            roll = self.rng.random()
+            if roll < sick:
+                unhealthy.append(chip)
+            elif roll < sick + (1 - sick) * share:
+                free.append(chip)
+        net = [c for c in free if self.rng.random() < network]
+        kind = self.hardware.kind
+        return NodeSpec(listed(free, kind), tuple(unhealthy), tuple(net))
+
+    def nodes(self, count: int, **how: Any) -> tuple[NodeSpec, ...]:
+        return tuple(self.node(**how) for _ in range(count))
+
+    def case(self, nodes: Sequence[NodeSpec], job: JobSpec, note: str, **extra: Any) -> Case:
+        return Case(self.name, self.hardware.group, tuple(nodes), job, note=note, **extra)
+
+
+def _routing(draw: _Draw, selector: str, policy: str | None, pods: int, npu: int) -> JobSpec:
+    """A job whose handler is named by its ``accelerator-type`` selector, or by
+    ``huawei.com/schedule_policy`` where MindCluster has one for the hardware."""
+    if policy is not None and draw.rng.random() < 0.4:
+        return JobSpec(pods, npu, annotations={SCHEDULE_POLICY_ANNOTATION: policy})
+    return JobSpec(pods, npu, selector={ACCELERATOR_TYPE_LABEL: selector})
+
+
+def _spread(draw: _Draw, pods: int, whole: float) -> list[NodeSpec]:
+    """Servers for a gang of ``pods``: one short of it to two more, most of them all free."""
+    count = draw.rng.randint(pods - 1, pods + 2)
+    return [draw.node(whole=draw.rng.random() < whole) for _ in range(count)]
+
+
+def _ring_910(draw: _Draw) -> Case:
+    """Atlas 800 (910): one pod of 1, 2, 4 or 8 chips (3, 5 and 16 refused) on rings of 4, or a
+    gang of whole servers, without a selector (the default ``module`` handler) or with it."""
+    rng = draw.rng
+    selector = {} if rng.random() < 0.5 else {ACCELERATOR_TYPE_LABEL: "module"}
+    if rng.random() < 0.3:
+        pods = rng.choice((2, 2, 3, 4))
+        job = JobSpec(pods, 8, selector=selector)
+        return draw.case(_spread(draw, pods, 0.6), job, f"gang {pods}x8")
+    npu = rng.choice((1, 1, 2, 2, 4, 4, 8, 3, 5))
+    nodes = draw.nodes(rng.randint(1, 5))
+    return draw.case(nodes, JobSpec(1, npu, selector=selector), f"one pod of {npu}")
+
+
+def _gang_4x2_910(draw: _Draw) -> Case:
+    """Atlas 800 (910): a job of two pods of 4 chips (Huawei places it; ours refused)."""
+    nodes = draw.nodes(draw.rng.randint(1, 3), free_share=1.0, sick=0.0)
+    return draw.case(nodes, JobSpec(2, 4), "2 pods of 4 on 910 x8")
+
+
+def _base(draw: _Draw, selector: str, policy: str | None, sizes: Sequence[int]) -> Case:
+    """MindCluster's base handler (card, half, 910B x8) and the 910B x16 one: one pod of any
+    size (some out of range), or a gang of whole servers."""
+    rng = draw.rng
+    capacity = draw.hardware.chips
+    if rng.random() < 0.25:
+        pods = rng.choice((2, 3))
+        job = _routing(draw, selector, policy, pods, capacity)
+        return draw.case(_spread(draw, pods, 0.6), job, f"gang {pods}x{capacity}")
+    npu = rng.choice(sizes)
+    nodes = draw.nodes(rng.randint(1, 5), network=0.1)
+    return draw.case(nodes, _routing(draw, selector, policy, 1, npu), f"one pod of {npu}")
+
+
+def _a3(draw: _Draw, policy: str) -> Case:
+    """Atlas A3 servers (dies of two): one pod of 1 or an even count, odd counts refused, or a
+    gang of whole servers, by ``huawei.com/schedule_policy``."""
+    rng = draw.rng
+    capacity = draw.hardware.chips
+    annotations = {SCHEDULE_POLICY_ANNOTATION: policy}
+    selector = {ACCELERATOR_TYPE_LABEL: draw.hardware.labels[ACCELERATOR_TYPE_LABEL]}
+    if rng.random() < 0.25:
+        pods = rng.choice((2, 3))
+        job = JobSpec(pods, capacity, annotations=annotations, selector=selector)
+        return draw.case(_spread(draw, pods, 0.6), job, f"gang {pods}x{capacity}")
+    npu = rng.choice((1, 1, 2, 2, 4, 6, 8, capacity, 3))
+    nodes = draw.nodes(rng.randint(1, 4))
+    job = JobSpec(1, npu, annotations=annotations, selector=selector)
+    return draw.case(nodes, job, f"one pod of {npu}")
+
+
+def _super_pod(draw: _Draw) -> Case:
+    """An Atlas A3 SuperPoD: ``sp-block`` jobs of whole servers over two physical SuperPoDs,
+    or one pod asking ``sp-block`` chips."""
+    rng = draw.rng
+    capacity = draw.hardware.chips
+    selector = {ACCELERATOR_TYPE_LABEL: draw.hardware.labels[ACCELERATOR_TYPE_LABEL]}
+    count = rng.randint(2, 8)
+    nodes = [
+        replace(draw.node(whole=rng.random() < 0.7, sick=0.0), super_pod=i % 2)
+        for i in range(count)
+    ]
+    if rng.random() < 0.3:
+        npu = rng.choice((2, 4, capacity))
+        job = JobSpec(1, npu, annotations={SP_BLOCK_ANNOTATION: str(npu)}, selector=selector)
+        return draw.case(nodes, job, f"one pod of {npu}, sp-block {npu}", exclusive=True)
+    pods = rng.choice((1, 2, 2, 4))
+    block = capacity * rng.choice((1, 2)) if pods % 2 == 0 else capacity
+    job = JobSpec(pods, capacity, annotations={SP_BLOCK_ANNOTATION: str(block)}, selector=selector)
+    return draw.case(nodes, job, f"gang {pods}x{capacity}, sp-block {block}", exclusive=True)
+
+
+def _tor(draw: _Draw) -> Case:
+    """910B x8 servers under ToRs of ``basic-tor-node-cm`` (``TOR_LAYOUT``), a gang of whole
+    servers with ``tor-affinity`` (normal or large model)."""
+    rng = draw.rng
+    count = rng.randint(3, 8)
+    slots = rng.sample(range(len(TOR_LAYOUT.addresses)), count)
+    nodes = [
+        replace(draw.node(whole=rng.random() < 0.8, sick=0.0), address=TOR_LAYOUT.addresses[s])
+        for s in sorted(slots)
+    ]
+    pods = rng.randint(2, min(count + 1, 6))
+    schema = rng.choice(("normal-schema", "large-model-schema"))
+    job = JobSpec(
+        pods,
+        8,
+        labels={TOR_AFFINITY_LABEL: schema},
+        selector={ACCELERATOR_TYPE_LABEL: "module-910b-8"},
+    )
+    return draw.case(nodes, job, f"gang {pods}x8, {schema}", exclusive=True)
+
+
+def _inference_310p(draw: _Draw) -> Case:
+    """Atlas 300I Pro (310P, the base handler of 64): one pod of 1..8."""
+    npu = draw.rng.choice((1, 1, 2, 3, 4, 8))
+    nodes = draw.nodes(draw.rng.randint(1, 4))
+    return draw.case(nodes, JobSpec(1, npu, resource=ASCEND310P.resource), f"one pod of {npu}")
+
+
+def _inference_duo(draw: _Draw) -> Case:
+    """Atlas 300I Duo (cards of two): ``duo: "true"``, ``npu-310-strategy`` card or chip."""
+    rng = draw.rng
+    strategy = rng.choice(("card", "chip"))
+    npu = rng.choice((1, 1, 2, 3, 4))
+    labels = {DUO_LABEL: "true", STRATEGY_310_LABEL: strategy}
+    nodes = draw.nodes(rng.randint(1, 4))
+    job = JobSpec(1, npu, labels=labels, resource=ASCEND310P.resource)
+    return draw.case(nodes, job, f"one pod of {npu}, {strategy}")
+
+
+def _inference_310(draw: _Draw) -> Case:
+    """Atlas 300I (310, cards of four): ``npu-310-strategy`` card or chip."""
+    rng = draw.rng
+    strategy = rng.choice(("card", "chip"))
+    npu = rng.choice((1, 1, 2, 3, 4, 5))
+    nodes = draw.nodes(rng.randint(1, 4))
+    job = JobSpec(1, npu, labels={STRATEGY_310_LABEL: strategy}, resource=ASCEND310.resource)
+    return draw.case(nodes, job, f"one pod of {npu}, {strategy}")
+
+
+@dataclass(frozen=True)
+class TorLayout:
+    """The one ``basic-tor-node-cm`` of a run (Huawei's plugin reads it once a minute:
+    ascend-for-volcano ``common/k8s/configmap_cache.go`` GetTorNodeWithOneMinuteDelay): ToRs
+    of servers, each server an address a case's node may take."""
+
+    tors: int = 4
+    per_tor: int = 4
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        return tuple(f"10.90.{t}.{s + 1}" for t in range(self.tors) for s in range(self.per_tor))
+
+    def tor_info(self) -> str:
+        """The ConfigMap's ``tor_info`` (MindCluster ``internal/nslb``'s format)."""
+        return json.dumps(
+            {
+                "version": "1.0",
+                "tor_count": self.per_tor,
+                "server_list": [
+                    {
+                        "tor_id": t,
+                        "tor_ip": f"10.91.0.{t + 1}",
+                        "server": [
+                            {"server_ip": f"10.90.{t}.{s + 1}", "npu_count": 8, "slice_id": s}
+                            for s in range(self.per_tor)
+                        ],
+                    }
+                    for t in range(self.tors)
+                ],
+            }
+        )
+
+
+TOR_LAYOUT = TorLayout()
+
+# Generators by hardware group, and how often each is drawn.
+GENERATORS: Mapping[str, tuple[Callable[[_Draw], Case], int]] = {
+    "910 x8": (_ring_910, 6),
+    "910 x8 2x4": (_gang_4x2_910, 1),
+    "910 half": (lambda d: _base(d, "half", "chip4-node4", (1, 2, 4, 3, 5)), 2),
+    "910 card x2": (lambda d: _base(d, "card", "chip1-node2", (1, 2, 3)), 2),
+    "910 card x8": (lambda d: _base(d, "card", "chip1-node2", (1, 2, 4, 8, 9)), 2),
+    "910B x8": (lambda d: _base(d, "module-910b-8", "chip8-node8", (1, 2, 3, 4, 8, 9)), 4),
+    "910B x16": (
+        lambda d: _base(d, "module-910b-16", "chip8-node16", (1, 2, 4, 8, 10, 16, 17)),
+        3,
+    ),
+    "A3 x16": (lambda d: _a3(d, "chip2-node16"), 4),
+    "A3 x8": (lambda d: _a3(d, "chip2-node8"), 2),
+    "A3 SuperPoD x16": (_super_pod, 2),
+    "A3 SuperPoD x8": (_super_pod, 1),
+    "910B x8 ToR": (_tor, 2),
+    "310P": (_inference_310p, 2),
+    "300I Duo": (_inference_duo, 2),
+    "310": (_inference_310, 2),
+}
+_HARDWARE_OF = {"910 x8 2x4": "910 x8", "910B x8 ToR": "910B x8"}
+
+
+def generate(seed: int, count: int, groups: Sequence[str] | None = None) -> list[Case]:
+    """``count`` cases drawn from ``seed`` (the same seed gives the same cases), each from a
+    generator chosen by weight (``groups``: only these)."""
+    rng = random.Random(seed)
+    names = [g for g in GENERATORS if groups is None or g in groups]
+    weights = [GENERATORS[g][1] for g in names]
+    cases = []
+    for i in range(count):
+        group = rng.choices(names, weights)[0]
+        hardware = HARDWARE[_HARDWARE_OF.get(group, group)]
+        draw = _Draw(random.Random(rng.getrandbits(64)), hardware, f"s{seed}-c{i}")
+        cases.append(GENERATORS[group][0](draw))
+    return cases

@@ -1,0 +1,460 @@
+"""Cases run through Huawei's plugin (ascend-for-volcano v26.1.0, ``volcano-npu_v26.1.0.so``) in
+the real Volcano v1.12.0 scheduler, on the test bed's real API server.
+
+One control plane and one ``vc-scheduler`` serve every case. Each case's objects are named
+after it (nodes ``<key>-n<i>``, its DeviceInfo ConfigMaps, its pods and PodGroup), labelled
+``differential.ascend-npu.io/case: <key>`` and deleted by that label afterwards. Cases whose
+handler reads only the nodes it is asked about run side by side in one session, each job kept
+on its own nodes by a ``nodeSelector`` on that label (Huawei's plugin reads only the selector's
+``accelerator-type``: ascend-for-volcano ``internal/npu/factory.go`` get910CardHandlerName);
+``exclusive`` cases (ToR affinity, SuperPoDs) run alone.
+
+The scheduler's configuration is Huawei's (``build/volcano-v1.12.0.yaml``) with the plugin
+renamed to the built one, ``useClusterInfoManager`` and ``self-maintain-available-card``
+``"false"`` (the free chips are the DeviceInfo's as written: ``common/k8s/cmmgr.go``
+initNodeDeviceInfoByCmMgr) and its schedule period shortened. Objects are written as their
+owners write them:
+
+- the node as the kubelet and Huawei's device plugin leave it: capacity and allocatable of the
+  chip resource (allocatable without the unhealthy chips), the ``baseDeviceInfos`` annotation
+  (``pkg/server/manager.go`` getNewNodeAnnotation; without it the plugin sees no chip:
+  ``common/util/util.go`` GetNodeDevListFromAnno), Ready, an InternalIP;
+- the DeviceInfo ConfigMap as the device plugin writes it (``contract.deviceinfo``);
+- a bound pod holding the chips neither free nor unhealthy, with its chip annotations, so that
+  Volcano's idle count equals the free list (``plugin/node.go`` checkNPUResourceStable);
+- the PodGroup as Volcano's job controller makes it, ``minResources`` included (the plugin
+  takes the job's chip kind from it: ``plugin/job.go`` GetVCJobReqNPUTypeFromJobInfo), then the
+  pods with ``scheduling.k8s.io/group-name``.
+
+A job is placed when every pod is bound with its chip annotation (``huawei.com/Ascend910``
+etc.); refused when its PodGroup carries an ``Unschedulable`` condition of two sessions after
+the job was whole (the plugin records its reasons at session close: ``npu.go``
+OnSessionClose) and no pod is bound.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from contract import deviceinfo
+from contract.annotations import REAL_ANNOTATION
+from contract.chip_names import chip_name, parse_chip_list
+from contract.go_json import go_json
+from testbed.control_plane import ControlPlane, running, scratch, wait_until
+from testbed.differential.cases import TOR_LAYOUT, Case, NodeSpec, Obj
+from testbed.rest import Rest, RestError
+from testbed.volcano import (
+    HUAWEI_PLUGIN,
+    HUAWEI_VERSION,
+    Volcano,
+    huawei_scheduler_configuration,
+    open_queue,
+    running_volcano,
+)
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "differential"
+CASE_LABEL = "differential.ascend-npu.io/case"
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+PODGROUPS = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{NAMESPACE}/podgroups"
+PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
+CONFIGMAPS = f"/api/v1/namespaces/{deviceinfo.NAMESPACE}/configmaps"
+PERIOD = "0.2s"  # vc-scheduler's --schedule-period (Huawei ships 1s)
+# The plugin's name in Huawei's shipped configuration, and the init-params it ships.
+SHIPPED_NAME = re.compile(r"volcano-npu_[^\s\"]+")
+SESSIONS = re.compile(r"^volcano_e2e_scheduling_latency_milliseconds_count (\d+)", re.MULTILINE)
+SETTLE_SESSIONS = 2  # sessions that must end after a batch's nodes exist, before its jobs come
+DECIDE_SECONDS = 10.0  # a job not placed nor refused within this is reported undecided
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a scheduler did with a case's job: ``placements`` (node index, chips) in the order
+    of the pods' names (rank order), or ``reason`` when refused."""
+
+    placed: bool
+    placements: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    reason: str = ""
+    detail: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> Obj:
+        answer: Obj = {"placed": self.placed}
+        if self.placed:
+            answer["placements"] = [{"node": n, "chips": list(c)} for n, c in self.placements]
+        else:
+            answer["reason"] = self.reason
+        if self.detail:
+            answer["detail"] = dict(self.detail)
+        return answer
+
+
+def scheduler_configuration(conf: str, *, nslb: str = "1.0") -> str:
+    """Huawei's shipped ``volcano-scheduler.conf`` with the plugin's built name and the
+    DeviceInfo read as written."""
+    conf = SHIPPED_NAME.sub(HUAWEI_PLUGIN, conf)
+    for key, value in (
+        ("useClusterInfoManager", "false"),
+        ("self-maintain-available-card", "false"),
+        ("nslb-version", nslb),
+    ):
+        conf, count = re.subn(rf'"{key}":\s*"[^"]*"', f'"{key}":"{value}"', conf)
+        if count != 1:
+            raise ValueError(f"init-params of the shipped configuration lack {key}")
+    return conf
+
+
+def _meta(
+    name: str,
+    key: str,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> Obj:
+    meta: Obj = {"name": name, "labels": {CASE_LABEL: key, **(labels or {})}}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return meta
+
+
+def node_objects(case: Case, key: str, i: int, node: NodeSpec) -> tuple[Obj, Obj, Obj | None]:
+    """The Node, its DeviceInfo ConfigMap and the pod holding its used chips (None: none)."""
+    spec = case.spec
+    kind = spec.kind
+    name = f"{key}-n{i}"
+    address = node.address or f"10.80.{i // 250}.{i % 250 + 1}"
+    base = {
+        chip_name(c, kind): {"IP": f"10.70.{i % 250}.{c + 1}", "SuperDeviceID": 0}
+        for c in range(spec.chips)
+    }
+    capacity = {"cpu": "192", "memory": "1536Gi", "pods": "110"}
+    healthy = spec.chips - len(node.unhealthy)
+    labels = dict(spec.labels)
+    node_obj: Obj = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": _meta(name, key, labels=labels, annotations={"baseDeviceInfos": go_json(base)}),
+        "status": {
+            "capacity": {**capacity, spec.resource: str(spec.chips)},
+            "allocatable": {**capacity, spec.resource: str(healthy)},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "addresses": [
+                {"type": "InternalIP", "address": address},
+                {"type": "Hostname", "address": name},
+            ],
+        },
+    }
+    info = deviceinfo.DeviceInfo(
+        free=frozenset(node.free),
+        unhealthy=frozenset(node.unhealthy),
+        network_unhealthy=frozenset(node.network_unhealthy),
+        update_time=int(time.time()),
+        super_pod_id=node.super_pod,
+        server_index=i if node.super_pod is not None else None,
+        kind=kind,
+    )
+    configmap: Obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(
+            deviceinfo.configmap_name(name),
+            key,
+            labels={deviceinfo.CONSUMER_LABEL[0]: deviceinfo.CONSUMER_LABEL[1]},
+        ),
+        "data": deviceinfo.encode(info),
+    }
+    used = node.used(spec.chips)
+    holder = None
+    if used:
+        chips = deviceinfo.chip_list(used, kind)
+        holder = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": _meta(
+                f"{name}-held",
+                key,
+                annotations={spec.resource: chips, REAL_ANNOTATION: chips},
+            ),
+            "spec": {
+                "nodeName": name,
+                "schedulerName": "differential-holder",
+                "containers": [
+                    {
+                        "name": "held",
+                        "image": "held",
+                        "resources": {
+                            "requests": {spec.resource: str(len(used))},
+                            "limits": {spec.resource: str(len(used))},
+                        },
+                    }
+                ],
+            },
+        }
+    return node_obj, configmap, holder
+
+
+def job_objects(case: Case, key: str) -> tuple[Obj, list[Obj]]:
+    """The PodGroup and the pods of the case's job (pods ``<key>-p<rank>``)."""
+    job = case.job
+    group = f"{key}-pg"
+    podgroup: Obj = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": _meta(group, key, labels=dict(job.labels), annotations=dict(job.annotations)),
+        "spec": {
+            "minMember": job.pods,
+            "queue": "default",
+            "minResources": {job.resource: str(job.pods * job.npu)},
+        },
+    }
+    pods: list[Obj] = []
+    selector = {**job.selector, CASE_LABEL: key}
+    for rank in range(job.pods):
+        request = {job.resource: str(job.npu)}
+        pods.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": _meta(
+                    f"{key}-p{rank}",
+                    key,
+                    labels=dict(job.labels),
+                    annotations={**dict(job.annotations), GROUP_ANNOTATION: group},
+                ),
+                "spec": {
+                    "schedulerName": "volcano",
+                    "nodeSelector": selector,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "main",
+                            "resources": {"requests": request, "limits": request},
+                        }
+                    ],
+                },
+            }
+        )
+    return podgroup, pods
+
+
+def alone_in_cluster(case: Case) -> bool:
+    """Whether the case must run with no other case's nodes: its handler reads every node of
+    the session (``exclusive``), or the job asks more chips than its nodes have free, which the
+    plugin's enqueue check counts over the whole cluster (``npu.go`` getNpuNum)."""
+    free = sum(len(n.free) for n in case.nodes)
+    return case.exclusive or case.job.pods * case.job.npu > free
+
+
+@dataclass
+class _Running:
+    """A case on the cluster: its key, when its job was made whole, what was seen of it."""
+
+    case: Case
+    key: str
+    sessions_at_job: int = 0
+    refused_at: int | None = None  # sessions ended when a refusal was first seen
+    outcome: Outcome | None = None
+
+
+class HuaweiVolcano:
+    """Huawei's plugin in the real Volcano on one control plane, running cases in batches."""
+
+    def __init__(self, plane: ControlPlane, volcano: Volcano, *, batch: int = 12) -> None:
+        self.plane = plane
+        self.volcano = volcano
+        self.admin: Rest = plane.rest()
+        self.batch = batch
+        self._serial = 0
+
+    # ---- the cluster ------------------------------------------------------------------
+
+    def sessions(self) -> int:
+        """Sessions vc-scheduler has ended (its e2e latency histogram's count)."""
+        found = SESSIONS.search(self.volcano.metrics())
+        return int(found.group(1)) if found else 0
+
+    def wait_sessions(self, count: int, timeout: float = 60.0) -> None:
+        start = self.sessions()
+        wait_until(lambda: self.sessions() >= start + count, timeout, f"{count} Volcano sessions")
+
+    def _key(self) -> str:
+        self._serial += 1
+        return f"d{self._serial}"
+
+    def _create(self, path: str, body: Obj) -> None:
+        self.admin.create(path, body)
+
+    def _set_up(self, running_case: _Running) -> None:
+        case, key = running_case.case, running_case.key
+        for i, node in enumerate(case.nodes):
+            node_obj, configmap, holder = node_objects(case, key, i, node)
+            self._create(CONFIGMAPS, configmap)
+            if holder is not None:
+                self._create(PODS, holder)
+            self._create("/api/v1/nodes", node_obj)
+
+    def _submit(self, running_case: _Running, sessions: int) -> None:
+        podgroup, pods = job_objects(running_case.case, running_case.key)
+        for pod in pods:  # the pods first: the job is whole once its PodGroup appears
+            self._create(PODS, pod)
+        self._create(PODGROUPS, podgroup)
+        running_case.sessions_at_job = sessions
+
+    def clean(self, keys: Sequence[str]) -> None:
+        if not keys:
+            return
+        selector = {"labelSelector": f"{CASE_LABEL} in ({','.join(keys)})"}
+        for path in (PODS, PODGROUPS, "/api/v1/nodes", CONFIGMAPS):
+            query = {**selector, "gracePeriodSeconds": "0"} if path == PODS else selector
+            self.admin.request("DELETE", path, query=query)
+
+    # ---- running cases ----------------------------------------------------------------
+
+    def run(self, cases: Sequence[Case]) -> dict[str, Outcome]:
+        """Every case's outcome, by case name."""
+        outcomes: dict[str, Outcome] = {}
+        shared = [c for c in cases if not alone_in_cluster(c)]
+        alone = [c for c in cases if alone_in_cluster(c)]
+        groups = [shared[i : i + self.batch] for i in range(0, len(shared), self.batch)]
+        groups += [[c] for c in alone]
+        for group in groups:
+            for running_case in self._run_batch(group):
+                assert running_case.outcome is not None
+                outcomes[running_case.case.name] = running_case.outcome
+        return outcomes
+
+    def _run_batch(self, cases: Sequence[Case]) -> list[_Running]:
+        batch = [_Running(c, self._key()) for c in cases]
+        try:
+            for running_case in batch:
+                self._set_up(running_case)
+            self.wait_sessions(SETTLE_SESSIONS)
+            sessions = self.sessions()
+            for running_case in batch:
+                self._submit(running_case, sessions)
+            deadline = time.monotonic() + DECIDE_SECONDS
+            while any(r.outcome is None for r in batch):
+                self._observe(batch)
+                if time.monotonic() > deadline:
+                    self._undecided([r for r in batch if r.outcome is None])
+                    break
+                time.sleep(0.05)
+        finally:
+            self.clean([r.key for r in batch])
+        return batch
+
+    def _undecided(self, waiting: Sequence[_Running]) -> None:
+        """Jobs neither placed nor refused by the deadline: what their PodGroup and pods say."""
+        for running_case in waiting:
+            key = running_case.key
+            try:
+                group = self.admin.get(f"{PODGROUPS}/{key}-pg")
+            except RestError as gone:
+                group = {"error": str(gone)}
+            pods = self.admin.get(PODS, labelSelector=f"{CASE_LABEL}={key}")["items"]
+            seen = {
+                "podgroup": group.get("status"),
+                "pods": {
+                    p["metadata"]["name"]: (p["spec"].get("nodeName"), p.get("status"))
+                    for p in pods
+                },
+            }
+            running_case.outcome = Outcome(
+                False, reason="undecided: " + json.dumps(seen).replace(key + "-", "")
+            )
+
+    def _observe(self, batch: Sequence[_Running]) -> None:
+        waiting = [r for r in batch if r.outcome is None]
+        selector = {"labelSelector": f"{CASE_LABEL} in ({','.join(r.key for r in waiting)})"}
+        pods = self.admin.get(PODS, **selector)["items"]
+        groups = {
+            g["metadata"]["labels"][CASE_LABEL]: g
+            for g in self.admin.get(PODGROUPS, **selector)["items"]
+        }
+        by_key: dict[str, list[Obj]] = {}
+        for pod in pods:
+            if pod["spec"].get("schedulerName") == "volcano":
+                by_key.setdefault(pod["metadata"]["labels"][CASE_LABEL], []).append(pod)
+        now = self.sessions()
+        for running_case in waiting:
+            found = by_key.get(running_case.key, [])
+            self._decide(running_case, found, groups.get(running_case.key), now)
+
+    def _decide(self, running_case: _Running, pods: list[Obj], group: Obj | None, now: int) -> None:
+        case, key = running_case.case, running_case.key
+        resource = case.spec.resource
+        bound = [p for p in pods if p["spec"].get("nodeName")]
+        if bound and len(bound) == case.job.pods:
+            if not all(resource in (p["metadata"].get("annotations") or {}) for p in bound):
+                return  # bound before the annotation shows: read again
+            placements = []
+            for pod in sorted(bound, key=lambda p: int(p["metadata"]["name"].rsplit("-p", 1)[1])):
+                index = int(pod["spec"]["nodeName"].rsplit("-n", 1)[1])
+                chips = parse_chip_list(
+                    pod["metadata"]["annotations"][resource], kind=case.spec.kind
+                )
+                placements.append((index, tuple(chips)))
+            detail = {
+                k: v
+                for p in bound
+                for k, v in (p["metadata"].get("annotations") or {}).items()
+                if k in ("super-pod-rank", "super-pod-id", "hccl/rankIndex")
+                and p["metadata"]["name"].endswith("-p0")
+            }
+            running_case.outcome = Outcome(True, tuple(placements), detail=detail)
+            return
+        if bound or group is None:
+            return
+        conditions = [
+            c
+            for c in (group.get("status") or {}).get("conditions") or []
+            if c.get("type") == "Unschedulable" and c.get("status") == "True"
+        ]
+        if not conditions:
+            return
+        if running_case.refused_at is None:
+            running_case.refused_at = now
+        if now >= running_case.refused_at + SETTLE_SESSIONS:
+            reasons = {str(c.get("reason", "")): str(c.get("message", "")) for c in conditions}
+            reason = " | ".join(f"{k}: {v}" for k, v in sorted(reasons.items()))
+            running_case.outcome = Outcome(False, reason=reason.replace(key + "-", ""))
+
+
+@contextmanager
+def huawei_volcano(workdir: Path | None = None, *, batch: int = 12) -> Iterator[HuaweiVolcano]:
+    """A control plane (etcd and kube-apiserver; nodes need no kubelet: no node-lifecycle
+    controller, no ``TaintNodesByCondition``), Volcano v1.12.0's controller manager (it opens
+    the queue) and its scheduler with Huawei's plugin, ready for the first case: the plugin's
+    first session refuses every job by design (``IsFirstSession``), so a few sessions pass."""
+    with running(
+        "diff", controllers=False, admission_plugins_off=("TaintNodesByCondition",)
+    ) as plane:
+        where = workdir or scratch("diffvc")
+        with running_volcano(plane, HUAWEI_VERSION, where) as volcano:
+            admin = plane.rest()
+            admin.ensure_namespace(NAMESPACE)
+            admin.ensure_namespace("mindx-dl")
+            admin.create(
+                CONFIGMAPS,
+                {
+                    "metadata": {"name": "basic-tor-node-cm"},
+                    "data": {"tor_info": TOR_LAYOUT.tor_info()},
+                },
+            )
+            volcano.start_controller_manager()
+            conf = scheduler_configuration(huawei_scheduler_configuration(volcano.build))
+            volcano.start_scheduler(conf, plugins=True, period=PERIOD)
+            open_queue(plane)
+            runner = HuaweiVolcano(plane, volcano, batch=batch)
+            runner.wait_sessions(3)
+            yield runner
+
+
+def plugin_log(volcano: Volcano) -> Path:
+    return volcano.processes["vc-scheduler"].log

@@ -1,0 +1,379 @@
+"""Our side of a case, and the comparison of both sides.
+
+Our decision is the engine's, as the service makes it for a Volcano job: a job of one pod
+without network rules placed by ``Session.place`` (the best-scored node, Volcano's
+``predicate`` + ``prioritize`` + ``allocateFunc``); a gang, or a job with ``tor-affinity`` or
+``sp-block``, by the service's reservation (``scheduler_core/service/gangs.py``
+``GangBook.reserve``: candidates by score, then ``locality.choose`` on the case's network,
+then ``Session.place`` on the nodes chosen). The network is the case's: the run's ToR layout
+and each node's address, its SuperPoD id; the settings are the init-params Huawei ships
+(``build/volcano-v1.12.0.yaml``: nslb 1.0, shared-tor-num 2, reserve-nodes 2,
+super-pod-size 48).
+
+The comparison (``judge``) takes Huawei's placement step by step: Volcano allocates a job's
+pods one by one, each on a node of the highest score (ties broken at random:
+``pkg/scheduler/util/scheduler_helper.go`` SelectBestNodeAndScore), so each of Huawei's pods
+must sit on a node our policy scores highest given the chips Huawei's earlier pods took, and on
+the chips we would pick there, or on chips as good where upstream's pick is random (A3 dies:
+``ascend910a3/base.go`` selectNPUForA3Job ranges over a Go map of dies). Nothing else counts as
+agreement.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from chip_topology import dies
+from chip_topology.products import Product, Rule, product_by_name
+from chip_topology.routing import product_for_job, product_of_node
+from contract.chip_names import KIND_OF_RESOURCE
+from contract.tor_topology import parse_topology
+from scheduler_core.engine import locality
+from scheduler_core.engine.model import Decision, Job, NodeState, Task
+from scheduler_core.engine.policies import DEFAULT_POLICY
+from scheduler_core.engine.session import Session
+from scheduler_core.engine.superpod import SuperPodInvalid
+from scheduler_core.engine.tor import TorInvalid
+from testbed.differential.cases import TOR_LAYOUT, Case, Obj
+from testbed.differential.huawei import Outcome
+
+SETTINGS = locality.Settings(
+    nslb_version="1.0", shared_tor_num=2, reserve_nodes=2, super_pod_size=48
+)
+AGREE = "agree"
+KINDS = ("verdict", "nodes", "chips", "refusal", "undecided", "error")
+
+
+def node_name(i: int) -> str:
+    return f"n{i}"
+
+
+def node_index(name: str) -> int:
+    return int(name.removeprefix("n"))
+
+
+def our_nodes(case: Case, taken: Mapping[int, Sequence[int]] | None = None) -> list[NodeState]:
+    """The case's nodes as the engine sees them (names ``n<i>``), less the chips ``taken``."""
+    spec = case.spec
+    product = product_of_node(spec.kind, spec.labels).name
+    nodes = []
+    for i, node in enumerate(case.nodes):
+        gone = set((taken or {}).get(i, ()))
+        nodes.append(
+            NodeState(
+                node_name(i),
+                product,
+                tuple(c for c in node.free if c not in gone),
+                spec.chips - len(node.unhealthy),
+                unhealthy=frozenset(node.unhealthy),
+                network_unhealthy=frozenset(node.network_unhealthy),
+                card_type=spec.labels.get("infer-card-type", ""),
+            )
+        )
+    return nodes
+
+
+def our_job(case: Case) -> Job:
+    job = case.job
+    kind = KIND_OF_RESOURCE[job.resource]
+    product = product_for_job(kind, job.labels, job.annotations, job.selector)
+    tasks = tuple(Task(f"p{r}", job.npu) for r in range(job.pods))
+    labels = {**job.labels, **job.annotations}
+    return Job(case.name, product.name, tasks, "differential", labels, dict(job.selector))
+
+
+def network(case: Case) -> locality.Network:
+    return locality.Network(
+        topology=parse_topology(TOR_LAYOUT.tor_info()),
+        addresses={node_name(i): n.address for i, n in enumerate(case.nodes) if n.address},
+        super_pods={
+            node_name(i): n.super_pod for i, n in enumerate(case.nodes) if n.super_pod is not None
+        },
+    )
+
+
+def _network_job(case: Case) -> bool:
+    job = case.job
+    return job.pods > 1 or "sp-block" in job.annotations or "tor-affinity" in job.labels
+
+
+def decide(case: Case) -> Decision:
+    """Our decision for the case's job."""
+    job = our_job(case)
+    session = Session(our_nodes(case), DEFAULT_POLICY)
+    if not _network_job(case):
+        return session.place(job, explain=True)
+    npu = case.job.npu
+    statuses = session.filter(job, npu)
+    candidates = [n for n, s in statuses.items() if s.ok]
+    scores = session.score(job, npu, candidates)
+    candidates.sort(key=lambda n: (-scores.get(n, 0.0), n))
+    rejected = {n: s.reason for n, s in statuses.items() if not s.ok}
+    product = product_by_name(job.product)
+    ask = locality.Ask(
+        job.key, case.job.pods, product.capacity, npu, job.labels, dict(case.job.annotations)
+    )
+    try:
+        choice = locality.choose(
+            ask,
+            candidates,
+            network(case),
+            SETTINGS,
+            idle={n: len(session.usable(n)) for n in candidates} if case.job.pods == 1 else None,
+        )
+    except (TorInvalid, SuperPodInvalid, locality.Unplaceable) as refused:
+        validity = session.place(job)  # the job's own checks come first upstream
+        reason = validity.reason if not validity.feasible else str(refused)
+        return Decision(job.key, False, reason=reason, scores=scores, rejected=rejected)
+    decision = session.place(job, choice.nodes)
+    return Decision(
+        job.key,
+        decision.feasible,
+        decision.placements,
+        decision.reason,
+        scores=scores,
+        rejected=rejected,
+    )
+
+
+def outcome(decision: Decision) -> Outcome:
+    if not decision.feasible:
+        return Outcome(False, reason=decision.reason, detail=dict(decision.rejected))
+    placements = tuple((node_index(p.node), p.chips) for p in decision.placements)
+    return Outcome(True, placements)
+
+
+# ---- the comparison ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``kind``: ``agree`` or the first way the sides differ (``KINDS``), and how."""
+
+    kind: str
+    detail: str = ""
+    ours: Outcome = field(default_factory=lambda: Outcome(False))
+
+    @property
+    def agrees(self) -> bool:
+        return self.kind == AGREE
+
+
+def judge(case: Case, theirs: Outcome) -> Verdict:
+    """Whether our decision agrees with Huawei's outcome ``theirs``."""
+    decision = decide(case)
+    ours = outcome(decision)
+    if theirs.reason.startswith("undecided"):
+        return Verdict("undecided", theirs.reason[:500], ours)
+    if theirs.placed != ours.placed:
+        said = ours.reason if theirs.placed else theirs.reason
+        who = "Huawei placed, we refused" if theirs.placed else "we placed, Huawei refused"
+        return Verdict("verdict", f"{who}: {said}", ours)
+    if not theirs.placed:
+        return _refusals(case, theirs, decision, ours)
+    if case.exclusive:
+        return _network_placement(case, theirs, ours)
+    return _replay(case, theirs, ours)
+
+
+def _usable(case: Case, product: Product, node: NodeState, distributed: bool) -> tuple[int, ...]:
+    """The chips ``Session.place`` picks from: free, healthy, and for a distributed job of a
+    network-fault-aware handler not network-unhealthy (``scheduler_core/engine/session.py``
+    ``_drops``)."""
+    drops = distributed and product.network_fault
+    return tuple(
+        c
+        for c in node.free
+        if c not in node.unhealthy and not (drops and c in node.network_unhealthy)
+    )
+
+
+def equally_good_chips(
+    product: Product, usable: Sequence[int], req: int, ours: Sequence[int], theirs: Sequence[int]
+) -> bool:
+    """Whether ``theirs`` is as good as ``ours`` where upstream picks at random: on A3 dies
+    (``ascend910a3/base.go`` selectNPUForA3Job walks a map of dies), one chip from a die of as
+    many free chips, or whole free dies for two or more."""
+    if set(theirs) == set(ours):
+        return True
+    if product.rule is not Rule.DIES or not set(theirs) <= set(usable):
+        return False
+    free = set(usable)
+
+    def free_in_die(chip: int) -> int:
+        low = chip - chip % dies.DIE
+        return sum(1 for c in (low, low + 1) if c in free)
+
+    if req == 1:  # the die's first chip (``npuTop`` sorted), from a die as free as ours
+        low = theirs[0] - theirs[0] % dies.DIE
+        first = low if low in free else low + 1
+        return theirs[0] == first and free_in_die(theirs[0]) == free_in_die(ours[0])
+    return all(free_in_die(c) == dies.DIE for c in theirs) and all(c ^ 1 in theirs for c in theirs)
+
+
+def _replay(case: Case, theirs: Outcome, ours: Outcome) -> Verdict:
+    """Huawei's pods in turn: each on a node of our highest score at that point, on our chips
+    or chips as good."""
+    job = our_job(case)
+    product = product_by_name(job.product)
+    req = case.job.npu
+    taken: dict[int, list[int]] = {}
+    left = list(theirs.placements)
+    for step in range(len(theirs.placements)):
+        nodes = our_nodes(case, taken)
+        session = Session(nodes, DEFAULT_POLICY)
+        scores = session.score(job, req)
+        if not scores:
+            return Verdict(
+                "nodes", f"pod {step}: no node fits for us after Huawei's earlier pods", ours
+            )
+        top = max(scores.values())
+        best = {node_index(n) for n, s in scores.items() if s == top}
+        pick = next((p for p in left if p[0] in best), None)
+        if pick is None:
+            where = ", ".join(f"n{n}" for n, _ in left)
+            their = {f"n{n}": scores.get(node_name(n)) for n, _ in left}
+            return Verdict(
+                "nodes",
+                f"pod {step}: Huawei used {where} (our scores {their}); "
+                f"our best {sorted(f'n{b}' for b in best)} at {top}",
+                ours,
+            )
+        left.remove(pick)
+        index, chips = pick
+        state = nodes[index]
+        usable = _usable(case, product, state, job.distributed)
+        our_chips = DEFAULT_POLICY.select(product, usable, req, job.distributed)
+        if not equally_good_chips(product, usable, req, our_chips, chips):
+            return Verdict(
+                "chips",
+                f"pod {step} on n{index} (free {list(state.free)}): Huawei took {list(chips)}, "
+                f"we take {list(our_chips)}",
+                ours,
+            )
+        taken.setdefault(index, []).extend(chips)
+    return Verdict(AGREE, ours=ours)
+
+
+def _super_pod_shape(case: Case, used: Sequence[int]) -> list[tuple[int, int]]:
+    """Per SuperPoD the job uses: how many candidate nodes it offers and how many the job
+    takes. Upstream walks its SuperPoDs and each SuperPoD's nodes as Go maps
+    (``superpod/frame.go`` classifySuperPod over ``map[int32]superPod``,
+    selectNodesFromSuperPod over ``map[string]plugin.NPUNode``): SuperPoDs of as many
+    candidates are taken in any order, and any of a SuperPoD's nodes; only these counts are
+    not random. The candidates are the nodes passing the predicate, for a one-pod job those of
+    the least idle chips (``selectNodesWithLeastResourceForSingle``)."""
+    job = our_job(case)
+    session = Session(our_nodes(case), DEFAULT_POLICY)
+    passing = [node_index(n) for n, s in session.filter(job, case.job.npu).items() if s.ok]
+    if case.job.pods == 1 and passing:
+        least = min(len(case.nodes[i].free) for i in passing)
+        passing = [i for i in passing if len(case.nodes[i].free) == least]
+    offered = Counter(case.nodes[i].super_pod for i in passing)
+    taken = Counter(case.nodes[i].super_pod for i in used)
+    return sorted((offered[sp], taken[sp]) for sp in taken)
+
+
+def _network_placement(case: Case, theirs: Outcome, ours: Outcome) -> Verdict:
+    """A ToR or SuperPoD job: the same servers (in any rank order), each on our chips; on
+    SuperPoDs, servers as good (``_super_pod_shape``)."""
+    their_nodes = sorted(n for n, _ in theirs.placements)
+    our_nodes_ = sorted(n for n, _ in ours.placements)
+    super_pods = any(n.super_pod is not None for n in case.nodes)
+    same = their_nodes == our_nodes_ or (
+        super_pods and _super_pod_shape(case, their_nodes) == _super_pod_shape(case, our_nodes_)
+    )
+    if not same:
+        return Verdict(
+            "nodes",
+            f"Huawei used {[f'n{n}' for n in their_nodes]}, we use {[f'n{n}' for n in our_nodes_]}",
+            ours,
+        )
+    job = our_job(case)
+    product = product_by_name(job.product)
+    nodes = our_nodes(case)
+    mine = dict(ours.placements)
+    for index, chips in theirs.placements:
+        usable = _usable(case, product, nodes[index], job.distributed)
+        if not equally_good_chips(product, usable, case.job.npu, mine[index], chips):
+            return Verdict(
+                "chips", f"n{index}: Huawei took {list(chips)}, we take {list(mine[index])}", ours
+            )
+    return Verdict(AGREE, ours=ours)
+
+
+# ---- refusals ---------------------------------------------------------------------------------
+
+_NODE_REASON = re.compile(r" Reason: (.*?), such as: \[([^\]]*)\]\.\.\.")
+_COUNTED = re.compile(r"(\d+) ([^,]+?)(?:, |\.$|\. )")
+
+
+def huawei_reasons(case: Case, theirs: Outcome) -> tuple[dict[str, str], dict[int, str]]:
+    """Huawei's refusal: the PodGroup's conditions by reason (``JobValidateFailed``,
+    ``JobEnqueueFailed``, ``BatchOrderFailed``, ``NodePredicateFailed``, ...), and the plugin's
+    own refusal of each of the case's nodes it names (``npu.go``
+    addNodePredicateFailedCondition: `` Reason: <err>, such as: [<nodes>]...``)."""
+    conditions: dict[str, str] = {}
+    for part in theirs.reason.split(" | "):
+        reason, _, message = part.partition(": ")
+        conditions[reason] = message
+    per_node: dict[int, str] = {}
+    for reason, names in _NODE_REASON.findall(conditions.get("NodePredicateFailed", "")):
+        for name in names.split():
+            if re.fullmatch(r"n\d+", name):
+                per_node[node_index(name)] = reason
+    return conditions, per_node
+
+
+def _names(text: str) -> str:
+    """A refusal with the job's and task's names left out (``job<ns/pg>``, ``task<p0>``: our
+    names are the case's, upstream's the PodGroup's)."""
+    return re.sub(r"(job|task)<[^>]*>", r"\1<>", text)
+
+
+def _refusals(case: Case, theirs: Outcome, decision: Decision, ours: Outcome) -> Verdict:
+    """Both refuse: the same reason. A job refused by its own checks (upstream's
+    ``JobValidateFailed``) must be refused by ours in the same words; a node the plugin refused
+    must be refused by ours in its words."""
+    conditions, per_node = huawei_reasons(case, theirs)
+    invalid = conditions.get("JobValidateFailed")
+    if invalid is not None:
+        core = _names(invalid.split(": ", 1)[-1].strip().rstrip(",").strip())
+        if core and core not in _names(decision.reason):
+            return Verdict("refusal", f"Huawei: {invalid!r}; ours: {decision.reason!r}", ours)
+        return Verdict(AGREE, ours=ours)
+    for index, reason in sorted(per_node.items()):
+        mine = decision.rejected.get(node_name(index))
+        if mine is None:
+            return Verdict(
+                "refusal",
+                f"Huawei refused n{index} ({reason!r}); ours passes it "
+                f"(our reason for the job: {decision.reason!r})",
+                ours,
+            )
+        if reason.strip() != mine.strip():
+            return Verdict("refusal", f"n{index}: Huawei {reason!r}; ours {mine!r}", ours)
+    return Verdict(AGREE, ours=ours)
+
+
+def summary_counts(verdicts: Mapping[str, tuple[Case, Verdict]]) -> dict[str, Counter[str]]:
+    """Per hardware group: cases, and verdicts by kind."""
+    table: dict[str, Counter[str]] = {}
+    for case, verdict in verdicts.values():
+        row = table.setdefault(case.hardware, Counter())
+        row["cases"] += 1
+        row[verdict.kind] += 1
+    return table
+
+
+def disagreement_json(case: Case, theirs: Outcome, verdict: Verdict) -> Obj:
+    return {
+        "case": case.to_json(),
+        "kind": verdict.kind,
+        "detail": verdict.detail,
+        "huawei": theirs.to_json(),
+        "ours": verdict.ours.to_json(),
+    }
