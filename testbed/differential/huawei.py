@@ -40,11 +40,17 @@ import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from contract import deviceinfo
-from contract.annotations import REAL_ANNOTATION
+from contract.annotations import (
+    RANK_INDEX_ANNOTATION,
+    REAL_ANNOTATION,
+    SUPER_POD_ID_ANNOTATION,
+    SUPER_POD_RANK_ANNOTATION,
+)
 from contract.chip_names import chip_name, parse_chip_list
 from contract.go_json import go_json
 from testbed.control_plane import ControlPlane, running, scratch, wait_until
@@ -67,12 +73,17 @@ GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 PODGROUPS = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{NAMESPACE}/podgroups"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 CONFIGMAPS = f"/api/v1/namespaces/{deviceinfo.NAMESPACE}/configmaps"
+# Pod annotations the plugin writes that the reports show.
+DETAIL_ANNOTATIONS = (RANK_INDEX_ANNOTATION, SUPER_POD_RANK_ANNOTATION, SUPER_POD_ID_ANNOTATION)
 PERIOD = "0.2s"  # vc-scheduler's --schedule-period (Huawei ships 1s)
 # The plugin's name in Huawei's shipped configuration, and the init-params it ships.
 SHIPPED_NAME = re.compile(r"volcano-npu_[^\s\"]+")
 SESSIONS = re.compile(r"^volcano_e2e_scheduling_latency_milliseconds_count (\d+)", re.MULTILINE)
 SETTLE_SESSIONS = 2  # sessions that must end after a batch's nodes exist, before its jobs come
 DECIDE_SECONDS = 10.0  # a job not placed nor refused within this is reported undecided
+# Huawei's level (-v=3, build/volcano-v1.12.0.yaml), and plugin/factory.go at 4: its
+# BatchNodeOrderFn logs each task's NPU scores there ("batchNodeOrderFn Get task:...").
+LOG_FLAGS = ("-v=3", "--vmodule=factory=4")
 
 
 @dataclass(frozen=True)
@@ -84,16 +95,67 @@ class Outcome:
     placements: tuple[tuple[int, tuple[int, ...]], ...] = ()
     reason: str = ""
     detail: Mapping[str, str] = field(default_factory=dict)
+    # The plugin's scores of each pod (rank) it scored, in the order it scored them (its
+    # last scoring of a pod), by node index.
+    scores: tuple[tuple[int, Mapping[int, float]], ...] = ()
+    ranks: tuple[int, ...] = ()  # each pod's ``hccl/rankIndex`` as the plugin wrote it (-1: none)
 
     def to_json(self) -> Obj:
         answer: Obj = {"placed": self.placed}
         if self.placed:
             answer["placements"] = [{"node": n, "chips": list(c)} for n, c in self.placements]
+            if self.ranks:
+                answer["ranks"] = list(self.ranks)
         else:
             answer["reason"] = self.reason
         if self.detail:
             answer["detail"] = dict(self.detail)
+        if self.scores:
+            answer["scores"] = [
+                {"pod": rank, "scores": {f"n{n}": v for n, v in sorted(by_node.items())}}
+                for rank, by_node in self.scores
+            ]
         return answer
+
+
+def outcome_from_json(raw: Mapping[str, Any]) -> Outcome:
+    """An outcome as ``Outcome.to_json`` wrote it."""
+    return Outcome(
+        bool(raw["placed"]),
+        tuple((int(p["node"]), tuple(p["chips"])) for p in raw.get("placements", [])),
+        str(raw.get("reason", "")),
+        dict(raw.get("detail", {})),
+        tuple(
+            (int(s["pod"]), {int(n.removeprefix("n")): float(v) for n, v in s["scores"].items()})
+            for s in raw.get("scores", [])
+        ),
+        tuple(int(r) for r in raw.get("ranks", [])),
+    )
+
+
+_SCORES = re.compile(r"batchNodeOrderFn Get task:(\S+) for NPU map\[([^\]]*)\]")
+
+
+def logged_scores(text: str) -> dict[str, dict[int, dict[int, float]]]:
+    """The plugin's NPU scores in a piece of vc-scheduler's log (``plugin/factory.go``
+    BatchNodeOrderFn at level 4: ``batchNodeOrderFn Get task:<pod> for NPU map[<node>:<score>
+    ...]``), by case key, then pod rank (in the order of each pod's last scoring), then node
+    index."""
+    found: dict[str, dict[int, dict[int, float]]] = {}
+    for task, entries in _SCORES.findall(text):
+        key, _, rank = task.rpartition("-p")
+        if not rank.isdigit():
+            continue
+        by_node: dict[int, float] = {}
+        for entry in entries.split():
+            node, _, score = entry.rpartition(":")
+            owner, _, index = node.rpartition("-n")
+            if owner == key and index.isdigit():
+                by_node[int(index)] = float(score)
+        pods = found.setdefault(key, {})
+        pods.pop(int(rank), None)  # the last scoring counts, in its place
+        pods[int(rank)] = by_node
+    return found
 
 
 def scheduler_configuration(conf: str, *, nslb: str = "1.0") -> str:
@@ -271,6 +333,7 @@ class HuaweiVolcano:
         self.admin: Rest = plane.rest()
         self.batch = batch
         self._serial = 0
+        self._log_offset = 0
 
     # ---- the cluster ------------------------------------------------------------------
 
@@ -347,7 +410,21 @@ class HuaweiVolcano:
                 time.sleep(0.05)
         finally:
             self.clean([r.key for r in batch])
+        self._add_scores(batch)
         return batch
+
+    def _add_scores(self, batch: Sequence[_Running]) -> None:
+        """Each outcome with the plugin's scores the log shows for its pods."""
+        log = self.volcano.processes["vc-scheduler"].log
+        with log.open("rb") as text:
+            text.seek(self._log_offset)
+            new = text.read()
+        self._log_offset += len(new)
+        scores = logged_scores(new.decode(errors="replace"))
+        for running_case in batch:
+            found = scores.get(running_case.key)
+            if found and running_case.outcome is not None:
+                running_case.outcome = replace(running_case.outcome, scores=tuple(found.items()))
 
     def _undecided(self, waiting: Sequence[_Running]) -> None:
         """Jobs neither placed nor refused by the deadline: what their PodGroup and pods say."""
@@ -394,20 +471,21 @@ class HuaweiVolcano:
             if not all(resource in (p["metadata"].get("annotations") or {}) for p in bound):
                 return  # bound before the annotation shows: read again
             placements = []
-            for pod in sorted(bound, key=lambda p: int(p["metadata"]["name"].rsplit("-p", 1)[1])):
+            ordered = sorted(bound, key=lambda p: int(p["metadata"]["name"].rsplit("-p", 1)[1]))
+            for pod in ordered:
                 index = int(pod["spec"]["nodeName"].rsplit("-n", 1)[1])
                 chips = parse_chip_list(
                     pod["metadata"]["annotations"][resource], kind=case.spec.kind
                 )
                 placements.append((index, tuple(chips)))
+            notes = [p["metadata"].get("annotations") or {} for p in ordered]
+            ranks = tuple(int(n.get(RANK_INDEX_ANNOTATION, "-1")) for n in notes)
             detail = {
-                k: v
-                for p in bound
-                for k, v in (p["metadata"].get("annotations") or {}).items()
-                if k in ("super-pod-rank", "super-pod-id", "hccl/rankIndex")
-                and p["metadata"]["name"].endswith("-p0")
+                f"p{i}": ",".join(f"{k}={n[k]}" for k in DETAIL_ANNOTATIONS if k in n)
+                for i, n in enumerate(notes)
+                if any(k in n for k in DETAIL_ANNOTATIONS)
             }
-            running_case.outcome = Outcome(True, tuple(placements), detail=detail)
+            running_case.outcome = Outcome(True, tuple(placements), detail=detail, ranks=ranks)
             return
         if bound or group is None:
             return
@@ -449,7 +527,7 @@ def huawei_volcano(workdir: Path | None = None, *, batch: int = 12) -> Iterator[
             )
             volcano.start_controller_manager()
             conf = scheduler_configuration(huawei_scheduler_configuration(volcano.build))
-            volcano.start_scheduler(conf, plugins=True, period=PERIOD)
+            volcano.start_scheduler(conf, plugins=True, period=PERIOD, extra=LOG_FLAGS)
             open_queue(plane)
             runner = HuaweiVolcano(plane, volcano, batch=batch)
             runner.wait_sessions(3)

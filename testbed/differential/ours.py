@@ -44,7 +44,7 @@ SETTINGS = locality.Settings(
     nslb_version="1.0", shared_tor_num=2, reserve_nodes=2, super_pod_size=48
 )
 AGREE = "agree"
-KINDS = ("verdict", "nodes", "chips", "refusal", "undecided", "error")
+KINDS = ("verdict", "nodes", "ties", "ranks", "chips", "refusal", "undecided")
 
 
 def node_name(i: int) -> str:
@@ -143,7 +143,7 @@ def outcome(decision: Decision) -> Outcome:
     if not decision.feasible:
         return Outcome(False, reason=decision.reason, detail=dict(decision.rejected))
     placements = tuple((node_index(p.node), p.chips) for p in decision.placements)
-    return Outcome(True, placements)
+    return Outcome(True, placements, ranks=tuple(range(len(placements))))
 
 
 # ---- the comparison ---------------------------------------------------------------------------
@@ -215,47 +215,87 @@ def equally_good_chips(
 
 
 def _replay(case: Case, theirs: Outcome, ours: Outcome) -> Verdict:
-    """Huawei's pods in turn: each on a node of our highest score at that point, on our chips
-    or chips as good."""
+    """Huawei's pods in the order it scored them (else by rank): each on a node of our highest
+    score given Huawei's earlier pods, whose set of highest-scored nodes equals the plugin's
+    own where its log shows it, and on our chips or chips as good."""
     job = our_job(case)
     product = product_by_name(job.product)
     req = case.job.npu
+    logged = dict(theirs.scores)
+    order = [r for r in logged if r < len(theirs.placements)]
+    order += [r for r in range(len(theirs.placements)) if r not in logged]
     taken: dict[int, list[int]] = {}
-    left = list(theirs.placements)
-    for step in range(len(theirs.placements)):
+    for step, rank in enumerate(order):
+        index, chips = theirs.placements[rank]
         nodes = our_nodes(case, taken)
-        session = Session(nodes, DEFAULT_POLICY)
-        scores = session.score(job, req)
+        scores = session_scores(case, job, nodes)
         if not scores:
-            return Verdict(
-                "nodes", f"pod {step}: no node fits for us after Huawei's earlier pods", ours
-            )
-        top = max(scores.values())
-        best = {node_index(n) for n, s in scores.items() if s == top}
-        pick = next((p for p in left if p[0] in best), None)
-        if pick is None:
-            where = ", ".join(f"n{n}" for n, _ in left)
-            their = {f"n{n}": scores.get(node_name(n)) for n, _ in left}
+            why = f"pod {step}: no node fits for us after Huawei's earlier pods"
+            return Verdict("nodes", why, ours)
+        best = top(scores)
+        if index not in best:
             return Verdict(
                 "nodes",
-                f"pod {step}: Huawei used {where} (our scores {their}); "
-                f"our best {sorted(f'n{b}' for b in best)} at {top}",
+                f"pod p{rank} (pod {step} placed): Huawei used n{index}, our score "
+                f"{scores.get(index)}; our best {_names_of(best)} at {max(scores.values())}"
+                + _their_scores(logged.get(rank)),
                 ours,
             )
-        left.remove(pick)
-        index, chips = pick
+        if rank in logged and logged[rank] and not _same_ties(product, top(logged[rank]), best):
+            return Verdict(
+                "ties",
+                f"pod p{rank} (pod {step} placed) on n{index}: Huawei's best "
+                f"{_names_of(top(logged[rank]))}, ours {_names_of(best)}"
+                + _their_scores(logged[rank])
+                + f"; ours {_scores_text(scores)}",
+                ours,
+            )
         state = nodes[index]
         usable = _usable(case, product, state, job.distributed)
         our_chips = DEFAULT_POLICY.select(product, usable, req, job.distributed)
         if not equally_good_chips(product, usable, req, our_chips, chips):
             return Verdict(
                 "chips",
-                f"pod {step} on n{index} (free {list(state.free)}): Huawei took {list(chips)}, "
+                f"pod p{rank} on n{index} (free {list(state.free)}): Huawei took {list(chips)}, "
                 f"we take {list(our_chips)}",
                 ours,
             )
         taken.setdefault(index, []).extend(chips)
     return Verdict(AGREE, ours=ours)
+
+
+def _same_ties(product: Product, theirs: set[int], ours: set[int]) -> bool:
+    """Whether the plugin's best nodes are ours. The A3 handler stops scoring at the first node
+    whose best is 0 (``module910a3x16/frame.go`` ScoreBestNPUNodes' fast break), in the order
+    Volcano's parallel predicates found the nodes (``pkg/scheduler/util/predicate_helper.go``
+    PredicateNodes), so any of our best can be its only best."""
+    if product.rule is Rule.DIES:
+        return theirs <= ours
+    return theirs == ours
+
+
+def session_scores(case: Case, job: Job, nodes: Sequence[NodeState]) -> dict[int, float]:
+    """Our score of each node that can take a pod of the job, by node index."""
+    session = Session(nodes, DEFAULT_POLICY)
+    return {node_index(n): s for n, s in session.score(job, case.job.npu).items()}
+
+
+def top(scores: Mapping[int, float]) -> set[int]:
+    """The nodes of the highest score."""
+    best = max(scores.values())
+    return {n for n, s in scores.items() if s == best}
+
+
+def _names_of(nodes: set[int]) -> str:
+    return "[" + " ".join(f"n{n}" for n in sorted(nodes)) + "]"
+
+
+def _scores_text(scores: Mapping[int, float]) -> str:
+    return "{" + ", ".join(f"n{n}: {s:g}" for n, s in sorted(scores.items())) + "}"
+
+
+def _their_scores(scores: Mapping[int, float] | None) -> str:
+    return "" if not scores else f" (Huawei's scores {_scores_text(scores)})"
 
 
 def _super_pod_shape(case: Case, used: Sequence[int]) -> list[tuple[int, int]]:
@@ -277,6 +317,14 @@ def _super_pod_shape(case: Case, used: Sequence[int]) -> list[tuple[int, int]]:
     return sorted((offered[sp], taken[sp]) for sp in taken)
 
 
+def _by_rank(outcome: Outcome) -> list[str]:
+    """The nodes of ranks 0, 1, … (``hccl/rankIndex``; pod order where a pod has none)."""
+    ranked = sorted(
+        zip(outcome.ranks or range(len(outcome.placements)), outcome.placements, strict=True)
+    )
+    return [f"n{node}" for _, (node, _) in ranked]
+
+
 def _network_placement(case: Case, theirs: Outcome, ours: Outcome) -> Verdict:
     """A ToR or SuperPoD job: the same servers (in any rank order), each on our chips; on
     SuperPoDs, servers as good (``_super_pod_shape``)."""
@@ -292,15 +340,21 @@ def _network_placement(case: Case, theirs: Outcome, ours: Outcome) -> Verdict:
             f"Huawei used {[f'n{n}' for n in their_nodes]}, we use {[f'n{n}' for n in our_nodes_]}",
             ours,
         )
+    if not super_pods and _by_rank(theirs) != _by_rank(ours):
+        return Verdict(
+            "ranks",
+            f"ranks 0.. on Huawei's {_by_rank(theirs)}, ours {_by_rank(ours)}",
+            ours,
+        )
     job = our_job(case)
     product = product_by_name(job.product)
     nodes = our_nodes(case)
-    mine = dict(ours.placements)
     for index, chips in theirs.placements:
         usable = _usable(case, product, nodes[index], job.distributed)
-        if not equally_good_chips(product, usable, case.job.npu, mine[index], chips):
+        mine = DEFAULT_POLICY.select(product, usable, case.job.npu, job.distributed)
+        if not equally_good_chips(product, usable, case.job.npu, mine, chips):
             return Verdict(
-                "chips", f"n{index}: Huawei took {list(chips)}, we take {list(mine[index])}", ours
+                "chips", f"n{index}: Huawei took {list(chips)}, we take {list(mine)}", ours
             )
     return Verdict(AGREE, ours=ours)
 
@@ -308,7 +362,6 @@ def _network_placement(case: Case, theirs: Outcome, ours: Outcome) -> Verdict:
 # ---- refusals ---------------------------------------------------------------------------------
 
 _NODE_REASON = re.compile(r" Reason: (.*?), such as: \[([^\]]*)\]\.\.\.")
-_COUNTED = re.compile(r"(\d+) ([^,]+?)(?:, |\.$|\. )")
 
 
 def huawei_reasons(case: Case, theirs: Outcome) -> tuple[dict[str, str], dict[int, str]]:
