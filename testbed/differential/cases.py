@@ -150,7 +150,9 @@ class NodeSpec:
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """One job: ``pods`` pods of ``npu`` chips each, its PodGroup's and pods' labels and
-    annotations, the pods' ``nodeSelector``."""
+    annotations, the pods' ``nodeSelector``. Huawei's samples add pods without NPUs
+    (``plain``: MindSpore's scheduler), a ``minMember`` below the pods (a Deployment's
+    PodGroup: 1) and each NPU pod's own annotations (the ranks its operator writes)."""
 
     pods: int
     npu: int
@@ -158,6 +160,15 @@ class JobSpec:
     annotations: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
     selector: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
     resource: str = ASCEND910.resource
+    plain: int = 0
+    min_member: int | None = None
+    pod_annotations: tuple[Mapping[str, str], ...] = ()
+    plain_annotations: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
+
+    @property
+    def members(self) -> int:
+        """The PodGroup's ``minMember``."""
+        return self.pods + self.plain if self.min_member is None else self.min_member
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +182,8 @@ class Case:
     job: JobSpec
     exclusive: bool = False
     note: str = ""  # what the generator meant to try
+    # Labels the servers carry beyond their hardware's (a sample's selector: ``host-arch``).
+    node_labels: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
 
     @property
     def spec(self) -> Hardware:
@@ -185,6 +198,7 @@ class Case:
             "hardware": self.hardware,
             "exclusive": self.exclusive,
             "note": self.note,
+            **({"node_labels": dict(self.node_labels)} if self.node_labels else {}),
             "nodes": [
                 {
                     "name": self.node_name(i),
@@ -205,6 +219,18 @@ class Case:
                 "labels": dict(self.job.labels),
                 "annotations": dict(self.job.annotations),
                 "selector": dict(self.job.selector),
+                **({"plain": self.job.plain} if self.job.plain else {}),
+                **({"min_member": self.job.min_member} if self.job.min_member else {}),
+                **(
+                    {"pod_annotations": [dict(a) for a in self.job.pod_annotations]}
+                    if self.job.pod_annotations
+                    else {}
+                ),
+                **(
+                    {"plain_annotations": dict(self.job.plain_annotations)}
+                    if self.job.plain_annotations
+                    else {}
+                ),
             },
         }
 
@@ -238,9 +264,14 @@ def case_from_json(raw: Mapping[str, Any]) -> Case:
             dict(job["annotations"]),
             dict(job["selector"]),
             job["resource"],
+            int(job.get("plain", 0)),
+            job.get("min_member"),
+            tuple(dict(a) for a in job.get("pod_annotations", [])),
+            dict(job.get("plain_annotations", {})),
         ),
         bool(raw.get("exclusive", False)),
         raw.get("note", ""),
+        dict(raw.get("node_labels", {})),
     )
 
 

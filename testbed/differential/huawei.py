@@ -197,7 +197,7 @@ def node_objects(case: Case, key: str, i: int, node: NodeSpec) -> tuple[Obj, Obj
     }
     capacity = {"cpu": "192", "memory": "1536Gi", "pods": "110"}
     healthy = spec.chips - len(node.unhealthy)
-    labels = dict(spec.labels)
+    labels = {**spec.labels, **case.node_labels}
     node_obj: Obj = {
         "apiVersion": "v1",
         "kind": "Node",
@@ -262,46 +262,52 @@ def node_objects(case: Case, key: str, i: int, node: NodeSpec) -> tuple[Obj, Obj
 
 
 def job_objects(case: Case, key: str) -> tuple[Obj, list[Obj]]:
-    """The PodGroup and the pods of the case's job (pods ``<key>-p<rank>``)."""
+    """The PodGroup and the pods of the case's job: NPU pods ``<key>-p<i>``, pods without
+    NPUs ``<key>-q<i>``. ``minResources`` is what Volcano's job controller writes: the requests
+    of the first ``minMember`` pods (``pkg/controllers/job/job_controller_util.go``
+    CalcPGMinResources)."""
     job = case.job
     group = f"{key}-pg"
+    npu_members = min(job.pods, max(job.members - job.plain, 0))
     podgroup: Obj = {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "PodGroup",
         "metadata": _meta(group, key, labels=dict(job.labels), annotations=dict(job.annotations)),
         "spec": {
-            "minMember": job.pods,
+            "minMember": job.members,
             "queue": "default",
-            "minResources": {job.resource: str(job.pods * job.npu)},
+            "minResources": {job.resource: str(max(npu_members, 1) * job.npu)},
         },
     }
-    pods: list[Obj] = []
     selector = {**job.selector, CASE_LABEL: key}
+
+    def pod(name: str, request: Mapping[str, str], annotations: Mapping[str, str]) -> Obj:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": _meta(
+                name,
+                key,
+                labels=dict(job.labels),
+                annotations={**job.annotations, **annotations, GROUP_ANNOTATION: group},
+            ),
+            "spec": {
+                "schedulerName": "volcano",
+                "nodeSelector": selector,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "main",
+                        "resources": {"requests": dict(request), "limits": dict(request)},
+                    }
+                ],
+            },
+        }
+
+    pods = [pod(f"{key}-q{i}", {"cpu": "1"}, job.plain_annotations) for i in range(job.plain)]
     for rank in range(job.pods):
-        request = {job.resource: str(job.npu)}
-        pods.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": _meta(
-                    f"{key}-p{rank}",
-                    key,
-                    labels=dict(job.labels),
-                    annotations={**dict(job.annotations), GROUP_ANNOTATION: group},
-                ),
-                "spec": {
-                    "schedulerName": "volcano",
-                    "nodeSelector": selector,
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "main",
-                            "resources": {"requests": request, "limits": request},
-                        }
-                    ],
-                },
-            }
-        )
+        own = job.pod_annotations[rank] if rank < len(job.pod_annotations) else {}
+        pods.append(pod(f"{key}-p{rank}", {job.resource: str(job.npu)}, own))
     return podgroup, pods
 
 
@@ -456,7 +462,7 @@ class HuaweiVolcano:
         }
         by_key: dict[str, list[Obj]] = {}
         for pod in pods:
-            if pod["spec"].get("schedulerName") == "volcano":
+            if re.fullmatch(r".*-p\d+", pod["metadata"]["name"]):
                 by_key.setdefault(pod["metadata"]["labels"][CASE_LABEL], []).append(pod)
         now = self.sessions()
         for running_case in waiting:

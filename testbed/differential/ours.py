@@ -29,6 +29,12 @@ from dataclasses import dataclass, field
 from chip_topology import dies
 from chip_topology.products import Product, Rule, product_by_name
 from chip_topology.routing import product_for_job, product_of_node
+from contract.annotations import (
+    SCHEDULER_TASK_SPEC,
+    SKIP_ASCEND_PLUGIN_ANNOTATION,
+    SKIP_ENABLED,
+    TASK_SPEC_ANNOTATION,
+)
 from contract.chip_names import KIND_OF_RESOURCE
 from contract.tor_topology import parse_topology
 from scheduler_core.engine import locality
@@ -37,6 +43,8 @@ from scheduler_core.engine.policies import DEFAULT_POLICY
 from scheduler_core.engine.session import Session
 from scheduler_core.engine.superpod import SuperPodInvalid
 from scheduler_core.engine.tor import TorInvalid
+from scheduler_core.service.jobs import JobSettings
+from scheduler_core.service.wire import _a3_roles
 from testbed.differential.cases import TOR_LAYOUT, Case, Obj
 from testbed.differential.huawei import Outcome
 
@@ -77,12 +85,13 @@ def our_nodes(case: Case, taken: Mapping[int, Sequence[int]] | None = None) -> l
 
 
 def our_job(case: Case) -> Job:
+    """The job's NPU pods routed as the service routes them (``chip_topology/routing.py``);
+    its pods without NPUs are not ours to place."""
     job = case.job
     kind = KIND_OF_RESOURCE[job.resource]
     product = product_for_job(kind, job.labels, job.annotations, job.selector)
     tasks = tuple(Task(f"p{r}", job.npu) for r in range(job.pods))
-    labels = {**job.labels, **job.annotations}
-    return Job(case.name, product.name, tasks, "differential", labels, dict(job.selector))
+    return Job(case.name, product.name, tasks, "differential", dict(job.labels), dict(job.selector))
 
 
 def network(case: Case) -> locality.Network:
@@ -100,9 +109,24 @@ def _network_job(case: Case) -> bool:
     return job.pods > 1 or "sp-block" in job.annotations or "tor-affinity" in job.labels
 
 
+def _roles(case: Case, job: Job) -> str:
+    """The service's refusal of an A3 job's pods asking no NPU without the marks MindCluster's
+    A3 handlers accept (``scheduler_core/service/wire.py`` ``_a3_roles``, which the service
+    applies while reading the job)."""
+    if not case.job.plain:
+        return ""
+    marks = {TASK_SPEC_ANNOTATION: SCHEDULER_TASK_SPEC, SKIP_ASCEND_PLUGIN_ANNOTATION: SKIP_ENABLED}
+    notes = case.job.plain_annotations
+    unmarked = () if any(notes.get(k) == v for k, v in marks.items()) else ("q0",)
+    settings = JobSettings(size=case.job.pods, unmarked=unmarked)
+    return _a3_roles(product_by_name(job.product), settings, case.job.npu)
+
+
 def decide(case: Case) -> Decision:
     """Our decision for the case's job."""
     job = our_job(case)
+    if refusal := _roles(case, job):
+        return Decision(job.key, False, reason=refusal)
     session = Session(our_nodes(case), DEFAULT_POLICY)
     if not _network_job(case):
         return session.place(job, explain=True)

@@ -1,0 +1,68 @@
+"""Huawei's Volcano plugin beside our engine, case by case: seeded cases over every product both
+serve (and Huawei's own job samples) run through ascend-for-volcano v26.1.0 in the real Volcano
+v1.12.0 on the test bed's API server and through our engine, compared (``testbed/differential``).
+
+Run: ``.venv/bin/python -m benchmarks.differential --seed 7 --cases 600`` (``make testbed``
+first: it builds Volcano and Huawei's plugin). Prints a table per product (cases, agreements,
+disagreements by kind) and the known differences met; writes every disagreement, with its
+case and both sides' outcomes, to ``--out`` (JSON). ``--replay FILE`` runs the cases of such a
+file again. Exit status 1 when a disagreement no known difference explains was found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from testbed.differential.cases import GENERATORS, Case, case_from_json, generate
+from testbed.differential.huawei import huawei_volcano
+from testbed.differential.known import minimal_cases
+from testbed.differential.run import run_cases, summary, write_disagreements
+from testbed.differential.samples import sample_cases
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--cases", type=int, default=300, help="seeded cases (default 300)")
+    parser.add_argument(
+        "--groups", nargs="*", choices=sorted(GENERATORS), help="only these generators"
+    )
+    parser.add_argument("--no-samples", action="store_true", help="leave Huawei's samples out")
+    parser.add_argument("--no-minimal", action="store_true", help="leave the known cases out")
+    parser.add_argument("--replay", type=Path, help="the cases of a disagreements file")
+    parser.add_argument("--batch", type=int, default=12, help="cases side by side per session")
+    parser.add_argument("--out", type=Path, help="disagreements JSON (differential-<seed>.json)")
+    args = parser.parse_args()
+    cases: list[Case]
+    if args.replay:
+        cases = [case_from_json(r["case"]) for r in json.loads(args.replay.read_text())]
+    else:
+        cases = generate(args.seed, args.cases, args.groups)
+        if not args.no_samples:
+            cases += sample_cases()
+        if not args.no_minimal:
+            cases += minimal_cases()
+    out = args.out or Path(f"differential-{args.seed}.json")
+    started = time.monotonic()
+    with huawei_volcano(batch=args.batch) as runner:
+        ready = time.monotonic()
+        results = run_cases(runner, cases)
+    done = time.monotonic()
+    print(summary(results))
+    count = write_disagreements(results, out)
+    print(
+        f"\n{len(cases)} cases in {done - ready:.0f} s (start-up {ready - started:.0f} s); "
+        f"{count} disagreements written to {out}"
+    )
+    unknown = [r for r in results if not r.verdict.agrees and r.known is None]
+    return 1 if unknown else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

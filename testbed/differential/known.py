@@ -1,0 +1,267 @@
+"""The disagreements with Huawei's plugin known today: each named, with upstream's code that
+decides otherwise, a test of which disagreements it explains, and its smallest case (which the
+suite always runs, so a fix shows).
+
+A matcher must be narrow: a disagreement it does not explain is a new one and fails the suite.
+When the engine follows upstream in one of these, its smallest case agrees and
+``tests/real/test_differential.py`` says so: remove the entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from contract.annotations import (
+    SCHEDULE_POLICY_ANNOTATION,
+    STRATEGY_310_LABEL,
+    TOR_AFFINITY_LABEL,
+)
+from contract.chip_names import ASCEND310, ASCEND310P
+from testbed.differential.cases import (
+    HARDWARE,
+    TOR_LAYOUT,
+    Case,
+    JobSpec,
+    NodeSpec,
+    listed,
+)
+from testbed.differential.ours import Verdict
+
+
+@dataclass(frozen=True)
+class Known:
+    name: str
+    description: str
+    matches: Callable[[Case, Verdict], bool]
+    minimal: Case
+
+
+def _node(
+    hardware: str, free: Sequence[int], network_unhealthy: Sequence[int] = (), address: str = ""
+) -> NodeSpec:
+    kind = HARDWARE[hardware].kind
+    return NodeSpec(listed(free, kind), (), tuple(network_unhealthy), address)
+
+
+def _tor(slot: tuple[int, int]) -> str:
+    """The address of slice ``slot[1]`` under ToR ``slot[0]`` in the run's layout."""
+    tor, slice_id = slot
+    return TOR_LAYOUT.addresses[tor * TOR_LAYOUT.per_tor + slice_id]
+
+
+def _tor_case(name: str, slots: Sequence[tuple[int, int]], pods: int) -> Case:
+    nodes = tuple(_node("910B x8", range(8), address=_tor(s)) for s in slots)
+    job = JobSpec(
+        pods,
+        8,
+        labels={TOR_AFFINITY_LABEL: "normal-schema"},
+        selector={"accelerator-type": "module-910b-8"},
+    )
+    return Case(name, "910B x8", nodes, job, exclusive=True, note=f"gang {pods}x8, normal-schema")
+
+
+def _inference_chip_job(case: Case) -> bool:
+    return case.hardware == "310P" or (
+        case.hardware == "310" and case.job.labels.get(STRATEGY_310_LABEL, "chip") == "chip"
+    )
+
+
+KNOWN: tuple[Known, ...] = (
+    Known(
+        "310-310p-chip-scores",
+        "310P and 310 chip jobs: upstream scores a node (64 - unhealthy) x 100 - free chips "
+        "(ascend-for-volcano internal/npu/base/frame.go ScoreBestNPUNodes, maxNodeNPUNum 64; "
+        "ascend310/chip310x4), ours scores every node 0 (docs/compatibility.md), so ties "
+        "upstream does not have",
+        lambda case, verdict: (
+            _inference_chip_job(case) and verdict.kind in ("ties", "nodes", "chips")
+        ),
+        Case(
+            "known-310p-scores",
+            "310P",
+            (_node("310P", range(8)), _node("310P", range(4))),
+            JobSpec(1, 1, resource=ASCEND310P.resource),
+            note="one pod of 1",
+        ),
+    ),
+    Known(
+        "910x8-pods-of-4",
+        "910 x8 (module910x8): a job of several pods of fewer than 8 chips is placed upstream "
+        "(MindCluster's module910x8 has no job check of its own: internal/npu/base/frame.go "
+        "ValidNPUJob), two pods of 4 on one server's two rings; ours refuses it (VOL-v5's "
+        "whole-server rule for distributed jobs)",
+        lambda case, verdict: (
+            case.hardware == "910 x8"
+            and case.job.pods > 1
+            and case.job.npu < 8
+            and verdict.kind == "verdict"
+        ),
+        Case(
+            "known-910x8-2x4",
+            "910 x8",
+            (_node("910 x8", range(8)),),
+            JobSpec(2, 4),
+            note="2 pods of 4 on 910 x8",
+        ),
+    ),
+    Known(
+        "910x8-invalid-count-words",
+        "910 x8: a one-pod job of 3, 5, 6 or 7 chips is refused upstream by the base handler's "
+        "check ('req npu num should small than 8, and not in map[3:{} 5:{} 6:{} 7:{}]', "
+        "internal/npu/base/frame.go ValidNPUJob), ours in VOL-v5's words "
+        "('checkSingleTrainMode ... req npu not in [1,2,4,8]')",
+        lambda case, verdict: (
+            case.hardware == "910 x8"
+            and verdict.kind == "refusal"
+            and "checkSingleTrainMode" in verdict.detail
+        ),
+        Case(
+            "known-910x8-3",
+            "910 x8",
+            (_node("910 x8", range(8)),),
+            JobSpec(1, 3),
+            note="one pod of 3",
+        ),
+    ),
+    Known(
+        "910bx16-chip-order",
+        "910B x16: upstream picks a pod's chips from the free chips sorted by number "
+        "(internal/npu/base/node.go GetUsableTopFromNode sort.Ints, then "
+        "ascend910b/base.go SelectNPUByTaskNPUNumAndNodeTop takes the first of a half), ours "
+        "in the DeviceInfo's order (names sorted as strings: Ascend910-14 before Ascend910-9)",
+        lambda case, verdict: case.hardware == "910B x16" and verdict.kind == "chips",
+        Case(
+            "known-910bx16-order",
+            "910B x16",
+            (_node("910B x16", (9, 14)),),
+            JobSpec(1, 1, annotations={SCHEDULE_POLICY_ANNOTATION: "chip8-node16"}),
+            note="one pod of 1",
+        ),
+    ),
+    Known(
+        "inference-card-count-stage",
+        "310 and 300I Duo card jobs of more chips than a card has: upstream's job check passes "
+        "them and each node refuses ('req npu(3) illegal not meet node top<...>', "
+        "ascend310/card310x4/task.go, ascend310p/card310px2/task.go), ours refuses the job "
+        "('task p0 req npu 3 is invalid')",
+        lambda case, verdict: (
+            case.hardware in ("310", "300I Duo")
+            and verdict.kind == "refusal"
+            and "ours passes it" in verdict.detail
+            and "is invalid" in verdict.detail
+        ),
+        Case(
+            "known-duo-card-3",
+            "300I Duo",
+            (_node("300I Duo", range(8)),),
+            JobSpec(
+                1,
+                3,
+                labels={"duo": "true", STRATEGY_310_LABEL: "card"},
+                resource=ASCEND310P.resource,
+            ),
+            note="one pod of 3, card",
+        ),
+    ),
+    Known(
+        "inference-refusal-prefix",
+        "310 / 310P node refusals: upstream's predicate returns the handler's error as it is "
+        "(plugin/node.go NodePredicate; 'checkNodeNPUByTask  <node> : ' is only its log line), "
+        "ours prefixes 'checkNodeNPUByTask  <node> : '",
+        lambda case, verdict: (
+            verdict.kind == "refusal" and 'ours "checkNodeNPUByTask  n' in verdict.detail
+        ),
+        Case(
+            "known-310-card-prefix",
+            "310",
+            (_node("310", (1, 2, 4, 6)),),
+            JobSpec(1, 4, labels={STRATEGY_310_LABEL: "card"}, resource=ASCEND310.resource),
+            note="one pod of 4, card",
+        ),
+    ),
+    Known(
+        "a3-refusal-words",
+        "A3 servers: a node whose dies cannot hold the pod is refused upstream with "
+        "'npu top[[0 1 3 5]] is not meet task req(4)' (ascend910a3/base.go "
+        "JudgeNodeAndTaskNPU), ours with 'npu topology not meet job require,network unhealthy "
+        "card is [  ]'",
+        lambda case, verdict: (
+            case.hardware.startswith("A3")
+            and verdict.kind == "refusal"
+            and "is not meet task req(" in verdict.detail
+        ),
+        Case(
+            "known-a3-words",
+            "A3 x16",
+            (_node("A3 x16", (0, 1, 3, 5)),),
+            JobSpec(
+                1,
+                4,
+                annotations={SCHEDULE_POLICY_ANNOTATION: "chip2-node16"},
+                selector={"accelerator-type": "module-a3-16"},
+            ),
+            note="one pod of 4",
+        ),
+    ),
+    Known(
+        "network-unhealthy-order",
+        "a refusal naming the node's network-unhealthy chips lists them as the DeviceInfo "
+        "does upstream ('[ Ascend910-15,Ascend910-8 ]', module910bx16/frame.go prints the "
+        "annotation), ours by number ('[ Ascend910-8,Ascend910-15 ]')",
+        lambda case, verdict: (
+            verdict.kind == "refusal"
+            and "network unhealthy card is [ " in verdict.detail
+            and _same_names_reordered(verdict.detail)
+        ),
+        Case(
+            "known-network-order",
+            "910B x16",
+            (
+                _node(
+                    "910B x16",
+                    (1, 2, 4, 5, 6, 8, 9, 10, 11, 14, 15),
+                    network_unhealthy=(8, 15),
+                ),
+            ),
+            JobSpec(1, 10, annotations={SCHEDULE_POLICY_ANNOTATION: "chip8-node16"}),
+            note="one pod of 10",
+        ),
+    ),
+    Known(
+        "tor-logical-fill",
+        "ToR affinity 1.0, a job of fewer pods than a ToR has slices that no ToR holds: "
+        "upstream fills it from the logical ToR with the fewest servers that holds it "
+        "(internal/nslb/nslbv1.go setTorHandlerServerList -> util.go setFillJobServerList, "
+        "from the last), ours takes the first logical ToR (scheduler_core/engine/tor.py)",
+        lambda case, verdict: TOR_AFFINITY_LABEL in case.job.labels and verdict.kind == "nodes",
+        _tor_case("known-tor-fill", ((0, 0), (1, 1), (2, 0), (3, 1)), 2),
+    ),
+    Known(
+        "tor-logical-ranks",
+        "ToR affinity 1.0 on logical ToRs: upstream gives ranks in slice order within each "
+        "ToR of the job (internal/nslb/util.go sortJobServerListBySliceId, setNodeRankIndex), "
+        "ours in the order of the slices sorted by their free servers",
+        lambda case, verdict: TOR_AFFINITY_LABEL in case.job.labels and verdict.kind == "ranks",
+        _tor_case("known-tor-ranks", ((0, 1), (1, 1), (2, 0)), 2),
+    ),
+)
+
+
+def _same_names_reordered(detail: str) -> bool:
+    """Both sides' ``network unhealthy card is [ ... ]`` lists hold the same chips."""
+    lists = [part.split(" ]", 1)[0] for part in detail.split("network unhealthy card is [ ")[1:]]
+    return (
+        len(lists) == 2
+        and lists[0] != lists[1]
+        and set(lists[0].split(",")) == set(lists[1].split(","))
+    )
+
+
+def known_difference(case: Case, verdict: Verdict) -> Known | None:
+    """The known difference a disagreement is, if any."""
+    return next((k for k in KNOWN if k.matches(case, verdict)), None)
+
+
+def minimal_cases() -> list[Case]:
+    return [k.minimal for k in KNOWN]

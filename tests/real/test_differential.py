@@ -1,0 +1,70 @@
+"""Huawei's own Volcano plugin (ascend-for-volcano v26.1.0, in the real Volcano v1.12.0 on the
+test bed's API server) beside our engine, case by case (``testbed/differential``): seeded cases
+over every product both serve, Huawei's job samples, and the smallest case of each known
+difference. Ties upstream breaks at random count as agreement, nothing else does.
+
+Every disagreement must be a known difference (``testbed/differential/known.py``); each known
+difference is an expected failure naming it, until the engine follows upstream there: then its
+test passes, and ``strict`` turns that into a failure saying so (remove it from ``KNOWN``).
+The long run: ``python -m benchmarks.differential --seed N --cases M``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from testbed.differential.cases import generate
+from testbed.differential.huawei import huawei_volcano
+from testbed.differential.known import KNOWN, Known, minimal_cases
+from testbed.differential.run import Result, run_cases, summary
+from testbed.differential.samples import sample_cases
+
+SEED, CASES = 11, 240
+
+
+@pytest.fixture(scope="module")
+def results() -> Iterator[list[Result]]:
+    cases = generate(SEED, CASES) + sample_cases() + minimal_cases()
+    with huawei_volcano() as runner:
+        found = run_cases(runner, cases)
+    print(summary(found))
+    yield found
+
+
+def _listed(results: list[Result]) -> str:
+    return "\n".join(
+        f"{r.case.name} ({r.case.hardware}, {r.case.note}): {r.verdict.kind}: {r.verdict.detail}"
+        for r in results
+    )
+
+
+def test_every_job_is_placed_or_refused_by_huaweis_plugin(results: list[Result]) -> None:
+    undecided = [r for r in results if r.verdict.kind == "undecided"]
+    assert not undecided, _listed(undecided)
+
+
+def test_huaweis_plugin_places_most_jobs(results: list[Result]) -> None:
+    """The cases try the plugin's placements, not mostly its refusals."""
+    placed = sum(r.huawei.placed for r in results)
+    assert placed >= len(results) // 2, f"{placed} of {len(results)} placed"
+
+
+def test_every_disagreement_is_a_known_difference(results: list[Result]) -> None:
+    unknown = [r for r in results if not r.verdict.agrees and r.known is None]
+    assert not unknown, "disagreements no known difference explains:\n" + _listed(unknown)
+
+
+@pytest.mark.parametrize(
+    "known",
+    [
+        pytest.param(k, id=k.name, marks=pytest.mark.xfail(strict=True, reason=k.description))
+        for k in KNOWN
+    ],
+)
+def test_known_difference_is_gone(known: Known, results: list[Result]) -> None:
+    """Expected to fail while the difference stands: its smallest case disagrees (and so may
+    seeded ones). Passing means our engine now agrees: remove the entry from ``KNOWN``."""
+    met = [r for r in results if r.known is known]
+    assert not met, f"{known.name}: {known.description}\n" + _listed(met)
