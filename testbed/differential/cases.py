@@ -30,6 +30,7 @@ from contract.annotations import (
     SCHEDULE_POLICY_ANNOTATION,
     SP_BLOCK_ANNOTATION,
     STRATEGY_310_LABEL,
+    SUPER_POD_AFFINITY_LABEL,
     TOR_AFFINITY_LABEL,
 )
 from contract.chip_names import ASCEND310, ASCEND310P, ASCEND910, ChipKind, chip_name
@@ -330,10 +331,20 @@ def _routing(draw: _Draw, selector: str, policy: str | None, pods: int, npu: int
     return JobSpec(pods, npu, selector={ACCELERATOR_TYPE_LABEL: selector})
 
 
-def _spread(draw: _Draw, pods: int, whole: float) -> list[NodeSpec]:
-    """Servers for a gang of ``pods``: one short of it to two more, most of them all free."""
+def _spread(draw: _Draw, pods: int, whole: float, network: float = 0.0) -> list[NodeSpec]:
+    """Servers for a gang of ``pods``: one short of it to two more, most of them all free,
+    some with network-unhealthy chips (which a gang leaves on network-aware handlers)."""
     count = draw.rng.randint(pods - 1, pods + 2)
-    return [draw.node(whole=draw.rng.random() < whole) for _ in range(count)]
+    nodes = [draw.node(whole=draw.rng.random() < whole) for _ in range(count)]
+    if network:
+        kind = draw.hardware.kind
+        nodes = [
+            replace(n, network_unhealthy=listed(draw.rng.sample(n.free, 1), kind))
+            if n.free and draw.rng.random() < network
+            else n
+            for n in nodes
+        ]
+    return nodes
 
 
 def _ring_910(draw: _Draw) -> Case:
@@ -341,13 +352,18 @@ def _ring_910(draw: _Draw) -> Case:
     gang of whole servers, without a selector (the default ``module`` handler) or with it."""
     rng = draw.rng
     selector = {} if rng.random() < 0.5 else {ACCELERATOR_TYPE_LABEL: "module"}
+    # MindCluster's meshes of 4 on the same servers (``huawei.com/schedule_policy:
+    # chip4-node8``, internal/npu/policy/chip4nodex), as Huawei's tidal sample asks.
+    mesh = {SCHEDULE_POLICY_ANNOTATION: "chip4-node8"} if rng.random() < 0.2 else {}
+    how = " (chip4-node8)" if mesh else ""
     if rng.random() < 0.3:
         pods = rng.choice((2, 2, 3, 4))
-        job = JobSpec(pods, 8, selector=selector)
-        return draw.case(_spread(draw, pods, 0.6), job, f"gang {pods}x8")
+        job = JobSpec(pods, 8, annotations=mesh, selector=selector)
+        return draw.case(_spread(draw, pods, 0.6), job, f"gang {pods}x8{how}")
     npu = rng.choice((1, 1, 2, 2, 4, 4, 8, 3, 5))
     nodes = draw.nodes(rng.randint(1, 5))
-    return draw.case(nodes, JobSpec(1, npu, selector=selector), f"one pod of {npu}")
+    job = JobSpec(1, npu, annotations=mesh, selector=selector)
+    return draw.case(nodes, job, f"one pod of {npu}{how}")
 
 
 def _gang_4x2_910(draw: _Draw) -> Case:
@@ -364,7 +380,8 @@ def _base(draw: _Draw, selector: str, policy: str | None, sizes: Sequence[int]) 
     if rng.random() < 0.25:
         pods = rng.choice((2, 3))
         job = _routing(draw, selector, policy, pods, capacity)
-        return draw.case(_spread(draw, pods, 0.6), job, f"gang {pods}x{capacity}")
+        gang = _spread(draw, pods, 0.6, network=0.3)
+        return draw.case(gang, job, f"gang {pods}x{capacity}")
     npu = rng.choice(sizes)
     nodes = draw.nodes(rng.randint(1, 5), network=0.1)
     return draw.case(nodes, _routing(draw, selector, policy, 1, npu), f"one pod of {npu}")
@@ -393,7 +410,7 @@ def _super_pod(draw: _Draw) -> Case:
     rng = draw.rng
     capacity = draw.hardware.chips
     selector = {ACCELERATOR_TYPE_LABEL: draw.hardware.labels[ACCELERATOR_TYPE_LABEL]}
-    count = rng.randint(2, 8)
+    count = rng.randint(2, 10)
     nodes = [
         replace(draw.node(whole=rng.random() < 0.7, sick=0.0), super_pod=i % 2)
         for i in range(count)
@@ -404,8 +421,17 @@ def _super_pod(draw: _Draw) -> Case:
         return draw.case(nodes, job, f"one pod of {npu}, sp-block {npu}", exclusive=True)
     pods = rng.choice((1, 2, 2, 4))
     block = capacity * rng.choice((1, 2)) if pods % 2 == 0 else capacity
-    job = JobSpec(pods, capacity, annotations={SP_BLOCK_ANNOTATION: str(block)}, selector=selector)
-    return draw.case(nodes, job, f"gang {pods}x{capacity}, sp-block {block}", exclusive=True)
+    soft = rng.random() < 0.2
+    labels = {SUPER_POD_AFFINITY_LABEL: "soft"} if soft else {}
+    job = JobSpec(
+        pods,
+        capacity,
+        labels=labels,
+        annotations={SP_BLOCK_ANNOTATION: str(block)},
+        selector=selector,
+    )
+    note = f"gang {pods}x{capacity}, sp-block {block}" + (", soft" if soft else "")
+    return draw.case(nodes, job, note, exclusive=True)
 
 
 def _tor(draw: _Draw) -> Case:
@@ -442,6 +468,9 @@ def _inference_duo(draw: _Draw) -> Case:
     strategy = rng.choice(("card", "chip"))
     npu = rng.choice((1, 1, 2, 3, 4))
     labels = {DUO_LABEL: "true", STRATEGY_310_LABEL: strategy}
+    if strategy == "chip" and rng.random() < 0.3:  # whole cards (chip310px2, distributed)
+        labels["distributed"] = "true"
+        strategy += ", distributed"
     nodes = draw.nodes(rng.randint(1, 4))
     job = JobSpec(1, npu, labels=labels, resource=ASCEND310P.resource)
     return draw.case(nodes, job, f"one pod of {npu}, {strategy}")
