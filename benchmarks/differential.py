@@ -5,14 +5,18 @@ v1.12.0 on the test bed's API server and through our engine, compared (``testbed
 Run: ``.venv/bin/python -m benchmarks.differential --seed 7 --cases 600`` (``make testbed``
 first: it builds Volcano and Huawei's plugin). Prints a table per product (cases, agreements,
 disagreements by kind) and the known differences met; writes every disagreement, with its
-case and both sides' outcomes, to ``--out`` (JSON). ``--replay FILE`` runs the cases of such a
-file again. Exit status 1 when a disagreement no known difference explains was found.
+case and both sides' outcomes, to ``--out`` (JSON); ``--record FILE`` every case with Huawei's
+outcome. ``--replay FILE`` runs the cases of such a file through Volcano again;
+``--rejudge FILE`` compares its recorded outcomes with the engine as it is now, without
+Volcano (seconds: for checking a change of the engine against Huawei's recorded decisions).
+Exit status 1 when a disagreement no known difference explains was found.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -20,7 +24,13 @@ from pathlib import Path
 from testbed.differential.cases import GENERATORS, Case, case_from_json, generate
 from testbed.differential.huawei import huawei_volcano
 from testbed.differential.known import minimal_cases
-from testbed.differential.run import run_cases, summary, write_disagreements
+from testbed.differential.run import (
+    rejudge,
+    run_cases,
+    summary,
+    write_disagreements,
+    write_record,
+)
 from testbed.differential.samples import sample_cases
 
 
@@ -38,7 +48,20 @@ def main() -> int:
     parser.add_argument("--replay", type=Path, help="the cases of a disagreements file")
     parser.add_argument("--batch", type=int, default=12, help="cases side by side per session")
     parser.add_argument("--out", type=Path, help="disagreements JSON (differential-<seed>.json)")
+    parser.add_argument("--record", type=Path, help="every case and Huawei's outcome (JSON)")
+    parser.add_argument(
+        "--rejudge", type=Path, help="a record or disagreements file, compared again, no Volcano"
+    )
     args = parser.parse_args()
+    out = args.out or Path(f"differential-{args.seed}.json")
+    if args.rejudge:
+        results = rejudge(args.rejudge)
+        print(summary(results))
+        count = write_disagreements(results, out)
+        print(f"\n{len(results)} cases compared again; {count} disagreements written to {out}")
+        return 1 if any(not r.verdict.agrees and r.known is None for r in results) else 0
+    # SIGTERM ends the run through its context managers, which stop the processes it started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cases: list[Case]
     if args.replay:
         cases = [case_from_json(r["case"]) for r in json.loads(args.replay.read_text())]
@@ -48,7 +71,6 @@ def main() -> int:
             cases += sample_cases()
         if not args.no_minimal:
             cases += minimal_cases()
-    out = args.out or Path(f"differential-{args.seed}.json")
     started = time.monotonic()
     with huawei_volcano(batch=args.batch) as runner:
         ready = time.monotonic()
@@ -56,6 +78,8 @@ def main() -> int:
     done = time.monotonic()
     print(summary(results))
     count = write_disagreements(results, out)
+    if args.record:
+        write_record(results, args.record)
     print(
         f"\n{len(cases)} cases in {done - ready:.0f} s (start-up {ready - started:.0f} s); "
         f"{count} disagreements written to {out}"

@@ -53,7 +53,7 @@ from contract.annotations import (
 )
 from contract.chip_names import chip_name, parse_chip_list
 from contract.go_json import go_json
-from testbed.control_plane import ControlPlane, running, scratch, wait_until
+from testbed.control_plane import ControlPlane, running, wait_until
 from testbed.differential.cases import TOR_LAYOUT, Case, NodeSpec, Obj
 from testbed.rest import Rest, RestError
 from testbed.volcano import (
@@ -519,7 +519,7 @@ def huawei_volcano(workdir: Path | None = None, *, batch: int = 12) -> Iterator[
     with running(
         "diff", controllers=False, admission_plugins_off=("TaintNodesByCondition",)
     ) as plane:
-        where = workdir or scratch("diffvc")
+        where = workdir or plane.workdir / "volcano"  # removed with the control plane
         with running_volcano(plane, HUAWEI_VERSION, where) as volcano:
             admin = plane.rest()
             admin.ensure_namespace(NAMESPACE)
@@ -538,7 +538,3 @@ def huawei_volcano(workdir: Path | None = None, *, batch: int = 12) -> Iterator[
             runner = HuaweiVolcano(plane, volcano, batch=batch)
             runner.wait_sessions(3)
             yield runner
-
-
-def plugin_log(volcano: Volcano) -> Path:
-    return volcano.processes["vc-scheduler"].log

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from testbed.differential.cases import Case, Obj
-from testbed.differential.huawei import HuaweiVolcano, Outcome
+from testbed.differential.cases import Case, Obj, case_from_json
+from testbed.differential.huawei import HuaweiVolcano, Outcome, outcome_from_json
 from testbed.differential.known import Known, known_difference
 from testbed.differential.ours import AGREE, KINDS, Verdict, judge
 
@@ -74,6 +74,21 @@ def summary(results: Sequence[Result]) -> str:
         lines.append(f"known difference {name}: {count}")
     lines.append(f"disagreements no known difference explains: {len(unknown)}")
     return "\n".join(lines)
+
+
+def write_record(results: Sequence[Result], path: Path) -> None:
+    """Every case with Huawei's outcome, to compare again without Volcano (``rejudge``)."""
+    record = [{"case": r.case.to_json(), "huawei": r.huawei.to_json()} for r in results]
+    path.write_text(json.dumps(record, indent=1) + "\n")
+
+
+def rejudge(path: Path) -> list[Result]:
+    """The cases of a record (``write_record``) or a disagreements file, Huawei's recorded
+    outcomes compared with our engine as it is now."""
+    return [
+        compare(case_from_json(entry["case"]), outcome_from_json(entry["huawei"]))
+        for entry in json.loads(path.read_text())
+    ]
 
 
 def write_disagreements(results: Sequence[Result], path: Path) -> int:
