@@ -379,9 +379,11 @@ def _base(draw: _Draw, selector: str, policy: str | None, sizes: Sequence[int]) 
     capacity = draw.hardware.chips
     if rng.random() < 0.25:
         pods = rng.choice((2, 3))
-        job = _routing(draw, selector, policy, pods, capacity)
+        # Mostly whole servers; some pods smaller than a server (Huawei's samples have them).
+        npu = capacity if rng.random() < 0.7 else rng.choice([s for s in sizes if s < capacity])
+        job = _routing(draw, selector, policy, pods, npu)
         gang = _spread(draw, pods, 0.6, network=0.3)
-        return draw.case(gang, job, f"gang {pods}x{capacity}")
+        return draw.case(gang, job, f"gang {pods}x{npu}")
     npu = rng.choice(sizes)
     nodes = draw.nodes(rng.randint(1, 5), network=0.1)
     return draw.case(nodes, _routing(draw, selector, policy, 1, npu), f"one pod of {npu}")
@@ -396,8 +398,9 @@ def _a3(draw: _Draw, policy: str) -> Case:
     selector = {ACCELERATOR_TYPE_LABEL: draw.hardware.labels[ACCELERATOR_TYPE_LABEL]}
     if rng.random() < 0.25:
         pods = rng.choice((2, 3))
-        job = JobSpec(pods, capacity, annotations=annotations, selector=selector)
-        return draw.case(_spread(draw, pods, 0.6), job, f"gang {pods}x{capacity}")
+        npu = capacity if rng.random() < 0.7 else rng.choice((2, 4))
+        job = JobSpec(pods, npu, annotations=annotations, selector=selector)
+        return draw.case(_spread(draw, pods, 0.6), job, f"gang {pods}x{npu}")
     npu = rng.choice((1, 1, 2, 2, 4, 6, 8, capacity, 3))
     nodes = draw.nodes(rng.randint(1, 4))
     job = JobSpec(1, npu, annotations=annotations, selector=selector)

@@ -200,7 +200,59 @@ def judge(case: Case, theirs: Outcome) -> Verdict:
         return _refusals(case, theirs, decision, ours)
     if case.exclusive:
         return _network_placement(case, theirs, ours)
+    if case.job.pods > 1 and (case.job.min_member or case.job.pods) > 1:
+        return _gang(case, theirs, ours)
     return _replay(case, theirs, ours)
+
+
+def _gang(case: Case, theirs: Outcome, ours: Outcome) -> Verdict:
+    """A gang without network rules: ours takes the best-scored nodes, one member each, on
+    the chips our policy picks there (``decide``), so Huawei's nodes must be distinct, none
+    scored below a node left out (ties at the edge are Volcano's draw), each pod on our chips
+    or chips as good; and the plugin's best nodes for its first pod must be ours."""
+    job = our_job(case)
+    product = product_by_name(job.product)
+    nodes = our_nodes(case)
+    scores = session_scores(case, job, nodes)
+    used = [n for n, _ in theirs.placements]
+    if len(set(used)) != len(used):
+        shared = sorted({f"n{n}" for n in used if used.count(n) > 1})
+        return Verdict(
+            "nodes",
+            f"Huawei puts several pods on {shared} ({_by_rank(theirs)}); ours one a node",
+            ours,
+        )
+    missing = [n for n in used if n not in scores]
+    if missing:
+        return Verdict("nodes", f"Huawei used n{missing[0]}, which we do not score", ours)
+    lowest = min(scores[n] for n in used)
+    better = sorted(n for n, s in scores.items() if n not in used and s > lowest)
+    if better:
+        return Verdict(
+            "nodes",
+            f"Huawei used {sorted(f'n{n}' for n in used)}, leaving n{better[0]} of a higher "
+            f"score; ours {_scores_text(scores)}",
+            ours,
+        )
+    first = next(iter(theirs.scores), None)
+    if first is not None and first[1] and not _same_ties(product, top(first[1]), top(scores)):
+        return Verdict(
+            "ties",
+            f"first pod: Huawei's best {_names_of(top(first[1]))}, ours {_names_of(top(scores))}"
+            + _their_scores(first[1]),
+            ours,
+        )
+    for rank, (index, chips) in enumerate(theirs.placements):
+        usable = _usable(case, product, nodes[index], job.distributed)
+        mine = DEFAULT_POLICY.select(product, usable, case.job.npu, job.distributed)
+        if not equally_good_chips(product, usable, case.job.npu, mine, chips):
+            return Verdict(
+                "chips",
+                f"pod p{rank} on n{index} (free {list(nodes[index].free)}): Huawei took "
+                f"{list(chips)}, we take {list(mine)}",
+                ours,
+            )
+    return Verdict(AGREE, ours=ours)
 
 
 def _usable(case: Case, product: Product, node: NodeState, distributed: bool) -> tuple[int, ...]:
