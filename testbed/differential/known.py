@@ -116,9 +116,10 @@ KNOWN: tuple[Known, ...] = (
         "it has room (volcano pkg/scheduler/actions/allocate; e.g. Huawei's sample "
         "pytorch_multinodes_acjob_910b.yaml, two pods of 2 on one Atlas 300T A2); ours gives "
         "each member a node of its own (scheduler_core/service/gangs.py GangBook.reserve, "
-        "locality.choose)",
+        "locality.choose), and refuses the job where there are fewer nodes than pods",
         lambda case, verdict: (
-            verdict.kind == "nodes" and "Huawei puts several pods on" in verdict.detail
+            (verdict.kind == "nodes" and "Huawei puts several pods on" in verdict.detail)
+            or (verdict.kind == "verdict" and _packed_where_we_refuse(verdict.detail))
         ),
         Case(
             "known-gang-packs",
@@ -269,6 +270,14 @@ KNOWN: tuple[Known, ...] = (
         _tor_case("known-tor-ranks", ((0, 1), (1, 1), (2, 0)), 2),
     ),
 )
+
+
+def _packed_where_we_refuse(detail: str) -> bool:
+    """Huawei placed several pods on one node where we found too few nodes for one each."""
+    if not detail.startswith("Huawei placed on [") or "nodes are free" not in detail:
+        return False
+    nodes = detail.removeprefix("Huawei placed on [").split("]", 1)[0].split()
+    return len(set(nodes)) < len(nodes)
 
 
 def _same_names_reordered(detail: str) -> bool:

@@ -193,9 +193,12 @@ def judge(case: Case, theirs: Outcome) -> Verdict:
     if theirs.reason.startswith("undecided"):
         return Verdict("undecided", theirs.reason[:500], ours)
     if theirs.placed != ours.placed:
-        said = ours.reason if theirs.placed else theirs.reason
-        who = "Huawei placed, we refused" if theirs.placed else "we placed, Huawei refused"
-        return Verdict("verdict", f"{who}: {said}", ours)
+        if theirs.placed:
+            where = " ".join(f"n{n}" for n, _ in theirs.placements)
+            return Verdict(
+                "verdict", f"Huawei placed on [{where}], we refused: {ours.reason}", ours
+            )
+        return Verdict("verdict", f"we placed, Huawei refused: {theirs.reason}", ours)
     if not theirs.placed:
         return _refusals(case, theirs, decision, ours)
     if case.exclusive:
