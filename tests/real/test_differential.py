@@ -21,7 +21,7 @@ from testbed.differential.known import KNOWN, Known, minimal_cases
 from testbed.differential.run import Result, run_cases, summary
 from testbed.differential.samples import sample_cases
 
-SEED, CASES = 11, 320
+SEED, CASES = 11, 300
 
 
 @pytest.fixture(scope="module")
