@@ -123,7 +123,7 @@ HARDWARE: Mapping[str, Hardware] = {
             "300I Duo",
             "chip310px2",
             ASCEND310P,
-            8,
+            16,  # eight cards of two, as simulation/hardware.py's ATLAS_300I_DUO
             {**_310P, INFER_CARD_TYPE_LABEL: "card-300i-duo"},
         ),
         Hardware("310", "chip310x4", ASCEND310, 8, _310),
@@ -165,6 +165,7 @@ class JobSpec:
     min_member: int | None = None
     pod_annotations: tuple[Mapping[str, str], ...] = ()
     plain_annotations: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
+    affinity: Mapping[str, Any] | None = None  # the NPU pods' (a sample's podAntiAffinity)
 
     @property
     def members(self) -> int:
@@ -232,6 +233,7 @@ class Case:
                     if self.job.plain_annotations
                     else {}
                 ),
+                **({"affinity": dict(self.job.affinity)} if self.job.affinity else {}),
             },
         }
 
@@ -269,6 +271,7 @@ def case_from_json(raw: Mapping[str, Any]) -> Case:
             job.get("min_member"),
             tuple(dict(a) for a in job.get("pod_annotations", [])),
             dict(job.get("plain_annotations", {})),
+            job.get("affinity"),
         ),
         bool(raw.get("exclusive", False)),
         raw.get("note", ""),
@@ -469,7 +472,7 @@ def _inference_duo(draw: _Draw) -> Case:
     """Atlas 300I Duo (cards of two): ``duo: "true"``, ``npu-310-strategy`` card or chip."""
     rng = draw.rng
     strategy = rng.choice(("card", "chip"))
-    npu = rng.choice((1, 1, 2, 3, 4))
+    npu = rng.choice((1, 1, 2, 3, 4, 8))
     labels = {DUO_LABEL: "true", STRATEGY_310_LABEL: strategy}
     if strategy == "chip" and rng.random() < 0.3:  # whole cards (chip310px2, distributed)
         labels["distributed"] = "true"

@@ -34,6 +34,7 @@ OnSessionClose) and no pod is bound.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import re
@@ -197,7 +198,10 @@ def node_objects(case: Case, key: str, i: int, node: NodeSpec) -> tuple[Obj, Obj
     }
     capacity = {"cpu": "192", "memory": "1536Gi", "pods": "110"}
     healthy = spec.chips - len(node.unhealthy)
-    labels = {**spec.labels, **case.node_labels}
+    # The kubelet's own labels (pkg/kubelet/kubelet_node_status.go): samples keep their pods
+    # apart by podAntiAffinity on kubernetes.io/hostname.
+    kubelet = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}
+    labels = {**kubelet, **spec.labels, **case.node_labels}
     node_obj: Obj = {
         "apiVersion": "v1",
         "kind": "Node",
@@ -282,6 +286,19 @@ def job_objects(case: Case, key: str) -> tuple[Obj, list[Obj]]:
     selector = {**job.selector, CASE_LABEL: key}
 
     def pod(name: str, request: Mapping[str, str], annotations: Mapping[str, str]) -> Obj:
+        spec: Obj = {
+            "schedulerName": "volcano",
+            "nodeSelector": selector,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "main",
+                    "resources": {"requests": dict(request), "limits": dict(request)},
+                }
+            ],
+        }
+        if job.affinity and name.startswith(f"{key}-p"):
+            spec["affinity"] = copy.deepcopy(dict(job.affinity))
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -291,17 +308,7 @@ def job_objects(case: Case, key: str) -> tuple[Obj, list[Obj]]:
                 labels=dict(job.labels),
                 annotations={**job.annotations, **annotations, GROUP_ANNOTATION: group},
             ),
-            "spec": {
-                "schedulerName": "volcano",
-                "nodeSelector": selector,
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": "main",
-                        "resources": {"requests": dict(request), "limits": dict(request)},
-                    }
-                ],
-            },
+            "spec": spec,
         }
 
     pods = [pod(f"{key}-q{i}", {"cpu": "1"}, job.plain_annotations) for i in range(job.plain)]

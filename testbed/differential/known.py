@@ -178,7 +178,7 @@ KNOWN: tuple[Known, ...] = (
         Case(
             "known-duo-card-3",
             "300I Duo",
-            (_node("300I Duo", range(8)),),
+            (_node("300I Duo", range(16)),),
             JobSpec(
                 1,
                 3,

@@ -1,6 +1,7 @@
 """Huawei's own job samples and system-test jobs (``tests/data/huawei_jobs``) as cases: each
 expanded as its controller expands it (``tests/huawei_jobs.py``), its NPU pods and pods without
-NPUs, labels, annotations, selector and ranks kept, on all-free servers of the hardware it
+NPUs, labels, annotations, selector, ranks and affinity (the samples keep their pods apart by a
+required podAntiAffinity on ``kubernetes.io/hostname``) kept, on all-free servers of the hardware it
 names (the same servers ``tests/e2e/test_huawei_jobs.py`` gives it), labelled as its selector
 asks (an admin labels the servers a job selects).
 
@@ -71,9 +72,11 @@ def sample_case(sample: str) -> Case:
     plain_notes = (plain_pods[0]["metadata"].get("annotations") or {}) if plain_pods else {}
     members = int((podgroup.get("spec") or {}).get("minMember", len(expanded.pods)))
     super_pod = 0 if hardware.super_pod else None
+    # A server more for each pod without NPUs: the NPU pods' podAntiAffinity on the job's
+    # name keeps them off its node too.
     nodes = tuple(
         NodeSpec(listed(range(hardware.chips), hardware.kind), super_pod=super_pod)
-        for _ in range(count)
+        for _ in range(count + plain)
     )
     job = JobSpec(
         len(npu_pods),
@@ -86,6 +89,7 @@ def sample_case(sample: str) -> Case:
         min_member=members if members != len(expanded.pods) else None,
         pod_annotations=own,
         plain_annotations={k: v for k, v in plain_notes.items() if k in _KEPT},
+        affinity=npu_pods[0]["spec"].get("affinity"),
     )
     short = "sample-" + sample.split(".", 1)[0][:40].rstrip("-")
     return Case(
