@@ -7,7 +7,9 @@ after it (nodes ``<key>-n<i>``, its DeviceInfo ConfigMaps, its pods and PodGroup
 handler reads only the nodes it is asked about run side by side in one session, each job kept
 on its own nodes by a ``nodeSelector`` on that label (Huawei's plugin reads only the selector's
 ``accelerator-type``: ascend-for-volcano ``internal/npu/factory.go`` get910CardHandlerName);
-``exclusive`` cases (ToR affinity, SuperPoDs) run alone.
+``exclusive`` cases (ToR affinity, SuperPoDs) run alone, and so do jobs asking more chips than
+their nodes have free (the plugin's enqueue check counts the whole cluster's). Each batch's nodes
+exist for two whole sessions before its jobs come.
 
 The scheduler's configuration is Huawei's (``build/volcano-v1.12.0.yaml``) with the plugin
 renamed to the built one, ``useClusterInfoManager`` and ``self-maintain-available-card``
@@ -27,9 +29,10 @@ owners write them:
   pods with ``scheduling.k8s.io/group-name``.
 
 A job is placed when every pod is bound with its chip annotation (``huawei.com/Ascend910``
-etc.); refused when its PodGroup carries an ``Unschedulable`` condition of two sessions after
-the job was whole (the plugin records its reasons at session close: ``npu.go``
-OnSessionClose) and no pod is bound.
+etc.); refused when its PodGroup carries an ``Unschedulable`` condition (the plugin records its
+reasons at session close: ``npu.go`` OnSessionClose) and two more sessions end with no pod
+bound. The plugin's own score of each node for each pod is read from vc-scheduler's log
+(``plugin/factory.go`` BatchNodeOrderFn logs it at level 4: ``--vmodule=factory=4``).
 """
 
 from __future__ import annotations
@@ -332,7 +335,6 @@ class _Running:
 
     case: Case
     key: str
-    sessions_at_job: int = 0
     refused_at: int | None = None  # sessions ended when a refusal was first seen
     outcome: Outcome | None = None
 
@@ -375,12 +377,11 @@ class HuaweiVolcano:
                 self._create(PODS, holder)
             self._create("/api/v1/nodes", node_obj)
 
-    def _submit(self, running_case: _Running, sessions: int) -> None:
+    def _submit(self, running_case: _Running) -> None:
         podgroup, pods = job_objects(running_case.case, running_case.key)
         for pod in pods:  # the pods first: the job is whole once its PodGroup appears
             self._create(PODS, pod)
         self._create(PODGROUPS, podgroup)
-        running_case.sessions_at_job = sessions
 
     def clean(self, keys: Sequence[str]) -> None:
         if not keys:
@@ -411,9 +412,8 @@ class HuaweiVolcano:
             for running_case in batch:
                 self._set_up(running_case)
             self.wait_sessions(SETTLE_SESSIONS)
-            sessions = self.sessions()
             for running_case in batch:
-                self._submit(running_case, sessions)
+                self._submit(running_case)
             deadline = time.monotonic() + DECIDE_SECONDS
             while any(r.outcome is None for r in batch):
                 self._observe(batch)

@@ -10,13 +10,22 @@ and each node's address, its SuperPoD id; the settings are the init-params Huawe
 (``build/volcano-v1.12.0.yaml``: nslb 1.0, shared-tor-num 2, reserve-nodes 2,
 super-pod-size 48).
 
-The comparison (``judge``) takes Huawei's placement step by step: Volcano allocates a job's
-pods one by one, each on a node of the highest score (ties broken at random:
-``pkg/scheduler/util/scheduler_helper.go`` SelectBestNodeAndScore), so each of Huawei's pods
-must sit on a node our policy scores highest given the chips Huawei's earlier pods took, and on
-the chips we would pick there, or on chips as good where upstream's pick is random (A3 dies:
-``ascend910a3/base.go`` selectNPUForA3Job ranges over a Go map of dies). Nothing else counts as
-agreement.
+The comparison (``judge``): the verdict (placed or refused) first. A refusal must be in
+upstream's words: the job check's (``JobValidateFailed``) in our reason, each node the plugin
+names under its own reason (``npu.go`` addNodePredicateFailedCondition) refused by ours in the
+same words. A placement, where Volcano breaks equal scores at random
+(``pkg/scheduler/util/scheduler_helper.go`` SelectBestNodeAndScore):
+
+- one pod: on a node of our highest score whose set of highest-scored nodes is the plugin's
+  own (its scores from vc-scheduler's log), on our chips or chips as good where upstream's pick
+  is random (A3 dies: ``ascend910a3/base.go`` selectNPUForA3Job ranges over a Go map);
+- a gang: ours gives each member a node of its own, the best scored, so Huawei's nodes must be
+  distinct and none scored below a node left out, each on our chips or as good;
+- ToR affinity: the same servers in the same rank order (upstream is deterministic there);
+  SuperPoDs: as many servers from SuperPoDs offering as many candidates (upstream walks Go
+  maps of SuperPoDs and of their nodes: ``superpod/frame.go``).
+
+Nothing else counts as agreement.
 """
 
 from __future__ import annotations
@@ -45,7 +54,7 @@ from scheduler_core.engine.superpod import SuperPodInvalid
 from scheduler_core.engine.tor import TorInvalid
 from scheduler_core.service.jobs import JobSettings
 from scheduler_core.service.wire import _a3_roles
-from testbed.differential.cases import TOR_LAYOUT, Case, Obj
+from testbed.differential.cases import TOR_LAYOUT, Case
 from testbed.differential.huawei import Outcome
 
 SETTINGS = locality.Settings(
@@ -489,23 +498,3 @@ def _refusals(case: Case, theirs: Outcome, decision: Decision, ours: Outcome) ->
         if reason.strip() != mine.strip():
             return Verdict("refusal", f"n{index}: Huawei {reason!r}; ours {mine!r}", ours)
     return Verdict(AGREE, ours=ours)
-
-
-def summary_counts(verdicts: Mapping[str, tuple[Case, Verdict]]) -> dict[str, Counter[str]]:
-    """Per hardware group: cases, and verdicts by kind."""
-    table: dict[str, Counter[str]] = {}
-    for case, verdict in verdicts.values():
-        row = table.setdefault(case.hardware, Counter())
-        row["cases"] += 1
-        row[verdict.kind] += 1
-    return table
-
-
-def disagreement_json(case: Case, theirs: Outcome, verdict: Verdict) -> Obj:
-    return {
-        "case": case.to_json(),
-        "kind": verdict.kind,
-        "detail": verdict.detail,
-        "huawei": theirs.to_json(),
-        "ours": verdict.ours.to_json(),
-    }
