@@ -165,6 +165,7 @@ class JobSpec:
     min_member: int | None = None
     pod_annotations: tuple[Mapping[str, str], ...] = ()
     plain_annotations: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
+    plain_labels: Mapping[str, str] | None = None  # the pods' without NPUs (else ``labels``)
     affinity: Mapping[str, Any] | None = None  # the NPU pods' (a sample's podAntiAffinity)
 
     @property
@@ -234,6 +235,11 @@ class Case:
                     else {}
                 ),
                 **({"affinity": dict(self.job.affinity)} if self.job.affinity else {}),
+                **(
+                    {"plain_labels": dict(self.job.plain_labels)}
+                    if self.job.plain_labels is not None
+                    else {}
+                ),
             },
         }
 
@@ -267,11 +273,12 @@ def case_from_json(raw: Mapping[str, Any]) -> Case:
             dict(job["annotations"]),
             dict(job["selector"]),
             job["resource"],
-            int(job.get("plain", 0)),
-            job.get("min_member"),
-            tuple(dict(a) for a in job.get("pod_annotations", [])),
-            dict(job.get("plain_annotations", {})),
-            job.get("affinity"),
+            plain=int(job.get("plain", 0)),
+            min_member=job.get("min_member"),
+            pod_annotations=tuple(dict(a) for a in job.get("pod_annotations", [])),
+            plain_annotations=dict(job.get("plain_annotations", {})),
+            plain_labels=job.get("plain_labels"),
+            affinity=job.get("affinity"),
         ),
         bool(raw.get("exclusive", False)),
         raw.get("note", ""),

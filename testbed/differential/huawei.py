@@ -288,7 +288,12 @@ def job_objects(case: Case, key: str) -> tuple[Obj, list[Obj]]:
     }
     selector = {**job.selector, CASE_LABEL: key}
 
-    def pod(name: str, request: Mapping[str, str], annotations: Mapping[str, str]) -> Obj:
+    def pod(
+        name: str,
+        request: Mapping[str, str],
+        annotations: Mapping[str, str],
+        labels: Mapping[str, str],
+    ) -> Obj:
         spec: Obj = {
             "schedulerName": "volcano",
             "nodeSelector": selector,
@@ -308,16 +313,20 @@ def job_objects(case: Case, key: str) -> tuple[Obj, list[Obj]]:
             "metadata": _meta(
                 name,
                 key,
-                labels=dict(job.labels),
+                labels=dict(labels),
                 annotations={**job.annotations, **annotations, GROUP_ANNOTATION: group},
             ),
             "spec": spec,
         }
 
-    pods = [pod(f"{key}-q{i}", {"cpu": "1"}, job.plain_annotations) for i in range(job.plain)]
+    plain_labels = job.labels if job.plain_labels is None else job.plain_labels
+    pods = [
+        pod(f"{key}-q{i}", {"cpu": "1"}, job.plain_annotations, plain_labels)
+        for i in range(job.plain)
+    ]
     for rank in range(job.pods):
         own = job.pod_annotations[rank] if rank < len(job.pod_annotations) else {}
-        pods.append(pod(f"{key}-p{rank}", {job.resource: str(job.npu)}, own))
+        pods.append(pod(f"{key}-p{rank}", {job.resource: str(job.npu)}, own, job.labels))
     return podgroup, pods
 
 

@@ -90,6 +90,10 @@ def sample_case(sample: str) -> Case:
         pod_annotations=own,
         plain_annotations={k: v for k, v in plain_notes.items() if k in _KEPT},
         affinity=npu_pods[0]["spec"].get("affinity"),
+        plain_labels={
+            **(meta.get("labels") or {}),
+            **((plain_pods[0]["metadata"].get("labels") or {}) if plain_pods else {}),
+        },
     )
     short = "sample-" + sample.split(".", 1)[0][:40].rstrip("-")
     return Case(
