@@ -1,10 +1,14 @@
-"""The disagreements with Huawei's plugin known today: each named, with upstream's code that
-decides otherwise, a test of which disagreements it explains, and its smallest case (which the
-suite always runs, so a fix shows).
+"""The disagreements with Huawei's plugin known today, and the ones this suite found that the
+engine has since fixed.
 
-A matcher must be narrow: a disagreement it does not explain is a new one and fails the suite.
-When the engine follows upstream in one of these, its smallest case agrees and
-``tests/real/test_differential.py`` says so: remove the entry.
+Each known difference is named, with upstream's code that decides otherwise, a test of which
+disagreements it explains, and its smallest case (which the suite always runs, so a fix
+shows). A matcher must be narrow: a disagreement it does not explain is a new one and fails
+the suite. When the engine follows upstream in one of these, its smallest case agrees and
+``tests/real/test_differential.py`` says so: move it to ``FIXED``.
+
+``FIXED``: the smallest cases of the differences found and fixed since (MindCluster v26.1.0's
+rules, merged from ``huawei-rules``); the suite runs them so that none comes back.
 """
 
 from __future__ import annotations
@@ -12,20 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from contract.annotations import (
-    SCHEDULE_POLICY_ANNOTATION,
-    STRATEGY_310_LABEL,
-    TOR_AFFINITY_LABEL,
-)
+from contract.annotations import SCHEDULE_POLICY_ANNOTATION, STRATEGY_310_LABEL, TOR_AFFINITY_LABEL
 from contract.chip_names import ASCEND310, ASCEND310P
-from testbed.differential.cases import (
-    HARDWARE,
-    TOR_LAYOUT,
-    Case,
-    JobSpec,
-    NodeSpec,
-    listed,
-)
+from testbed.differential.cases import HARDWARE, TOR_LAYOUT, Case, JobSpec, NodeSpec, listed
 from testbed.differential.ours import Verdict
 
 
@@ -34,6 +27,15 @@ class Known:
     name: str
     description: str
     matches: Callable[[Case, Verdict], bool]
+    minimal: Case
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A difference this suite found that the engine no longer has: what it was."""
+
+    name: str
+    description: str
     minimal: Case
 
 
@@ -65,41 +67,37 @@ def _tor_job(case: Case) -> bool:
     return case.job.labels.get(TOR_AFFINITY_LABEL) in ("normal-schema", "large-model-schema")
 
 
-def _inference_chip_job(case: Case) -> bool:
-    return case.hardware == "310P" or (
-        case.hardware == "310" and case.job.labels.get(STRATEGY_310_LABEL, "chip") == "chip"
+def _packed_where_we_refuse(detail: str) -> bool:
+    """Huawei placed several pods on one node where we found too few nodes for one each."""
+    if not detail.startswith("Huawei placed on [") or "nodes are free" not in detail:
+        return False
+    nodes = detail.removeprefix("Huawei placed on [").split("]", 1)[0].split()
+    return len(set(nodes)) < len(nodes)
+
+
+def _same_names_reordered(detail: str) -> bool:
+    """Both sides' ``network unhealthy card is [ ... ]`` lists hold the same chips."""
+    lists = [part.split(" ]", 1)[0] for part in detail.split("network unhealthy card is [ ")[1:]]
+    return (
+        len(lists) == 2
+        and lists[0] != lists[1]
+        and set(lists[0].split(",")) == set(lists[1].split(","))
     )
 
 
 KNOWN: tuple[Known, ...] = (
     Known(
-        "310-310p-chip-scores",
-        "310P and 310 chip jobs: upstream scores a node (64 - unhealthy) x 100 - free chips "
-        "(ascend-for-volcano internal/npu/base/frame.go ScoreBestNPUNodes, maxNodeNPUNum 64; "
-        "ascend310/chip310x4), ours scores every node 0 (docs/compatibility.md), so ties "
-        "upstream does not have",
+        "gang-members-share-a-node",
+        "a job of several pods each smaller than a server: Volcano allocates them one by one, "
+        "each on the node the plugin scores best, which is the one the pod before took while "
+        "it has room (volcano pkg/scheduler/actions/allocate; two pods of 4 share one 910 x8 "
+        "server); ours gives each member a server of its own (scheduler_core/service/gangs.py "
+        "GangBook.reserve, locality.choose) and refuses the job where there are fewer servers "
+        "than pods; deliberate (docs/compatibility.md: Huawei's own samples keep their pods "
+        "apart by podAntiAffinity on the host name, which the reservation cannot see)",
         lambda case, verdict: (
-            _inference_chip_job(case) and verdict.kind in ("ties", "nodes", "chips")
-        ),
-        Case(
-            "known-310p-scores",
-            "310P",
-            (_node("310P", range(8)), _node("310P", range(4))),
-            JobSpec(1, 1, resource=ASCEND310P.resource),
-            note="one pod of 1",
-        ),
-    ),
-    Known(
-        "910x8-pods-of-4",
-        "910 x8 (module910x8): a job of several pods of fewer than 8 chips is placed upstream "
-        "(MindCluster's module910x8 has no job check of its own: internal/npu/base/frame.go "
-        "ValidNPUJob), two pods of 4 on one server's two rings; ours refuses it (VOL-v5's "
-        "whole-server rule for distributed jobs)",
-        lambda case, verdict: (
-            case.hardware == "910 x8"
-            and case.job.pods > 1
-            and case.job.npu < 8
-            and verdict.kind == "verdict"
+            (verdict.kind == "nodes" and "Huawei puts several pods on" in verdict.detail)
+            or (verdict.kind == "verdict" and _packed_where_we_refuse(verdict.detail))
         ),
         Case(
             "known-910x8-2x4",
@@ -110,129 +108,10 @@ KNOWN: tuple[Known, ...] = (
         ),
     ),
     Known(
-        "gang-members-share-a-node",
-        "a job of several pods each smaller than a server: Volcano allocates them one by one, "
-        "each on the node the plugin scores best, which is the one the pod before took while "
-        "it has room (volcano pkg/scheduler/actions/allocate; e.g. Huawei's sample "
-        "pytorch_multinodes_acjob_910b.yaml, two pods of 2 on one Atlas 300T A2); ours gives "
-        "each member a node of its own (scheduler_core/service/gangs.py GangBook.reserve, "
-        "locality.choose), and refuses the job where there are fewer nodes than pods",
-        lambda case, verdict: (
-            (verdict.kind == "nodes" and "Huawei puts several pods on" in verdict.detail)
-            or (verdict.kind == "verdict" and _packed_where_we_refuse(verdict.detail))
-        ),
-        Case(
-            "known-gang-packs",
-            "910 card x8",
-            (_node("910 card x8", range(8)), _node("910 card x8", range(8))),
-            JobSpec(2, 2, annotations={SCHEDULE_POLICY_ANNOTATION: "chip1-node2"}),
-            note="gang 2x2",
-        ),
-    ),
-    Known(
-        "910x8-invalid-count-words",
-        "910 x8: a one-pod job of 3, 5, 6 or 7 chips is refused upstream by the base handler's "
-        "check ('req npu num should small than 8, and not in map[3:{} 5:{} 6:{} 7:{}]', "
-        "internal/npu/base/frame.go ValidNPUJob), ours in VOL-v5's words "
-        "('checkSingleTrainMode ... req npu not in [1,2,4,8]')",
-        lambda case, verdict: (
-            case.hardware == "910 x8"
-            and verdict.kind == "refusal"
-            and "checkSingleTrainMode" in verdict.detail
-        ),
-        Case(
-            "known-910x8-3",
-            "910 x8",
-            (_node("910 x8", range(8)),),
-            JobSpec(1, 3),
-            note="one pod of 3",
-        ),
-    ),
-    Known(
-        "910bx16-chip-order",
-        "910B x16: upstream picks a pod's chips from the free chips sorted by number "
-        "(internal/npu/base/node.go GetUsableTopFromNode sort.Ints, then "
-        "ascend910b/base.go SelectNPUByTaskNPUNumAndNodeTop takes the first of a half), ours "
-        "in the DeviceInfo's order (names sorted as strings: Ascend910-14 before Ascend910-9)",
-        lambda case, verdict: case.hardware == "910B x16" and verdict.kind == "chips",
-        Case(
-            "known-910bx16-order",
-            "910B x16",
-            (_node("910B x16", (9, 14)),),
-            JobSpec(1, 1, annotations={SCHEDULE_POLICY_ANNOTATION: "chip8-node16"}),
-            note="one pod of 1",
-        ),
-    ),
-    Known(
-        "inference-card-count-stage",
-        "310 and 300I Duo card jobs of more chips than a card has: upstream's job check passes "
-        "them and each node refuses ('req npu(3) illegal not meet node top<...>', "
-        "ascend310/card310x4/task.go, ascend310p/card310px2/task.go), ours refuses the job "
-        "('task p0 req npu 3 is invalid')",
-        lambda case, verdict: (
-            case.hardware in ("310", "300I Duo")
-            and verdict.kind == "refusal"
-            and "ours passes it" in verdict.detail
-            and "is invalid" in verdict.detail
-        ),
-        Case(
-            "known-duo-card-3",
-            "300I Duo",
-            (_node("300I Duo", range(16)),),
-            JobSpec(
-                1,
-                3,
-                labels={"duo": "true", STRATEGY_310_LABEL: "card"},
-                resource=ASCEND310P.resource,
-            ),
-            note="one pod of 3, card",
-        ),
-    ),
-    Known(
-        "inference-refusal-prefix",
-        "310 / 310P node refusals: upstream's predicate returns the handler's error as it is "
-        "(plugin/node.go NodePredicate; 'checkNodeNPUByTask  <node> : ' is only its log line), "
-        "ours prefixes 'checkNodeNPUByTask  <node> : '",
-        lambda case, verdict: (
-            verdict.kind == "refusal" and 'ours "checkNodeNPUByTask  n' in verdict.detail
-        ),
-        Case(
-            "known-310-card-prefix",
-            "310",
-            (_node("310", (1, 2, 4, 6)),),
-            JobSpec(1, 4, labels={STRATEGY_310_LABEL: "card"}, resource=ASCEND310.resource),
-            note="one pod of 4, card",
-        ),
-    ),
-    Known(
-        "a3-refusal-words",
-        "A3 servers: a node whose dies cannot hold the pod is refused upstream with "
-        "'npu top[[0 1 3 5]] is not meet task req(4)' (ascend910a3/base.go "
-        "JudgeNodeAndTaskNPU), ours with 'npu topology not meet job require,network unhealthy "
-        "card is [  ]'",
-        lambda case, verdict: (
-            case.hardware.startswith("A3")
-            and verdict.kind == "refusal"
-            and "is not meet task req(" in verdict.detail
-        ),
-        Case(
-            "known-a3-words",
-            "A3 x16",
-            (_node("A3 x16", (0, 1, 3, 5)),),
-            JobSpec(
-                1,
-                4,
-                annotations={SCHEDULE_POLICY_ANNOTATION: "chip2-node16"},
-                selector={"accelerator-type": "module-a3-16"},
-            ),
-            note="one pod of 4",
-        ),
-    ),
-    Known(
         "network-unhealthy-order",
         "a refusal naming the node's network-unhealthy chips lists them as the DeviceInfo "
-        "does upstream ('[ Ascend910-15,Ascend910-8 ]', module910bx16/frame.go prints the "
-        "annotation), ours by number ('[ Ascend910-8,Ascend910-15 ]')",
+        "does upstream ('[ Ascend910-15,Ascend910-8 ]': ascend910b/module910bx16/frame.go "
+        "prints the node's annotation), ours by number ('[ Ascend910-8,Ascend910-15 ]')",
         lambda case, verdict: (
             verdict.kind == "refusal"
             and "network unhealthy card is [ " in verdict.detail
@@ -257,37 +136,110 @@ KNOWN: tuple[Known, ...] = (
         "ToR affinity 1.0, a job of fewer pods than a ToR has slices that no ToR holds: "
         "upstream fills it from the logical ToR with the fewest servers that holds it "
         "(internal/nslb/nslbv1.go setTorHandlerServerList -> util.go setFillJobServerList, "
-        "from the last), ours takes the first logical ToR (scheduler_core/engine/tor.py)",
+        "walking the logical ToRs from the last), ours takes the first logical ToR "
+        "(scheduler_core/engine/tor.py select)",
         lambda case, verdict: _tor_job(case) and verdict.kind == "nodes",
         _tor_case("known-tor-fill", ((0, 0), (1, 1), (2, 0), (3, 1)), 2),
     ),
     Known(
         "tor-logical-ranks",
-        "ToR affinity 1.0 on logical ToRs: upstream gives ranks in slice order within each "
-        "ToR of the job (internal/nslb/util.go sortJobServerListBySliceId, setNodeRankIndex), "
-        "ours in the order of the slices sorted by their free servers",
+        "ToR affinity 1.0 on logical ToRs: upstream gives the job's servers ranks in slice "
+        "order within each ToR of the job (internal/nslb/util.go sortJobServerListBySliceId, "
+        "setNodeRankIndex), ours in the order of the slices sorted by their free servers "
+        "(scheduler_core/engine/tor.py _logical_tors)",
         lambda case, verdict: _tor_job(case) and verdict.kind == "ranks",
         _tor_case("known-tor-ranks", ((0, 1), (1, 1), (2, 0)), 2),
     ),
 )
 
-
-def _packed_where_we_refuse(detail: str) -> bool:
-    """Huawei placed several pods on one node where we found too few nodes for one each."""
-    if not detail.startswith("Huawei placed on [") or "nodes are free" not in detail:
-        return False
-    nodes = detail.removeprefix("Huawei placed on [").split("]", 1)[0].split()
-    return len(set(nodes)) < len(nodes)
-
-
-def _same_names_reordered(detail: str) -> bool:
-    """Both sides' ``network unhealthy card is [ ... ]`` lists hold the same chips."""
-    lists = [part.split(" ]", 1)[0] for part in detail.split("network unhealthy card is [ ")[1:]]
-    return (
-        len(lists) == 2
-        and lists[0] != lists[1]
-        and set(lists[0].split(",")) == set(lists[1].split(","))
-    )
+FIXED: tuple[Fixed, ...] = (
+    Fixed(
+        "310-310p-chip-scores",
+        "310P and 310 chip jobs: upstream scores a node as the base handler, 6400 - free chips "
+        "(internal/npu/base/frame.go ScoreBestNPUNodes, max 64), ours scored every node 0",
+        Case(
+            "fixed-310p-scores",
+            "310P",
+            (_node("310P", range(8)), _node("310P", range(4))),
+            JobSpec(1, 1, resource=ASCEND310P.resource),
+            note="one pod of 1",
+        ),
+    ),
+    Fixed(
+        "910x8-invalid-count-words",
+        "910 x8, one pod of 3, 5, 6 or 7 chips: upstream refuses it by the base handler's check "
+        "('req npu num should small than 8, and not in map[3:{} 5:{} 6:{} 7:{}]', "
+        "internal/npu/base/frame.go ValidNPUJob), ours in VOL-v5's words (checkSingleTrainMode)",
+        Case(
+            "fixed-910x8-3",
+            "910 x8",
+            (_node("910 x8", range(8)),),
+            JobSpec(1, 3),
+            note="one pod of 3",
+        ),
+    ),
+    Fixed(
+        "910bx16-chip-order",
+        "910B x16: upstream picks from the free chips sorted by number (internal/npu/base/"
+        "node.go GetUsableTopFromNode sort.Ints), ours took them in the DeviceInfo's order "
+        "(names sorted as strings: Ascend910-14 before Ascend910-9)",
+        Case(
+            "fixed-910bx16-order",
+            "910B x16",
+            (_node("910B x16", (9, 14)),),
+            JobSpec(1, 1, annotations={SCHEDULE_POLICY_ANNOTATION: "chip8-node16"}),
+            note="one pod of 1",
+        ),
+    ),
+    Fixed(
+        "inference-card-count-stage",
+        "300I Duo and 310 card jobs of more chips than a card has: upstream's job check passes "
+        "them and each node refuses ('req npu(3) illegal not meet node top<...>', "
+        "ascend310p/card310px2/task.go, ascend310/card310x4/task.go), ours refused the job",
+        Case(
+            "fixed-duo-card-3",
+            "300I Duo",
+            (_node("300I Duo", range(16)),),
+            JobSpec(
+                1,
+                3,
+                labels={"duo": "true", STRATEGY_310_LABEL: "card"},
+                resource=ASCEND310P.resource,
+            ),
+            note="one pod of 3, card",
+        ),
+    ),
+    Fixed(
+        "inference-refusal-prefix",
+        "310 / 310P node refusals: upstream's predicate returns the handler's error as it is "
+        "(plugin/node.go NodePredicate), ours prefixed 'checkNodeNPUByTask  <node> : '",
+        Case(
+            "fixed-310-card-prefix",
+            "310",
+            (_node("310", (1, 2, 4, 6)),),
+            JobSpec(1, 4, labels={STRATEGY_310_LABEL: "card"}, resource=ASCEND310.resource),
+            note="one pod of 4, card",
+        ),
+    ),
+    Fixed(
+        "a3-refusal-words",
+        "A3: a node whose dies cannot hold the pod is refused upstream with 'npu top[[0 1 3 5]] "
+        "is not meet task req(4)' (ascend910a3/base.go JudgeNodeAndTaskNPU), ours with 'npu "
+        "topology not meet job require,network unhealthy card is [  ]'",
+        Case(
+            "fixed-a3-words",
+            "A3 x16",
+            (_node("A3 x16", (0, 1, 3, 5)),),
+            JobSpec(
+                1,
+                4,
+                annotations={SCHEDULE_POLICY_ANNOTATION: "chip2-node16"},
+                selector={"accelerator-type": "module-a3-16"},
+            ),
+            note="one pod of 4",
+        ),
+    ),
+)
 
 
 def known_difference(case: Case, verdict: Verdict) -> Known | None:
@@ -296,4 +248,5 @@ def known_difference(case: Case, verdict: Verdict) -> Known | None:
 
 
 def minimal_cases() -> list[Case]:
-    return [k.minimal for k in KNOWN]
+    """The smallest case of every known difference and of every fixed one."""
+    return [k.minimal for k in KNOWN] + [f.minimal for f in FIXED]

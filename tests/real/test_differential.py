@@ -5,7 +5,8 @@ difference. Ties upstream breaks at random count as agreement, nothing else does
 
 Every disagreement must be a known difference (``testbed/differential/known.py``); each known
 difference is an expected failure naming it, until the engine follows upstream there: then its
-test passes, and ``strict`` turns that into a failure saying so (remove it from ``KNOWN``).
+test passes, and ``strict`` turns that into a failure saying so (move it to ``FIXED``). The
+fixed ones' smallest cases run too, so that none comes back.
 The long run: ``python -m benchmarks.differential --seed N --cases M``.
 """
 
@@ -65,6 +66,6 @@ def test_every_disagreement_is_a_known_difference(results: list[Result]) -> None
 )
 def test_known_difference_is_gone(known: Known, results: list[Result]) -> None:
     """Expected to fail while the difference stands: its smallest case disagrees (and so may
-    seeded ones). Passing means our engine now agrees: remove the entry from ``KNOWN``."""
+    seeded ones). Passing means our engine now agrees: move the entry to ``FIXED``."""
     met = [r for r in results if r.known is known]
     assert not met, f"{known.name}: {known.description}\n" + _listed(met)
