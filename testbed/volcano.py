@@ -31,6 +31,7 @@ from testbed.rest import RestError
 VERSIONS = ("v1.12.0", "v1.15.0")
 HUAWEI_VERSION = "v1.12.0"  # the Volcano MindCluster v26.1.0 builds its plugin against
 HUAWEI_PLUGIN = "volcano-npu_v26.1.0"  # its PluginName: the .so's name and the configured one
+ADAPTER = "ascend-npu-adapter"  # the project's in-process adapter (volcano_adapter/), built beside
 NAMESPACE = "volcano-system"
 SCHEDULER_NAME = "volcano"
 
@@ -58,6 +59,10 @@ class VolcanoBuild:
         return self.folder / f"{HUAWEI_PLUGIN}.so"
 
     @property
+    def adapter(self) -> Path:
+        return self.folder / f"{ADAPTER}.so"
+
+    @property
     def data(self) -> Path:
         return ROOT / ".testbed" / f"volcano-{self.version}"
 
@@ -68,8 +73,9 @@ class VolcanoBuild:
         """Huawei's deployment YAML for this Volcano (``build/volcano-v1.12.0.yaml``)."""
         return self.data / f"huawei-volcano-{self.version}.yaml"
 
-    def check(self, *, plugin: bool = False) -> VolcanoBuild:
+    def check(self, *, plugin: bool = False, adapter: bool = False) -> VolcanoBuild:
         needed = [self.scheduler, self.controller_manager, *([self.plugin] if plugin else [])]
+        needed += [self.adapter] if adapter else []
         missing = [str(p) for p in needed if not p.exists()]
         if missing or not self.crds():
             what = ", ".join(missing) or f"the CRDs in {self.data / 'crd'}"
@@ -156,13 +162,15 @@ class Volcano:
         configuration: str,
         *,
         plugins: bool = False,
+        adapter: bool = False,
         period: str = "1s",
         name: str = "vc-scheduler",
         extra: tuple[str, ...] = (),
         environment: dict[str, str] | None = None,
     ) -> Process:
         """vc-scheduler reading ``configuration`` (a ``volcano-scheduler.conf``); with
-        ``plugins`` it loads Huawei's plugin from a folder holding only that ``.so``."""
+        ``plugins`` it loads Huawei's plugin, with ``adapter`` the project's adapter
+        (``ascend-npu-adapter.so``), from a folder holding only the ``.so`` files asked."""
         self.write_configuration(configuration)
         port = free_port()
         self.metrics_port = free_port()
@@ -183,12 +191,15 @@ class Volcano:
             "--kube-api-burst=2000",
             *extra,
         ]
-        if plugins:
+        if plugins or adapter:
+            checked = self.build.check(plugin=plugins, adapter=adapter)
             folder = self.workdir / "plugins"
             folder.mkdir(exist_ok=True)
-            link = folder / self.build.plugin.name
-            if not link.exists():
-                link.symlink_to(self.build.check(plugin=True).plugin)
+            for old in folder.glob("*.so"):
+                old.unlink()
+            for wanted, so in ((plugins, checked.plugin), (adapter, checked.adapter)):
+                if wanted:
+                    (folder / so.name).symlink_to(so)
             command.append(f"--plugins-dir={folder}")
         else:
             # Its default (``plugins``, relative to the working directory) must not find one.
@@ -253,6 +264,7 @@ def open_queue(plane: ControlPlane, name: str = "default") -> None:
 
 
 __all__ = [
+    "ADAPTER",
     "HUAWEI_PLUGIN",
     "HUAWEI_VERSION",
     "VERSIONS",

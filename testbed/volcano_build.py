@@ -24,6 +24,14 @@ are ``[volcano]`` of ``testbed/versions.toml``. Two ways, one a version:
   the proxy refuses, pointed at the snapshot's ``staging/``), without cgo as Volcano's Makefile
   builds it by default (``SUPPORT_PLUGINS=no``).
 
+Where Huawei's plugin is built, the project's own in-process adapter is built beside it the same
+way: ``volcano_adapter/`` copied into the tree as ``pkg/scheduler/plugins/ascend-npu-adapter``,
+``ascend-npu-adapter.so`` with the plugin's flags (cgo on, ``-buildmode=plugin``). Its stamp
+(``.testbed/stamps/volcano-<version>-adapter``: the version's stamp, the adapter's flags and a
+digest of ``volcano_adapter/``) is its own: a change of the adapter rebuilds the adapter alone,
+in the tree already there. v1.15.0 is built without cgo (it loads no Go plugin), so the adapter
+is not built for it; there Volcano's own ``extender`` plugin calls the service.
+
 What each build leaves besides the binaries: ``.testbed/volcano-<version>/crd/*.yaml`` (the CRDs,
 from the snapshot's ``installer/helm/chart/volcano/crd/bases/``) and, where Huawei's plugin is
 built, ``.testbed/volcano-<version>/huawei-volcano-<version>.yaml``: Huawei's deployment YAML
@@ -34,6 +42,7 @@ the plugin built. A version is skipped when all of it is there and its stamp
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -58,6 +67,9 @@ VERSION_PACKAGE = "volcano.sh/volcano/pkg/version"
 # build.sh's CGO hardening (its openEuler glibc flavour: the system compiler, CC unset).
 CGO_FLAGS = "-fstack-protector-all -D_FORTIFY_SOURCE=2 -O2 -fPIC -ftrapv"
 RECIPE = 1  # raised when the steps below change what is built from the same pins
+ADAPTER_SOURCE = ROOT / "volcano_adapter"  # the project's in-process adapter (package main)
+ADAPTER_NAME = "ascend-npu-adapter"  # its plugin name: the .so's stem, its PluginName
+ADAPTER_DIR = Path("pkg/scheduler/plugins") / ADAPTER_NAME  # where it goes in a Volcano tree
 
 
 @dataclass(frozen=True)
@@ -149,6 +161,36 @@ class Volcano:
                     f"{external} -X {plugin}.PluginName={self.plugin.name}", dated=False),
         ]  # fmt: skip
 
+    def adapter_build(self) -> GoBuild | None:
+        """The adapter's build, where Huawei's plugin is built: with the plugin's flags, so
+        that it loads into the same vc-scheduler."""
+        if self.plugin is None:
+            return None
+        package = f"volcano.sh/volcano/{ADAPTER_DIR.as_posix()}"
+        (huawei,) = [b for b in self.builds() if b.output == f"{self.plugin.name}.so"]
+        ldflags = huawei.ldflags.rsplit(" -X ", 1)[0] + f" -X {package}.PluginName={ADAPTER_NAME}"
+        return GoBuild(f"{ADAPTER_NAME}.so", package, True, huawei.flags, ldflags, dated=False)
+
+    def adapter_stamp(self) -> str:
+        adapter = self.adapter_build()
+        pins = {
+            "volcano": self.stamp(),
+            "build": asdict(adapter) if adapter else None,
+            "source": adapter_digest(),
+        }
+        return json.dumps(pins, sort_keys=True) + "\n"
+
+    def adapter_up_to_date(self) -> bool:
+        adapter = self.adapter_build()
+        if adapter is None:
+            return True
+        stamp = STAMPS / f"{self.name}-adapter"
+        return (
+            (self.bin / adapter.output).exists()
+            and stamp.exists()
+            and stamp.read_text() == self.adapter_stamp()
+        )
+
     def outputs(self) -> list[Path]:
         files = [self.bin / build.output for build in self.builds()]
         return files + ([self.huawei_yaml] if self.plugin else [])
@@ -176,6 +218,15 @@ class Volcano:
             and stamp.exists()
             and stamp.read_text() == self.stamp()
         )
+
+
+def adapter_digest(source: Path = ADAPTER_SOURCE) -> str:
+    """sha256 over the adapter's files, their names and contents."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(source).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def volcanoes(path: Path = TESTBED / "versions.toml") -> list[Volcano]:
@@ -255,10 +306,30 @@ def _prepare_huawei_tree(volcano: Volcano) -> None:
     _go(volcano, "mod", "edit", f"-replace=volcano.sh/apis=../{volcano.apis.name}")
     plugin_source = SRC / volcano.plugin.snapshot.name / (volcano.plugin.snapshot.subdir or "")
     shutil.copytree(plugin_source, volcano.tree / huawei_patches.PLUGIN_DIR, symlinks=True)
+    _copy_adapter(volcano)
     changed = huawei_patches.patch_all_source(volcano.tree, volcano.version)
     _say(volcano, "build.sh's source edits, files changed: " + json.dumps(changed))
     _say(volcano, "go mod tidy")
     _say(volcano, f"tidied in {_go(volcano, 'mod', 'tidy'):.0f} s")
+
+
+def _copy_adapter(volcano: Volcano) -> None:
+    """``volcano_adapter/`` into the tree beside Huawei's plugin (replacing what was there)."""
+    dest = volcano.tree / ADAPTER_DIR
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(ADAPTER_SOURCE, dest)
+
+
+def _build_adapter(volcano: Volcano, built: str) -> None:
+    adapter = volcano.adapter_build()
+    if adapter is None:
+        return
+    _say(volcano, f"go build {adapter.output} (cgo on, -trimpath {' '.join(adapter.flags)})")
+    seconds = _go(volcano, *adapter.argv(volcano.bin, built), cgo=adapter.cgo)
+    _say(volcano, f"built {adapter.output} in {seconds:.0f} s")
+    STAMPS.mkdir(parents=True, exist_ok=True)
+    (STAMPS / f"{volcano.name}-adapter").write_text(volcano.adapter_stamp())
 
 
 def module_gomod(volcano: Volcano, upstream_gomod: str) -> str:
@@ -332,7 +403,14 @@ def _prepare_module(volcano: Volcano) -> None:
 
 def build(volcano: Volcano) -> None:
     if (volcano.module is None or required(volcano) == volcano.version) and volcano.up_to_date():
-        print(f"testbed: {volcano.name} is built ({volcano.bin})", flush=True)
+        if volcano.adapter_up_to_date():
+            print(f"testbed: {volcano.name} is built ({volcano.bin})", flush=True)
+            return
+        # The adapter alone changed: rebuilt in the tree already there (Huawei's plugin and
+        # vc-scheduler, which it must match, unchanged).
+        _say(volcano, "the adapter (volcano_adapter/) changed")
+        _copy_adapter(volcano)
+        _build_adapter(volcano, time.strftime("%Y-%m-%d %H:%M:%S"))
         return
     started = time.monotonic()
     _say(volcano, "building (minutes each step on a new machine)")
@@ -349,6 +427,7 @@ def build(volcano: Volcano) -> None:
         _say(volcano, f"go build {step.output} (cgo {'on' if step.cgo else 'off'}, {flags})")
         seconds = _go(volcano, *step.argv(volcano.bin, built), cgo=step.cgo)
         _say(volcano, f"built {step.output} in {seconds:.0f} s")
+    _build_adapter(volcano, built)
     _copy_crds(volcano)
     if volcano.plugin is not None:
         shipped = (

@@ -38,7 +38,11 @@ class VolcanoVerbs:
         "allocateFunc",
         "deallocateFunc",
         "jobEnqueueable",
+        "predicateAll",
     )
+    # Verbs only the in-process adapter (``volcano_adapter/``) calls; Volcano's own
+    # extender plugin has no configuration key for them.
+    ADAPTER_VERBS = ("predicateAll",)
 
     def __init__(
         self, extender: Extender, open_session: Callable[[], None], force_enqueue: bool = True
@@ -58,6 +62,8 @@ class VolcanoVerbs:
         args = _typed(verb, body)
         if isinstance(args, PredicateArgs):
             return self._predicate(args)
+        if isinstance(args, PredicateAllArgs):
+            return self._predicate_all(args)
         if isinstance(args, PrioritizeArgs):
             return self._prioritize(args)
         if isinstance(args, JobArgs):
@@ -80,6 +86,23 @@ class VolcanoVerbs:
         if never is not None:
             return PredicateResponse(never, UNRESOLVABLE)
         return PredicateResponse(answer.FailedNodes.get(node, "not schedulable"), UNSCHEDULABLE)
+
+    def _predicate_all(self, args: PredicateAllArgs) -> PredicateAllResponse:
+        """The adapter's one call a task: ``predicate`` over every node of the session at
+        once (rank-blind, as there), and ``prioritize``'s scores of the nodes that pass.
+        The adapter holds the answer until an allocation in the session changes it."""
+        pod = _task_pod(args.task)
+        answer = self._extender.filter(ExtenderArgs(Pod=pod, NodeNames=args.nodes), any_rank=True)
+        passing = answer.passing
+        scores: dict[str, float] = {}
+        if passing:
+            try:
+                scores = self._extender.scores(pod, passing)
+            except BadPod:  # the pod changed since the filter read it: no preference
+                scores = {}
+        return PredicateAllResponse(
+            passing, answer.FailedNodes, answer.FailedAndUnresolvableNodes, scores
+        )
 
     def _prioritize(self, args: PrioritizeArgs) -> PrioritizeResponse:
         pod = _task_pod(args.task)
@@ -178,6 +201,13 @@ class PrioritizeArgs(msgspec.Struct):
     nodes: list[NodeInfo] = msgspec.field(default_factory=list)
 
 
+class PredicateAllArgs(msgspec.Struct):
+    """The adapter's batch: the task and the names of every node of the session."""
+
+    task: TaskInfo
+    nodes: list[str] = msgspec.field(default_factory=list)
+
+
 class TaskArgs(msgspec.Struct):
     task: TaskInfo
 
@@ -194,6 +224,17 @@ class SessionResponse(msgspec.Struct):
 class PredicateResponse(msgspec.Struct):
     status: str
     code: int
+
+
+class PredicateAllResponse(msgspec.Struct):
+    """``predicateAll``'s answer: the passing nodes, why each other failed (``unresolvable``:
+    code 3, preemption cannot help there; ``failed``: code 2), and the passing nodes'
+    scores."""
+
+    passing: list[str]
+    failed: dict[str, str]
+    unresolvable: dict[str, str]
+    scores: dict[str, float]
 
 
 class PrioritizeResponse(msgspec.Struct, rename="camel"):
@@ -214,13 +255,15 @@ class JobEnqueueableResponse(msgspec.Struct):
 Answer = (
     SessionResponse
     | PredicateResponse
+    | PredicateAllResponse
     | PrioritizeResponse
     | EventResponse
     | JobEnqueueableResponse
 )
 
-ARGS: dict[str, type[PredicateArgs | PrioritizeArgs | TaskArgs | JobArgs]] = {
+ARGS: dict[str, type[PredicateArgs | PredicateAllArgs | PrioritizeArgs | TaskArgs | JobArgs]] = {
     "predicate": PredicateArgs,
+    "predicateAll": PredicateAllArgs,
     "prioritize": PrioritizeArgs,
     "allocateFunc": TaskArgs,
     "deallocateFunc": TaskArgs,

@@ -205,6 +205,25 @@ def test_each_credential_calls_only_its_own_callers_verbs(
     assert f'ascend_scheduler_auth_refusals_total{{reason="{VERB_NOT_ALLOWED}"}} 11.0' in metrics
 
 
+def test_the_adapters_batch_verb_is_the_tokens_as_volcanos_other_verbs(
+    service: tuple[Harness, str], pki: Pki
+) -> None:
+    """``/volcano/predicateAll`` (the in-process adapter's one call a task) takes Volcano's
+    token, as Bearer and as Basic's password (the adapter's URL userinfo), and refuses
+    kube-scheduler's certificate; a bad body is a 400 naming the field."""
+    h, url = service
+    body = {"task": {"Pod": h.api.get_pod("ns", "p")}, "nodes": ["n0"]}
+    for headers in (BEARER, basic("volcano", TOKEN)):
+        status, answer, _ = call(url, pki, path="volcano/predicateAll", body=body, headers=headers)
+        assert status == 200 and answer["passing"] == ["n0"], answer
+    status, answer, _ = call(url, pki, client=pki.scheduler, path="volcano/predicateAll", body=body)
+    assert status == 403 and "is not for the client certificate" in answer["Error"]
+    bad = {**body, "nodes": [{"Name": "n0"}]}
+    status, answer, _ = call(url, pki, path="volcano/predicateAll", body=bad, headers=BEARER)
+    assert status == 400 and "`$.nodes[0]`" in answer["Error"], answer
+    assert call(url, pki, path="volcano/predicateAll", body={}, headers={})[0] == 401
+
+
 def test_the_npu_map_is_open_to_both_credentials_and_insecure_to_anyone() -> None:
     access = Access(None, frozenset({ALLOWED}), TOKEN)
     certificate = {"subject": ((("commonName", ALLOWED),),)}

@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 
+from scheduler_core.service.wire import BadRequest
 from tests.integration.test_extender import Harness, pending
 from tests.integration.test_network_locality import Cluster
 
@@ -131,3 +132,52 @@ def test_a_gang_member_volcano_puts_on_another_ranks_place_takes_that_place() ->
     assert c.annotations("big-1")["hccl/rankIndex"] == "0"
     refused = call(c, "allocateFunc", {"task": task(third, "t0-s0")})["errorMessage"]
     assert "no reservation of gang" in refused, "both places there are taken"
+
+
+def test_predicate_all_answers_every_node_and_scores_the_passing_ones() -> None:
+    # The adapter's one call a task: what predicate answers node by node, and prioritize's
+    # scores of the nodes that pass.
+    h = Harness(2)
+    call(h, "allocateFunc", {"task": task(pending(h.api, "big", 8), "n0")})
+    body = {"task": task(pending(h.api, "p", 2)), "nodes": ["n0", "n1"]}
+    answer = call(h, "predicateAll", body)
+    assert answer == {
+        "passing": ["n1"],
+        "failed": {"n0": answer["failed"]["n0"]},
+        "unresolvable": {},
+        "scores": call(h, "prioritize", {"task": body["task"], "nodes": [{"Name": "n1"}]})[
+            "nodeScore"
+        ],
+    }
+    single = call(h, "predicate", {"task": body["task"], "node": {"Name": "n0"}})
+    assert single == {"status": answer["failed"]["n0"], "code": 2}
+    # A request no node can serve: every node unresolvable (code 3), nothing scored.
+    never = call(h, "predicateAll", {"task": task(pending(h.api, "q", 3)), "nodes": ["n0", "n1"]})
+    assert never["passing"] == [] and never["scores"] == {} and never["failed"] == {}
+    assert sorted(never["unresolvable"]) == ["n0", "n1"]
+
+
+def test_predicate_all_is_rank_blind_as_predicate() -> None:
+    c = Cluster(2)
+    pods = c.gang("big", 6, labels={"tor-affinity": "large-model-schema"})
+    expected = [f"t0-s{s}" for s in range(4)] + ["t1-s0", "t1-s1"]
+    answer = call(c, "predicateAll", {"task": task(pods[0]), "nodes": c.names})
+    assert sorted(answer["passing"]) == sorted(expected)
+    assert answer["scores"] == {"t0-s0": 200.0}, "rank 0's own node alone is scored"
+    assert "not reserved for gang" in answer["failed"]["t1-s2"]
+
+
+def test_predicate_all_refuses_a_bad_body_naming_the_field() -> None:
+    h = Harness(1)
+    pod = task(pending(h.api, "p", 1))
+    for body, field in (
+        ({"nodes": ["n0"]}, "required field `task`"),
+        ({"task": pod, "nodes": [{"Name": "n0"}]}, "`$.nodes[0]`"),
+        ({"task": pod, "nodes": "n0"}, "`$.nodes`"),
+    ):
+        try:
+            call(h, "predicateAll", body)
+        except BadRequest as bad:
+            assert field in str(bad), str(bad)
+        else:
+            raise AssertionError(f"accepted {body}")

@@ -14,9 +14,11 @@ on the real v1.12.0.
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 import sys
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,12 +28,13 @@ import yaml
 
 from contract.annotations import CHIPS_ANNOTATION
 from contract.chip_names import RESOURCE_NAME
+from contract.objects import PLACED_RESOURCES
 from scheduler_core.volcano_config import Entry, merged
 from testbed.cluster import NAMESPACE, ExtenderTls, deployed
 from testbed.control_plane import ControlPlane, Process, running, scratch, wait_until
 from testbed.rest import Obj, RestError
+from testbed.volcano import ADAPTER, VolcanoBuild, open_queue, running_volcano
 from testbed.volcano import NAMESPACE as VOLCANO
-from testbed.volcano import VolcanoBuild, open_queue, running_volcano
 from tests.huawei_jobs import documents
 from tests.real.test_ha import (
     STARTUP,
@@ -319,6 +322,92 @@ def test_the_real_volcano_places_huawei_jobs_through_the_merged_extender(
         job = admin.get(f"{JOBS}/too-big")
         assert job.get("status", {}).get("state", {}).get("phase") == "Pending", job.get("status")
         for name, _ in [*names, ("halves", 2), ("too-big", 0)]:
+            admin.delete(f"{JOBS}/{name}")
+
+
+def adapter_configuration(conf: str, url: str, token: str) -> str:
+    """Volcano's configuration with the in-process adapter (``volcano_adapter/``) where
+    Huawei's plugin was (the first tier) and no ``extender`` entry: its URL the service's
+    ``/volcano`` with the token as userinfo, as the merge writes the extender's."""
+    loaded = yaml.safe_load(conf)
+    assert not any(p["name"] == "extender" for t in loaded["tiers"] for p in t["plugins"])
+    parts = urllib.parse.urlsplit(url)
+    userinfo = f"volcano:{urllib.parse.quote(token, safe='')}@"
+    prefix = f"{parts.scheme}://{userinfo}{parts.netloc}{parts.path.rstrip('/')}/volcano"
+    entry = {
+        "name": ADAPTER,
+        "arguments": {
+            "urlPrefix": prefix,
+            "httpTimeout": "5s",
+            "managedResources": list(PLACED_RESOURCES),
+        },
+    }
+    loaded["tiers"][0]["plugins"].insert(1, entry)
+    return yaml.safe_dump(loaded, sort_keys=False)
+
+
+def calls(metrics_url: str, verb: str) -> float:
+    """The service's count of ``verb`` calls (``ascend_scheduler_requests_total``)."""
+    with urllib.request.urlopen(f"{metrics_url}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    found = re.search(
+        rf'^ascend_scheduler_requests_total{{verb="{re.escape(verb)}"}} (\S+)$', text, re.M
+    )
+    return float(found.group(1)) if found else 0.0
+
+
+def test_volcano_1_12_places_npu_jobs_with_chips_through_the_in_process_adapter(
+    plane: ControlPlane,
+) -> None:
+    """Volcano v1.12.0 (what MindCluster v26.1.0 ships) loading ``ascend-npu-adapter.so``
+    from ``--plugins-dir`` as it loads Huawei's plugin: each task asked once for all the
+    nodes (``predicateAll``), the chips chosen by ``allocateFunc`` before Volcano binds."""
+    workdir = scratch("vcadapter")
+    install(plane, "v1.12.0")
+    VolcanoBuild("v1.12.0").check(adapter=True)
+    with (
+        running_volcano(plane, "v1.12.0", workdir / "volcano") as volcano,
+        deployed(
+            plane,
+            workdir,
+            NODES,
+            overlay="volcano",
+            service_flags=(f"--volcano-config={VOLCANO}/{CONFIGMAP}:{KEY}",),
+        ) as cluster,
+    ):
+        token = cluster.tls.token.read_text().strip()
+        conf = adapter_configuration(volcano_conf(plane), cluster.service_url, token)
+        volcano.start_controller_manager()
+        volcano.start_scheduler(
+            conf, adapter=True, environment={"SSL_CERT_DIR": str(ca_folder(cluster.tls))}
+        )
+        open_queue(plane)
+        admin = plane.rest()
+        # One server for the 1 x 8, one a pod for the 2 x 8 gang, one for the 1-, 2- and
+        # 4-chip pods (a ring of four for the 4, the other ring for the 2 and the 1); the
+        # too-big gang of more whole servers than the cluster has stays Pending.
+        wanted = [("single", 1, 8), ("gang", 2, 8), ("one", 1, 1), ("two", 1, 2), ("four", 1, 4)]
+        for name, pods, each in wanted:
+            admin.create(JOBS, volcano_job(name, pods, each))
+        admin.create(JOBS, volcano_job("too-big", NODES + 1, 8))
+        placed = [p for name, count, _ in wanted for p in bound(plane, name, count)]
+        for pod in placed:
+            assert legal_on_910x8(pod), (pod["metadata"]["name"], chips(pod))
+        per_node: dict[str, list[int]] = {}
+        for pod in placed:
+            per_node.setdefault(pod["spec"]["nodeName"], []).extend(chips(pod))
+        for node, taken in per_node.items():
+            assert len(taken) == len(set(taken)), f"a chip of {node} given twice: {taken}"
+        gang_nodes = {p["spec"]["nodeName"] for p in job_pods(plane, "gang")}
+        assert len(gang_nodes) == 2, "the gang takes a pod a server"
+        assert not any(p["spec"].get("nodeName") for p in job_pods(plane, "too-big"))
+        job = admin.get(f"{JOBS}/too-big")
+        assert job.get("status", {}).get("state", {}).get("phase") == "Pending", job.get("status")
+        # The adapter's verbs, never the stock plugin's per-node predicate.
+        assert calls(cluster.metrics_url, "volcano/predicateAll") >= len(placed)
+        assert calls(cluster.metrics_url, "volcano/allocateFunc") >= len(placed)
+        assert calls(cluster.metrics_url, "volcano/predicate") == 0
+        for name, _, _ in [*wanted, ("too-big", 0, 0)]:
             admin.delete(f"{JOBS}/{name}")
 
 

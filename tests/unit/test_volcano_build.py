@@ -271,3 +271,35 @@ def test_every_snapshot_pin_is_whole() -> None:
                 continue
             assert len(snapshot.commit) == 40 and len(snapshot.sha256) == 64
             assert snapshot.repository.startswith("https://github.com/")
+
+
+def test_the_adapter_is_built_with_huaweis_plugins_flags_and_named_as_its_file() -> None:
+    """The adapter loads into the vc-scheduler Huawei's plugin loads into: the same flags,
+    cgo on, its PluginName its file's stem; not built where Volcano loads no plugin."""
+    for volcano in volcanoes():
+        adapter = volcano.adapter_build()
+        if volcano.plugin is None:
+            assert adapter is None and volcano.adapter_up_to_date()
+            continue
+        assert adapter is not None
+        (huawei,) = [b for b in volcano.builds() if b.output == f"{volcano.plugin.name}.so"]
+        assert adapter.output == f"{volcano_build.ADAPTER_NAME}.so"
+        assert adapter.cgo and adapter.flags == huawei.flags
+        assert adapter.package.endswith("/pkg/scheduler/plugins/ascend-npu-adapter")
+        assert adapter.ldflags.endswith(f"{adapter.package}.PluginName=ascend-npu-adapter")
+        assert adapter.ldflags.startswith("-s -linkmode=external")
+        assert volcano.plugin.name not in adapter.ldflags
+
+
+def test_a_change_of_the_adapter_changes_its_stamp_alone(tmp_path: Path) -> None:
+    source = tmp_path / "volcano_adapter"
+    source.mkdir()
+    (source / "adapter.go").write_text("package main\n")
+    before = volcano_build.adapter_digest(source)
+    (source / "adapter.go").write_text("package main // changed\n")
+    assert volcano_build.adapter_digest(source) != before
+    (source / "other.go").write_text("package main\n")
+    assert len({before, volcano_build.adapter_digest(source)}) == 2
+    assert volcano_build.adapter_digest() == volcano_build.adapter_digest(
+        volcano_build.ADAPTER_SOURCE
+    )
