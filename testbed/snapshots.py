@@ -11,7 +11,8 @@ first of
 3. ``git clone --branch <tag>`` of its public repository (only ``subdir`` when one is pinned),
    where the internet can be reached; its commit must equal the pin.
 
-``<upstream>`` is ``$TESTBED_UPSTREAM`` or else ``../shared/upstream`` of the project root. When
+``<upstream>`` is ``$TESTBED_UPSTREAM``, else ``../shared/upstream`` of the project root (or of the
+local checkout it was cloned from, when only that one has it: ``upstream_dir``). When
 none of the three is there, :class:`SourceMissing` says what was looked for.
 """
 
@@ -61,9 +62,33 @@ class Snapshot:
         )
 
 
-def upstream_dir() -> Path:
+def upstream_dir(root: Path = ROOT) -> Path:
+    """``$TESTBED_UPSTREAM``, else ``../shared/upstream`` beside the project root, else beside
+    the checkout this one was cloned from when that is a local folder (a clean clone made
+    elsewhere, as CI makes one, still finds the snapshots beside the original)."""
     configured = os.environ.get("TESTBED_UPSTREAM")
-    return Path(configured) if configured else ROOT.parent / "shared" / "upstream"
+    if configured:
+        return Path(configured)
+    beside = root.parent / "shared" / "upstream"
+    origin = _local_origin(root)
+    if beside.is_dir() or origin is None:
+        return beside
+    return origin.parent / "shared" / "upstream"
+
+
+def _local_origin(root: Path) -> Path | None:
+    """The folder ``root`` was cloned from, when its ``origin`` is a local path."""
+    try:
+        url = subprocess.run(
+            ["git", "-C", str(root), "config", "--get", "remote.origin.url"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+    except OSError:
+        return None
+    path = Path(url.removeprefix("file://"))
+    return path.resolve() if url and path.is_absolute() and path.is_dir() else None
 
 
 def sha256_of(path: Path) -> str:

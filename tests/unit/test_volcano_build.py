@@ -303,3 +303,22 @@ def test_a_change_of_the_adapter_changes_its_stamp_alone(tmp_path: Path) -> None
     assert volcano_build.adapter_digest() == volcano_build.adapter_digest(
         volcano_build.ADAPTER_SOURCE
     )
+
+
+def test_a_clone_made_elsewhere_finds_the_snapshots_beside_its_origin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TESTBED_UPSTREAM", raising=False)
+    origin, clone = tmp_path / "work" / "main", tmp_path / "ci" / "clone"
+    (tmp_path / "work" / "shared" / "upstream").mkdir(parents=True)
+    origin.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", str(origin)], check=True)
+    subprocess.run(
+        [*git, "-C", str(origin), "commit", "-q", "--allow-empty", "-m", "x"], check=True
+    )
+    subprocess.run(["git", "clone", "-q", str(origin), str(clone)], check=True)
+    assert upstream_dir(clone) == (tmp_path / "work" / "shared" / "upstream").resolve()
+    # Beside the clone itself wins; with neither, the clone's own is named (for the error).
+    (tmp_path / "ci" / "shared" / "upstream").mkdir(parents=True)
+    assert upstream_dir(clone) == tmp_path / "ci" / "shared" / "upstream"
