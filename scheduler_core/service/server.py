@@ -572,8 +572,12 @@ class SchedulerService:
             self._get_with_map,
             self._post,
             # Volcano posts its whole session at onSessionOpen (jobs, nodes, queues: tens of
-            # MiB at a few thousand nodes); the service reads none of it.
-            limits=Limits(drained=frozenset({"/volcano/onSessionOpen"})),
+            # MiB at a few thousand nodes), which the service reads none of, and every node's
+            # NodeInfo at prioritize (past 8 MiB from ~2,600 nodes), which it must read.
+            limits=Limits(
+                drained=frozenset({"/volcano/onSessionOpen"}),
+                large=frozenset({"/volcano/prioritize"}),
+            ),
             tls=access.tls,
             guard=lambda caller: self._guard(access, caller),
             guarded_get=self._map_path,

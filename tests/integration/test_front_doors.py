@@ -155,3 +155,18 @@ def test_a_whole_volcano_session_far_past_the_body_limit_opens_without_being_kep
     )
     assert len(session) > 16 * 1024 * 1024
     assert post(f"{url}/volcano/onSessionOpen", session.encode()) == (200, {})
+
+
+def test_volcanos_prioritize_of_thousands_of_nodes_is_read_past_the_body_limit(
+    served: tuple[Harness, str],
+) -> None:
+    # Volcano sends every node's NodeInfo (its whole Node, ~3 KiB bare) at prioritize: ~16 MiB
+    # at 5,000 nodes. Refused with 413, Volcano v1.15 placed nothing (benchmarks/volcano_speed).
+    h, url = served
+    pod = pending(h.api, "big-session", 1)
+    nodes = [{"Name": "n0", "Node": {"padding": "x" * 4000}}]
+    nodes += [{"Name": f"absent-{i}", "Node": {"padding": "x" * 4000}} for i in range(4_000)]
+    body = json.dumps({"task": task(pod), "nodes": nodes}).encode()
+    assert len(body) > 8 * 1024 * 1024
+    status, answer = post(f"{url}/volcano/prioritize", body)
+    assert status == 200 and "n0" in answer["nodeScore"], answer.get("errorMessage")
