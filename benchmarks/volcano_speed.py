@@ -59,6 +59,7 @@ import http.client
 import json
 import os
 import platform
+import re
 import shutil
 import socket
 import ssl
@@ -710,6 +711,33 @@ def create_backlog(plane: ControlPlane, sizes: list[int]) -> dict[str, float]:
     return created
 
 
+class SideFailed(RuntimeError):
+    """A side that placed nothing or not all in time: why, and what vc-scheduler logged most."""
+
+    def __init__(self, key: str, reason: str, complaints: list[str]) -> None:
+        self.key = key
+        self.reason = reason
+        self.complaints = complaints
+        super().__init__(f"{key}: {reason}")
+
+
+_KLOG = re.compile(r"^[EW]\d{4} [\d:.]+\s+\d+ ")
+_USERINFO = re.compile(r"//[^/@\s]*@")
+
+
+def complaints(log: Path, most: int = 5) -> list[str]:
+    """The warnings and errors vc-scheduler logged most, each with its count (the token in
+    an extender URL's userinfo left out)."""
+    counted: dict[str, int] = {}
+    with contextlib.suppress(OSError), log.open(errors="replace") as lines:
+        for line in lines:
+            if _KLOG.match(line):
+                text = _USERINFO.sub("//***@", _KLOG.sub("", line.rstrip()))[:300]
+                counted[text] = counted.get(text, 0) + 1
+    ranked = sorted(counted.items(), key=lambda kv: -kv[1])[:most]
+    return [f"{count}× {text}" for text, count in ranked]
+
+
 def run_side(
     key: str,
     nodes: int,
@@ -744,23 +772,28 @@ def run_side(
                 volcano.start_scheduler(huawei_configuration(), plugins=True, period=period)
             else:
                 service = stack.enter_context(our_service(plane, nodes))
-                conf = admin.get(f"/api/v1/namespaces/{VOLCANO_NAMESPACE}/configmaps/{CONFIGMAP}")
+                path = f"/api/v1/namespaces/{VOLCANO_NAMESPACE}/configmaps/{CONFIGMAP}"
+                conf = str(admin.get(path)["data"][KEY])
                 volcano.start_controller_manager()
-                volcano.start_scheduler(conf["data"][KEY], period=period, environment=service.trust)
+                volcano.start_scheduler(conf, period=period, environment=service.trust)
             open_queue(plane)
-            warm_up(plane, watch, warm, 300)
-            setup = time.monotonic() - began
-            side = measure(
-                key,
-                plane,
-                volcano=volcano,
-                service=service,
-                watch=watch,
-                binds=binds,
-                nodes=nodes,
-                sizes=sizes,
-                timeout=timeout,
-            )
+            try:
+                warm_up(plane, watch, warm, 300)
+                setup = time.monotonic() - began
+                side = measure(
+                    key,
+                    plane,
+                    volcano=volcano,
+                    service=service,
+                    watch=watch,
+                    binds=binds,
+                    nodes=nodes,
+                    sizes=sizes,
+                    timeout=timeout,
+                )
+            except (TimeoutError, RuntimeError) as failed:  # read while vc-scheduler runs
+                said = complaints(volcano.processes["vc-scheduler"].log)
+                raise SideFailed(key, str(failed).splitlines()[0], said) from failed
             side.setup_seconds = setup
             side.deviceinfo_writes = agents.writes
             if agents.errors:
@@ -969,10 +1002,17 @@ def main() -> None:
     started = time.time()
     load_before = os.getloadavg()
     sides: dict[str, Side] = {}
+    failures: dict[str, dict[str, Any]] = {}
     for key in args.sides:
-        side = run_side(
-            key, args.nodes, sizes, period=args.period, timeout=args.timeout, keep=args.keep
-        )
+        try:
+            side = run_side(
+                key, args.nodes, sizes, period=args.period, timeout=args.timeout, keep=args.keep
+            )
+        except SideFailed as failed:
+            failures[key] = {"reason": failed.reason, "vc_scheduler_logged": failed.complaints}
+            print(f"{key} FAILED: {failed.reason}; vc-scheduler logged most:", flush=True)
+            print("\n".join(f"  {line}" for line in failed.complaints), flush=True)
+            continue
         sides[key] = side
         print("\n".join(details(side)), flush=True)
     if "huawei" in sides and "extender" in sides:
@@ -986,6 +1026,7 @@ def main() -> None:
         "load_before": [round(x, 2) for x in load_before],
         "sizes": {str(s): sizes.count(s) for s in sorted(set(sizes))},
         "sides": {key: side.summary() for key, side in sides.items()},
+        "failed": failures,
     }
     if "huawei" in sides and "extender" in sides:
         a, b = sides["huawei"], sides["extender"]
