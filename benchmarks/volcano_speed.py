@@ -47,8 +47,9 @@ creation request → bound as a watch sees it; Volcano's sessions and their time
 CPU seconds of each process (``/proc/<pid>/stat``) over submission → last bind; for side B the
 service's calls and time by verb (its ``/metrics``). Checked: every bound pod carries its chips
 (``huawei.com/Ascend910``), legal on a 910 x8 server (1, 2 or 4 in one ring of four, or all 8),
-no chip given twice and no node holding more than 8. Results:
-``benchmarks/data/volcano_speed.json``.
+no chip given twice and no node holding more than 8. A side whose pods are not all bound in
+time (``--timeout``; the warm-up pod: 300 s) is reported as failed, with what vc-scheduler
+logged most, and the run goes on. Results: ``benchmarks/data/volcano_speed.json``.
 """
 
 from __future__ import annotations
