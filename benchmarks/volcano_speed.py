@@ -1,0 +1,1045 @@
+"""The real Volcano placing NPU pods: Huawei's plugin beside our extender, one after the other.
+
+Run: ``.venv/bin/python -m benchmarks.volcano_speed --nodes 1000 --pods 300 [--period 1s]
+[--seed 7]``. Each side gets a control plane of its own (etcd, kube-apiserver and
+kube-controller-manager of the test bed, started afresh, so that nothing of one side, neither
+its objects nor Volcano's CRDs of another version nor our admission policies, is there for the
+other) holding the same cluster and the same backlog:
+
+- ``--nodes`` Ascend 910 x8 servers as Node objects without kubelets: ``huawei.com/Ascend910: 8``
+  with cpu, memory and pods, Ready, an InternalIP, the labels Huawei's installation gives an
+  Atlas 800 (``accelerator``, ``accelerator-type: module``, ``host-arch``, ``servertype``,
+  ``node.kubernetes.io/npu.chip.name``) and the annotations Huawei's device plugin writes
+  (``baseDeviceInfos`` etc.), and each node's DeviceInfo ConfigMap as our agent writes it.
+  Without kubelets no node heartbeats its Lease, so the controller manager runs without its
+  node-lifecycle controller (which would taint every node unreachable after 50 s), and the API
+  server without the ``TaintNodesByCondition`` admission plugin (whose not-ready taint that
+  controller would lift).
+- The agents' part the schedulers read, played by this process: each node's DeviceInfo
+  rewritten when a pod is bound there with its chips (free = healthy chips no bound pod holds,
+  as ``agent/deviceinfo_publisher.py`` publishes it), and one sweep over all nodes per 120 s
+  as the heartbeat (the service leaves out a DeviceInfo older than 300 s). Huawei's plugin,
+  with ``self-maintain-available-card: "false"``, takes the free chips from there, and refuses
+  a node whose free list is longer than Volcano's idle count (``plugin/node.go``
+  checkNPUResourceStable).
+- The backlog: ``--pods`` plain pods of 1, 2, 4 or 8 chips (seeded), ``schedulerName:
+  volcano``, labelled ``ring-controller.atlas: ascend-910`` as Huawei's 910 samples are, no
+  nodeSelector (Huawei's plugin then takes the 910 x8 handler); Volcano's pg controller makes a
+  PodGroup for each. Created from threads as fast as the API server takes them, while the
+  scheduler runs.
+
+Side A, Huawei's plugin: Volcano v1.12.0's vc-controller-manager and vc-scheduler with
+``volcano-npu_v26.1.0.so``, Huawei's shipped ``volcano-scheduler.conf`` with the init-params
+``useClusterInfoManager`` and ``self-maintain-available-card`` ``"false"`` (no ClusterD here).
+Side B, ours: Volcano v1.15.0 (v1.12.0's extender plugin has no allocateFunc), the same
+configuration without Huawei's plugin and with our extender entry as the chart ships it
+(``ascend-npu-volcano-extender``, merged by ``scheduler_core.volcano_config.merged`` with the
+token in its URL), Volcano trusting the service's CA through ``SSL_CERT_DIR``; the service
+``python -m scheduler_core serve`` with the chart's ``scheduler.yaml`` and arguments over HTTPS,
+under its ServiceAccount's token, the overlay's RBAC and admission policies applied (not its
+workloads).
+
+Before the backlog one 1-chip pod is placed and deleted (both schedulers have synced and, on
+side B, Volcano reaches the service). Per side: pods bound per second, from the first bind to
+the last and from the first pod's submission to the last bind; per-pod latency p50 / p99,
+creation request → bound as a watch sees it; Volcano's sessions and their time (its
+``/metrics``: ``volcano_e2e_scheduling_latency_milliseconds``, per action and per plugin);
+CPU seconds of each process (``/proc/<pid>/stat``) over submission → last bind; for side B the
+service's calls and time by verb (its ``/metrics``). Checked: every bound pod carries its chips
+(``huawei.com/Ascend910``), legal on a 910 x8 server (1, 2 or 4 in one ring of four, or all 8),
+no chip given twice and no node holding more than 8. A side whose pods are not all bound in
+time (``--timeout``; the warm-up pod: 300 s) is reported as failed, with what vc-scheduler
+logged most, and the run goes on. Results: ``benchmarks/data/volcano_speed.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.deviceinfo_publisher import configmap
+from agent.node_annotations import BASE_DEVICE_INFOS, SERVER_INDEX, SERVER_TYPE, SUPER_POD_ID
+from benchmarks.real_scheduler import percentile, pod_sizes
+from contract.annotations import (
+    ACCELERATOR_TYPE_LABEL,
+    CHIPS_ANNOTATION,
+    RING_CONTROLLER_LABEL,
+    SERVER_TYPE_LABEL,
+)
+from contract.chip_names import RESOURCE_NAME, InvalidInput, chip_name, parse_chip_list
+from contract.deviceinfo import DeviceInfo
+from contract.go_json import go_json
+from contract.rank_table import UNKNOWN
+from contract.vnpu import CHIP_NAME_LABEL
+from scheduler_core.volcano_config import Entry, merged
+from simulation.processes import free_port, ready
+from testbed.build import ROOT
+from testbed.cluster import NAMESPACE as SYSTEM
+from testbed.cluster import SCHEDULER_ACCOUNT, ExtenderTls
+from testbed.control_plane import ControlPlane, Process, scratch, wait_until
+from testbed.manifests import MANIFESTS, kustomize
+from testbed.rest import Obj, Rest, RestError
+from testbed.volcano import (
+    HUAWEI_PLUGIN,
+    HUAWEI_VERSION,
+    Volcano,
+    VolcanoBuild,
+    huawei_scheduler_configuration,
+    open_queue,
+    running_volcano,
+)
+from testbed.volcano import NAMESPACE as VOLCANO_NAMESPACE
+
+OUR_VERSION = "v1.15.0"  # the first Volcano built here whose extender plugin has allocateFunc
+CHIPS = 8
+RING = 4
+THREADS = 8
+BACKLOG = "backlog"  # the namespace of the measured pods
+WARM = "warm"  # the namespace of the warm-up pod
+HEARTBEAT_SWEEP = 120.0  # seconds per rewrite of every DeviceInfo (real agents: 60)
+# No kubelet heartbeats a Lease: the node-lifecycle controller would taint every node.
+CONTROLLERS = "--controllers=*,-node-lifecycle-controller"
+CONFIGMAP, KEY = "volcano-scheduler-configmap", "volcano-scheduler.conf"
+# The overlay's objects that run something: their pods would wait for a scheduler (the
+# DaemonSets' on every node); the service runs here as a process instead.
+WORKLOADS = frozenset(
+    {"DaemonSet", "Deployment", "Job", "Service", "NetworkPolicy", "PodDisruptionBudget"}
+)
+NODE_LABELS = {
+    "accelerator": "huawei-Ascend910",
+    ACCELERATOR_TYPE_LABEL: "module",
+    "host-arch": "huawei-arm",
+    SERVER_TYPE_LABEL: "Ascend910-32",
+    CHIP_NAME_LABEL: "910A",
+}
+E2E = "volcano_e2e_scheduling_latency_milliseconds"
+DATA = Path(__file__).parent / "data" / "volcano_speed.json"
+
+
+# --- the cluster ---------------------------------------------------------------------------
+
+
+def node_name(i: int) -> str:
+    return f"node-{i:05d}"
+
+
+def node_object(i: int) -> Obj:
+    """An Atlas 800 (910 x8) as its kubelet and Huawei's device plugin leave it."""
+    name = node_name(i)
+    base = {
+        chip_name(c): {"IP": f"10.{100 + c}.{i // 250}.{i % 250 + 1}", "SuperDeviceID": 0}
+        for c in range(CHIPS)
+    }
+    resources = {RESOURCE_NAME: str(CHIPS), "cpu": "192", "memory": "1536Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {**NODE_LABELS, "kubernetes.io/hostname": name},
+            "annotations": {
+                BASE_DEVICE_INFOS: go_json(base),
+                SUPER_POD_ID: str(UNKNOWN),
+                SERVER_INDEX: str(UNKNOWN),
+                SERVER_TYPE: "",
+            },
+        },
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.80.{i // 250}.{i % 250 + 1}"},
+                {"type": "Hostname", "address": name},
+            ],
+        },
+    }
+
+
+def deviceinfo(name: str, free: frozenset[int], update_time: int) -> Obj:
+    """The agent's DeviceInfo ConfigMap of ``name``: no faults, ``free`` free."""
+    return configmap(name, DeviceInfo(free, frozenset(), frozenset(), update_time=update_time))
+
+
+def populate(plane: ControlPlane, count: int) -> list[str]:
+    """``count`` nodes, each after its DeviceInfo, from threads. The status is kept as
+    given at creation (a kubelet registers its Node so)."""
+    names = [node_name(i) for i in range(count)]
+    local = threading.local()
+    now = int(time.time())
+
+    def make(i: int) -> None:
+        if not hasattr(local, "rest"):
+            local.rest = plane.rest()
+        rest: Rest = local.rest
+        all_free = frozenset(range(CHIPS))
+        rest.create(
+            "/api/v1/namespaces/kube-system/configmaps", deviceinfo(names[i], all_free, now)
+        )
+        rest.create("/api/v1/nodes", node_object(i))
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(make, range(count)))
+    node = plane.rest().get(f"/api/v1/nodes/{names[0]}")
+    if node["status"].get("allocatable", {}).get(RESOURCE_NAME) != str(CHIPS):
+        raise RuntimeError(f"the API server dropped the node's status: {node['status']}")
+    return names
+
+
+def npu_pod(name: str, namespace: str, chips: int) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {RING_CONTROLLER_LABEL: "ascend-910"},
+        },
+        "spec": {
+            "schedulerName": "volcano",
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "ascend-training:latest",
+                    "resources": {
+                        "requests": {RESOURCE_NAME: str(chips)},
+                        "limits": {RESOURCE_NAME: str(chips)},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def written_chips(pod: Obj) -> tuple[int, ...] | None:
+    """The chips a scheduler wrote on ``pod`` (None: none, or not a chip list)."""
+    text = (pod["metadata"].get("annotations") or {}).get(CHIPS_ANNOTATION)
+    if not text:
+        return None
+    try:
+        return parse_chip_list(text)
+    except InvalidInput:
+        return None
+
+
+# --- watching pods: the binds, and the agents' DeviceInfo ----------------------------------
+
+
+Handler = Callable[[str, Obj, float], None]
+
+
+class PodWatch:
+    """One watch on every pod of the cluster, from now: each event handed to every handler
+    (type, pod, ``time.monotonic()`` when read) under one lock, which ``wait_for`` shares.
+    Watched again from the last version seen when the API server ends it; a failure ends
+    ``wait_for`` at once."""
+
+    def __init__(self, plane: ControlPlane, handlers: list[Handler]) -> None:
+        user = yaml.safe_load(plane.admin.read_text())["users"][0]["user"]
+        self._context = ssl.create_default_context(cafile=str(plane.ca.cert))
+        self._context.load_cert_chain(user["client-certificate"], user["client-key"])
+        parsed = urllib.parse.urlsplit(plane.url)
+        self._address = (parsed.hostname or "127.0.0.1", parsed.port or 443)
+        self._handlers = handlers
+        self.failure = ""
+        self.changed = threading.Condition()
+        self._stopped = threading.Event()
+        self._connection: http.client.HTTPSConnection | None = None
+        listed = plane.rest().get("/api/v1/pods", limit="1")
+        self._version = str(listed["metadata"]["resourceVersion"])
+        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stopped.is_set():
+                self._watch()
+        except Exception as failed:  # reported to wait_for()
+            if not self._stopped.is_set():
+                with self.changed:
+                    self.failure = repr(failed)
+                    self.changed.notify_all()
+
+    def _watch(self) -> None:
+        connection = http.client.HTTPSConnection(*self._address, context=self._context)
+        self._connection = connection
+        try:
+            query = f"watch=1&allowWatchBookmarks=true&resourceVersion={self._version}"
+            connection.request("GET", f"/api/v1/pods?{query}")
+            response = connection.getresponse()
+            if response.status != 200:
+                raise RuntimeError(f"watch: HTTP {response.status}: {response.read()[:300]!r}")
+            for line in response:
+                if line.strip():
+                    self._event(json.loads(line), time.monotonic())
+        finally:
+            connection.close()
+
+    def _event(self, event: Obj, at: float) -> None:
+        pod = event["object"]
+        if event["type"] == "ERROR":
+            raise RuntimeError(f"watch: {pod.get('message')}")
+        self._version = pod["metadata"]["resourceVersion"]
+        if event["type"] == "BOOKMARK":
+            return
+        with self.changed:
+            for handle in self._handlers:
+                handle(event["type"], pod, at)
+            self.changed.notify_all()
+
+    def wait_for(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        with self.changed:
+            self.changed.wait_for(lambda: condition() or bool(self.failure), timeout)
+            if self.failure:
+                raise RuntimeError(self.failure)
+            if not condition():
+                raise TimeoutError(f"{what}: not within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        self._stopped.set()
+        connection = self._connection
+        if connection is not None and connection.sock is not None:
+            with contextlib.suppress(OSError):
+                connection.sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(timeout=10)
+
+
+class Binds:
+    """When each pod of ``namespace`` was first seen bound (a PodWatch handler)."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self.bound: dict[str, float] = {}
+
+    def handle(self, kind: str, pod: Obj, at: float) -> None:
+        meta = pod["metadata"]
+        if kind == "DELETED" or meta.get("namespace") != self.namespace:
+            return
+        if pod.get("spec", {}).get("nodeName") and meta["name"] not in self.bound:
+            self.bound[meta["name"]] = at
+
+
+class Agents:
+    """The part of every node's agent the schedulers read: its DeviceInfo, free = the chips no
+    bound pod holds (a PodWatch handler notes the chips of each bound pod and gives them back
+    when it is deleted), written at once when that changes and once per ``sweep`` seconds
+    (spread over the sweep) as the heartbeat. UpdateTime in seconds, as the agent writes it,
+    rising with each write of a node."""
+
+    def __init__(self, plane: ControlPlane, names: list[str], sweep: float) -> None:
+        self._rest = plane.rest()
+        self._names = names
+        self._sweep = sweep
+        self._held: dict[str, dict[str, tuple[int, ...]]] = {n: {} for n in names}
+        self._pods: dict[str, tuple[str, tuple[int, ...]]] = {}  # uid → node, chips
+        self._written = {n: int(time.time()) for n in names}
+        self._dirty: dict[str, None] = {}  # ordered
+        self._wake = threading.Condition()
+        self._stopped = False
+        self.writes = 0
+        self.errors: list[str] = []
+        self._thread = threading.Thread(target=self._run, name="agents", daemon=True)
+        self._thread.start()
+
+    def handle(self, kind: str, pod: Obj, at: float) -> None:
+        uid = pod["metadata"].get("uid", "")
+        node = pod.get("spec", {}).get("nodeName")
+        if kind == "DELETED":
+            gone = self._pods.pop(uid, None)
+            if gone is not None:
+                self._held[gone[0]].pop(uid, None)
+                self._mark(gone[0])
+            return
+        if not node or uid in self._pods or node not in self._held:
+            return
+        chips = written_chips(pod)
+        if chips is None:
+            return  # bound before its chips show: a later event carries them
+        self._pods[uid] = (node, chips)
+        self._held[node][uid] = chips
+        self._mark(node)
+
+    def _mark(self, node: str) -> None:
+        with self._wake:
+            self._dirty[node] = None
+            self._wake.notify()
+
+    def _run(self) -> None:
+        step = self._sweep / max(1, len(self._names))
+        beat, index = time.monotonic() + step, 0
+        while True:
+            with self._wake:
+                self._wake.wait_for(
+                    lambda: self._stopped or bool(self._dirty),
+                    max(0.0, beat - time.monotonic()),
+                )
+                if self._stopped:
+                    return
+                now = time.monotonic()
+                if self._dirty:
+                    node = next(iter(self._dirty))
+                    del self._dirty[node]
+                elif now >= beat:
+                    node = self._names[index]
+                    index = (index + 1) % len(self._names)
+                    beat = max(beat + step, now - 10 * step)  # no burst after a stall
+                else:
+                    continue
+                taken: set[int] = set()
+                for chips in self._held[node].values():
+                    taken.update(chips)
+                update_time = max(int(time.time()), self._written[node] + 1)
+                self._written[node] = update_time
+            body = deviceinfo(node, frozenset(range(CHIPS)) - taken, update_time)
+            try:
+                name = body["metadata"]["name"]
+                self._rest.request("PUT", f"/api/v1/namespaces/kube-system/configmaps/{name}", body)
+                self.writes += 1
+            except (RestError, OSError) as failed:
+                self.errors.append(f"{node}: {failed}")
+
+    def stop(self) -> None:
+        with self._wake:
+            self._stopped = True
+            self._wake.notify()
+        self._thread.join(timeout=30)
+
+
+# --- metrics -------------------------------------------------------------------------------
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """A Prometheus text exposition as {series: value}."""
+    series: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            try:
+                series[name] = float(value)
+            except ValueError:
+                continue
+    return series
+
+
+def service_metrics(url: str) -> dict[str, float]:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        return parse_metrics(response.read().decode())
+
+
+def histograms(
+    before: dict[str, float], after: dict[str, float], name: str
+) -> dict[str, tuple[int, float]]:
+    """Each labelled series of histogram ``name`` between two scrapes: {labels: (count, sum)}
+    (labels as written, "" for none)."""
+    found: dict[str, tuple[int, float]] = {}
+    for series, value in after.items():
+        if series == f"{name}_count" or series.startswith(f"{name}_count{{"):
+            labels = series.removeprefix(f"{name}_count")
+            count = value - before.get(series, 0.0)
+            total = after.get(f"{name}_sum{labels}", 0.0) - before.get(f"{name}_sum{labels}", 0.0)
+            if count:
+                found[labels] = (round(count), total)
+    return found
+
+
+def label(labels: str, key: str) -> str:
+    """The value of ``key`` in ``{a="x",b="y"}``."""
+    for part in labels.strip("{}").split(","):
+        name, _, value = part.partition("=")
+        if name == key:
+            return value.strip('"')
+    return ""
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (``/proc/<pid>/stat``)."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text.rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# --- Volcano's configuration ---------------------------------------------------------------
+
+
+def shipped_configuration() -> dict[str, Any]:
+    """Huawei's shipped ``volcano-scheduler.conf``, its init-params as a cluster without
+    ClusterD sets them (``useClusterInfoManager``) and the free chips read from the DeviceInfo
+    as written (``self-maintain-available-card``)."""
+    conf: dict[str, Any] = yaml.safe_load(
+        huawei_scheduler_configuration(VolcanoBuild(HUAWEI_VERSION))
+    )
+    (params,) = [c for c in conf["configurations"] if c["name"] == "init-params"]
+    params["arguments"]["useClusterInfoManager"] = "false"
+    params["arguments"]["self-maintain-available-card"] = "false"
+    names = [p["name"] for tier in conf["tiers"] for p in tier["plugins"]]
+    if HUAWEI_PLUGIN not in names:
+        raise LookupError(f"Huawei's configuration names no {HUAWEI_PLUGIN}: {names}")
+    return conf
+
+
+def huawei_configuration() -> str:
+    return yaml.safe_dump(shipped_configuration(), sort_keys=False)
+
+
+def without_huawei() -> str:
+    """The same configuration with Huawei's plugin taken out (as docs/compatibility.md tells a
+    user switching over)."""
+    conf = shipped_configuration()
+    for tier in conf["tiers"]:
+        tier["plugins"] = [p for p in tier["plugins"] if not p["name"].startswith("volcano-npu")]
+    return yaml.safe_dump(conf, sort_keys=False)
+
+
+def overlay() -> list[Obj]:
+    return [d for d in kustomize(MANIFESTS / "overlays" / "volcano") if d["kind"] not in WORKLOADS]
+
+
+def shipped_entry(documents: list[Obj], url: str) -> Entry:
+    """The overlay's extender entry (its ConfigMap) with the URL pointed at ``url``."""
+    (shipped,) = [d for d in documents if d["metadata"]["name"] == "ascend-npu-volcano-extender"]
+    entry = Entry.parse(shipped["data"]["extender.yaml"])
+    path = urllib.parse.urlsplit(entry.url).path
+    return Entry({**entry.arguments, "extender.urlPrefix": url + path})
+
+
+def shipped_service_settings(documents: list[Obj]) -> tuple[str, list[str]]:
+    """The chart's ``scheduler.yaml`` and the Deployment's arguments after ``serve`` and
+    ``--config`` (read from the overlay before its workloads are left out)."""
+    rendered = kustomize(MANIFESTS / "overlays" / "volcano")
+    (settings,) = [d for d in documents if d["metadata"]["name"] == "ascend-npu-scheduler-config"]
+    (deployment,) = [d for d in rendered if d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args = [a for a in container["args"] if a != "serve" and not a.startswith("--config=")]
+    return str(settings["data"]["scheduler.yaml"]), args
+
+
+@dataclass
+class Service:
+    process: Process
+    url: str  # https: the verbs
+    metrics_url: str  # http: /metrics and the probes
+    trust: dict[str, str]  # vc-scheduler's environment: SSL_CERT_DIR
+
+
+@contextmanager
+def our_service(plane: ControlPlane, nodes: int) -> Iterator[Service]:
+    """The overlay's RBAC, policies and ConfigMaps applied, Volcano's ConfigMap holding the
+    merged configuration, and the service as the chart runs it (its settings file and
+    arguments; here on loopback ports, with a kubeconfig of its ServiceAccount's token and the
+    certs Job's files made here), ready and seeing every node."""
+    admin = plane.rest()
+    documents = overlay()
+    for document in documents:
+        admin.apply(document)
+    workdir = plane.workdir
+    tls = ExtenderTls.make(workdir / "extender-tls")
+    port, metrics_port = free_port(), free_port()
+    url = f"https://127.0.0.1:{port}"
+    entry = shipped_entry(documents, url).with_token(tls.token.read_text().strip())
+    conf = merged(without_huawei(), entry)
+    admin.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": CONFIGMAP, "namespace": VOLCANO_NAMESPACE},
+            "data": {KEY: conf},
+        }
+    )
+    settings, args = shipped_service_settings(documents)
+    settings_file = workdir / "scheduler.yaml"
+    settings_file.write_text(settings)
+    kubeconfig = plane.service_account(SYSTEM, SCHEDULER_ACCOUNT)
+    command = [
+        sys.executable,
+        "-m",
+        "scheduler_core",
+        "serve",
+        f"--config={settings_file}",
+        *args,
+        f"--listen=127.0.0.1:{port}",
+        f"--metrics-listen=127.0.0.1:{metrics_port}",
+        "--kube=kubeconfig",
+        f"--kubeconfig={kubeconfig}",
+        *tls.service_flags(),
+    ]
+    # This checkout's code, wherever the process starts (the venv's editable install may
+    # point at another checkout).
+    process = Process("scheduler-service", command, workdir, {"PYTHONPATH": str(ROOT)})
+    try:
+        metrics_url = f"http://127.0.0.1:{metrics_port}"
+        process.wait_healthy(lambda: ready(metrics_url))
+        wait_until(
+            lambda: service_metrics(metrics_url).get("ascend_scheduler_npu_nodes") == nodes,
+            300,
+            f"the service sees {nodes} NPU nodes",
+        )
+        folder = workdir / "volcano-ca"
+        folder.mkdir(exist_ok=True)
+        (folder / "ca.crt").write_bytes(tls.ca.read_bytes())
+        yield Service(process, url, metrics_url, {"SSL_CERT_DIR": str(folder)})
+    finally:
+        process.stop()
+
+
+# --- one side ------------------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    key: str  # "huawei" or "extender"
+    label: str
+    volcano: str
+    nodes: int
+    pods: int
+    setup_seconds: float
+    submit_seconds: float  # creating the backlog took
+    first_to_last_seconds: float
+    submit_to_last_seconds: float
+    pods_per_second: float  # first bind → last
+    pods_per_second_from_submit: float
+    p50_ms: float  # creation request → bound
+    p99_ms: float
+    sessions: int  # ended from submission through the first to end after the last bind
+    session_ms: float  # their mean e2e time (volcano_e2e_scheduling_latency_milliseconds)
+    session_seconds: float  # their e2e time added up
+    actions_ms: dict[str, float]  # mean per run, by action (one run per session)
+    action_runs: dict[str, int]
+    plugins_ms: dict[str, float]  # mean per session, by "<plugin> <OnSessionOpen|Close>"
+    cpu_seconds: dict[str, float]  # per process, submission → last bind
+    verbs: dict[str, int] = field(default_factory=dict)  # side B: calls by verb
+    verb_ms: dict[str, float] = field(default_factory=dict)  # mean service time by verb
+    bound: int = 0
+    with_chips: int = 0
+    illegal: int = 0  # chips not legal for the request on a 910 x8 server
+    chips_twice: int = 0  # nodes where a chip was given twice
+    over_capacity: int = 0  # nodes asked more than 8 chips by their pods
+    deviceinfo_writes: int = 0
+    load: tuple[float, float, float] = (0.0, 0.0, 0.0)  # os.getloadavg() at the end
+
+    def summary(self) -> dict[str, Any]:
+        def rounded(value: Any) -> Any:
+            if isinstance(value, float):
+                return round(value, 3)
+            if isinstance(value, dict):
+                return {k: rounded(v) for k, v in value.items()}
+            if isinstance(value, tuple | list):
+                return [rounded(v) for v in value]
+            return value
+
+        return {k: rounded(v) for k, v in asdict(self).items()}
+
+
+def legal(asked: int, chips: tuple[int, ...]) -> bool:
+    """Huawei's 910 x8 rule: 1, 2 or 4 chips inside one ring of four, or all eight."""
+    if len(chips) != asked or len(set(chips)) != asked:
+        return False
+    return asked == CHIPS or (asked in (1, 2, 4) and len({c // RING for c in chips}) == 1)
+
+
+def check(side: Side, pods: list[Obj]) -> None:
+    """The placement's checks on the backlog's pods as the API server has them at the end."""
+    per_node: dict[str, list[int]] = {}
+    asked_per_node: dict[str, int] = {}
+    for pod in pods:
+        node = pod["spec"].get("nodeName")
+        if not node:
+            continue
+        side.bound += 1
+        asked = int(pod["spec"]["containers"][0]["resources"]["requests"][RESOURCE_NAME])
+        asked_per_node[node] = asked_per_node.get(node, 0) + asked
+        chips = written_chips(pod)
+        if chips is None:
+            continue
+        side.with_chips += 1
+        side.illegal += not legal(asked, chips)
+        per_node.setdefault(node, []).extend(chips)
+    side.chips_twice = sum(len(c) != len(set(c)) for c in per_node.values())
+    side.over_capacity = sum(asked > CHIPS for asked in asked_per_node.values())
+
+
+def warm_up(plane: ControlPlane, watch: PodWatch, binds: Binds, timeout: float) -> None:
+    """One 1-chip pod placed (both schedulers synced, the service reached), then deleted."""
+    admin = plane.rest()
+    admin.create(f"/api/v1/namespaces/{WARM}/pods", npu_pod("warm", WARM, 1))
+    watch.wait_for(lambda: "warm" in binds.bound, timeout, "the warm-up pod bound")
+    admin.request(
+        "DELETE", f"/api/v1/namespaces/{WARM}/pods/warm", query={"gracePeriodSeconds": "0"}
+    )
+    wait_until(
+        lambda: not admin.get(f"/api/v1/namespaces/{WARM}/pods")["items"], 60, "warm-up deleted"
+    )
+
+
+def create_backlog(plane: ControlPlane, sizes: list[int]) -> dict[str, float]:
+    """Pods ``pod-<i>`` of ``sizes`` chips, from threads: when each creation request began."""
+    created: dict[str, float] = {}
+    local = threading.local()
+
+    def create(item: tuple[int, int]) -> None:
+        i, chips = item
+        if not hasattr(local, "rest"):
+            local.rest = plane.rest()
+        name = f"pod-{i:05d}"
+        created[name] = time.monotonic()
+        local.rest.create(f"/api/v1/namespaces/{BACKLOG}/pods", npu_pod(name, BACKLOG, chips))
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(create, enumerate(sizes)))
+    return created
+
+
+class SideFailed(RuntimeError):
+    """A side that placed nothing or not all in time: why, and what vc-scheduler logged most."""
+
+    def __init__(self, key: str, reason: str, complaints: list[str]) -> None:
+        self.key = key
+        self.reason = reason
+        self.complaints = complaints
+        super().__init__(f"{key}: {reason}")
+
+
+_KLOG = re.compile(r"^[EW]\d{4} [\d:.]+\s+\d+ ")
+_USERINFO = re.compile(r"//[^/@\s]*@")
+
+
+def complaints(log: Path, most: int = 5) -> list[str]:
+    """The warnings and errors vc-scheduler logged most, each with its count (the token in
+    an extender URL's userinfo left out)."""
+    counted: dict[str, int] = {}
+    with contextlib.suppress(OSError), log.open(errors="replace") as lines:
+        for line in lines:
+            if _KLOG.match(line):
+                text = _USERINFO.sub("//***@", _KLOG.sub("", line.rstrip()))[:300]
+                counted[text] = counted.get(text, 0) + 1
+    ranked = sorted(counted.items(), key=lambda kv: -kv[1])[:most]
+    return [f"{count}× {text}" for text, count in ranked]
+
+
+def run_side(
+    key: str,
+    nodes: int,
+    sizes: list[int],
+    *,
+    period: str,
+    timeout: float,
+    keep: bool,
+) -> Side:
+    """One side on a control plane of its own: set up, warm up, the backlog placed."""
+    began = time.monotonic()
+    workdir = scratch(f"vs-{key}-")
+    plane = ControlPlane(workdir, admission_plugins_off=("TaintNodesByCondition",))
+    try:
+        plane.start(controllers=False)
+        plane.start_controller_manager(CONTROLLERS)
+        names = populate(plane, nodes)
+        admin = plane.rest()
+        for namespace in (BACKLOG, WARM):
+            admin.ensure_namespace(namespace)
+        version = HUAWEI_VERSION if key == "huawei" else OUR_VERSION
+        with ExitStack() as stack:
+            volcano = stack.enter_context(running_volcano(plane, version, workdir / "volcano"))
+            agents = Agents(plane, names, HEARTBEAT_SWEEP)
+            stack.callback(agents.stop)
+            binds, warm = Binds(BACKLOG), Binds(WARM)
+            watch = PodWatch(plane, [agents.handle, binds.handle, warm.handle])
+            stack.callback(watch.stop)
+            service: Service | None = None
+            if key == "huawei":
+                volcano.start_controller_manager()
+                volcano.start_scheduler(huawei_configuration(), plugins=True, period=period)
+            else:
+                service = stack.enter_context(our_service(plane, nodes))
+                path = f"/api/v1/namespaces/{VOLCANO_NAMESPACE}/configmaps/{CONFIGMAP}"
+                conf = str(admin.get(path)["data"][KEY])
+                volcano.start_controller_manager()
+                volcano.start_scheduler(conf, period=period, environment=service.trust)
+            open_queue(plane)
+            try:
+                warm_up(plane, watch, warm, 300)
+                setup = time.monotonic() - began
+                side = measure(
+                    key,
+                    plane,
+                    volcano=volcano,
+                    service=service,
+                    watch=watch,
+                    binds=binds,
+                    nodes=nodes,
+                    sizes=sizes,
+                    timeout=timeout,
+                )
+            except (TimeoutError, RuntimeError) as failed:  # read while vc-scheduler runs
+                said = complaints(volcano.processes["vc-scheduler"].log)
+                raise SideFailed(key, str(failed).splitlines()[0], said) from failed
+            side.setup_seconds = setup
+            side.deviceinfo_writes = agents.writes
+            if agents.errors:
+                print(f"{key}: {len(agents.errors)} DeviceInfo writes failed: {agents.errors[:3]}")
+            return side
+    finally:
+        plane.stop()
+        if keep:
+            print(f"{key}: the control plane's folder (logs) is kept: {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def sessions_ended(volcano: Volcano) -> float:
+    return parse_metrics(volcano.metrics()).get(f"{E2E}_count", 0.0)
+
+
+def measure(
+    key: str,
+    plane: ControlPlane,
+    *,
+    volcano: Volcano,
+    service: Service | None,
+    watch: PodWatch,
+    binds: Binds,
+    nodes: int,
+    sizes: list[int],
+    timeout: float,
+) -> Side:
+    pids = {
+        "vc-scheduler": volcano.processes["vc-scheduler"].pid,
+        "vc-controller-manager": volcano.processes["vc-controller-manager"].pid,
+        "kube-apiserver": plane.processes["kube-apiserver"].pid,
+        "etcd": plane.processes["etcd"].pid,
+    }
+    if service is not None:
+        pids["scheduler-service"] = service.process.pid
+    cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    volcano_before = parse_metrics(volcano.metrics())
+    service_before = service_metrics(service.metrics_url) if service else {}
+    submitted = time.monotonic()
+    created = create_backlog(plane, sizes)
+    submit_seconds = time.monotonic() - submitted
+    watch.wait_for(
+        lambda: len(binds.bound) >= len(sizes), timeout, f"{len(sizes)} backlog pods bound"
+    )
+    cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
+    service_after = service_metrics(service.metrics_url) if service else {}
+    # Volcano counts a session when it ends: the one running at the last bind is waited for
+    # (when the last bind came after its session's end, this adds one session without work).
+    at_last_bind = sessions_ended(volcano)
+    wait_until(lambda: sessions_ended(volcano) > at_last_bind, 300, "the last session ended")
+    volcano_after = parse_metrics(volcano.metrics())
+    with watch.changed:
+        bound = dict(binds.bound)
+    first, last = min(bound.values()), max(bound.values())
+    latency = [(bound[p] - created[p]) * 1e3 for p in created]
+
+    e2e = histograms(volcano_before, volcano_after, E2E)
+    sessions, session_total = e2e.get("", (0, 0.0))
+    actions = histograms(
+        volcano_before, volcano_after, "volcano_action_scheduling_latency_milliseconds"
+    )
+    plugins = histograms(
+        volcano_before, volcano_after, "volcano_plugin_scheduling_latency_milliseconds"
+    )
+    verbs: dict[str, int] = {}
+    verb_ms: dict[str, float] = {}
+    if service is not None:
+        for labels, (count, total) in histograms(
+            service_before, service_after, "ascend_scheduler_request_seconds"
+        ).items():
+            verb = label(labels, "verb").removeprefix("volcano/")
+            verbs[verb] = count
+            verb_ms[verb] = total / count * 1e3
+    side = Side(
+        key=key,
+        label="A: Huawei's plugin" if key == "huawei" else "B: our extender",
+        volcano=volcano.build.version,
+        nodes=nodes,
+        pods=len(sizes),
+        setup_seconds=0.0,
+        submit_seconds=submit_seconds,
+        first_to_last_seconds=last - first,
+        submit_to_last_seconds=last - submitted,
+        pods_per_second=len(sizes) / (last - first) if last > first else float("inf"),
+        pods_per_second_from_submit=len(sizes) / (last - submitted),
+        p50_ms=statistics.median(latency),
+        p99_ms=percentile(latency, 99),
+        sessions=sessions,
+        session_ms=session_total / sessions if sessions else 0.0,
+        session_seconds=session_total / 1e3,
+        actions_ms={label(k, "action"): t / c for k, (c, t) in actions.items()},
+        action_runs={label(k, "action"): c for k, (c, _) in actions.items()},
+        plugins_ms={
+            f"{label(k, 'plugin')} {label(k, 'OnSession')}": t / c for k, (c, t) in plugins.items()
+        },
+        cpu_seconds=cpu,
+        verbs=verbs,
+        verb_ms=verb_ms,
+        load=os.getloadavg(),
+    )
+    check(side, plane.rest().get(f"/api/v1/namespaces/{BACKLOG}/pods")["items"])
+    return side
+
+
+# --- the report ----------------------------------------------------------------------------
+
+
+def table(a: Side, b: Side) -> str:
+    rows = [
+        "| side | Volcano | pods/s first → last bind | pods/s submit → last | latency p50 / p99 "
+        "| sessions | session mean | allocate mean | CPU s vc-scheduler | CPU s service "
+        "| CPU s kube-apiserver |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for side in (a, b):
+        rows.append(
+            f"| {side.label} | {side.volcano} | {side.pods_per_second:.2f} "
+            f"| {side.pods_per_second_from_submit:.2f} "
+            f"| {side.p50_ms / 1e3:.1f} / {side.p99_ms / 1e3:.1f} s | {side.sessions} "
+            f"| {side.session_ms:.0f} ms | {side.actions_ms.get('allocate', 0.0):.0f} ms "
+            f"| {side.cpu_seconds['vc-scheduler']:.1f} "
+            f"| {side.cpu_seconds.get('scheduler-service', 0.0):.1f} "
+            f"| {side.cpu_seconds['kube-apiserver']:.1f} |"
+        )
+    rows.append(
+        f"| B/A | | {b.pods_per_second / a.pods_per_second:.3f} "
+        f"| {b.pods_per_second_from_submit / a.pods_per_second_from_submit:.3f} "
+        f"| {b.p50_ms / a.p50_ms:.1f} / {b.p99_ms / a.p99_ms:.1f} "
+        f"| {b.sessions / max(1, a.sessions):.1f} | {b.session_ms / max(a.session_ms, 1e-9):.1f} "
+        f"| {b.actions_ms.get('allocate', 0.0) / max(a.actions_ms.get('allocate', 0.0), 1e-9):.1f}"
+        f" | {b.cpu_seconds['vc-scheduler'] / max(a.cpu_seconds['vc-scheduler'], 1e-9):.1f} | "
+        f"| {b.cpu_seconds['kube-apiserver'] / max(a.cpu_seconds['kube-apiserver'], 1e-9):.1f} |"
+    )
+    return "\n".join(rows)
+
+
+def details(side: Side) -> list[str]:
+    lines = [
+        f"{side.label}: {side.bound} of {side.pods} bound, {side.with_chips} with chips, "
+        f"{side.illegal} not legal on a 910 x8, {side.chips_twice} nodes with a chip twice, "
+        f"{side.over_capacity} nodes over {CHIPS} chips; setup {side.setup_seconds:.0f} s, "
+        f"backlog created in {side.submit_seconds:.1f} s, {side.deviceinfo_writes} DeviceInfo "
+        f"writes; load {', '.join(f'{x:.1f}' for x in side.load)}",
+        "  actions (runs, mean ms): "
+        + ", ".join(
+            f"{k} {side.action_runs[k]}× {v:.1f}" for k, v in sorted(side.actions_ms.items())
+        ),
+        "  plugins (mean ms per session): "
+        + ", ".join(
+            f"{k} {v:.1f}" for k, v in sorted(side.plugins_ms.items(), key=lambda kv: -kv[1])[:6]
+        ),
+        "  CPU s: " + ", ".join(f"{k} {v:.1f}" for k, v in side.cpu_seconds.items()),
+    ]
+    if side.verbs:
+        lines.append(
+            "  verbs: "
+            + ", ".join(
+                f"{verb} {count} calls ({count / side.pods:.0f}/pod, {side.verb_ms[verb]:.2f} ms)"
+                for verb, count in sorted(side.verbs.items(), key=lambda kv: -kv[1])
+            )
+        )
+    return lines
+
+
+def machine() -> str:
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.partition(":")[2].strip()
+                break
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} CPUs ({model}), {memory:.0f} GiB, Python {platform.python_version()}"
+
+
+def commit() -> str:
+    try:
+        found = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return found.stdout.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=300)
+    parser.add_argument("--period", default="1s", help="vc-scheduler's --schedule-period")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per side's backlog")
+    parser.add_argument(
+        "--sides", nargs="+", choices=("huawei", "extender"), default=["huawei", "extender"]
+    )
+    parser.add_argument("--keep", action="store_true", help="keep each control plane's folder")
+    parser.add_argument("--out", type=Path, default=DATA)
+    args = parser.parse_args()
+    sizes = pod_sizes(args.pods, args.seed)
+    started = time.time()
+    load_before = os.getloadavg()
+    sides: dict[str, Side] = {}
+    failures: dict[str, dict[str, Any]] = {}
+    for key in args.sides:
+        try:
+            side = run_side(
+                key, args.nodes, sizes, period=args.period, timeout=args.timeout, keep=args.keep
+            )
+        except SideFailed as failed:
+            failures[key] = {"reason": failed.reason, "vc_scheduler_logged": failed.complaints}
+            print(f"{key} FAILED: {failed.reason}; vc-scheduler logged most:", flush=True)
+            print("\n".join(f"  {line}" for line in failed.complaints), flush=True)
+            continue
+        sides[key] = side
+        print("\n".join(details(side)), flush=True)
+    if "huawei" in sides and "extender" in sides:
+        print(table(sides["huawei"], sides["extender"]))
+    results = {
+        "command": f"python -m benchmarks.volcano_speed --nodes {args.nodes} --pods {args.pods} "
+        f"--period {args.period} --seed {args.seed}",
+        "commit": commit(),
+        "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)),
+        "machine": machine(),
+        "load_before": [round(x, 2) for x in load_before],
+        "sizes": {str(s): sizes.count(s) for s in sorted(set(sizes))},
+        "sides": {key: side.summary() for key, side in sides.items()},
+        "failed": failures,
+    }
+    if "huawei" in sides and "extender" in sides:
+        a, b = sides["huawei"], sides["extender"]
+        results["b_over_a"] = {
+            "pods_per_second": round(b.pods_per_second / a.pods_per_second, 4),
+            "pods_per_second_from_submit": round(
+                b.pods_per_second_from_submit / a.pods_per_second_from_submit, 4
+            ),
+        }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
