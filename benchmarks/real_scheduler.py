@@ -24,13 +24,11 @@ Goal (the issue): (a) ≥ 0.8 × (b) at 5,000 nodes. Results: ``benchmarks/data/
 from __future__ import annotations
 
 import argparse
-import contextlib
 import http.client
 import json
 import random
 import shutil
 import signal
-import socket
 import ssl
 import statistics
 import threading
@@ -48,6 +46,7 @@ from typing import Any
 import yaml
 
 from agent.deviceinfo_publisher import configmap
+from benchmarks.pod_watch import PodWatch
 from contract.annotations import CHIPS_ANNOTATION
 from contract.chip_names import RESOURCE_NAME
 from contract.deviceinfo import DeviceInfo
@@ -180,78 +179,24 @@ class Bound:
 
 
 class BindWatch:
-    """A watch on the pods of a namespace: when each first shows a node. Watched again from
-    the last version seen when the API server ends it; a failure ends ``wait`` at once."""
+    """The pods of a namespace: when each first shows a node (a ``PodWatch`` of them)."""
 
     def __init__(self, plane: ControlPlane, ns: str) -> None:
-        user = yaml.safe_load(plane.admin.read_text())["users"][0]["user"]
-        self._context = ssl.create_default_context(cafile=str(plane.ca.cert))
-        self._context.load_cert_chain(user["client-certificate"], user["client-key"])
-        parsed = urllib.parse.urlsplit(plane.url)
-        self._address = (parsed.hostname or "127.0.0.1", parsed.port or 443)
-        self._path = f"/api/v1/namespaces/{ns}/pods"
         self.bound: dict[str, Bound] = {}
-        self.failure = ""
-        self._changed = threading.Condition()
-        self._stopped = threading.Event()
-        self._connection: http.client.HTTPSConnection | None = None
-        self._version = str(plane.rest().get(self._path)["metadata"]["resourceVersion"])
-        self._thread = threading.Thread(target=self._run, name="bind-watch", daemon=True)
-        self._thread.start()
+        self._watch = PodWatch(plane, [self._handle], f"/api/v1/namespaces/{ns}/pods")
 
-    def _run(self) -> None:
-        try:
-            while not self._stopped.is_set():
-                self._watch()
-        except Exception as failed:  # reported to wait()
-            if not self._stopped.is_set():
-                with self._changed:
-                    self.failure = repr(failed)
-                    self._changed.notify_all()
-
-    def _watch(self) -> None:
-        connection = http.client.HTTPSConnection(*self._address, context=self._context)
-        self._connection = connection
-        try:
-            query = f"watch=1&allowWatchBookmarks=true&resourceVersion={self._version}"
-            connection.request("GET", f"{self._path}?{query}")
-            response = connection.getresponse()
-            if response.status != 200:
-                raise RuntimeError(f"watch: HTTP {response.status}: {response.read()[:300]!r}")
-            for line in response:
-                if line.strip():
-                    self._event(json.loads(line))
-        finally:
-            connection.close()
-
-    def _event(self, event: Obj) -> None:
-        pod = event["object"]
-        if event["type"] == "ERROR":
-            raise RuntimeError(f"watch: {pod.get('message')}")
-        self._version = pod["metadata"]["resourceVersion"]
+    def _handle(self, kind: str, pod: Obj, at: float) -> None:
         node = pod.get("spec", {}).get("nodeName")
         name = pod["metadata"].get("name")
-        if event["type"] in ("ADDED", "MODIFIED") and node and name not in self.bound:
+        if kind in ("ADDED", "MODIFIED") and node and name not in self.bound:
             chips = (pod["metadata"].get("annotations") or {}).get(CHIPS_ANNOTATION, "")
-            with self._changed:
-                self.bound[name] = Bound(time.monotonic(), node, chips)
-                self._changed.notify_all()
+            self.bound[name] = Bound(at, node, chips)
 
     def wait(self, count: int, timeout: float) -> None:
-        with self._changed:
-            self._changed.wait_for(lambda: len(self.bound) >= count or self.failure, timeout)
-            if self.failure:
-                raise RuntimeError(self.failure)
-            if len(self.bound) < count:
-                raise TimeoutError(f"{len(self.bound)} of {count} pods bound in {timeout:.0f} s")
+        self._watch.wait_for(lambda: len(self.bound) >= count, timeout, f"{count} pods bound")
 
     def stop(self) -> None:
-        self._stopped.set()
-        connection = self._connection
-        if connection is not None and connection.sock is not None:
-            with contextlib.suppress(OSError):
-                connection.sock.shutdown(socket.SHUT_RDWR)
-        self._thread.join(timeout=10)
+        self._watch.stop()
 
 
 # --- the node names kube-scheduler sends ---------------------------------------------------

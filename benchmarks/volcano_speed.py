@@ -56,14 +56,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import http.client
 import json
 import os
 import platform
 import re
 import shutil
-import socket
-import ssl
 import statistics
 import subprocess
 import sys
@@ -71,7 +68,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
@@ -82,6 +79,7 @@ import yaml
 
 from agent.deviceinfo_publisher import configmap
 from agent.node_annotations import BASE_DEVICE_INFOS, SERVER_INDEX, SERVER_TYPE, SUPER_POD_ID
+from benchmarks.pod_watch import PodWatch
 from benchmarks.real_scheduler import percentile, pod_sizes
 from contract.annotations import (
     ACCELERATOR_TYPE_LABEL,
@@ -247,85 +245,6 @@ def written_chips(pod: Obj) -> tuple[int, ...] | None:
 
 
 # --- watching pods: the binds, and the agents' DeviceInfo ----------------------------------
-
-
-Handler = Callable[[str, Obj, float], None]
-
-
-class PodWatch:
-    """One watch on every pod of the cluster, from now: each event handed to every handler
-    (type, pod, ``time.monotonic()`` when read) under one lock, which ``wait_for`` shares.
-    Watched again from the last version seen when the API server ends it; a failure ends
-    ``wait_for`` at once."""
-
-    def __init__(self, plane: ControlPlane, handlers: list[Handler]) -> None:
-        user = yaml.safe_load(plane.admin.read_text())["users"][0]["user"]
-        self._context = ssl.create_default_context(cafile=str(plane.ca.cert))
-        self._context.load_cert_chain(user["client-certificate"], user["client-key"])
-        parsed = urllib.parse.urlsplit(plane.url)
-        self._address = (parsed.hostname or "127.0.0.1", parsed.port or 443)
-        self._handlers = handlers
-        self.failure = ""
-        self.changed = threading.Condition()
-        self._stopped = threading.Event()
-        self._connection: http.client.HTTPSConnection | None = None
-        listed = plane.rest().get("/api/v1/pods", limit="1")
-        self._version = str(listed["metadata"]["resourceVersion"])
-        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            while not self._stopped.is_set():
-                self._watch()
-        except Exception as failed:  # reported to wait_for()
-            if not self._stopped.is_set():
-                with self.changed:
-                    self.failure = repr(failed)
-                    self.changed.notify_all()
-
-    def _watch(self) -> None:
-        connection = http.client.HTTPSConnection(*self._address, context=self._context)
-        self._connection = connection
-        try:
-            query = f"watch=1&allowWatchBookmarks=true&resourceVersion={self._version}"
-            connection.request("GET", f"/api/v1/pods?{query}")
-            response = connection.getresponse()
-            if response.status != 200:
-                raise RuntimeError(f"watch: HTTP {response.status}: {response.read()[:300]!r}")
-            for line in response:
-                if line.strip():
-                    self._event(json.loads(line), time.monotonic())
-        finally:
-            connection.close()
-
-    def _event(self, event: Obj, at: float) -> None:
-        pod = event["object"]
-        if event["type"] == "ERROR":
-            raise RuntimeError(f"watch: {pod.get('message')}")
-        self._version = pod["metadata"]["resourceVersion"]
-        if event["type"] == "BOOKMARK":
-            return
-        with self.changed:
-            for handle in self._handlers:
-                handle(event["type"], pod, at)
-            self.changed.notify_all()
-
-    def wait_for(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
-        with self.changed:
-            self.changed.wait_for(lambda: condition() or bool(self.failure), timeout)
-            if self.failure:
-                raise RuntimeError(self.failure)
-            if not condition():
-                raise TimeoutError(f"{what}: not within {timeout:.0f} s")
-
-    def stop(self) -> None:
-        self._stopped.set()
-        connection = self._connection
-        if connection is not None and connection.sock is not None:
-            with contextlib.suppress(OSError):
-                connection.sock.shutdown(socket.SHUT_RDWR)
-        self._thread.join(timeout=10)
 
 
 class Binds:
