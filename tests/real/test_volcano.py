@@ -193,6 +193,24 @@ def volcano_job(name: str, pods: int, chips_each: int) -> Obj:
     }
 
 
+def assert_legal_and_once(placed: list[Obj]) -> None:
+    """Each pod on legal 910 x8 chips, no chip of a node given twice."""
+    for pod in placed:
+        assert legal_on_910x8(pod), (pod["metadata"]["name"], chips(pod))
+    per_node: dict[str, list[int]] = {}
+    for pod in placed:
+        per_node.setdefault(pod["spec"]["nodeName"], []).extend(chips(pod))
+    for node, taken in per_node.items():
+        assert len(taken) == len(set(taken)), f"a chip of {node} given twice: {taken}"
+
+
+def assert_pending_unbound(plane: ControlPlane, job: str) -> None:
+    """A gang too big for the cluster: no pod of it bound, the Volcano Job Pending."""
+    assert not any(p["spec"].get("nodeName") for p in job_pods(plane, job))
+    found = plane.rest().get(f"{JOBS}/{job}")
+    assert found.get("status", {}).get("state", {}).get("phase") == "Pending", found.get("status")
+
+
 def job_pods(plane: ControlPlane, job: str) -> list[Obj]:
     listed = plane.rest().get(PODS, labelSelector=f"volcano.sh/job-name={job}")
     return list(listed["items"])
@@ -309,18 +327,10 @@ def test_the_real_volcano_places_huawei_jobs_through_the_merged_extender(
         admin.create(JOBS, volcano_job("halves", 2, 4))
         admin.create(JOBS, volcano_job("too-big", NODES + 1, 8))
         placed = [p for name, count in [*names, ("halves", 2)] for p in bound(plane, name, count)]
-        for pod in placed:
-            assert legal_on_910x8(pod), (pod["metadata"]["name"], chips(pod))
-        per_node: dict[str, list[int]] = {}
-        for pod in placed:
-            per_node.setdefault(pod["spec"]["nodeName"], []).extend(chips(pod))
-        for node, taken in per_node.items():
-            assert len(taken) == len(set(taken)), f"a chip of {node} given twice: {taken}"
+        assert_legal_and_once(placed)
         # All or nothing: our jobEnqueueable rejects it (too few free chips), so Volcano keeps
         # the job Pending and its controller makes no pod; none is bound in any case.
-        assert not any(p["spec"].get("nodeName") for p in job_pods(plane, "too-big"))
-        job = admin.get(f"{JOBS}/too-big")
-        assert job.get("status", {}).get("state", {}).get("phase") == "Pending", job.get("status")
+        assert_pending_unbound(plane, "too-big")
         for name, _ in [*names, ("halves", 2), ("too-big", 0)]:
             admin.delete(f"{JOBS}/{name}")
 
@@ -391,18 +401,10 @@ def test_volcano_1_12_places_npu_jobs_with_chips_through_the_in_process_adapter(
             admin.create(JOBS, volcano_job(name, pods, each))
         admin.create(JOBS, volcano_job("too-big", NODES + 1, 8))
         placed = [p for name, count, _ in wanted for p in bound(plane, name, count)]
-        for pod in placed:
-            assert legal_on_910x8(pod), (pod["metadata"]["name"], chips(pod))
-        per_node: dict[str, list[int]] = {}
-        for pod in placed:
-            per_node.setdefault(pod["spec"]["nodeName"], []).extend(chips(pod))
-        for node, taken in per_node.items():
-            assert len(taken) == len(set(taken)), f"a chip of {node} given twice: {taken}"
+        assert_legal_and_once(placed)
         gang_nodes = {p["spec"]["nodeName"] for p in job_pods(plane, "gang")}
         assert len(gang_nodes) == 2, "the gang takes a pod a server"
-        assert not any(p["spec"].get("nodeName") for p in job_pods(plane, "too-big"))
-        job = admin.get(f"{JOBS}/too-big")
-        assert job.get("status", {}).get("state", {}).get("phase") == "Pending", job.get("status")
+        assert_pending_unbound(plane, "too-big")
         # The adapter's verbs, never the stock plugin's per-node predicate.
         assert calls(cluster.metrics_url, "volcano/predicateAll") >= len(placed)
         assert calls(cluster.metrics_url, "volcano/allocateFunc") >= len(placed)
