@@ -32,7 +32,7 @@ from simulation.processes import Part, free_port, ready, service_command_with
 from testbed.certs import KeyPair
 from testbed.control_plane import ControlPlane, Process, wait_until
 from testbed.manifests import MANIFESTS, kustomize
-from testbed.rest import Obj, RestError
+from testbed.rest import Obj, Rest, RestError
 
 NAMESPACE = "kube-system"
 SCHEDULER_ACCOUNT = "ascend-npu-scheduler"
@@ -306,5 +306,25 @@ def wait_pods(
         found = [p for p in listed["items"] if p["status"].get("phase") == "Running"]
         return len(found) >= count
 
-    wait_until(running, timeout, f"{count} running pods of {selector}")
+    try:
+        wait_until(running, timeout, f"{count} running pods of {selector}")
+    except TimeoutError as timed_out:
+        raise TimeoutError(f"{timed_out}; {pods_state(admin, namespace, selector)}") from None
     return found
+
+
+def pods_state(admin: Rest, namespace: str, selector: str) -> str:
+    """Where each pod of ``selector`` stands and the last event about it: what a timed-out
+    wait says, so that a failure on a loaded machine explains itself."""
+    pods = admin.get(f"/api/v1/namespaces/{namespace}/pods", labelSelector=selector)["items"]
+    events = admin.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+    last: dict[str, str] = {}
+    for event in sorted(events, key=lambda e: e.get("lastTimestamp") or ""):
+        last[event["involvedObject"]["name"]] = f"{event['reason']}: {event['message']}"
+    states = []
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        node = pod["spec"].get("nodeName") or "unbound"
+        phase = pod["status"].get("phase", "?")
+        states.append(f"{name} {phase} on {node} ({last.get(name, 'no event')})")
+    return "; ".join(states) or "no pod matches"

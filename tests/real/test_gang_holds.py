@@ -28,13 +28,16 @@ from testbed.rest import Obj, Rest
 from tests.real.test_gang_forms import install_podgroup_crd
 
 GANG_WAITING = "NPUGangWaiting"
+NODES = 4
 
 
 @pytest.fixture(scope="module")
 def cluster(control_plane: ControlPlane) -> Iterator[Deployed]:
     install_podgroup_crd(control_plane.rest())
     flags = ("--hold-share-per-namespace", "0.5")
-    with deployed(control_plane, control_plane.workdir, nodes=4, service_flags=flags) as running:
+    with deployed(
+        control_plane, control_plane.workdir, nodes=NODES, service_flags=flags
+    ) as running:
         yield running
 
 
@@ -55,18 +58,30 @@ def wait_gang_waiting(admin: Rest, namespace: str, names: list[str]) -> None:
     wait_until(said, 60, f"{names} are refused: their gangs wait")
 
 
-def no_gang_waits(cluster: Deployed) -> None:
+def settled(cluster: Deployed) -> None:
     """The service has let every deleted gang go (``ascend_scheduler_waiting_gangs`` all 0, its
-    holds with them): a pod it refused for a hold is retried by kube-scheduler only on a
-    cluster event or after minutes, so the next test starts once none is left."""
+    holds with them) and every deleted pod's chips (no chip of a node held): a pod it refused
+    is retried by kube-scheduler only on a cluster event or after minutes, so the next test
+    starts once the service sees the cluster empty."""
 
-    def none() -> bool:
+    def empty() -> bool:
         with urllib.request.urlopen(f"{cluster.metrics_url}/metrics", timeout=10) as answer:
             text = answer.read().decode()
         counts = re.findall(r"^ascend_scheduler_waiting_gangs\{[^}]*\} (\S+)$", text, re.M)
-        return bool(counts) and all(float(c) == 0 for c in counts)
+        held = re.findall(
+            r'^ascend_scheduler_node_chips\{[^}]*state="held"[^}]*\} (\S+)$', text, re.M
+        )
+        free = re.findall(
+            r'^ascend_scheduler_node_chips\{[^}]*state="free"[^}]*\} (\S+)$', text, re.M
+        )
+        return (
+            bool(counts)
+            and all(float(c) == 0 for c in counts)
+            and len(free) == NODES
+            and all(float(h) == 0 for h in held)
+        )
 
-    wait_until(none, 60, "no gang waiting")
+    wait_until(empty, 60, "no gang waiting and no chip held")
 
 
 def delete_all_pods(admin: Rest, namespace: str) -> None:
@@ -94,6 +109,7 @@ def test_pods_claiming_gangs_in_an_annotation_hold_no_chips_against_another_tena
     assert len({p["spec"]["nodeName"] for p in running}) == 3
     delete_all_pods(admin, victim)
     delete_all_pods(admin, attacker)
+    settled(cluster)
 
 
 def create_podgroup(admin: Rest, namespace: str, name: str, size: int) -> None:
@@ -145,7 +161,7 @@ def test_a_podgroup_of_1000_with_one_one_chip_member_leaves_other_tenants_the_se
     assert len({p["spec"]["nodeName"] for p in running}) == 3
     delete_all_pods(admin, victim)
     delete_all_pods(admin, tenant)
-    no_gang_waits(cluster)
+    settled(cluster)
 
 
 def test_a_tenants_namespaces_together_hold_at_most_the_share_of_the_servers(
@@ -175,7 +191,7 @@ def test_a_tenants_namespaces_together_hold_at_most_the_share_of_the_servers(
     delete_all_pods(admin, victim)
     for namespace in namespaces:
         delete_all_pods(admin, namespace)
-    no_gang_waits(cluster)
+    settled(cluster)
 
 
 def test_a_podgroup_gang_whose_pods_exist_holds_its_node_ahead_of_small_pods_and_starts(
