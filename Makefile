@@ -56,12 +56,18 @@ browser:
 image: $(STAMP) image-tools
 	$(BIN)/python -m image.build
 
+# The tests wait on processes (control planes, clusters, schedulers) far more than they compute:
+# they run on workers sized to that waiting, not to the cores (docs/testing.md has the times), a
+# file to a worker, the slowest tier first (tests/conftest.py); the 20 slowest tests are named.
+PYTEST_WORKERS ?= 4
+PYTEST := $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=20
+
 unit: $(STAMP) testbed
-	$(BIN)/pytest -q
+	$(PYTEST)
 
 # Everything but the tests on the real control plane (tests/real); kustomize still renders.
 quick: $(STAMP) testbed
-	$(BIN)/pytest -q --ignore=tests/real
+	$(PYTEST) --ignore=tests/real
 
 test: testbed image-tools browser lint typecheck unit
 

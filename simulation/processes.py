@@ -29,7 +29,22 @@ from simulation.memory import MemoryCluster
 # net.ipv4.ip_local_port_range): a port the kernel handed out for bind(0) and released is the
 # kind it next gives an outgoing connection as its source port, which then takes it before the
 # server binds it (seen: kube-apiserver "bind: address already in use" on a port so chosen).
-_PORTS = range(20000, 32768)
+# Under pytest-xdist each worker takes its own slice of that range, so that two workers never
+# probe the same port free and then both bind it.
+
+
+def _port_range() -> range:
+    every = range(20000, 32768)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or workers < 2:
+        return every
+    size = len(every) // workers
+    start = every.start + int(worker[2:]) % workers * size
+    return range(start, start + size)
+
+
+_PORTS = _port_range()
 _next_port = [random.Random(os.getpid()).randrange(len(_PORTS))]
 
 

@@ -20,8 +20,8 @@ from simulation.processes import cluster_processes, pod_creator
 SIZES = [8, 4, 2, 1, 1, 4, 2, 2, 1, 8, 4, 1]  # 38 chips asked of 32
 
 
-def test_pods_placed_through_processes_run_on_chips_of_their_own(tmp_path: Path) -> None:
-    with cluster_processes(4, tmp_path, "--log-level", "WARNING") as parts:
+def test_pods_placed_through_processes_run_on_chips_of_their_own(short_dir: Path) -> None:
+    with cluster_processes(4, short_dir, "--log-level", "WARNING") as parts:
         create = pod_creator(parts.api_url)
         for i, npu in enumerate(SIZES):
             create(pod_object("ns", f"p{i:02d}", None, npu))

@@ -1,13 +1,10 @@
 """A node in a box: fake driver state file, kubelet simulator and agent, over real sockets.
 
-Socket paths must stay under 107 bytes, so the directory lives under /tmp, not under
-pytest's long tmp_path.
+Socket paths must stay under 107 bytes, so the directory is ``short_dir`` (tests/conftest.py).
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,13 +36,6 @@ class Node:
         self.agent = DevicePlugin(FakeDriver(self.state), self.dir, ascend_runtime=ascend_runtime)
         self.agent.start()
         return self.agent
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="dp", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def make_node(directory: Path, ascend_runtime: bool) -> Node:
