@@ -14,7 +14,6 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
-from chip_topology import dies, inference
 from chip_topology.products import (
     SUPERPOD_850X8,
     SUPERPOD_950X8,
@@ -25,6 +24,8 @@ from chip_topology.products import (
     mask_of,
     product_by_name,
 )
+from chip_topology.products.a3 import dies
+from chip_topology.products.inference import cards
 from chip_topology.routing import serves
 from contract.chip_names import InvalidInput, chip_name
 from scheduler_core.engine.ledger import Holding, SessionLedger
@@ -217,7 +218,7 @@ def _inference_refusal(product: Product, usable: tuple[int, ...], req: int) -> s
         return CARD_REASON.format(req=req, top=top)
     if product.rule is not Rule.DUO_DISTRIBUTED:  # enough idle chips are enough for the rest
         return BASE_REASON.format(req=req, idle=len(usable))
-    half, full = inference.duo_counts(mask_of(usable))
+    half, full = cards.duo_counts(mask_of(usable))
     if req % 2 == 0:
         return DUO_EVEN_REASON.format(req=req, full=full)
     return DUO_ODD_REASON.format(req=req, full=full, half=half)

@@ -14,7 +14,6 @@ selector (the plugin refactor dbde0740): so do we.
 
 from __future__ import annotations
 
-from chip_topology import dies
 from chip_topology.products import (
     MESH_CHIPS,
     SUPER_POD_PRODUCTS,
@@ -23,6 +22,7 @@ from chip_topology.products import (
     Rule,
     product_by_name,
 )
+from chip_topology.products.a3 import dies
 from contract.annotations import DISTRIBUTED_LABEL
 from scheduler_core.engine.model import Job, Task
 
