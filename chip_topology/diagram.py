@@ -5,7 +5,8 @@ from __future__ import annotations
 import string
 from collections.abc import Collection, Iterable, Mapping
 
-from chip_topology.products import Family, Product, product_by_name
+from chip_topology.products import Family, Product
+from chip_topology.routing import product_by_name
 
 FREE, HELD, UNHEALTHY = ".", "#", "x"
 LEGEND = "'.' free, 'x' unhealthy, a letter per pod holding chips"

@@ -1,5 +1,8 @@
-"""Which handler a job gets and which product a node is, as MindCluster's Volcano plugin routes
-them: one table, pure, read by the scheduler, ``place``, the trace replay and the DRA driver.
+"""The registry of products: which products exist (``PRODUCTS``, a row each), which handler a
+job gets and which product a node is, as MindCluster's Volcano plugin routes them: one table,
+pure, read by the scheduler, ``place``, the trace replay, the agent and the DRA driver. A
+product's rules are in its family's folder (``chip_topology.products``); adding a product is
+its folder (or a product in an existing family's) and its rows here.
 
 A job (Ascend/mind-cluster ``component/ascend-for-volcano/internal/npu/factory.go``
 ``get910CardHandlerName``, ``common/util/constants.go``, ``common/util/type_v2.go``): its
@@ -40,7 +43,6 @@ from chip_topology.products import (
     MODULE_910BX8,
     MODULE_910BX16,
     MODULE_910X8,
-    PRODUCTS,
     SUPERPOD_850X8,
     SUPERPOD_910A3X8,
     SUPERPOD_910A3X16,
@@ -66,6 +68,45 @@ from contract.chip_names import (
     ChipKind,
     InvalidInput,
 )
+
+# Every product, a row each (the order is the one ``product_by_name`` lists them in).
+PRODUCTS: Mapping[str, Product] = {
+    p.name: p
+    for p in (
+        MODULE_910X8,
+        HALF_910X4,
+        CARD_910X2,
+        MODULE_910BX8,
+        MODULE_910BX16,
+        MODULE_910A3X16,
+        MODULE_910A3X8,
+        SUPERPOD_910A3X16,
+        SUPERPOD_910A3X8,
+        ATLAS_850_8P,
+        ATLAS_350X8,
+        ATLAS_350X16,
+        ATLAS_350_4PX8,
+        ATLAS_350_4PX16,
+        SUPERPOD_850X8,
+        SUPERPOD_950X8,
+        MESH_910X8,
+        CARD_310X4,
+        CHIP_310X4,
+        ASCEND_310P,
+        CARD_310PX2,
+        CHIP_310PX2,
+        CHIP_310PX2_DISTRIBUTED,
+    )
+}
+
+
+def product_by_name(name: str) -> Product:
+    try:
+        return PRODUCTS[name]
+    except KeyError:
+        known = ", ".join(PRODUCTS)
+        raise InvalidInput(f"unknown product {name!r} (known: {known})") from None
+
 
 DEFAULT_ACCELERATOR_TYPE = "module"
 CARD_ACCELERATOR_VALUE = "card"  # ``factory.go`` cardAcceleratorValue

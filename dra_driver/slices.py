@@ -25,9 +25,9 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from chip_drivers.chips import Chip, NodeChips
-from chip_topology.products import Family, Product, Rule, product_by_name
+from chip_topology.products import Family, Product, Rule
 from chip_topology.products.a3 import dies
-from chip_topology.routing import product_of_node
+from chip_topology.routing import product_by_name, product_of_node
 from contract.chip_names import ASCEND910, NPU, InvalidInput
 from contract.dra import slice_name
 from contract.objects import Obj

@@ -22,8 +22,6 @@ chips are picked (``select_*``), and those take the ordered list.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from chip_topology.products.a3 import (
     MODULE_910A3X8,
     MODULE_910A3X16,
@@ -63,7 +61,6 @@ from chip_topology.products.product import (
 )
 from chip_topology.products.superpod850 import SUPERPOD_850X8
 from chip_topology.products.superpod950 import SUPERPOD_950X8
-from contract.chip_names import InvalidInput
 
 __all__ = [
     "ASCEND_310P",
@@ -86,7 +83,6 @@ __all__ = [
     "MODULE_910BX8",
     "MODULE_910BX16",
     "MODULE_910X8",
-    "PRODUCTS",
     "SUPERPOD_850X8",
     "SUPERPOD_910A3X8",
     "SUPERPOD_910A3X16",
@@ -101,44 +97,6 @@ __all__ = [
     "huawei_score",
     "mask_of",
     "mesh_affine",
-    "product_by_name",
     "select_huawei",
     "select_tightest",
 ]
-
-PRODUCTS: Mapping[str, Product] = {
-    p.name: p
-    for p in (
-        MODULE_910X8,
-        HALF_910X4,
-        CARD_910X2,
-        MODULE_910BX8,
-        MODULE_910BX16,
-        MODULE_910A3X16,
-        MODULE_910A3X8,
-        SUPERPOD_910A3X16,
-        SUPERPOD_910A3X8,
-        ATLAS_850_8P,
-        ATLAS_350X8,
-        ATLAS_350X16,
-        ATLAS_350_4PX8,
-        ATLAS_350_4PX16,
-        SUPERPOD_850X8,
-        SUPERPOD_950X8,
-        MESH_910X8,
-        CARD_310X4,
-        CHIP_310X4,
-        ASCEND_310P,
-        CARD_310PX2,
-        CHIP_310PX2,
-        CHIP_310PX2_DISTRIBUTED,
-    )
-}
-
-
-def product_by_name(name: str) -> Product:
-    try:
-        return PRODUCTS[name]
-    except KeyError:
-        known = ", ".join(PRODUCTS)
-        raise InvalidInput(f"unknown product {name!r} (known: {known})") from None

@@ -22,11 +22,10 @@ from chip_topology.products import (
     Rule,
     fits,
     mask_of,
-    product_by_name,
 )
 from chip_topology.products.a3 import dies
 from chip_topology.products.inference import cards
-from chip_topology.routing import serves
+from chip_topology.routing import product_by_name, serves
 from contract.chip_names import InvalidInput, chip_name
 from scheduler_core.engine.ledger import Holding, SessionLedger
 from scheduler_core.engine.model import Decision, Job, NodeState, Placement, Status, Task

@@ -14,15 +14,9 @@ selector (the plugin refactor dbde0740): so do we.
 
 from __future__ import annotations
 
-from chip_topology.products import (
-    MESH_CHIPS,
-    SUPER_POD_PRODUCTS,
-    Family,
-    Product,
-    Rule,
-    product_by_name,
-)
+from chip_topology.products import MESH_CHIPS, SUPER_POD_PRODUCTS, Family, Product, Rule
 from chip_topology.products.a3 import dies
+from chip_topology.routing import product_by_name
 from contract.annotations import DISTRIBUTED_LABEL
 from scheduler_core.engine.model import Job, Task
 
