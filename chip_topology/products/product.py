@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from chip_topology.products.jobs import JobAsk
 from contract.chip_names import ASCEND910, ChipKind
 
 
@@ -45,6 +46,7 @@ class Rule(Enum):
 FitsFn = Callable[["Product", int, int, bool], bool]
 ScoreFn = Callable[["Product", int, int, int, bool], float]
 SelectFn = Callable[["Product", Sequence[int], int, bool], tuple[int, ...]]
+ValidateFn = Callable[[JobAsk, "Product"], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +58,15 @@ class Rules:
     legally. ``score(product, mask, allocatable, req, distributed)``: the upstream node score
     (``ScoreBestNPUNodes``), 0 where upstream gives none. ``select(product, usable, req,
     distributed)``: upstream's chips (``selectNPUFromNode``), or (). ``select_tightest``: the
-    best fit inside the node (the binpack policy's pick), or ().
+    best fit inside the node (the binpack policy's pick), or (). ``validate(job, product)``:
+    the handler's ValidNPUJob over a job with NPU tasks, ``JobInvalid`` in upstream's words.
     """
 
     fits: FitsFn
     score: ScoreFn
     select: SelectFn
     select_tightest: SelectFn
+    validate: ValidateFn
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from chip_topology.products.a3 import dies
-from chip_topology.products.a3.rules import RULES
-from chip_topology.products.product import Family, Product, Rule
+from chip_topology.products.a3.rules import RULES, SUPER_POD_RULES
+from chip_topology.products.product import Family, Product, Rule, Rules
 
 
-def _a3(name: str, accelerator_type: str, capacity: int) -> Product:
+def _a3(name: str, accelerator_type: str, capacity: int, rules: Rules = RULES) -> Product:
     """An Atlas A3 handler: dies of two, upstream's checks and scores in ``dies``; requests 1
     and the even counts up to 16 (``a3×16`` validation, also on 8-chip nodes, whose filter
     then refuses what does not fit)."""
@@ -16,7 +16,7 @@ def _a3(name: str, accelerator_type: str, capacity: int) -> Product:
         name=name,
         accelerator_type=accelerator_type,
         family=Family.ASCEND910A3,
-        rules=RULES,
+        rules=rules,
         capacity=capacity,
         groups=tuple((c, c + 1) for c in range(0, capacity, dies.DIE)),
         aff_table=(),
@@ -35,8 +35,8 @@ MODULE_910A3X16 = _a3("module910a3x16", "module-a3-16", 16)
 MODULE_910A3X8 = _a3("module910a3x8", "module-a3-8", 8)
 # Atlas 900 A3 SuperPoD nodes (``chip2-node16-sp`` / ``chip2-node8-sp``, or ``sp-block``):
 # the node label upstream's routing reads (``common/util/constants.go``).
-SUPERPOD_910A3X16 = _a3("superpod910a3x16", "module-a3-16-super-pod", 16)
-SUPERPOD_910A3X8 = _a3("superpod910a3x8", "module-a3-8-super-pod", 8)
+SUPERPOD_910A3X16 = _a3("superpod910a3x16", "module-a3-16-super-pod", 16, SUPER_POD_RULES)
+SUPERPOD_910A3X8 = _a3("superpod910a3x8", "module-a3-8-super-pod", 8, SUPER_POD_RULES)
 SUPER_POD_PRODUCTS = frozenset({SUPERPOD_910A3X16.name, SUPERPOD_910A3X8.name})
 
 PRODUCTS = (MODULE_910A3X16, MODULE_910A3X8, SUPERPOD_910A3X16, SUPERPOD_910A3X8)

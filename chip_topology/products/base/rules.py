@@ -5,6 +5,7 @@ by id, and its node score; the products built on it (``factory.go``
 from __future__ import annotations
 
 from chip_topology.products.groups import enough_chips, first_chips
+from chip_topology.products.jobs import JobAsk, job_id, task_listing
 from chip_topology.products.product import Family, Product, Rule, Rules
 from contract.chip_names import ASCEND910, ChipKind
 
@@ -17,7 +18,35 @@ def score(product: Product, mask: int, allocatable: int, req: int, distributed: 
     return float(allocatable * BASE_NODE_WEIGHT - mask.bit_count())
 
 
-RULES = Rules(fits=enough_chips, score=score, select=first_chips, select_tightest=first_chips)
+def _go_set(values: frozenset[int]) -> str:
+    """Go's ``%v`` of a ``map[int]struct{}``: keys sorted, as ``map[3:{}]``."""
+    return "map[" + " ".join(f"{n}:{{}}" for n in sorted(values)) + "]"
+
+
+def validate_base(job: JobAsk, product: Product) -> None:
+    """``base/frame.go`` ValidNPUJob, kept by every 910 handler built on the base handler
+    (module910x8 with 3, 5, 6, 7 left out, card, half, 910B x8 and x16, Atlas 850 and 350):
+    each NPU task asks 1..max chips outside the handler's invalid set, whatever the number of
+    pods. VOL-v5's ``checkSingleTrainMode`` / ``checkModuleDistributeTrainMode`` and its
+    8-per-pod rule for distributed jobs are gone; so are VOL-v5's 910B checks of the
+    ``ring-controller.atlas`` label and the ``host-arch`` selector (MindCluster's plugin
+    refactor dbde0740)."""
+    limit = product.request_limit
+    expected = (
+        f"job<{job_id(job)}> req npu num should small than {limit}, and not in "
+        f"{_go_set(product.invalid_requests)}"
+    )
+    bad = [t for t in job.npu_tasks if t.npu > limit or t.npu in product.invalid_requests]
+    task_listing(expected, bad)
+
+
+RULES = Rules(
+    fits=enough_chips,
+    score=score,
+    select=first_chips,
+    select_tightest=first_chips,
+    validate=validate_base,
+)
 
 
 def base_product(

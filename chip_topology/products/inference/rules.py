@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chip_topology.products.base.rules import BASE_NODE_WEIGHT
+from chip_topology.products.base.rules import BASE_NODE_WEIGHT, validate_base
 from chip_topology.products.groups import (
     enough_chips,
     first_chips,
@@ -16,7 +16,9 @@ from chip_topology.products.groups import (
     select_by_priority,
 )
 from chip_topology.products.inference import cards
+from chip_topology.products.jobs import JobAsk, JobInvalid, job_id
 from chip_topology.products.product import Product, Rules
+from contract.annotations import DISTRIBUTED_LABEL
 
 
 def _card_fits(product: Product, mask: int, req: int, distributed: bool) -> bool:
@@ -83,12 +85,74 @@ def _duo_select(
     return cards.select_duo_distributed(usable, req)
 
 
-CARD = Rules(fits=_card_fits, score=_card_score, select=_card_select, select_tightest=_card_select)
-BUCKETS = Rules(fits=enough_chips, score=_base_score, select=_buckets, select_tightest=_buckets)
-FIRST = Rules(fits=enough_chips, score=_base_score, select=first_chips, select_tightest=first_chips)
+# The 300I Duo handlers' own check of a ``distributed: "true"`` job, in each one's words
+# (``ascend310p/card310px2/frame.go`` and ``chip310px2/frame.go`` ValidNPUJob).
+_DUO_ONE_POD = {
+    "card310px2": "should has only 1 npu pod ",
+    "chip310px2": "should have only 1 npu pod ",
+}
+
+
+def _validate(job: JobAsk, product: Product, *, distributed: bool) -> None:
+    """Inference handlers as MindCluster checks them: the 300I Duo handlers refuse a
+    ``distributed`` job of more than one NPU pod; then every handler keeps the base handler's
+    ValidNPUJob, each task 1..its ``MaxNodeNPUNum`` (64 on 310 and plain 310P nodes, 32 for
+    the Duo card handler, 16 for the Duo chip handler; ``base/frame.go``). A card handler's
+    task larger than a card passes here, as upstream, and no node's card holds it (the
+    predicate says so on every node)."""
+    duo = "chip310px2" if product.node_product == "chip310px2" else product.name
+    words = _DUO_ONE_POD.get(duo)
+    distributed = distributed or job.labels.get(DISTRIBUTED_LABEL) == "true"
+    if words is not None and distributed and len(job.npu_tasks) > 1:
+        raise JobInvalid(
+            f"job <{job_id(job)}> task num <{len(job.tasks)}> is invalid, job with label of "
+            f"distributed=true {words}"
+        )
+    validate_base(job, product)
+
+
+def _validate_labelled(job: JobAsk, product: Product) -> None:
+    _validate(job, product, distributed=False)
+
+
+def _validate_distributed(job: JobAsk, product: Product) -> None:
+    """The ``distributed`` Duo chip handler: distributed by its routing, whatever the job's
+    label says."""
+    _validate(job, product, distributed=True)
+
+
+CARD = Rules(
+    fits=_card_fits,
+    score=_card_score,
+    select=_card_select,
+    select_tightest=_card_select,
+    validate=_validate_labelled,
+)
+BUCKETS = Rules(
+    fits=enough_chips,
+    score=_base_score,
+    select=_buckets,
+    select_tightest=_buckets,
+    validate=_validate_labelled,
+)
+FIRST = Rules(
+    fits=enough_chips,
+    score=_base_score,
+    select=first_chips,
+    select_tightest=first_chips,
+    validate=_validate_labelled,
+)
 HALF_FIRST = Rules(
-    fits=enough_chips, score=_no_score, select=_half_first, select_tightest=_half_first
+    fits=enough_chips,
+    score=_no_score,
+    select=_half_first,
+    select_tightest=_half_first,
+    validate=_validate_labelled,
 )
 DUO_DISTRIBUTED = Rules(
-    fits=_duo_fits, score=_duo_score, select=_duo_select, select_tightest=_duo_select
+    fits=_duo_fits,
+    score=_duo_score,
+    select=_duo_select,
+    select_tightest=_duo_select,
+    validate=_validate_distributed,
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from chip_topology.products.groups import mask_of
+from chip_topology.products.jobs import JobAsk, JobInvalid, job_id
 from chip_topology.products.product import Product, Rules
 
 MESH_CHIPS = 4  # ``chip4nodex/type.go`` cardsNumPerMesh
@@ -77,4 +78,16 @@ def select(product: Product, usable: Sequence[int], req: int, distributed: bool)
     return tuple([c for c in ordered if c // MESH_CHIPS == chosen][:req])
 
 
-RULES = Rules(fits=fits, score=score, select=select, select_tightest=select)
+def validate(job: JobAsk, product: Product) -> None:
+    """``policy/chip4nodex/job.go`` checkJobMode: the job's NPUs per NPU task, on average
+    (Go's integer division), at most the node's; named by the handler's plugin name
+    (``4p-8``, ``4p-16``, ``chip4nodex/type.go``)."""
+    tasks = job.npu_tasks
+    if sum(t.npu for t in tasks) // len(tasks) > product.capacity:
+        raise JobInvalid(
+            f"{MESH_CHIPS}p-{product.capacity} checkJobMode {job_id(job)} req "
+            f"npu is invalid, task require npu can not bigger than {product.capacity}"
+        )
+
+
+RULES = Rules(fits=fits, score=score, select=select, select_tightest=select, validate=validate)

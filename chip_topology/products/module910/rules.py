@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from chip_topology.products.base.rules import validate_base
 from chip_topology.products.groups import (
     by_group,
     fits_one_group,
@@ -98,4 +99,10 @@ def select_tightest(
     return tuple(min(candidates, key=len)[:req])
 
 
-RULES = Rules(fits=fits, score=score, select=select, select_tightest=select_tightest)
+RULES = Rules(
+    fits=fits,
+    score=score,
+    select=select,
+    select_tightest=select_tightest,
+    validate=validate_base,
+)
