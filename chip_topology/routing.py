@@ -47,7 +47,6 @@ from chip_topology.products import (
     SUPERPOD_910A3X8,
     SUPERPOD_910A3X16,
     SUPERPOD_950X8,
-    Family,
     Product,
 )
 from contract.annotations import (
@@ -326,13 +325,5 @@ def product_of_node(kind: ChipKind, labels: Mapping[str, str]) -> Product:
 
 
 def serves(node_product: Product, job_product: Product) -> bool:
-    """Whether a node's chips can host a handler's task: a 910-family handler the nodes of its
-    own product and of the hardware it names (``serves_nodes``); any inference handler of the
-    node's chip kind (the job picks the handler), a Duo chip handler only on a node labelled
-    as a Duo."""
-    if job_product.family is not Family.INFERENCE:
-        return node_product is job_product or node_product.name in job_product.serves_nodes
-    return node_product.kind is job_product.kind and job_product.node_product in (
-        None,
-        node_product.name,
-    )
+    """Whether a node's chips can host a handler's task (its family's ``Rules.serves``)."""
+    return job_product.rules.serves(node_product, job_product)

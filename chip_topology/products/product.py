@@ -47,6 +47,48 @@ FitsFn = Callable[["Product", int, int, bool], bool]
 ScoreFn = Callable[["Product", int, int, int, bool], float]
 SelectFn = Callable[["Product", Sequence[int], int, bool], tuple[int, ...]]
 ValidateFn = Callable[[JobAsk, "Product"], None]
+RefuseFn = Callable[["Product", Sequence[int], int, int, frozenset[int]], "Refusal"]
+
+# The words of a node whose product the job's handler does not serve; {node} is filled in
+# per node (the engine's ``Status.named``).
+LABEL_REASON = (
+    "check Node {node} label [accelerator-type] Failed, value is {value}: a {have} node, "
+    "the job's handler {want} serves {serves}"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a node's chips do not fit a task, in its handler's words. ``per_node``: the words
+    hold ``{node}``, ``{card_type}`` or ``{top}`` (its usable chips), filled in per node."""
+
+    reason: str
+    per_node: bool = False
+
+
+def serves_own(node_product: Product, job_product: Product) -> bool:
+    """A 910-family handler serves the nodes of its own product and of the hardware it names
+    (``serves_nodes``)."""
+    return node_product is job_product or node_product.name in job_product.serves_nodes
+
+
+def label_refusal(node_product: Product, job_product: Product) -> str:
+    served = sorted({job_product.name, *job_product.serves_nodes})
+    return LABEL_REASON.format(
+        value=node_product.accelerator_type,
+        have=node_product.name,
+        want=job_product.name,
+        serves=" or ".join(served) + " nodes",
+        node="{node}",
+    )
+
+
+def kubelet_allocatable(product: Product, allocatable: int, unhealthy: int) -> int:
+    return allocatable
+
+
+def same_mask(mask: int) -> int:
+    return mask
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +102,13 @@ class Rules:
     distributed)``: upstream's chips (``selectNPUFromNode``), or (). ``select_tightest``: the
     best fit inside the node (the binpack policy's pick), or (). ``validate(job, product)``:
     the handler's ValidNPUJob over a job with NPU tasks, ``JobInvalid`` in upstream's words.
+    ``refuse(product, usable, mask, req, network_unhealthy)``: why a node whose idle chips
+    are enough does not fit (``mask``: the usable chips the job may take).
+
+    ``serves(node_product, job_product)``: whether the handler takes a node of that product;
+    ``mislabelled(node_product, job_product)``: its words when not. ``healthy(product,
+    allocatable, unhealthy)``: the count the score calls allocatable. ``canonical(mask)``: a
+    mask every rule answers for as for ``mask`` (so nodes share cached answers).
     """
 
     fits: FitsFn
@@ -67,6 +116,11 @@ class Rules:
     select: SelectFn
     select_tightest: SelectFn
     validate: ValidateFn
+    refuse: RefuseFn
+    serves: Callable[[Product, Product], bool] = serves_own
+    mislabelled: Callable[[Product, Product], str] = label_refusal
+    healthy: Callable[[Product, int, int], int] = kubelet_allocatable
+    canonical: Callable[[int], int] = same_mask
 
 
 @dataclass(frozen=True, slots=True)

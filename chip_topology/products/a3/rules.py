@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from chip_topology.products.a3 import dies
+from chip_topology.products.base.rules import BASE_REASON
 from chip_topology.products.jobs import JobAsk, JobInvalid, task_listing
-from chip_topology.products.product import Product, Rules
+from chip_topology.products.product import Product, Refusal, Rules
+
+# ``ascend910a3/base.go`` JudgeNodeAndTaskNPU: enough chips but not in whole dies; ``npu
+# top[%v]`` of a Go slice, so the brackets double.
+DIES_REASON = "npu top[[{top}]] is not meet task req({req})"
 
 
 def fits(product: Product, mask: int, req: int, distributed: bool) -> bool:
@@ -60,7 +66,26 @@ def validate(job: JobAsk, product: Product) -> None:
     task_listing(expected, bad)
 
 
-RULES = Rules(fits=fits, score=score, select=select, select_tightest=select, validate=validate)
-SUPER_POD_RULES = Rules(
-    fits=fits, score=score, select=select, select_tightest=select, validate=validate_super_pod
+def refuse(
+    product: Product, usable: Sequence[int], mask: int, req: int, network_unhealthy: frozenset[int]
+) -> Refusal:
+    if mask.bit_count() < req:
+        return Refusal(BASE_REASON.format(req=req, idle=mask.bit_count()))
+    return Refusal(DIES_REASON.format(req=req, top="{top}"), per_node=True)
+
+
+def canonical(mask: int) -> int:
+    """Only A3 handlers take A3 nodes, and their answers depend on the die counts alone."""
+    return dies.canonical(mask)
+
+
+RULES = Rules(
+    fits=fits,
+    score=score,
+    select=select,
+    select_tightest=select,
+    validate=validate,
+    refuse=refuse,
+    canonical=canonical,
 )
+SUPER_POD_RULES = dataclasses.replace(RULES, validate=validate_super_pod)

@@ -4,12 +4,16 @@ by id, and its node score; the products built on it (``factory.go``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from chip_topology.products.groups import enough_chips, first_chips
 from chip_topology.products.jobs import JobAsk, job_id, task_listing
-from chip_topology.products.product import Family, Product, Rule, Rules
+from chip_topology.products.product import Family, Product, Refusal, Rule, Rules
 from contract.chip_names import ASCEND910, ChipKind
 
 BASE_NODE_WEIGHT = 100  # ``base/type.go`` nodeWeight
+# ``internal/npu/base/frame.go`` JudgeNodeAndTaskNPU.
+BASE_REASON = "NPUResourceShortage: node don't have enough resource, req<{req}>, idle<{idle}>"
 
 
 def score(product: Product, mask: int, allocatable: int, req: int, distributed: bool) -> float:
@@ -40,12 +44,25 @@ def validate_base(job: JobAsk, product: Product) -> None:
     task_listing(expected, bad)
 
 
+def refuse(
+    product: Product, usable: Sequence[int], mask: int, req: int, network_unhealthy: frozenset[int]
+) -> Refusal:
+    return Refusal(BASE_REASON.format(req=req, idle=mask.bit_count()))
+
+
+def healthy(product: Product, allocatable: int, unhealthy: int) -> int:
+    """Max − unhealthy (``base/frame.go`` ScoreBestNPUNodes healthyCardsNum)."""
+    return max(product.capacity - unhealthy, 0)
+
+
 RULES = Rules(
     fits=enough_chips,
     score=score,
     select=first_chips,
     select_tightest=first_chips,
     validate=validate_base,
+    refuse=refuse,
+    healthy=healthy,
 )
 
 

@@ -7,18 +7,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chip_topology.products.base.rules import BASE_NODE_WEIGHT, validate_base
+from chip_topology.products.base.rules import BASE_NODE_WEIGHT, BASE_REASON, validate_base
 from chip_topology.products.groups import (
     enough_chips,
     first_chips,
     fits_one_group,
     group_affinity,
+    mask_of,
     select_by_priority,
 )
 from chip_topology.products.inference import cards
 from chip_topology.products.jobs import JobAsk, JobInvalid, job_id
-from chip_topology.products.product import Product, Rules
+from chip_topology.products.product import Product, Refusal, Rules
 from contract.annotations import DISTRIBUTED_LABEL
+
+# The inference handlers' refusals as MindCluster words them; its framework passes a handler's
+# error on as it is (``plugin/node.go`` NodePredicate; VOL-v5 prefixed ``checkNodeNPUByTask
+# <node> : ``). The card handlers and the Duo chip handler wrap theirs in the topology warning
+# (``ascend310/card310x4/frame.go``, ``ascend310p/card310px2/frame.go``,
+# ``ascend310p/chip310px2/frame.go`` CheckNodeNPUByTask); chip310x4 and the 310P base handler
+# keep the base handler's (BASE_REASON).
+NOT_TOPOLOGY = "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology : "
+DUO_LABEL_REASON = "judgeNodeLabel node card label not right, is {card_type}"
+CARD_REASON = NOT_TOPOLOGY + "req npu({req}) illegal not meet node top<{top}>"
+DUO_EVEN_REASON = NOT_TOPOLOGY + "judgeNodeByTaskNPU task req num<{req}>, node full cards is {full}"
+DUO_ODD_REASON = (
+    NOT_TOPOLOGY + "judgeNodeByTaskNPU task req num<{req}>, node full/half cards is {full}/{half}"
+)
 
 
 def _card_fits(product: Product, mask: int, req: int, distributed: bool) -> bool:
@@ -121,7 +136,46 @@ def _validate_distributed(job: JobAsk, product: Product) -> None:
     _validate(job, product, distributed=True)
 
 
+def _serves(node_product: Product, job_product: Product) -> bool:
+    """Any inference handler takes a node of its chip kind (the job picks the handler), a Duo
+    chip handler only a node labelled as a Duo."""
+    return node_product.kind is job_product.kind and job_product.node_product in (
+        None,
+        node_product.name,
+    )
+
+
+def _mislabelled(node_product: Product, job_product: Product) -> str:
+    return DUO_LABEL_REASON
+
+
+def _enough_refusal(
+    product: Product, usable: Sequence[int], mask: int, req: int, network_unhealthy: frozenset[int]
+) -> Refusal:
+    """Enough idle chips are enough for these handlers: the base handler's words."""
+    return Refusal(BASE_REASON.format(req=req, idle=len(usable)))
+
+
+def _card_refusal(
+    product: Product, usable: Sequence[int], mask: int, req: int, network_unhealthy: frozenset[int]
+) -> Refusal:
+    top = "[" + " ".join(str(c) for c in sorted(usable)) + "]"  # Go's %v of a slice
+    return Refusal(CARD_REASON.format(req=req, top=top))
+
+
+def _duo_refusal(
+    product: Product, usable: Sequence[int], mask: int, req: int, network_unhealthy: frozenset[int]
+) -> Refusal:
+    half, full = cards.duo_counts(mask_of(usable))
+    if req % 2 == 0:
+        return Refusal(DUO_EVEN_REASON.format(req=req, full=full))
+    return Refusal(DUO_ODD_REASON.format(req=req, full=full, half=half))
+
+
 CARD = Rules(
+    refuse=_card_refusal,
+    serves=_serves,
+    mislabelled=_mislabelled,
     fits=_card_fits,
     score=_card_score,
     select=_card_select,
@@ -129,6 +183,9 @@ CARD = Rules(
     validate=_validate_labelled,
 )
 BUCKETS = Rules(
+    refuse=_enough_refusal,
+    serves=_serves,
+    mislabelled=_mislabelled,
     fits=enough_chips,
     score=_base_score,
     select=_buckets,
@@ -136,6 +193,9 @@ BUCKETS = Rules(
     validate=_validate_labelled,
 )
 FIRST = Rules(
+    refuse=_enough_refusal,
+    serves=_serves,
+    mislabelled=_mislabelled,
     fits=enough_chips,
     score=_base_score,
     select=first_chips,
@@ -143,6 +203,9 @@ FIRST = Rules(
     validate=_validate_labelled,
 )
 HALF_FIRST = Rules(
+    refuse=_enough_refusal,
+    serves=_serves,
+    mislabelled=_mislabelled,
     fits=enough_chips,
     score=_no_score,
     select=_half_first,
@@ -150,6 +213,9 @@ HALF_FIRST = Rules(
     validate=_validate_labelled,
 )
 DUO_DISTRIBUTED = Rules(
+    refuse=_duo_refusal,
+    serves=_serves,
+    mislabelled=_mislabelled,
     fits=_duo_fits,
     score=_duo_score,
     select=_duo_select,

@@ -6,10 +6,16 @@ from collections.abc import Sequence
 
 from chip_topology.products.groups import mask_of
 from chip_topology.products.jobs import JobAsk, JobInvalid, job_id
-from chip_topology.products.product import Product, Rules
+from chip_topology.products.product import Product, Refusal, Rules
+from contract.chip_names import chip_name
 
 MESH_CHIPS = 4  # ``chip4nodex/type.go`` cardsNumPerMesh
 _MESHES = 4  # ``getNodeMeshInfo`` counts meshes 0..3 only
+# ``policy/chip4nodex/frame.go`` CheckNodeNPUByTask (and the Atlas 850's, ``superpod850``).
+MESH_REASON = (
+    "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology, "
+    "network unhealthy card is [ {} ]"
+)
 
 
 def mesh_affine(req: int) -> bool:
@@ -90,4 +96,13 @@ def validate(job: JobAsk, product: Product) -> None:
         )
 
 
-RULES = Rules(fits=fits, score=score, select=select, select_tightest=select, validate=validate)
+def refuse(
+    product: Product, usable: Sequence[int], mask: int, req: int, network_unhealthy: frozenset[int]
+) -> Refusal:
+    listed = ",".join(chip_name(c, product.kind) for c in sorted(network_unhealthy))
+    return Refusal(MESH_REASON.format(listed))
+
+
+RULES = Rules(
+    fits=fits, score=score, select=select, select_tightest=select, validate=validate, refuse=refuse
+)

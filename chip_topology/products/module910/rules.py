@@ -12,7 +12,10 @@ from chip_topology.products.groups import (
     group_affinity,
     select_by_priority,
 )
-from chip_topology.products.product import Product, Rules
+from chip_topology.products.product import Product, Refusal, Rules
+from contract.chip_names import chip_name
+
+TOPOLOGY_REASON = "npu topology not meet job require,network unhealthy card is [ {} ]"
 
 
 def cross_count(product: Product, mask: int, distributed: bool) -> int:
@@ -99,8 +102,16 @@ def select_tightest(
     return tuple(min(candidates, key=len)[:req])
 
 
+def refuse(
+    product: Product, usable: Sequence[int], mask: int, req: int, network_unhealthy: frozenset[int]
+) -> Refusal:
+    listed = ",".join(chip_name(c, product.kind) for c in sorted(network_unhealthy))
+    return Refusal(TOPOLOGY_REASON.format(listed))
+
+
 RULES = Rules(
     fits=fits,
+    refuse=refuse,
     score=score,
     select=select,
     select_tightest=select_tightest,

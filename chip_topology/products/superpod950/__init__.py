@@ -5,14 +5,31 @@ SuperPoD's nodes; its network rules (racks of 64 NPUs) are ``scheduler_core.engi
 
 from __future__ import annotations
 
-from chip_topology.products.base.rules import base_product
+import dataclasses
+from collections.abc import Sequence
+
+from chip_topology.products.base.rules import BASE_REASON, RULES, base_product
+from chip_topology.products.product import Product, Refusal
 from contract.chip_names import NPU
+
+# ``policy/chip8node8ra64sp/node.go`` checkNodeNPUNums wraps the base handler's words.
+RACKS_REASON = (
+    "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology err: "
+)
+
+
+def refuse(
+    product: Product, usable: Sequence[int], mask: int, req: int, network_unhealthy: frozenset[int]
+) -> Refusal:
+    return Refusal(RACKS_REASON + BASE_REASON.format(req=req, idle=mask.bit_count()))
+
 
 SUPERPOD_950X8 = base_product(
     "superpod950x8",
     "950-SuperPod-Atlas-8",
     8,
     kind=NPU,
+    rules=dataclasses.replace(RULES, refuse=refuse),
     serves_nodes=frozenset({"superpod850x8"}),
 )
 
