@@ -109,6 +109,9 @@ class Rules:
     ``mislabelled(node_product, job_product)``: its words when not. ``healthy(product,
     allocatable, unhealthy)``: the count the score calls allocatable. ``canonical(mask)``: a
     mask every rule answers for as for ``mask`` (so nodes share cached answers).
+    ``partial_nodes``: a node holds as many of the product's chips as it reports (a card
+    server 1..8, an inference node up to 64), not all of them. ``draw_known_groups``: a ring
+    diagram draws the groups up to the node's last known chip only.
     """
 
     fits: FitsFn
@@ -121,6 +124,8 @@ class Rules:
     mislabelled: Callable[[Product, Product], str] = label_refusal
     healthy: Callable[[Product, int, int], int] = kubelet_allocatable
     canonical: Callable[[int], int] = same_mask
+    partial_nodes: bool = False
+    draw_known_groups: bool = False
 
 
 @dataclass(frozen=True, slots=True)

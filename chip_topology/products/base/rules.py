@@ -63,6 +63,7 @@ RULES = Rules(
     validate=validate_base,
     refuse=refuse,
     healthy=healthy,
+    partial_nodes=True,  # ``base/frame.go``: a card server holds 1..8 chips
 )
 
 

@@ -145,6 +145,10 @@ def _serves(node_product: Product, job_product: Product) -> bool:
     )
 
 
+# Every inference handler names up to 64 chips (``MaxNodeNPUNum``); a node has the cards it
+# reports (``partial_nodes``) and is drawn by them (``draw_known_groups``).
+
+
 def _mislabelled(node_product: Product, job_product: Product) -> str:
     return DUO_LABEL_REASON
 
@@ -176,6 +180,8 @@ CARD = Rules(
     refuse=_card_refusal,
     serves=_serves,
     mislabelled=_mislabelled,
+    partial_nodes=True,
+    draw_known_groups=True,
     fits=_card_fits,
     score=_card_score,
     select=_card_select,
@@ -186,6 +192,8 @@ BUCKETS = Rules(
     refuse=_enough_refusal,
     serves=_serves,
     mislabelled=_mislabelled,
+    partial_nodes=True,
+    draw_known_groups=True,
     fits=enough_chips,
     score=_base_score,
     select=_buckets,
@@ -196,6 +204,8 @@ FIRST = Rules(
     refuse=_enough_refusal,
     serves=_serves,
     mislabelled=_mislabelled,
+    partial_nodes=True,
+    draw_known_groups=True,
     fits=enough_chips,
     score=_base_score,
     select=first_chips,
@@ -206,6 +216,8 @@ HALF_FIRST = Rules(
     refuse=_enough_refusal,
     serves=_serves,
     mislabelled=_mislabelled,
+    partial_nodes=True,
+    draw_known_groups=True,
     fits=enough_chips,
     score=_no_score,
     select=_half_first,
@@ -216,6 +228,8 @@ DUO_DISTRIBUTED = Rules(
     refuse=_duo_refusal,
     serves=_serves,
     mislabelled=_mislabelled,
+    partial_nodes=True,
+    draw_known_groups=True,
     fits=_duo_fits,
     score=_duo_score,
     select=_duo_select,
