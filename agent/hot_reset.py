@@ -31,7 +31,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chip_drivers.chips import Chip, NodeChips
-from chip_topology.products import Family, product_by_name
+from chip_topology.products import Family
+from chip_topology.routing import product_by_name
 from contract.chip_names import ASCEND910, NPU, InvalidInput
 
 HOT_RESET_OFF = -1

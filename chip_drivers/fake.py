@@ -29,8 +29,9 @@ from chip_drivers.chips import (
     NodeChips,
     VirtualDevice,
 )
-from chip_topology.dies import DIE
-from chip_topology.products import Family, product_by_name
+from chip_topology.products import Family
+from chip_topology.products.a3.dies import DIE
+from chip_topology.routing import product_by_name
 from contract.chip_names import KINDS, InvalidInput
 from contract.vnpu import CORE_SPECS, template_cores
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chip_drivers.chips import LABEL_VALUE, Chip, DriverError, NodeChips
-from chip_topology.dies import DIE
+from chip_topology.products.a3.dies import DIE
 
 HEALTHY_STATES = frozenset({"OK", "Warning"})  # Warning = minor alarm; the chip still works
 _DCMI_ERROR = re.compile(r"dcmi .*initiali[sz]e[d]? failed.*ret is (-?\d+)", re.IGNORECASE)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import string
 from collections.abc import Collection, Iterable, Mapping
 
-from chip_topology.products import Family, Product, product_by_name
+from chip_topology.products import Product
+from chip_topology.routing import product_by_name
 
 FREE, HELD, UNHEALTHY = ".", "#", "x"
 LEGEND = "'.' free, 'x' unhealthy, a letter per pod holding chips"
@@ -28,8 +29,8 @@ def ring_diagram(
     rings = []
     known = {*free, *unhealthy, *(holders or {})}
     for group in product.groups:
-        if product.family is Family.INFERENCE and group[0] > max(known, default=-1):
-            break  # an inference product names up to 64 chips: draw the node's cards only
+        if product.rules.draw_known_groups and group[0] > max(known, default=-1):
+            break  # the product names more chips than the node has: draw the node's only
         cells = []
         for chip in group:
             if chip in unhealthy:

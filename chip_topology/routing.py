@@ -1,5 +1,8 @@
-"""Which handler a job gets and which product a node is, as MindCluster's Volcano plugin routes
-them: one table, pure, read by the scheduler, ``place``, the trace replay and the DRA driver.
+"""The registry of products: which products exist (``PRODUCTS``, a row each), which handler a
+job gets and which product a node is, as MindCluster's Volcano plugin routes them: one table,
+pure, read by the scheduler, ``place``, the trace replay, the agent and the DRA driver. A
+product's rules are in its family's folder (``chip_topology.products``); adding a product is
+its folder (or a product in an existing family's) and its rows here.
 
 A job (Ascend/mind-cluster ``component/ascend-for-volcano/internal/npu/factory.go``
 ``get910CardHandlerName``, ``common/util/constants.go``, ``common/util/type_v2.go``): its
@@ -40,12 +43,10 @@ from chip_topology.products import (
     MODULE_910BX8,
     MODULE_910BX16,
     MODULE_910X8,
-    PRODUCTS,
     SUPERPOD_850X8,
     SUPERPOD_910A3X8,
     SUPERPOD_910A3X16,
     SUPERPOD_950X8,
-    Family,
     Product,
 )
 from contract.annotations import (
@@ -66,6 +67,45 @@ from contract.chip_names import (
     ChipKind,
     InvalidInput,
 )
+
+# Every product, a row each (the order is the one ``product_by_name`` lists them in).
+PRODUCTS: Mapping[str, Product] = {
+    p.name: p
+    for p in (
+        MODULE_910X8,
+        HALF_910X4,
+        CARD_910X2,
+        MODULE_910BX8,
+        MODULE_910BX16,
+        MODULE_910A3X16,
+        MODULE_910A3X8,
+        SUPERPOD_910A3X16,
+        SUPERPOD_910A3X8,
+        ATLAS_850_8P,
+        ATLAS_350X8,
+        ATLAS_350X16,
+        ATLAS_350_4PX8,
+        ATLAS_350_4PX16,
+        SUPERPOD_850X8,
+        SUPERPOD_950X8,
+        MESH_910X8,
+        CARD_310X4,
+        CHIP_310X4,
+        ASCEND_310P,
+        CARD_310PX2,
+        CHIP_310PX2,
+        CHIP_310PX2_DISTRIBUTED,
+    )
+}
+
+
+def product_by_name(name: str) -> Product:
+    try:
+        return PRODUCTS[name]
+    except KeyError:
+        known = ", ".join(PRODUCTS)
+        raise InvalidInput(f"unknown product {name!r} (known: {known})") from None
+
 
 DEFAULT_ACCELERATOR_TYPE = "module"
 CARD_ACCELERATOR_VALUE = "card"  # ``factory.go`` cardAcceleratorValue
@@ -285,13 +325,5 @@ def product_of_node(kind: ChipKind, labels: Mapping[str, str]) -> Product:
 
 
 def serves(node_product: Product, job_product: Product) -> bool:
-    """Whether a node's chips can host a handler's task: a 910-family handler the nodes of its
-    own product and of the hardware it names (``serves_nodes``); any inference handler of the
-    node's chip kind (the job picks the handler), a Duo chip handler only on a node labelled
-    as a Duo."""
-    if job_product.family is not Family.INFERENCE:
-        return node_product is job_product or node_product.name in job_product.serves_nodes
-    return node_product.kind is job_product.kind and job_product.node_product in (
-        None,
-        node_product.name,
-    )
+    """Whether a node's chips can host a handler's task (its family's ``Rules.serves``)."""
+    return job_product.rules.serves(node_product, job_product)

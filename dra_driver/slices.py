@@ -25,9 +25,9 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from chip_drivers.chips import Chip, NodeChips
-from chip_topology import dies
-from chip_topology.products import Family, Product, Rule, product_by_name
-from chip_topology.routing import product_of_node
+from chip_topology.products import Family, Product, Rule
+from chip_topology.products.a3 import dies
+from chip_topology.routing import product_by_name, product_of_node
 from contract.chip_names import ASCEND910, NPU, InvalidInput
 from contract.dra import slice_name
 from contract.objects import Obj
@@ -99,8 +99,8 @@ def group_of(product: Product | None, chip: int) -> int | None:
 def group_attributes(product: Product | None, chip: int) -> dict[str, int]:
     """The attributes that let a claim ask the groups the scheduler gives on this product:
     the group under its kind's name (``group_attribute``); on an A3 also ``die``, its NPU
-    module of two chips (whole dies for 2 chips or more: ``chip_topology.dies``); on a 910
-    product placed by meshes (``chip4-node8``) also ``mesh``."""
+    module of two chips (whole dies for 2 chips or more: ``chip_topology.products.a3.dies``);
+    on a 910 product placed by meshes (``chip4-node8``) also ``mesh``."""
     group = group_of(product, chip)
     if product is None or group is None:
         return {}

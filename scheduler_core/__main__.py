@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from chip_topology.diagram import ring_diagram
-from chip_topology.products import product_by_name
+from chip_topology.routing import product_by_name
 from contract import deviceinfo
 from contract.chip_names import InvalidInput
 from contract.pods import pod_view

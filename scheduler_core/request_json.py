@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chip_topology.products import product_by_name
-from chip_topology.routing import product_for_resource
+from chip_topology.routing import product_by_name, product_for_resource
 from contract.chip_names import (
     ASCEND910,
     KIND_OF_RESOURCE,

@@ -8,7 +8,8 @@ from pathlib import Path
 from agent.allocation.base import InvalidRequest
 from chip_drivers.chips import Chip, NodeChips
 from chip_drivers.container import ENV_RUNTIME_OPTIONS, ENV_VISIBLE, MANAGER_DEVICES
-from chip_topology.products import product_by_name, select_huawei
+from chip_topology.products import select_huawei
+from chip_topology.routing import product_by_name
 from deviceplugin_api.v1beta1 import api_pb2 as dp
 
 # Limits of Huawei's device plugin (``pkg/server/plugin.go checkAllocateRequest``).

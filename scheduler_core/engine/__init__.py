@@ -6,6 +6,8 @@ Its surface, by module: ``model`` (NodeState, Job, Task, Placement, Decision, St
 ``validation`` (validate_job), ``policies`` (huawei, binpack), ``session`` (Session: filter,
 score, place), ``ledger``, ``tor`` / ``tor_share`` / ``superpod`` / ``racks`` / ``locality``
 (network placement of gangs), ``rescheduling`` (fault jobs), ``vnpu`` (dynamic vNPU). The
-products (the handlers as data, chip selection) and the routing table (which handler a job and
-a node get) are ``chip_topology``'s, shared with the node daemons. Nothing is imported here.
+products (a folder per family: its handlers as data, their validation, fit, refusal words,
+score and chip choice behind ``Rules``) and the registry (which products exist, which handler
+a job and a node get) are ``chip_topology``'s, shared with the node daemons: the engine calls
+a product's ``rules`` and never branches on its family. Nothing is imported here.
 """

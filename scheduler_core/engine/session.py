@@ -14,18 +14,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
-from chip_topology import dies, inference
-from chip_topology.products import (
-    SUPERPOD_850X8,
-    SUPERPOD_950X8,
-    Family,
-    Product,
-    Rule,
-    fits,
-    mask_of,
-    product_by_name,
-)
-from chip_topology.routing import serves
+from chip_topology.products import Product, fits, mask_of
+from chip_topology.routing import product_by_name, serves
 from contract.chip_names import InvalidInput, chip_name
 from scheduler_core.engine.ledger import Holding, SessionLedger
 from scheduler_core.engine.model import Decision, Job, NodeState, Placement, Status, Task
@@ -33,7 +23,6 @@ from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
 from scheduler_core.engine.rescheduling import IGNORE, SUB_HEALTHY_LABEL, SUB_HEALTHY_STRATEGIES
 from scheduler_core.engine.validation import JobInvalid, validate_job
 
-TOPOLOGY_REASON = "npu topology not meet job require,network unhealthy card is [ {} ]"
 # Before any handler, MindCluster's framework refuses a node whose idle chips (the kubelet's
 # allocatable less what its pods and this session's ask) are fewer than the task asks
 # (``plugin/job.go`` preCheckNodePredicate → checkNodeNum): the words of most refusals. The
@@ -48,41 +37,9 @@ SUB_HEALTH_REASON = (
     "NodePredicate failed, cardSubHealthy={card} andswitchSubHealthy={switch}, but sub-healthy "
     "strategy is {strategy}"
 )
-# Atlas A3 (``ascend910a3/base.go`` JudgeNodeAndTaskNPU): enough chips but not in whole dies;
-# ``npu top[%v]`` of a Go slice, so the brackets double.
-DIES_REASON = "npu top[[{top}]] is not meet task req({req})"
-# Atlas 950 SuperPoD (``policy/chip8node8ra64sp/node.go`` checkNodeNPUNums) wraps the base
-# handler's words.
-RACKS_REASON = (
-    "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology err: "
-)
-# MindCluster's base handler and meshes of 4 (``internal/npu/base/frame.go``
-# JudgeNodeAndTaskNPU; ``policy/chip4nodex/frame.go`` CheckNodeNPUByTask).
-BASE_REASON = "NPUResourceShortage: node don't have enough resource, req<{req}>, idle<{idle}>"
-MESH_REASON = (
-    "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology, "
-    "network unhealthy card is [ {} ]"
-)
-# {node} and {card_type} are filled in per node (Status.named).
-LABEL_REASON = (
-    "check Node {node} label [accelerator-type] Failed, value is {value}: a {have} node, "
-    "the job's handler {want} serves {serves}"
-)
+# {node} is filled in per node (Status.named); a handler's own words are its family's
+# (``Rules.refuse``, ``Rules.mislabelled``).
 KIND_REASON = "node {node} has {have} chips, the task asks for {want}"
-KEEP = {"node": "{node}", "card_type": "{card_type}"}  # formatted, these stay for Status.named
-# The inference handlers' refusals as MindCluster words them; its framework passes a handler's
-# error on as it is (``plugin/node.go`` NodePredicate; VOL-v5 prefixed ``checkNodeNPUByTask
-# <node> : ``). The card handlers and the Duo chip handler wrap theirs in the topology warning
-# (``ascend310/card310x4/frame.go``, ``ascend310p/card310px2/frame.go``,
-# ``ascend310p/chip310px2/frame.go`` CheckNodeNPUByTask); chip310x4 and the 310P base handler
-# keep the base handler's (BASE_REASON).
-NOT_TOPOLOGY = "checkNodeNPUByTask the npus on this node don't satisfy the schedulable topology : "
-DUO_LABEL_REASON = "judgeNodeLabel node card label not right, is {card_type}"
-CARD_REASON = NOT_TOPOLOGY + "req npu({req}) illegal not meet node top<{top}>"
-DUO_EVEN_REASON = NOT_TOPOLOGY + "judgeNodeByTaskNPU task req num<{req}>, node full cards is {full}"
-DUO_ODD_REASON = (
-    NOT_TOPOLOGY + "judgeNodeByTaskNPU task req num<{req}>, node full/half cards is {full}/{half}"
-)
 
 
 class Signature(NamedTuple):
@@ -121,11 +78,8 @@ def _drops(product: Product, distributed: bool) -> bool:
 
 
 def _healthy(product: Product, signature: Signature) -> int:
-    """The count the score calls allocatable: the kubelet's for the ring handlers; max −
-    unhealthy for the base handler (``base/frame.go`` ScoreBestNPUNodes healthyCardsNum)."""
-    if product.rule is Rule.BASE:
-        return max(product.capacity - signature.unhealthy, 0)
-    return signature.allocatable
+    """The count the score calls allocatable (``Rules.healthy``)."""
+    return product.rules.healthy(product, signature.allocatable, signature.unhealthy)
 
 
 def check_node_chips(node: NodeState) -> None:
@@ -164,18 +118,9 @@ def filter_node(
     if not serves(node_product, job_product):
         if node_product.kind is not job_product.kind:
             have, want = node_product.kind.resource, job_product.kind.resource
-            kinds = KIND_REASON.format(have=have, want=want, **KEEP)
+            kinds = KIND_REASON.format(have=have, want=want, node="{node}")
             return Status.unschedulable(kinds, per_node=True, unresolvable=True)
-        if job_product.family is Family.INFERENCE:
-            return Status.unschedulable(DUO_LABEL_REASON, per_node=True, unresolvable=True)
-        served = sorted({job_product.name, *job_product.serves_nodes})
-        label = LABEL_REASON.format(
-            value=node_product.accelerator_type,
-            have=node_product.name,
-            want=job_product.name,
-            serves=" or ".join(served) + " nodes",
-            **KEEP,
-        )
+        label = job_product.rules.mislabelled(node_product, job_product)
         return Status.unschedulable(label, per_node=True, unresolvable=True)
     if strategy != IGNORE and node.sub_healthy:
         card, switch = _go_bool(node.card_sub_healthy), _go_bool(node.switch_sub_healthy)
@@ -191,43 +136,14 @@ def filter_node(
         return Status.unschedulable(
             IDLE_REASON.format(resource=resource, req=req, idle=len(usable))
         )
-    if job_product.family is Family.INFERENCE:
-        return Status.unschedulable(_inference_refusal(job_product, usable, req))
-    short = BASE_REASON.format(req=req, idle=mask.bit_count())
-    listed = ",".join(chip_name(c, job_product.kind) for c in sorted(node.network_unhealthy))
-    if job_product is SUPERPOD_850X8:  # ``policy/chip8node8sp/frame.go`` CheckNodeNPUByTask
-        return Status.unschedulable(MESH_REASON.format(listed))
-    if job_product is SUPERPOD_950X8:
-        return Status.unschedulable(RACKS_REASON + short)
-    if job_product.rule is Rule.BASE:
-        return Status.unschedulable(short)
-    if job_product.rule is Rule.DIES:
-        if mask.bit_count() < req:
-            return Status.unschedulable(short)
-        return Status.unschedulable(DIES_REASON.format(req=req, top="{top}"), per_node=True)
-    if job_product.rule is Rule.MESH:
-        return Status.unschedulable(MESH_REASON.format(listed))
-    return Status.unschedulable(TOPOLOGY_REASON.format(listed))
-
-
-def _inference_refusal(product: Product, usable: tuple[int, ...], req: int) -> str:
-    """Why an inference task does not fit a node of its chip kind, in its handler's words."""
-    if product.rule is Rule.CARD:
-        top = "[" + " ".join(str(c) for c in sorted(usable)) + "]"  # Go's %v of a slice
-        return CARD_REASON.format(req=req, top=top)
-    if product.rule is not Rule.DUO_DISTRIBUTED:  # enough idle chips are enough for the rest
-        return BASE_REASON.format(req=req, idle=len(usable))
-    half, full = inference.duo_counts(mask_of(usable))
-    if req % 2 == 0:
-        return DUO_EVEN_REASON.format(req=req, full=full)
-    return DUO_ODD_REASON.format(req=req, full=full, half=half)
+    refusal = job_product.rules.refuse(job_product, usable, mask, req, node.network_unhealthy)
+    return Status.unschedulable(refusal.reason, per_node=refusal.per_node)
 
 
 def _signature(node: NodeState, usable: Iterable[int]) -> Signature:
     mask, network = mask_of(tuple(usable)), mask_of(node.network_unhealthy)
-    if not network and product_by_name(node.product).rule is Rule.DIES:
-        # Only A3 handlers take A3 nodes, and their answers depend on the die counts alone.
-        mask = dies.canonical(mask)
+    if not network:  # the node's product says which masks answer alike (``Rules.canonical``)
+        mask = product_by_name(node.product).rules.canonical(mask)
     return Signature(
         node.product,
         mask,

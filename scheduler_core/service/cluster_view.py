@@ -24,7 +24,6 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from chip_topology.products import Family, Rule
 from chip_topology.routing import product_of_node
 from contract import deviceinfo, nodeinfo
 from contract.annotations import (
@@ -366,10 +365,9 @@ def _node_state(
         return f"{name}: {bad}"
     allocatable = _quantity(node, "allocatable", resource)
     if self_maintain:
-        # A 910 server has its product's chips; an inference node or a base-handler one (a
-        # card server holds 1..8 chips, MindCluster base/frame.go) as many as it reports.
+        # A 910 server has its product's chips; some products' nodes as many as they report.
         chips = product.capacity
-        if product.family is Family.INFERENCE or product.rule is Rule.BASE:
+        if product.rules.partial_nodes:
             chips = min(_quantity(node, "capacity", resource), product.capacity)
         separated = _separated(data, kind)
         free = set(range(chips)) - held - set(info.unhealthy) - separated

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from chip_topology.products import product_by_name
+from chip_topology.routing import product_by_name
 from contract.annotations import FAULT_SCHEDULING_LABEL
 from contract.chip_names import KIND_OF_RESOURCE, InvalidInput
 from contract.pods import PodView

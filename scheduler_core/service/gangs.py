@@ -44,7 +44,7 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from chip_topology.products import product_by_name
+from chip_topology.routing import product_by_name
 from contract.annotations import (
     FAULT_SCHEDULING_LABEL,
     RANK_INDEX_ANNOTATION,

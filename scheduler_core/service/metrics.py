@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from chip_topology.products import fits, mask_of, product_by_name
+from chip_topology.products import fits, mask_of
+from chip_topology.routing import product_by_name
 from infra.metrics import (
     LATENCY_BUCKETS,
     Counter,

@@ -31,7 +31,8 @@ from typing import Any
 
 import msgspec
 
-from chip_topology.products import Family, Product, product_by_name
+from chip_topology.products import Family, Product
+from chip_topology.routing import product_by_name
 from infra.http import Response
 from scheduler_core.engine import locality
 from scheduler_core.engine.model import NodeState

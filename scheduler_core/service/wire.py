@@ -13,8 +13,8 @@ from typing import Any
 
 import msgspec
 
-from chip_topology import dies
 from chip_topology.products import SUPER_POD_PRODUCTS, Family, Product
+from chip_topology.products.a3 import dies
 from chip_topology.routing import product_for_job
 from contract.annotations import ACCELERATOR_TYPE_LABEL, RING_CONTROLLER_LABEL
 from contract.chip_names import ASCEND910, KIND_OF_RESOURCE, NPU, RESOURCE_NAME, InvalidInput

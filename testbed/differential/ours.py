@@ -35,9 +35,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from chip_topology import dies
-from chip_topology.products import Product, Rule, product_by_name
-from chip_topology.routing import product_for_job, product_of_node
+from chip_topology.products import Product, Rule
+from chip_topology.products.a3 import dies
+from chip_topology.routing import product_by_name, product_for_job, product_of_node
 from contract.annotations import (
     SCHEDULER_TASK_SPEC,
     SKIP_ASCEND_PLUGIN_ANNOTATION,

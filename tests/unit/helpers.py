@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from chip_topology.products import product_by_name
+from chip_topology.routing import product_by_name
 from scheduler_core.engine.model import Decision, Job, NodeState, Task
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
 from scheduler_core.engine.session import Session

@@ -5,7 +5,7 @@ nothing else."""
 
 from __future__ import annotations
 
-from chip_topology.products import product_by_name
+from chip_topology.routing import product_by_name
 from contract.chip_names import ASCEND910
 from testbed.differential.cases import (
     Case,

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from chip_drivers.chips import Chip, NodeChips
-from chip_topology.products import PRODUCTS, Family, Product, fits, mask_of, select_huawei
+from chip_topology.products import Family, Product, fits, mask_of, select_huawei
+from chip_topology.routing import PRODUCTS
 from dra_driver.claims import ClaimRef, ClaimRefused, check_ring_rule
 from dra_driver.slices import desired_slice, group_attribute, ring_free
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chip_topology.products import PRODUCTS
+from chip_topology.routing import PRODUCTS
 from scheduler_core.engine.model import Job, NodeState, Task
 from scheduler_core.engine.policies import POLICIES
 from scheduler_core.engine.session import Session

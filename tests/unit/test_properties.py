@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chip_topology import dies
-from chip_topology.products import MODULE_910A3X16, PRODUCTS, Product, fits, mask_of
+from chip_topology.products import MODULE_910A3X16, Product, fits, mask_of
+from chip_topology.products.a3 import dies
+from chip_topology.routing import PRODUCTS
 from scheduler_core.engine.model import Decision, Job, NodeState, Task
 from scheduler_core.engine.policies import POLICIES
 from scheduler_core.engine.session import Session

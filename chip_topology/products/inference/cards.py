@@ -2,8 +2,7 @@
 chip310x4}``, ``internal/ascend310p`` and MindCluster's 300I Duo handlers;
 ``vnpu-and-inference.md`` §1–3), on cards of ``card`` chips (4 on a 310 card, 2 on a 300I
 Duo). Pure functions of the usable chips, sorted by id where chips are picked (MindCluster's
-``internal/npu/base/node.go`` GetUsableTopFromNode); the products (``products``) say which
-rule a handler uses.
+``internal/npu/base/node.go`` GetUsableTopFromNode); each handler's ``rules`` calls the one it uses.
 """
 
 from __future__ import annotations

@@ -1,0 +1,221 @@
+"""A product as data, and the interface every product family fills in (``Rules``).
+
+A ``Product`` is one Volcano handler: its chips, groups, Huawei's tables and weights. Its
+``rules`` are the functions of its family; the engine, the policies and the node daemons call
+those and never ask which family a product is of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from chip_topology.products.jobs import JobAsk
+from contract.chip_names import ASCEND910, ChipKind
+
+
+class Family(Enum):
+    """The chip generation a product's chips are of (what a node daemon reports them as)."""
+
+    ASCEND910 = "910"
+    ASCEND910B = "910b"
+    ASCEND910A3 = "910a3"  # Atlas A3: chips in dies of two (``a3.dies``)
+    INFERENCE = "inference"
+
+
+class Rule(Enum):
+    """How a handler checks, scores and picks chips (read inside its family's folder)."""
+
+    RING = "ring"  # 910: HCCS rings (groups), Huawei's ring priority
+    CARD = "card"  # one card, priority lists, score 8 × (card − best)
+    BUCKETS = "buckets"  # chip310x4: fragments first, across cards; the base handler's score
+    # 310P (MindCluster's base handler, max 64): enough free chips, the first by id; score
+    # 64 × 100 − usable.
+    FIRST = "first"
+    HALF_FIRST = "half-first"  # chip310px2: half-used cards first
+    DUO_DISTRIBUTED = "duo-distributed"  # chip310px2, label distributed: whole cards
+    # MindCluster's base handler (``internal/npu/base``): enough usable chips, the first
+    # ``req`` of the numerically sorted list, score (max − unhealthy) × 100 − usable.
+    BASE = "base"
+    # MindCluster ``policy/chip4nodex``: meshes of 4 chips (chip id // 4).
+    MESH = "mesh"
+    DIES = "dies"  # Atlas A3: whole dies of two for ≥ 2 chips (``a3.dies``)
+
+
+FitsFn = Callable[["Product", int, int, bool], bool]
+ScoreFn = Callable[["Product", int, int, int, bool], float]
+SelectFn = Callable[["Product", Sequence[int], int, bool], tuple[int, ...]]
+ValidateFn = Callable[[JobAsk, "Product"], None]
+RefuseFn = Callable[["Product", Sequence[int], int, int, frozenset[int]], "Refusal"]
+
+# The words of a node whose product the job's handler does not serve; {node} is filled in
+# per node (the engine's ``Status.named``).
+LABEL_REASON = (
+    "check Node {node} label [accelerator-type] Failed, value is {value}: a {have} node, "
+    "the job's handler {want} serves {serves}"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a node's chips do not fit a task, in its handler's words. ``per_node``: the words
+    hold ``{node}``, ``{card_type}`` or ``{top}`` (its usable chips), filled in per node."""
+
+    reason: str
+    per_node: bool = False
+
+
+def serves_own(node_product: Product, job_product: Product) -> bool:
+    """A 910-family handler serves the nodes of its own product and of the hardware it names
+    (``serves_nodes``)."""
+    return node_product is job_product or node_product.name in job_product.serves_nodes
+
+
+def label_refusal(node_product: Product, job_product: Product) -> str:
+    served = sorted({job_product.name, *job_product.serves_nodes})
+    return LABEL_REASON.format(
+        value=node_product.accelerator_type,
+        have=node_product.name,
+        want=job_product.name,
+        serves=" or ".join(served) + " nodes",
+        node="{node}",
+    )
+
+
+def kubelet_allocatable(product: Product, allocatable: int, unhealthy: int) -> int:
+    return allocatable
+
+
+def same_mask(mask: int) -> int:
+    return mask
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """What a product family decides about chips, over a bitmask of usable chips (so callers
+    cache per mask) or, to pick, their list sorted by id.
+
+    ``fits(product, mask, req, distributed)``: whether a task of ``req`` chips can be placed
+    legally. ``score(product, mask, allocatable, req, distributed)``: the upstream node score
+    (``ScoreBestNPUNodes``), 0 where upstream gives none. ``select(product, usable, req,
+    distributed)``: upstream's chips (``selectNPUFromNode``), or (). ``select_tightest``: the
+    best fit inside the node (the binpack policy's pick), or (). ``validate(job, product)``:
+    the handler's ValidNPUJob over a job with NPU tasks, ``JobInvalid`` in upstream's words.
+    ``refuse(product, usable, mask, req, network_unhealthy)``: why a node whose idle chips
+    are enough does not fit (``mask``: the usable chips the job may take).
+
+    ``serves(node_product, job_product)``: whether the handler takes a node of that product;
+    ``mislabelled(node_product, job_product)``: its words when not. ``healthy(product,
+    allocatable, unhealthy)``: the count the score calls allocatable. ``canonical(mask)``: a
+    mask every rule answers for as for ``mask`` (so nodes share cached answers).
+    ``partial_nodes``: a node holds as many of the product's chips as it reports (a card
+    server 1..8, an inference node up to 64), not all of them. ``draw_known_groups``: a ring
+    diagram draws the groups up to the node's last known chip only.
+    """
+
+    fits: FitsFn
+    score: ScoreFn
+    select: SelectFn
+    select_tightest: SelectFn
+    validate: ValidateFn
+    refuse: RefuseFn
+    serves: Callable[[Product, Product], bool] = serves_own
+    mislabelled: Callable[[Product, Product], str] = label_refusal
+    healthy: Callable[[Product, int, int], int] = kubelet_allocatable
+    canonical: Callable[[int], int] = same_mask
+    partial_nodes: bool = False
+    draw_known_groups: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Product:
+    """One Volcano 910 sub-handler: its topology, tables and weights, and its family's rules."""
+
+    name: str
+    accelerator_type: str
+    family: Family
+    rules: Rules
+    capacity: int
+    groups: tuple[tuple[int, ...], ...]
+    # aff[req-1][free-1]; ``impossible`` marks a request the group cannot host.
+    aff_table: tuple[tuple[int, ...], ...]
+    impossible: int
+    score_weight: float
+    allocatable_multiplier: int
+    sort_term: bool
+    # Huawei's ring priority per request (free-chip count of the ring to take from first).
+    priorities: Mapping[int, tuple[int, ...]]
+    single_task_requests: tuple[int, ...]
+    invalid_requests: frozenset[int] = frozenset()
+    # 16-chip 910B: a request above one group takes pairs (i, i + 8) across both groups.
+    cross_pairs: bool = False
+    kind: ChipKind = ASCEND910
+    rule: Rule = Rule.RING
+    # The product a node must have (chip310px2: a node labelled as an Atlas 300I Duo).
+    node_product: str | None = None
+    # Distributed jobs leave the node's ``-NetworkUnhealthy`` chips (MindCluster's
+    # ``WithNetworkFault``; off for the card and chip1-node handlers, ``internal/npu/factory.go``).
+    network_fault: bool = True
+    # The most chips a task may ask (upstream's ``MaxNodeNPUNum``, checked by the base
+    # handler's ValidNPUJob) where it is not ``capacity``: 32 for the 300I Duo card handler.
+    max_request: int = 0
+    # The other node products whose chips this 910-family handler takes (a node is always
+    # served by the handler of its own product).
+    serves_nodes: frozenset[str] = frozenset()
+
+    @property
+    def request_limit(self) -> int:
+        return self.max_request or self.capacity
+
+    @property
+    def group_size(self) -> int:
+        return len(self.groups[0])
+
+    @property
+    def group_masks(self) -> tuple[int, ...]:
+        return tuple(sum(1 << c for c in g) for g in self.groups)
+
+    @property
+    def full_mask(self) -> int:
+        return (1 << self.capacity) - 1
+
+    def group_of(self, chip: int) -> int:
+        return chip // self.group_size
+
+    def aff(self, req: int, free: int) -> int:
+        if free <= 0 or req <= 0 or req > len(self.aff_table) or free > len(self.aff_table[0]):
+            return self.impossible
+        return self.aff_table[req - 1][free - 1]
+
+    def priority(self, req: int) -> tuple[int, ...]:
+        return self.priorities.get(req, tuple(range(req, self.group_size + 1)))
+
+
+def fits(product: Product, mask: int, req: int, distributed: bool) -> bool:
+    """Whether a task of ``req`` chips can be placed legally on these usable chips."""
+    return product.rules.fits(product, mask, req, distributed)
+
+
+def huawei_score(
+    product: Product, mask: int, allocatable: int, req: int, distributed: bool
+) -> float:
+    """The upstream node score (``ScoreBestNPUNodes``); 0 where upstream gives none."""
+    return product.rules.score(product, mask, allocatable, req, distributed)
+
+
+def select_huawei(
+    product: Product, usable: Sequence[int], req: int, distributed: bool
+) -> tuple[int, ...]:
+    """Upstream ``selectNPUFromNode``. Every MindCluster handler picks from the node's usable
+    chips sorted by id, whatever order the DeviceInfo lists them in (``internal/npu/base/
+    node.go`` GetUsableTopFromNode sorts them; VOL-v5 took them as listed): so "the first N
+    of a ring" is the N lowest."""
+    return product.rules.select(product, sorted(usable), req, distributed)
+
+
+def select_tightest(
+    product: Product, usable: Sequence[int], req: int, distributed: bool
+) -> tuple[int, ...]:
+    """Best fit inside the node (the binpack policy), from the usable chips sorted by id."""
+    return product.rules.select_tightest(product, sorted(usable), req, distributed)
