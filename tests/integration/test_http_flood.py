@@ -342,8 +342,12 @@ def closed(sock: socket.socket) -> bool:
 
 
 def still_open(sock: socket.socket) -> bool:
+    timeout = sock.gettimeout()
     sock.settimeout(0.05)  # nothing to read: the read times out on an open connection
-    return not closed(sock)
+    try:
+        return not closed(sock)
+    finally:
+        sock.settimeout(timeout)  # the caller's next answer may take longer on a busy machine
 
 
 def test_eviction_takes_the_unused_then_the_unauthenticated_and_spares_the_authenticated(
