@@ -20,8 +20,8 @@ from contract.tor_topology import Topology
 from contract.vnpu import NPU_CORE_RESOURCE
 from infra.events import EventRecorder
 from infra.kube.port import KubeGateway
-from scheduler_core.engine import fault_levels, locality, rescheduling
-from scheduler_core.engine.fault_levels import NodeFaults, Silence
+from scheduler_core.engine import chip_faults, locality, rescheduling
+from scheduler_core.engine.chip_faults import NodeFaults, Silence
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
 from scheduler_core.engine.rescheduling import Deletion, FaultJob, JobPod
 from scheduler_core.engine.session import Session
@@ -234,7 +234,7 @@ class ExtenderState:
     def _set_silence(self, job: str, annotations: Mapping[str, str]) -> None:
         """The job's silencing (kept only when it silences something); a malformed one is
         logged once and silences nothing, as ClusterD reports every fault then."""
-        silence = fault_levels.silence_of(annotations)
+        silence = chip_faults.silence_of(annotations)
         if isinstance(silence, str):
             if job not in self._bad_silence:
                 log.warning("job %s: %s; no fault is silenced for it", job, silence)
@@ -257,10 +257,10 @@ class ExtenderState:
             if silence is None or not self._node_faults:
                 return self._failed
             faults = {n: f for n, f in self._node_faults.items() if n in self._failed}
-            end = fault_levels.silence_ends(silence, faults.values(), now)
+            end = chip_faults.silence_ends(silence, faults.values(), now)
             if end is not None:
                 self._silence_ends = min(end, self._silence_ends or end)
-            return {**self._failed, **fault_levels.job_failed_chips(silence, faults, now)}
+            return {**self._failed, **chip_faults.job_failed_chips(silence, faults, now)}
 
         return failed_for
 
