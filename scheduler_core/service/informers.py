@@ -48,10 +48,10 @@ from contract.annotations import (
 from contract.groups import PODGROUP_APIS, podgroups
 from contract.objects import Obj, vnpu_creation_failed
 from contract.pods import PodView, cached_pod_view
+from contract.tor_topology import TopologyReader
 from infra.events import pod_ref
 from infra.kube.port import KubeGateway, Selection
 from infra.kube.reflector import Change, Reflector, stop_all
-from infra.tor_topology import TopologyReader
 from scheduler_core.service.cluster_view import trim_node
 from scheduler_core.service.extender import Extender
 from scheduler_core.service.jobs import PodGroupInfo, podgroup_info
