@@ -47,9 +47,9 @@ from scheduler_core.service.deletions import delete_marked
 from scheduler_core.service.extender import BindRefused, Extender
 from scheduler_core.service.fault_restarts import GANG_RESTART, ResetUpdate
 from scheduler_core.service.informers import ClusterInformers
-from scheduler_core.service.metrics import ClusterView, Metrics, NpuNode
-from scheduler_core.service.npu_map import PATHS as MAP_PATHS
-from scheduler_core.service.npu_map import NpuMap, read_view
+from scheduler_core.service.views.metrics import ClusterView, Metrics, NpuNode
+from scheduler_core.service.views.npu_map import PATHS as MAP_PATHS
+from scheduler_core.service.views.npu_map import NpuMap, read_view
 from scheduler_core.service.volcano import VolcanoVerbs
 from scheduler_core.service.wire import BadRequest, ExtenderArgs, decode_extender_args
 
