@@ -32,7 +32,6 @@ from contract.objects import Obj
 from contract.pods import PodView, pod_view
 from infra.kube.port import KubeError, KubeGateway, NotFound
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
-from scheduler_core.service.extender_state import ExtenderState
 from scheduler_core.service.filter_passes import FilterPasses
 from scheduler_core.service.kinds import (
     Chips,
@@ -43,6 +42,7 @@ from scheduler_core.service.kinds import (
     StaticVnpu,
     about,
 )
+from scheduler_core.service.state.extender_state import ExtenderState
 from scheduler_core.service.wire import (
     BadPod,
     BadRequest,

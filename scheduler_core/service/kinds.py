@@ -19,9 +19,9 @@ from scheduler_core.engine.model import Job, Placement
 from scheduler_core.engine.superpod import SuperPodInvalid
 from scheduler_core.engine.validation import JobInvalid, validate_job
 from scheduler_core.engine.vnpu import VnpuInvalid, validate_static
-from scheduler_core.service.assumed import Assumed
-from scheduler_core.service.extender_state import ExtenderState
-from scheduler_core.service.gangs import Hold, NotReserved, RankTaken, Reservation
+from scheduler_core.service.state.assumed import Assumed
+from scheduler_core.service.state.extender_state import ExtenderState
+from scheduler_core.service.state.gangs import Hold, NotReserved, RankTaken, Reservation
 from scheduler_core.service.wire import (
     MAX_SCORE,
     HostPriority,

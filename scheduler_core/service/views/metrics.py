@@ -26,7 +26,7 @@ from infra.metrics import (
     owned,
     registry,
 )
-from scheduler_core.service.fault_restarts import RESTART_KINDS, VNPU
+from scheduler_core.service.state.fault_restarts import RESTART_KINDS, VNPU
 
 COMPONENT = "scheduler"
 CHIP_STATES = ("free", "held", "unhealthy")

@@ -46,7 +46,7 @@ from contract.vnpu import NPU_CORE_RESOURCE, VNPU_KINDS
 from scheduler_core.engine.chip_faults import NodeFaults, handling, node_faults
 from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.vnpu import VNode, VPod
-from scheduler_core.service.vnpu_nodes import vnode_of
+from scheduler_core.service.state.vnpu_nodes import vnode_of
 
 MAX_SKEW = 60  # seconds a node's clock may run ahead of the scheduler's
 

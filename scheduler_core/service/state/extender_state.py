@@ -25,14 +25,14 @@ from scheduler_core.engine.chip_faults import NodeFaults, Silence
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
 from scheduler_core.engine.rescheduling import Deletion, FaultJob, JobPod
 from scheduler_core.engine.session import Session
-from scheduler_core.service.assumed import AssumedBinds
-from scheduler_core.service.cluster_view import NodeView
-from scheduler_core.service.fault_restarts import FaultRestarts, ResetUpdate
-from scheduler_core.service.gangs import DEFAULT_HOLD_SHARE, GangPods, Gangs, job_pod
-from scheduler_core.service.jobs import JobDirectory, JobSettings
-from scheduler_core.service.node_fits import NodeFits
-from scheduler_core.service.tor_state import TorState
-from scheduler_core.service.vnpu_nodes import VnpuNodes
+from scheduler_core.service.state.assumed import AssumedBinds
+from scheduler_core.service.state.cluster_view import NodeView
+from scheduler_core.service.state.fault_restarts import FaultRestarts, ResetUpdate
+from scheduler_core.service.state.gangs import DEFAULT_HOLD_SHARE, GangPods, Gangs, job_pod
+from scheduler_core.service.state.jobs import JobDirectory, JobSettings
+from scheduler_core.service.state.node_fits import NodeFits
+from scheduler_core.service.state.tor_state import TorState
+from scheduler_core.service.state.vnpu_nodes import VnpuNodes
 
 log = logging.getLogger(__name__)
 
