@@ -44,13 +44,13 @@ from infra.kube.port import KubeError, KubeGateway, NotFound
 from infra.leader import LeaderElector, PodLabel, Timing
 from scheduler_core.engine import rescheduling
 from scheduler_core.service.deletions import delete_marked
-from scheduler_core.service.extender import BindRefused, Extender
 from scheduler_core.service.state.fault_restarts import GANG_RESTART, ResetUpdate
 from scheduler_core.service.state.informers import ClusterInformers
+from scheduler_core.service.verbs.extender import BindRefused, Extender
+from scheduler_core.service.verbs.volcano import VolcanoVerbs
 from scheduler_core.service.views.metrics import ClusterView, Metrics, NpuNode
 from scheduler_core.service.views.npu_map import PATHS as MAP_PATHS
 from scheduler_core.service.views.npu_map import NpuMap, read_view
-from scheduler_core.service.volcano import VolcanoVerbs
 from scheduler_core.service.wire import BadRequest, ExtenderArgs, decode_extender_args
 
 log = logging.getLogger(__name__)

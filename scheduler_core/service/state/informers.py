@@ -52,10 +52,10 @@ from contract.tor_topology import TopologyReader
 from infra.events import pod_ref
 from infra.kube.port import KubeGateway, Selection
 from infra.kube.reflector import Change, Reflector, stop_all
-from scheduler_core.service.extender import Extender
 from scheduler_core.service.state.cluster_view import trim_node
 from scheduler_core.service.state.jobs import PodGroupInfo, podgroup_info
 from scheduler_core.service.state.live_view import LiveView, matters
+from scheduler_core.service.verbs.extender import Extender
 
 log = logging.getLogger(__name__)
 
