@@ -272,7 +272,7 @@ class SchedulerService:
         self.volcano = VolcanoVerbs(extender, self._fresh_view, force_enqueue)
         self.informers = ClusterInformers(
             gateway,
-            extender,
+            extender.state,
             clock,
             self_maintain=self_maintain,
             noded=noded,
