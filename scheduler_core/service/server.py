@@ -43,7 +43,7 @@ from infra.http import PROMETHEUS_TEXT, Caller, HttpServer, Limits, Response, er
 from infra.kube.port import KubeError, KubeGateway, NotFound
 from infra.leader import LeaderElector, PodLabel, Timing
 from scheduler_core.engine import rescheduling
-from scheduler_core.service.deletions import delete_marked
+from scheduler_core.service.controllers.deletions import delete_marked
 from scheduler_core.service.state.fault_restarts import GANG_RESTART, ResetUpdate
 from scheduler_core.service.state.informers import ClusterInformers
 from scheduler_core.service.verbs.extender import BindRefused, Extender
