@@ -183,7 +183,7 @@ class Chips(_Assuming):
         except (JobInvalid, SuperPodInvalid) as invalid:
             return [], {}, dict.fromkeys(names, str(invalid))
         now = state.clock()
-        held = state.gangs.held_nodes(state.session, state.faults.holds(now), now)
+        held = state.gangs.held_nodes(state.session, state.faults.restarts.holds(now), now)
         passing, refused, unknown = state.session.split(job, request.npu, names)
         failed: dict[str, str] = {}
         never: dict[str, str] = {}
@@ -269,8 +269,8 @@ class GangMember(_Assuming):
     def _reserve(self, request: PodRequest) -> Reservation | NotReserved:
         state = self.state
         now = state.clock()
-        fault = state.faults.get(request.gang_key)
-        held = {n for n, job in state.faults.holds(now).items() if job != request.gang_key}
+        fault = state.faults.restarts.get(request.gang_key)
+        held = {n for n, job in state.faults.restarts.holds(now).items() if job != request.gang_key}
         reservation = state.gangs.reserve(
             request,
             session=state.session,
@@ -280,10 +280,10 @@ class GangMember(_Assuming):
             fault=fault,
             held=held,
             now=now,
-            waited=state.faults.waited(request.gang_key, now),
+            waited=state.faults.restarts.waited(request.gang_key, now),
         )
         if isinstance(reservation, Reservation):
-            state.faults.placed(request.gang_key, request.labels)
+            state.faults.restarts.placed(request.gang_key, request.labels)
             state.tors.reserved(request.gang_key, reservation)
         return reservation
 

@@ -76,7 +76,7 @@ def read_cluster(state: ExtenderState, leader: bool) -> ClusterView:
         ]
         left_out = dict(state.left_out)
         waiting, oldest = state.gangs.wait_classes(state.clock())
-        restarts = {**state.faults.restarted, GANG_RESTART: state.gangs.restarted}
+        restarts = {**state.faults.restarts.restarted, GANG_RESTART: state.gangs.restarted}
     return ClusterView(leader, nodes, left_out, waiting, oldest, restarts)
 
 
