@@ -34,6 +34,14 @@ from chip_drivers.chips import Chip, NodeChips
 from chip_topology.products import Family
 from chip_topology.routing import product_by_name
 from contract.chip_names import ASCEND910, NPU, InvalidInput
+from contract.fault_levels import (
+    MANUALLY_SEPARATE,
+    NORMAL,
+    NOT_HANDLE,
+    PRE_SEPARATE,
+    SEPARATE,
+    SUB_HEALTH,
+)
 
 HOT_RESET_OFF = -1
 HOT_RESET_INFER = 0  # upstream common.HotResetInfer
@@ -42,9 +50,9 @@ IDLE_SECONDS = 60.0  # hot_reset_manager.go idleWaitSeconds
 TOKENS = 3  # token_bucket.go tokenMaxCount
 REFILL_SECONDS = 6 * 3600.0  # token_bucket.go tokenRefillInterval
 # Levels left alone (filterFaultDevices); no level at all is a normal chip.
-NOT_RESET = frozenset({"NotHandleFault", "PreSeparateNPU", "SubHealthFault", "NormalNPU", ""})
+NOT_RESET = frozenset({NOT_HANDLE, PRE_SEPARATE, SUB_HEALTH, NORMAL, ""})
 # Levels never reset: isolated chips need someone to act (markNeedExternalOps).
-EXTERNAL_OPS = frozenset({"SeparateNPU", "ManuallySeparateNPU"})
+EXTERNAL_OPS = frozenset({SEPARATE, MANUALLY_SEPARATE})
 # Board ids of the A2 servers and cards without HCCS, whose chips reset alone
 # (pkg/common/constants.go A300IA2BoardId, A300IA2GB64BoardId, A800IA2NoneHccsBoardId(Old)).
 SOLO_BOARD_IDS = frozenset({0x28, 0x29, 0x33, 0x3C})

@@ -22,8 +22,8 @@ from agent.metrics import AgentMetrics, ChipReadings
 from chip_drivers.chips import Chip, NodeChips
 from contract.deviceinfo import DeviceInfo
 from dra_driver.metrics import DraMetrics, Readings
-from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.verbs.extender import Extender
 from simulation.memory import MemoryCluster, pod_object
 
 CHIPS = 8

@@ -22,10 +22,10 @@ from contract.tor_topology import Topology, parse_topology
 from scheduler_core.engine import locality
 from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.tor_share import EXCLUSIVE, SHARED
-from scheduler_core.service.cluster_view import NodeView, Snapshot
-from scheduler_core.service.extender import Extender
-from scheduler_core.service.extender_state import DEFAULT_NETWORK
-from scheduler_core.service.live_view import gang_of
+from scheduler_core.service.state.cluster_view import NodeView, Snapshot
+from scheduler_core.service.state.extender_state import DEFAULT_NETWORK
+from scheduler_core.service.state.live_view import gang_of
+from scheduler_core.service.verbs.extender import Extender
 from simulation.memory import MemoryCluster, pod_object
 
 TORS, PER_TOR = 128, 32

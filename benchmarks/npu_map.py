@@ -30,10 +30,10 @@ from contract.deviceinfo import DeviceInfo
 from contract.tor_topology import parse_topology
 from infra.kube.client import KubernetesGateway
 from scheduler_core.engine.model import NodeState
-from scheduler_core.service.cluster_view import NodeView
-from scheduler_core.service.extender import Extender
-from scheduler_core.service.npu_map import MapInputs, NpuMap, read_view, snapshot
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.state.cluster_view import NodeView
+from scheduler_core.service.verbs.extender import Extender
+from scheduler_core.service.views.npu_map import MapInputs, NpuMap, read_view, snapshot
 from simulation.cluster import tor_configmap, wait_for
 from simulation.kube_scheduler import ExtenderConfig, HttpExtender
 from simulation.loopback import LoopbackApiServer, node_object

@@ -29,8 +29,8 @@ from contract.chip_names import ASCEND310P
 from contract.deviceinfo import DeviceInfo
 from contract.vnpu import CORE_SPECS, TEMPLATES_310P
 from infra.kube.client import KubernetesGateway
-from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.verbs.extender import Extender
 from simulation.cluster import vnpu_state_file, wait_for
 from simulation.kubelet import KubeletSimulator
 from simulation.loopback import LoopbackApiServer

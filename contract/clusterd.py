@@ -29,7 +29,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from contract import deviceinfo, nodeinfo
+from contract import deviceinfo, fault_levels, nodeinfo
 from contract.chip_names import InvalidInput, quoted
 
 NAMESPACE = "mindx-dl"
@@ -53,7 +53,7 @@ class Switch:
 
     @property
     def sub_healthy(self) -> bool:
-        return self.status == deviceinfo.SUB_HEALTHY_STATUS or deviceinfo.SUB_HEALTH_LEVEL in (
+        return self.status == deviceinfo.SUB_HEALTHY_STATUS or fault_levels.SUB_HEALTH in (
             self.level,
             self.status,
         )

@@ -25,6 +25,7 @@ from contract.chip_names import (
     parse_chip_list,
     quoted,
 )
+from contract.fault_levels import SUB_HEALTH
 from contract.go_json import go_json
 
 NAMESPACE = "kube-system"
@@ -39,9 +40,8 @@ MAX_FAULTS = 1024  # 16 chips, each with a card and a network fault, fit many ti
 MAX_AGE = 300  # seconds: a DeviceInfo older than this is stale (its agent writes far more often)
 
 SWITCH_KEY = "SwitchInfoCfg"  # A3: the node's switch faults, outside DeviceInfoCfg
-# MindCluster's sub-health: a chip fault of this level, or a switch reporting it (or this
-# node status). It makes a node a last choice, never a refusal.
-SUB_HEALTH_LEVEL = "SubHealthFault"
+# MindCluster's sub-health: a chip fault of level SUB_HEALTH, or a switch reporting it (or
+# this node status). It makes a node a last choice, never a refusal.
 SUB_HEALTHY_STATUS = "SubHealthy"
 CARD_FAULT = "CardUnhealthy"
 NETWORK_FAULT = "CardNetworkUnhealthy"
@@ -162,7 +162,7 @@ class DeviceInfo:
 
     @property
     def sub_healthy(self) -> bool:
-        return self.switch_sub_healthy or any(f.level == SUB_HEALTH_LEVEL for f in self.faults)
+        return self.switch_sub_healthy or any(f.level == SUB_HEALTH for f in self.faults)
 
     def device_list(self) -> dict[str, str]:
         free, unhealthy, network, fault = keys(self.kind)
@@ -334,4 +334,4 @@ def _switch_sub_healthy(text: str | None) -> bool:
         level, status = switch.get("FaultLevel", ""), switch.get("NodeStatus", "")
     except (ValueError, AttributeError, RecursionError) as bad:
         raise InvalidInput(f"{SWITCH_KEY} is malformed: {quoted(repr(bad))}") from None
-    return SUB_HEALTH_LEVEL in (level, status) or status == SUB_HEALTHY_STATUS
+    return SUB_HEALTH in (level, status) or status == SUB_HEALTHY_STATUS

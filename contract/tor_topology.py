@@ -1,16 +1,21 @@
 """The ToR topology an admin imports (``kube-system/basic-tor-node-cm``, key ``tor_info``):
 which servers hang under which leaf switch, at which net slice. Read by the scheduler's
-switch affinity (``scheduler_core.engine.tor``) and by the DRA driver (a chip's ``torIP``).
-Format: MindCluster's ``internal/nslb`` and the Volcano plugin's ``plugin/job.go``.
+switch affinity (``scheduler_core.engine.tor``) and by the DRA driver (a chip's ``torIP``),
+both through ``TopologyReader``: a malformed one is logged once (until it changes) and read
+as none. Format: MindCluster's ``internal/nslb`` and the Volcano plugin's ``plugin/job.go``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from contract.annotations import TOPOLOGY_CONFIGMAP, TOPOLOGY_KEY
 from contract.chip_names import InvalidInput
+
+log = logging.getLogger(__name__)
 
 SINGLE_LAYER, DOUBLE_LAYER = "single_layer", "double_layer"
 
@@ -74,3 +79,23 @@ def _flag(tor: Mapping[str, object], key: str, top: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= top:
         raise ValueError(f"{key} {value!r} is not in 0..{top}")
     return value
+
+
+class TopologyReader:
+    def __init__(self) -> None:
+        self.error = ""  # what was wrong with the last one read ("" if nothing)
+
+    def read(self, data: Mapping[str, str] | None) -> Topology | None:
+        """The topology in the ConfigMap's ``data`` (None: no ConfigMap, or a malformed
+        one)."""
+        if data is None:
+            return None
+        try:
+            topology = parse_topology(data.get(TOPOLOGY_KEY, ""))
+        except InvalidInput as bad:
+            if str(bad) != self.error:
+                log.error("%s/%s ignored: %s", *TOPOLOGY_CONFIGMAP, bad)
+            self.error = str(bad)
+            return None
+        self.error = ""
+        return topology

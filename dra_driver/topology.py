@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping
 
 from contract.annotations import TOPOLOGY_CONFIGMAP
 from contract.objects import Obj
+from contract.tor_topology import TopologyReader
 from infra.kube.port import KubeGateway, Selection
 from infra.kube.reflector import Change, Reflector
-from infra.tor_topology import TopologyReader
 
 
 def _data(configmap: Obj) -> Mapping[str, str]:

@@ -18,8 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from contract.objects import Obj
-from infra.kube.port import KubeError, KubeGateway
+from infra.kube.port import KubeError, KubeGateway, Obj
 
 log = logging.getLogger(__name__)
 

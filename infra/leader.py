@@ -37,8 +37,7 @@ from typing import Any
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.leaderelectionrecord import LeaderElectionRecord
 
-from contract.objects import Obj
-from infra.kube.port import KubeError, KubeGateway, NotFound
+from infra.kube.port import KubeError, KubeGateway, NotFound, Obj
 
 log = logging.getLogger(__name__)
 

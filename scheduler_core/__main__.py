@@ -59,11 +59,11 @@ from scheduler_core.request_json import (
     decision_to_json,
     parse_request,
 )
-from scheduler_core.service import live_view
-from scheduler_core.service.extender import DEFAULT_PROFILES, Extender
-from scheduler_core.service.gangs import DEFAULT_HOLD_SHARE
 from scheduler_core.service.server import Access, Election, PodRef, SchedulerService
-from scheduler_core.service.status import cluster_json, cluster_lines
+from scheduler_core.service.state import live_view
+from scheduler_core.service.state.gangs import DEFAULT_HOLD_SHARE
+from scheduler_core.service.verbs.extender import DEFAULT_PROFILES, Extender
+from scheduler_core.service.views.status import cluster_json, cluster_lines
 
 EXIT_BAD_INPUT = 2
 ENV_PREFIX = "ASCEND_SCHEDULER_"

@@ -10,7 +10,7 @@ from chip_drivers.chips import Chip, NodeChips, VirtualDevice
 from dra_driver.metrics import DraMetrics, Readings
 from infra.kube import policies
 from infra.metrics import Registry, sample_names
-from scheduler_core.service.metrics import ClusterView, Metrics, NpuNode
+from scheduler_core.service.views.metrics import ClusterView, Metrics, NpuNode
 
 COMPONENTS = ("agent", "scheduler", "dra-driver")
 

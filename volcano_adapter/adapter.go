@@ -105,7 +105,7 @@ type predicateAllRequest struct {
 	Nodes []string      `json:"nodes"`
 }
 
-// predicateAllResponse is the service's answer (scheduler_core/service/volcano.py
+// predicateAllResponse is the service's answer (scheduler_core/service/verbs/volcano.py
 // PredicateAllResponse): nodes passing, failing (code 2), never fitting (code 3), and the
 // passing nodes' scores.
 type predicateAllResponse struct {

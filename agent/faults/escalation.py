@@ -30,11 +30,7 @@ from agent.faults.table import (
     HEALTHY_CHIP_LEVELS,
     HEALTHY_NETWORK_LEVELS,
     LINK_DOWN,
-    MANUALLY_SEPARATE,
     NETWORK_CODES,
-    NORMAL,
-    PRE_SEPARATE,
-    SEPARATE,
     BadConfig,
     FaultConfig,
     canonical,
@@ -43,6 +39,7 @@ from agent.faults.table import (
 from chip_drivers.chips import Network, NodeChips
 from contract.chip_names import ChipKind, InvalidInput, chip_name, parse_chip_list
 from contract.deviceinfo import ChipFault
+from contract.fault_levels import MANUALLY_SEPARATE, NORMAL, PRE_SEPARATE, SEPARATE
 from contract.go_json import go_json
 
 log = logging.getLogger(__name__)

@@ -17,30 +17,21 @@ from functools import cache
 from importlib import resources
 from types import MappingProxyType
 
-NOT_HANDLE = "NotHandleFault"
-RESTART_REQUEST = "RestartRequest"
-RESTART_BUSINESS = "RestartBusiness"
-FREE_RESTART_NPU = "FreeRestartNPU"
-RESTART_NPU = "RestartNPU"
-PRE_SEPARATE = "PreSeparateNPU"
-SEPARATE = "SeparateNPU"
-MANUALLY_SEPARATE = "ManuallySeparateNPU"
-SUB_HEALTH = "SubHealthFault"
-NORMAL = "NormalNPU"  # no fault: upstream's level of a chip without codes
-
-# Most serious first (getMostSeriousFaultType).
-SEVERITY = (
-    MANUALLY_SEPARATE,
-    SEPARATE,
-    PRE_SEPARATE,
-    RESTART_NPU,
+from contract.fault_levels import (
     FREE_RESTART_NPU,
-    RESTART_BUSINESS,
-    RESTART_REQUEST,
-    SUB_HEALTH,
+    LEVELS,
+    MANUALLY_SEPARATE,
+    NORMAL,
     NOT_HANDLE,
+    PRE_SEPARATE,
+    RESTART_BUSINESS,
+    RESTART_NPU,
+    RESTART_REQUEST,
+    SEPARATE,
+    SEVERITY,
+    SUB_HEALTH,
 )
-LEVELS = frozenset(SEVERITY)  # FaultTypeSet
+
 DURATION_LEVELS = LEVELS - {MANUALLY_SEPARATE}  # FaultDurationTypeSet
 # Levels under which a chip stays healthy (ascendcommon.go isHealthy / isNetworkHealthy).
 HEALTHY_CHIP_LEVELS = frozenset({NORMAL, NOT_HANDLE, SUB_HEALTH})

@@ -20,13 +20,13 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from contract.objects import Obj
 from infra.kube.port import (
     Conflict,
     Forbidden,
     Gone,
     KubeError,
     NotFound,
+    Obj,
     Page,
     Selection,
     WatchEvent,

@@ -24,9 +24,8 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
-from contract.objects import Obj
 from infra.cli import bool_flag, float_at_least
-from infra.kube.port import KubeError, KubeGateway, NotFound
+from infra.kube.port import KubeError, KubeGateway, NotFound, Obj
 from infra.metrics import Registry, owned
 
 log = logging.getLogger(__name__)

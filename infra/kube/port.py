@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from contract.objects import Obj
+# An object as the API server's JSON. Named here, not taken from ``contract.objects`` (the
+# same type): infra knows no domain.
+Obj = dict[str, Any]
 
 
 class KubeError(RuntimeError):

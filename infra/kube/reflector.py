@@ -32,8 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from contract.objects import Obj
-from infra.kube.port import Gone, KubeError, KubeGateway, Selection, WatchEvent
+from infra.kube.port import Gone, KubeError, KubeGateway, Obj, Selection, WatchEvent
 
 log = logging.getLogger(__name__)
 

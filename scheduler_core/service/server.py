@@ -1,4 +1,5 @@
-"""The scheduler service: the extender over HTTP, fed by a refresh loop.
+"""The scheduler service's wiring: the routes and who may call them, the election, and the
+lifecycle of the parts (``state``, ``verbs``, ``controllers``, ``views``).
 
 ``POST /filter``, ``/prioritize``, ``/bind`` take kube-scheduler's extender JSON (Go field
 names: ``Pod``, ``NodeNames``, ``FailedNodes``, ``Host``, ``Score``, ``PodName``, …);
@@ -7,12 +8,13 @@ recently, leader or not: every replica may be evicted, see docs/ha.md), ``/leade
 while this replica answers the verbs, as Patroni's ``GET /leader``) and ``/metrics``
 (Prometheus text); ``POST /debug/compare`` (guarded as the verbs, one call per
 ``COMPARE_PERIOD``) answers where this replica's view differs from a fresh read of the cluster
-(empty: nowhere). The cluster is read once and then
-watched (``informers``): each change reaches the extender as it arrives. Every
-``refresh_period`` a maintenance pass, which reads nothing, lets time act (DeviceInfo
-ageing, assumed binds and reservations expiring), deletes the pods of fault jobs so they
-restart, and writes what changed of ``volcano-system/vcjob-fault-npu-cm``, the jobs'
-``fault-config-<job>`` and ``volcano-system/tor-share-cm``.
+(empty: nowhere). The cluster is read once and then watched (``state.informers``): each
+change reaches the extender's state as it arrives. Every ``refresh_period`` a maintenance
+pass, which reads nothing, lets time act (DeviceInfo ageing, assumed binds and reservations
+expiring) and, on the leader, runs the controllers: the pods of fault jobs deleted so they
+restart, what changed of ``volcano-system/vcjob-fault-npu-cm``, the jobs'
+``fault-config-<job>`` and ``reset-config-<job>`` and ``volcano-system/tor-share-cm``
+written, the pods whose vNPU could not be made deleted.
 """
 
 from __future__ import annotations
@@ -34,23 +36,21 @@ from typing import Any
 
 import msgspec
 
-from contract.annotations import FAULT_RECORD, TOR_SHARE_CONFIGMAP, WRITER_LABEL
-from contract.chip_names import InvalidInput, quoted
-from contract.objects import Obj
-from contract.pods import PodView
-from infra.events import pod_ref
+from contract.chip_names import quoted
 from infra.http import PROMETHEUS_TEXT, Caller, HttpServer, Limits, Response, error
-from infra.kube.port import KubeError, KubeGateway, NotFound
+from infra.kube.port import KubeError, KubeGateway
 from infra.leader import LeaderElector, PodLabel, Timing
-from scheduler_core.engine import rescheduling
-from scheduler_core.service.deletions import delete_marked
-from scheduler_core.service.extender import BindRefused, Extender
-from scheduler_core.service.fault_restarts import GANG_RESTART, ResetUpdate
-from scheduler_core.service.informers import ClusterInformers
-from scheduler_core.service.metrics import ClusterView, Metrics, NpuNode
-from scheduler_core.service.npu_map import PATHS as MAP_PATHS
-from scheduler_core.service.npu_map import NpuMap, read_view
-from scheduler_core.service.volcano import VolcanoVerbs
+from scheduler_core.service.controllers.configmaps import OwnedConfigMaps, TorShare
+from scheduler_core.service.controllers.creations import FailedCreations
+from scheduler_core.service.controllers.malformed import MalformedPods
+from scheduler_core.service.controllers.reset_configs import ResetConfigs
+from scheduler_core.service.controllers.restarts import FaultRestarter
+from scheduler_core.service.state.informers import ClusterInformers
+from scheduler_core.service.verbs.extender import BindRefused, Extender
+from scheduler_core.service.verbs.volcano import VolcanoVerbs
+from scheduler_core.service.views.metrics import Metrics, read_cluster
+from scheduler_core.service.views.npu_map import PATHS as MAP_PATHS
+from scheduler_core.service.views.npu_map import NpuMap, read_view
 from scheduler_core.service.wire import BadRequest, ExtenderArgs, decode_extender_args
 
 log = logging.getLogger(__name__)
@@ -58,8 +58,6 @@ log = logging.getLogger(__name__)
 VERBS = ("filter", "prioritize", "preempt", "bind")
 TYPED_VERBS = frozenset({"filter", "prioritize"})
 KNOWN_VERBS = frozenset(VERBS) | {f"volcano/{v}" for v in VolcanoVerbs.VERBS}
-MALFORMED_REASON = "NPUAnnotationMalformed"
-CHIP_CUT_ERROR = "chipDyCutErr"  # upstream's reason for deleting a pod whose vNPU failed
 COMPARE = "debug/compare"  # POST: this replica's view against a fresh read (guarded)
 # Seconds between two /debug/compare calls a replica answers: each LISTs every pod, node and
 # ConfigMap, which a caller looping on it would turn into load on the API server.
@@ -267,17 +265,19 @@ class SchedulerService:
         self.leader = None if election is None else self._elector(gateway, election)
         if self.leader is not None:
             extender.state.fence = self.leader.may_decide  # re-checked before a decision is written
-        self.metrics = Metrics(lambda: self.extender.state.binds, extender.state.node_count)
-        self.metrics.read(self._cluster_view, extender.state.gangs.ttl)
+        state = extender.state
+        self.metrics = Metrics(lambda: state.binds, state.node_count)
+        self.metrics.read(lambda: read_cluster(state, self.deciding()), state.gangs.ttl)
+        self.malformed = MalformedPods(state.events, lambda: self.metrics.malformed("pod"))
         self.volcano = VolcanoVerbs(extender, self._fresh_view, force_enqueue)
         self.informers = ClusterInformers(
             gateway,
-            extender,
+            extender.state,
             clock,
             self_maintain=self_maintain,
             noded=noded,
             clusterd=clusterd,
-            on_pods=self._report_malformed,
+            on_pods=self.malformed.report,
             on_api_error=self.metrics.watch_failed,
             on_loop_error=self.metrics.loop_failed,
         )
@@ -289,35 +289,24 @@ class SchedulerService:
         self._metrics_server: HttpServer | None = None
         self.metrics_url = ""
         self._thread: threading.Thread | None = None
-        self._written: dict[tuple[str, str], dict[str, str]] = {}
-        self._write_errors: dict[tuple[str, str], str] = {}
-        self._delete_errors: dict[str, str] = {}  # pod → the last error deleting it
-        self._restored = False
         self._last_read: float | None = None
         self._reading = threading.Lock()  # one read or maintenance pass at a time
-        self._malformed: dict[str, str] = {}  # pod → the version already reported
         self._compare_period = compare_period
         self._compared: float | None = None  # when /debug/compare last ran (monotonic)
         self._comparing = threading.Lock()
+        # The controllers the leader runs at each maintenance pass, in this order.
+        configmaps = OwnedConfigMaps(gateway)
+        self.restarts = FaultRestarter(gateway, state, configmaps, self.informers.fault_record_data)
+        self.controllers: tuple[Callable[[], None], ...] = (
+            self.restarts.run,
+            ResetConfigs(gateway, state).run,
+            FailedCreations(gateway, state, self.metrics.vnpu_restarted).run,
+            TorShare(state, configmaps).run,
+        )
         # The live NPU map (--npu-map): on the verbs' port only, behind their authentication.
         self.npu_map = (
-            NpuMap(lambda: read_view(extender.state, self.informers.holders())) if npu_map else None
+            NpuMap(lambda: read_view(state, self.informers.holders())) if npu_map else None
         )
-
-    def _cluster_view(self) -> ClusterView:
-        """What a scrape reports of the state: references copied under its lock, O(nodes)."""
-        state = self.extender.state
-        leader = self.deciding()  # the election's lock is not taken under the state's
-        with state.lock:
-            session = state.session
-            nodes = [
-                NpuNode(name, node.product, session.usable(name), node.unhealthy)
-                for name, node in session.nodes.items()
-            ]
-            left_out = dict(state.left_out)
-            waiting, oldest = state.gangs.wait_classes(state.clock())
-            restarts = {**state.faults.restarted, GANG_RESTART: state.gangs.restarted}
-        return ClusterView(leader, nodes, left_out, waiting, oldest, restarts)
 
     def _elector(self, gateway: KubeGateway, election: Election) -> LeaderElector:
         label = None
@@ -347,165 +336,14 @@ class SchedulerService:
     def maintain(self) -> None:
         """The periodic pass: time acts on the view, fault jobs restart, the scheduler's
         ConfigMaps are written when they changed. It reads nothing from the API server."""
-        if not self._restored:
-            self._restore_faults()
+        self.restarts.restore_once()
         self.informers.tick()
-        self.extender.state.expire()
+        self.extender.state.expire()  # holds and assumed binds, on a standby's view too
         if self.deciding():  # a standby deletes and writes nothing: the leader does
-            self._reschedule()
-            self._delete_failed_creations()
-            shared = self.extender.state.tor_share_data()
-            if shared is not None:
-                self._write_configmap(*TOR_SHARE_CONFIGMAP, shared)
+            for controller in self.controllers:
+                controller()
         if self.informers.healthy():
             self._last_read = self._clock()
-
-    def _report_malformed(self, pods: list[PodView]) -> None:
-        """A pod whose chip annotations are malformed holds no chips by them: say so once per
-        version of it (a log line, a counter, a Warning Event on the pod)."""
-        for pod in pods:
-            errors = pod.errors()
-            if not errors or self._malformed.get(pod.key) == pod.resource_version:
-                continue
-            self._malformed[pod.key] = pod.resource_version
-            self.metrics.malformed("pod")
-            message = "; ".join(errors)
-            log.warning("ignoring chip annotations: %s", message, extra={"pod": pod.key})
-            self.extender.state.events.warn(
-                pod_ref(pod.namespace, pod.name, pod.uid), MALFORMED_REASON, message
-            )
-
-    def _restore_faults(self) -> None:
-        """Fault jobs restarting when this scheduler (re)started or took the lead: from the
-        record it (or the leader before it) wrote."""
-        data = self.informers.fault_record_data()
-        if data is None:
-            self._restored = True
-            return
-        try:
-            faults = rescheduling.restore(data)
-            retries = rescheduling.restore_retries(data)
-        except InvalidInput as bad:
-            log.error("fault record not restored: %s", bad)
-        else:
-            self.extender.state.restore_faults(faults, retries)
-            self._written[FAULT_RECORD] = dict(data)
-        self._restored = True
-
-    def _reschedule(self) -> None:
-        for deletion in self.extender.state.restart_deletions():
-            key = f"{deletion.namespace}/{deletion.name}"
-            try:
-                delete_marked(
-                    self.gateway,
-                    deletion.namespace,
-                    deletion.name,
-                    deletion.uid,
-                    grace_seconds=deletion.grace_seconds,
-                    reason=deletion.reason,
-                )
-                log.warning(
-                    "deleted %s (grace %s): %s",
-                    key,
-                    deletion.grace_seconds,
-                    deletion.why,
-                    extra={"pod": key},
-                )
-                about = pod_ref(deletion.namespace, deletion.name, deletion.uid)
-                self.extender.state.events.warn(about, deletion.reason, deletion.why)
-            except NotFound:
-                pass  # already gone (or replaced: the UID precondition keeps the new one)
-            except KubeError as failed:
-                log.warning("pod %s of a restarting job not deleted: %s", key, failed)
-        record, configs = self.extender.state.fault_records()
-        # No record before a first fault or restart.
-        if configs or rescheduling.RETRIES_KEY in record or FAULT_RECORD in self._written:
-            self._write_configmap(*FAULT_RECORD, record)
-        for (namespace, name), data in configs.items():
-            self._write_configmap(namespace, name, data)
-        for namespace, job, update in self.extender.state.resets_due():
-            self._update_reset_config(namespace, job, update)
-
-    def _update_reset_config(self, namespace: str, job: str, update: ResetUpdate) -> None:
-        """Volcano's update of the job's ``reset-config-<job>`` (``rescheduling.
-        reset_config``), only when the user made one (label ``reset=true``): never created."""
-        name = rescheduling.RESET_CONFIG_PREFIX + job
-        try:
-            current = self.gateway.get_configmap(namespace, name)
-        except NotFound:
-            return  # the job asked for none
-        except KubeError as failed:
-            log.warning("configmap %s/%s not read: %s", namespace, name, failed)
-            return
-        meta = current.get("metadata") or {}
-        if (meta.get("labels") or {}).get("reset") != "true":
-            return
-        try:
-            data = rescheduling.reset_config(
-                current.get("data") or {},
-                time.time(),
-                pod_level=update.pod_level,
-                graceful_exit=update.graceful_exit,
-            )
-        except InvalidInput as bad:
-            log.warning("configmap %s/%s not updated: %s", namespace, name, bad)
-            return
-        try:
-            self.gateway.update_configmap({**current, "data": data})
-        except KubeError as failed:
-            log.warning("configmap %s/%s not updated: %s", namespace, name, failed)
-            return
-        log.info("updated %s/%s: %s", namespace, name, data[rescheduling.RESET_DATA_KEY])
-
-    def _delete_failed_creations(self) -> None:
-        """A pod the kubelet failed because its vNPU could not be made is deleted at once,
-        so that its controller makes it again (upstream's ``chipDyCutErr`` recovery)."""
-        for pod in self.extender.state.failed_creations():
-            try:
-                delete_marked(
-                    self.gateway,
-                    pod.namespace,
-                    pod.name,
-                    pod.uid,
-                    grace_seconds=0,
-                    reason=CHIP_CUT_ERROR,
-                )
-            except NotFound:
-                self._delete_errors.pop(pod.key, None)
-                continue  # already gone (or replaced: the UID precondition keeps the new one)
-            except KubeError as failed:
-                if self._delete_errors.get(pod.key) != str(failed):
-                    log.warning("pod %s (vNPU not made) not deleted: %s", pod.key, failed)
-                self._delete_errors[pod.key] = str(failed)
-                continue
-            self._delete_errors.pop(pod.key, None)
-            self.metrics.vnpu_restarted()
-            log.warning("deleted %s: its vNPU could not be made", pod.key, extra={"pod": pod.key})
-            message = f"deleted: the kubelet failed it ({pod.reason}), its vNPU could not be made"
-            self.extender.state.events.warn(
-                pod_ref(pod.namespace, pod.name, pod.uid), CHIP_CUT_ERROR, message
-            )
-
-    def _write_configmap(self, namespace: str, name: str, data: dict[str, str]) -> None:
-        """Create or replace a ConfigMap the scheduler owns, when its content changed."""
-        if self._written.get((namespace, name)) == data:
-            return
-        # Labelled as the scheduler's: its admission policy lets it replace a job's
-        # fault-config only when it made it (never a tenant's own ConfigMap of that name).
-        metadata = {"namespace": namespace, "name": name, "labels": dict([WRITER_LABEL])}
-        body: Obj = {"metadata": metadata, "data": data}
-        try:
-            try:
-                self.gateway.update_configmap(body)
-            except NotFound:
-                self.gateway.create_configmap(body)
-        except KubeError as failed:
-            if self._write_errors.get((namespace, name)) != str(failed):
-                log.warning("configmap %s/%s not written: %s", namespace, name, failed)
-            self._write_errors[(namespace, name)] = str(failed)
-            return
-        self._write_errors.pop((namespace, name), None)
-        self._written[(namespace, name)] = data
 
     def _maintain_loop(self) -> None:
         # start() has just read the cluster: the first pass is one period later.
@@ -515,7 +353,7 @@ class SchedulerService:
 
     def _lead(self) -> None:
         """This replica now leads: read everything once more, fault record included."""
-        self._restored = False
+        self.restarts.lead()
         self.refresh_once_safely()
 
     def handle(self, verb: str, body: Any) -> Any:

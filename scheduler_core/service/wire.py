@@ -23,8 +23,8 @@ from contract.objects import Obj
 from contract.pods import PodView, pod_view
 from contract.vnpu import NPU_CORE_RESOURCE, VNPU_KIND_OF_RING
 from scheduler_core.engine.model import Job, Task
-from scheduler_core.service.jobs import JobDirectory, JobSettings, a3_role_refusal
-from scheduler_core.service.vnpu_nodes import VnpuTask
+from scheduler_core.service.state.jobs import JobDirectory, JobSettings, a3_role_refusal
+from scheduler_core.service.state.vnpu_nodes import VnpuTask
 
 MAX_SCORE = 10
 

@@ -91,10 +91,11 @@ KNOWN: tuple[Known, ...] = (
         "a job of several pods each smaller than a server: Volcano allocates them one by one, "
         "each on the node the plugin scores best, which is the one the pod before took while "
         "it has room (volcano pkg/scheduler/actions/allocate; two pods of 4 share one 910 x8 "
-        "server); ours gives each member a server of its own (scheduler_core/service/gangs.py "
-        "GangBook.reserve, locality.choose) and refuses the job where there are fewer servers "
-        "than pods; deliberate (docs/compatibility.md: Huawei's own samples keep their pods "
-        "apart by podAntiAffinity on the host name, which the reservation cannot see)",
+        "server); ours gives each member a server of its own "
+        "(scheduler_core/service/state/gangs.py GangBook.reserve, locality.choose) and refuses "
+        "the job where there are fewer servers than pods; deliberate (docs/compatibility.md: "
+        "Huawei's own samples keep their pods apart by podAntiAffinity on the host name, which "
+        "the reservation cannot see)",
         lambda case, verdict: (
             (verdict.kind == "nodes" and "Huawei puts several pods on" in verdict.detail)
             or (verdict.kind == "verdict" and _packed_where_we_refuse(verdict.detail))

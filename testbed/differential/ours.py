@@ -3,7 +3,7 @@
 Our decision is the engine's, as the service makes it for a Volcano job: a job of one pod
 without network rules placed by ``Session.place`` (the best-scored node, Volcano's
 ``predicate`` + ``prioritize`` + ``allocateFunc``); a gang, or a job with ``tor-affinity`` or
-``sp-block``, by the service's reservation (``scheduler_core/service/gangs.py``
+``sp-block``, by the service's reservation (``scheduler_core/service/state/gangs.py``
 ``GangBook.reserve``: candidates by score, then ``locality.choose`` on the case's network,
 then ``Session.place`` on the nodes chosen). The network is the case's: the run's ToR layout
 and each node's address, its SuperPoD id; the settings are the init-params Huawei ships
@@ -52,7 +52,7 @@ from scheduler_core.engine.policies import DEFAULT_POLICY
 from scheduler_core.engine.session import Session
 from scheduler_core.engine.superpod import SuperPodInvalid
 from scheduler_core.engine.tor import TorInvalid
-from scheduler_core.service.jobs import JobSettings
+from scheduler_core.service.state.jobs import JobSettings
 from scheduler_core.service.wire import _a3_roles
 from testbed.differential.cases import TOR_LAYOUT, Case
 from testbed.differential.huawei import Outcome

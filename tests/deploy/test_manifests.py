@@ -21,7 +21,7 @@ from contract.groups import PODGROUP_APIS
 from contract.objects import PLACED_RESOURCES
 from infra.kube.port import KubeGateway
 from scheduler_core.certs import CLIENT_NAME, VALIDITY, SecretNames, contents, issue
-from scheduler_core.service.volcano import VolcanoVerbs
+from scheduler_core.service.verbs.volcano import VolcanoVerbs
 from testbed.manifests import helm_template, kustomize
 
 ROOT = Path(__file__).parents[2]

@@ -174,7 +174,7 @@ def remaining(cluster: SimulatedCluster) -> dict[str, int] | None:
 def test_fault_retry_times_bounds_the_restarts_after_pod_failures(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, "scheduler_core.service.fault_restarts")
+    caplog.set_level(logging.WARNING, "scheduler_core.service.state.fault_restarts")
     # A distributed job's pods take a whole server each: two servers, 8 chips a pod (a job of
     # two 4-chip pods on one server never ran, and the test failed a pod only pending).
     with simulated_cluster(2) as cluster:

@@ -10,8 +10,8 @@ import urllib.request
 from typing import Any
 
 from contract.deviceinfo import DeviceInfo
-from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.verbs.extender import Extender
 from simulation.cluster import serving
 from simulation.memory import MemoryCluster, pod_object, put_npu_node
 from simulation.volcano import VolcanoScheduler

@@ -19,8 +19,8 @@ from contract.chip_names import NPU
 from contract.deviceinfo import DeviceInfo
 from contract.groups import PODGROUP_APIS, VOLCANO, podgroups
 from scheduler_core.engine.rescheduling import RA_BLOCK_STAGE, SUPER_POD_STAGE
-from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.verbs.extender import Extender
 from simulation.cluster import serving
 from simulation.memory import MemoryCluster, pod_object, put_npu_node
 from simulation.volcano import VolcanoScheduler

@@ -5,8 +5,8 @@ its chip exactly when the switch is on."""
 
 from __future__ import annotations
 
-from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.verbs.extender import Extender
 from simulation.cluster import wait_for
 from simulation.memory import MemoryCluster, pod_object
 from tests.clusterd_maps import device_entry, devices, nodes, public_fault

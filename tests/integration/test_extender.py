@@ -12,10 +12,10 @@ from contract.annotations import PREDICATE_TIME
 from contract.deviceinfo import ChipFault, DeviceInfo
 from contract.pods import pod_view
 from infra.kube.port import KubeError
-from scheduler_core.service import live_view
-from scheduler_core.service.cluster_view import NodeView
-from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.state import live_view
+from scheduler_core.service.state.cluster_view import NodeView
+from scheduler_core.service.verbs.extender import Extender
 from scheduler_core.service.wire import ExtenderFilterResult, HostPriority, normalize
 from simulation.memory import MemoryCluster, pod_object
 

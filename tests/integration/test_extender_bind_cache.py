@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from scheduler_core.engine.model import Job
-from scheduler_core.service.extender import BindRefused
+from scheduler_core.service.verbs.extender import BindRefused
 from scheduler_core.service.wire import normalize, normalize_list, pod_request
 from simulation.memory import pod_object
 from tests.integration.test_extender import Harness, pending, schedule

@@ -13,9 +13,9 @@ from agent.deviceinfo_publisher import configmap
 from contract.chip_names import ASCEND310, ASCEND310P, ASCEND910, ChipKind
 from contract.deviceinfo import DeviceInfo
 from contract.vnpu import TEMPLATES_310P, parse_core_choice
-from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
-from scheduler_core.service.volcano import VolcanoVerbs
+from scheduler_core.service.verbs.extender import Extender
+from scheduler_core.service.verbs.volcano import VolcanoVerbs
 from scheduler_core.service.wire import ExtenderFilterResult
 from simulation.memory import MemoryCluster, pod_object
 from tests.integration.test_extender import Clock, schedule

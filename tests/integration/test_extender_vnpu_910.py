@@ -15,8 +15,8 @@ import pytest
 from agent.deviceinfo_publisher import configmap
 from contract.chip_names import ASCEND310P, ASCEND910, ChipKind
 from contract.deviceinfo import DeviceInfo
-from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.verbs.extender import Extender
 from simulation.memory import MemoryCluster, pod_object
 
 NPU_CORE = "huawei.com/npu-core"

@@ -10,8 +10,8 @@ import pytest
 
 from contract.deviceinfo import DATA_KEY, DeviceInfo, check_code, encode
 from infra.kube.port import KubeError, Page, Selection
-from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.verbs.extender import Extender
 from scheduler_core.service.wire import BadPod, pod_request
 from simulation.memory import MemoryCluster, pod_object
 from tests.integration.test_extender import Harness, add_node, bind_args, pending

@@ -10,8 +10,8 @@ from contract.deviceinfo import DeviceInfo, encode
 from contract.groups import COSCHEDULING, COSCHEDULING_GROUP_LABEL, PODGROUP_APIS, podgroups
 from infra.kube.port import KubeError
 from scheduler_core.engine import locality, rescheduling
-from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.verbs.extender import Extender
 from scheduler_core.service.wire import ExtenderFilterResult
 from simulation.memory import MemoryCluster, pod_object
 from tests.integration.test_extender import Clock, add_node, schedule

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from infra.kube.client import KubernetesGateway
-from scheduler_core.service.extender import Extender
-from scheduler_core.service.npu_map import FAULTY, HELD
 from scheduler_core.service.server import OPEN, Access, SchedulerService
+from scheduler_core.service.verbs.extender import Extender
+from scheduler_core.service.views.npu_map import FAULTY, HELD
 from simulation.cluster import SimulatedCluster, simulated_cluster, tor_configmap, wait_for
 from simulation.kube_scheduler import KubeScheduler
 from simulation.loopback import LoopbackApiServer

@@ -15,8 +15,8 @@ from agent.pod_cache import PodCache
 from chip_drivers.chips import Chip, NodeChips
 from contract.chip_names import parse_chip_list
 from contract.pods import PodView
-from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.verbs.extender import Extender
 from simulation.memory import MemoryCluster, pod_object
 from tests.integration.test_extender import add_node
 

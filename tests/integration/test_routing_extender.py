@@ -7,8 +7,8 @@ from typing import Any
 
 from agent.deviceinfo_publisher import configmap
 from contract.deviceinfo import DeviceInfo
-from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.verbs.extender import Extender
 from simulation.memory import MemoryCluster, pod_object
 from tests.integration.test_extender import Clock, schedule
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from agent.deviceinfo_publisher import configmap
 from contract.deviceinfo import DeviceInfo
-from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.verbs.extender import Extender
 from simulation.memory import MemoryCluster, pod_object, put_npu_node
 from simulation.processes import scheduler_process
 from tests.unit.helpers import metric

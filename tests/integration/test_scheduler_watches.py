@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from scheduler_core.service.extender import Extender
 from scheduler_core.service.server import SchedulerService
+from scheduler_core.service.verbs.extender import Extender
 from simulation.cluster import wait_for
 from simulation.kube_scheduler import post_json
 from simulation.memory import MemoryCluster, pod_object

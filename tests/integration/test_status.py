@@ -15,8 +15,8 @@ from chip_topology.products import MODULE_910X8
 from contract.chip_names import ASCEND310, ASCEND310P
 from contract.deviceinfo import DeviceInfo, encode
 from contract.pods import pod_view
-from scheduler_core.service import live_view
-from scheduler_core.service.status import cluster_json, cluster_lines
+from scheduler_core.service.state import live_view
+from scheduler_core.service.views.status import cluster_json, cluster_lines
 from simulation.cluster import state_file
 from simulation.loopback import LoopbackApiServer, kubeconfig
 from simulation.memory import MemoryCluster, pod_object

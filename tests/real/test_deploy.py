@@ -46,8 +46,9 @@ from infra.kube.policies import AGENT_POLICIES, DRA_DRIVER_POLICIES, SCHEDULER_P
 from infra.kube.port import KubeError
 from scheduler_core.certs import SecretNames
 from scheduler_core.engine.rescheduling import GANG_RESTART_REASON
-from scheduler_core.service.deletions import delete_marked
-from scheduler_core.service.server import CHIP_CUT_ERROR, LEADER_LABEL, Election
+from scheduler_core.service.controllers.creations import CHIP_CUT_ERROR
+from scheduler_core.service.controllers.deletions import delete_marked
+from scheduler_core.service.server import LEADER_LABEL, Election
 from testbed.cluster import (
     AGENT_ACCOUNT,
     NAMESPACE,

@@ -9,8 +9,14 @@ from contract.deviceinfo import ChipFault, DeviceInfo, encode
 from contract.nodeinfo import DeviceFault, NodeInfo
 from contract.objects import Obj
 from contract.pods import PodView, pod_view
-from scheduler_core.service.cluster_view import NodeD, NodeView, node_view, published, trim_node
-from scheduler_core.service.live_view import LiveView, build
+from scheduler_core.service.state.cluster_view import (
+    NodeD,
+    NodeView,
+    node_view,
+    published,
+    trim_node,
+)
+from scheduler_core.service.state.live_view import LiveView, build
 from simulation.memory import pod_object
 
 NOW = 1_700_000_000

@@ -7,7 +7,7 @@ import pytest
 
 from contract import clusterd
 from contract.chip_names import InvalidInput
-from scheduler_core.service.live_view import LiveView
+from scheduler_core.service.state.live_view import LiveView
 from tests.clusterd_maps import (
     UPDATE_TIME,
     device_entry,

@@ -11,9 +11,9 @@ from scheduler_core.engine import locality
 from scheduler_core.engine.model import Placement
 from scheduler_core.engine.rescheduling import FORCE, JobPod, restore
 from scheduler_core.engine.session import Session
-from scheduler_core.service.assumed import Assumed, AssumedBinds
-from scheduler_core.service.fault_restarts import FaultRestarts
-from scheduler_core.service.gangs import (
+from scheduler_core.service.state.assumed import Assumed, AssumedBinds
+from scheduler_core.service.state.fault_restarts import FaultRestarts
+from scheduler_core.service.state.gangs import (
     BoundMember,
     GangPods,
     Gangs,
@@ -21,7 +21,7 @@ from scheduler_core.service.gangs import (
     NotReserved,
     Reservation,
 )
-from scheduler_core.service.tor_state import TorState
+from scheduler_core.service.state.tor_state import TorState
 from scheduler_core.service.wire import PodRequest
 from simulation.cluster import tor_configmap
 from tests.unit.helpers import node

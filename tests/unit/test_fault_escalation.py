@@ -11,7 +11,6 @@ import pytest
 from agent.faults.escalation import FaultMachine, Observation, parse_reasons
 from agent.faults.pipeline import FaultPipeline
 from agent.faults.table import (
-    LEVELS,
     BadConfig,
     default_config,
     parse_customization,
@@ -19,6 +18,7 @@ from agent.faults.table import (
 )
 from chip_drivers.chips import Chip, Network, NodeChips
 from contract.chip_names import ASCEND910
+from contract.fault_levels import LEVELS
 from simulation.memory import MemoryCluster
 
 DATA = Path(__file__).parents[2] / "agent" / "faults" / "data"

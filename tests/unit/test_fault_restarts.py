@@ -7,7 +7,7 @@ from contract.groups import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
 from contract.pods import PodView, pod_view
 from scheduler_core.engine import rescheduling
 from scheduler_core.engine.rescheduling import FORCE, JobPod, Recovery
-from scheduler_core.service.fault_restarts import FaultRestarts, ResetUpdate
+from scheduler_core.service.state.fault_restarts import FaultRestarts, ResetUpdate
 from simulation.memory import pod_object
 
 JOB = "work/gang"

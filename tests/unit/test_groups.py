@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from contract.groups import COSCHEDULING, KUEUE, OWN, VOLCANO, group_of, rank_hint
 from contract.pods import PodView, pod_view
-from scheduler_core.service.gangs import GangPods
-from scheduler_core.service.jobs import JobDirectory, JobSettings, podgroup_info, unmarked_roles
+from scheduler_core.service.state.gangs import GangPods
+from scheduler_core.service.state.jobs import (
+    JobDirectory,
+    JobSettings,
+    podgroup_info,
+    unmarked_roles,
+)
 from scheduler_core.service.wire import BadPod, pod_request
 from simulation.memory import pod_object
 

@@ -19,14 +19,32 @@ SHIPPED = (
     "scheduler_core",
 )
 OURS = (*SHIPPED, "simulation")
+# What the scheduler's service builds on, and its state, which all of its parts read.
+DECIDING = {"contract", "chip_topology", "infra", "scheduler_core.engine"}
+SERVICE_PARTS = {*DECIDING, "scheduler_core.service.state"}
+SERVICE_PACKAGES = ("state", "verbs", "controllers", "views")
 # Package (or sub-package) → the packages of ours it may import, besides itself.
 ALLOWED = {
     "contract": set(),
     "chip_topology": {"contract"},
     "deviceplugin_api": set(),
-    "infra": {"contract"},
+    # Generic: the Kubernetes port, HTTP, metrics, logs; it knows no domain.
+    "infra": set(),
     "scheduler_core.engine": {"contract", "chip_topology"},
-    "scheduler_core": {"contract", "chip_topology", "infra", "scheduler_core.engine"},
+    # The CLI and the service's wiring (``service.server``): all of the service's parts.
+    "scheduler_core": {
+        *DECIDING,
+        *(f"scheduler_core.service.{part}" for part in SERVICE_PACKAGES),
+        "scheduler_core.service.wire",
+    },
+    # The service's parts (scheduler_core/service/*/__init__.py say what each is): the state
+    # serves and acts on nothing; the verbs, the controllers and the views each read it and
+    # import none of the others.
+    "scheduler_core.service.state": {*DECIDING, "scheduler_core.service.wire"},
+    "scheduler_core.service.wire": {*DECIDING, "scheduler_core.service.state"},
+    "scheduler_core.service.verbs": {*SERVICE_PARTS, "scheduler_core.service.wire"},
+    "scheduler_core.service.controllers": SERVICE_PARTS,
+    "scheduler_core.service.views": SERVICE_PARTS,
     # The chip drivers both node daemons read chips through.
     "chip_drivers": {"contract", "chip_topology", "infra"},
     # The agent imports nothing of the scheduler: the chip rules it needs are shared.

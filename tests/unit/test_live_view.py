@@ -11,8 +11,8 @@ from contract.deviceinfo import DeviceInfo, configmap_name, encode
 from contract.objects import Obj
 from contract.pods import PodView, cached_pod_view
 from contract.vnpu import CORE_SPECS, template_cores
-from scheduler_core.service import live_view
-from scheduler_core.service.live_view import LiveView
+from scheduler_core.service.state import live_view
+from scheduler_core.service.state.live_view import LiveView
 from simulation.memory import pod_object
 
 NOW = 1_700_000_000.0

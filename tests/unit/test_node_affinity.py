@@ -28,8 +28,8 @@ from contract.node_affinity import (
     pod_constraints,
 )
 from contract.pods import pod_view
-from scheduler_core.service.cluster_view import trim_node
-from scheduler_core.service.node_fits import NodeFits
+from scheduler_core.service.state.cluster_view import trim_node
+from scheduler_core.service.state.node_fits import NodeFits
 
 
 def required(*terms: dict[str, Any]) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from infra import config
 from scheduler_core.__main__ import build_parser
 from scheduler_core.engine import locality
 from scheduler_core.engine.model import NodeState
-from scheduler_core.service.gangs import WaitingGang
-from scheduler_core.service.npu_map import MapInputs, NodeCache, encode, snapshot
+from scheduler_core.service.state.gangs import WaitingGang
+from scheduler_core.service.views.npu_map import MapInputs, NodeCache, encode, snapshot
 
 ROOT = Path(__file__).parents[2]
 TOPOLOGY = parse_topology(

@@ -1,4 +1,4 @@
-"""Reading the imported ToR topology from its ConfigMap (``infra/tor_topology.py``)."""
+"""Reading the imported ToR topology from its ConfigMap (``contract/tor_topology.py``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from infra.tor_topology import TopologyReader
+from contract.tor_topology import TopologyReader
 from tests.unit.helpers import server_ip, tor_info
 
 
@@ -14,7 +14,7 @@ def test_a_malformed_topology_reads_as_none_and_is_logged_once_until_it_changes(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     reader = TopologyReader()
-    caplog.set_level(logging.ERROR, logger="infra.tor_topology")
+    caplog.set_level(logging.ERROR, logger="contract.tor_topology")
     for _ in range(3):
         assert reader.read({"tor_info": "{not json"}) is None
     assert len(caplog.records) == 1

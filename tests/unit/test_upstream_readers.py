@@ -2,7 +2,7 @@
 their Go code: tests/upstream_readers.py), fault for fault: ClusterD accepts its CheckCode and
 decodes every fault entry into the code, level and time we meant; Volcano finds the fault
 cards, the sub-health and the PreSeparate reasons our scheduler finds
-(``scheduler_core/engine/fault_levels.py``)."""
+(``scheduler_core/engine/chip_faults.py``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from agent.faults.table import FaultConfig, default_config
 from chip_drivers.chips import Chip, Network, NodeChips
 from contract.chip_names import chip_name
 from contract.deviceinfo import decode
-from scheduler_core.engine.fault_levels import KEEPS_RUNNING, handling, node_faults
+from scheduler_core.engine.chip_faults import KEEPS_RUNNING, handling, node_faults
 from tests.upstream_readers import (
     Refused,
     clusterd_device_info,

@@ -14,7 +14,7 @@ from contract.chip_names import ASCEND310P, ASCEND910
 from contract.vnpu import parse_core_choice, parse_virtual_name
 from scheduler_core.engine import vnpu
 from scheduler_core.engine.vnpu import Resource, VnpuInvalid, VPod
-from scheduler_core.service.vnpu_nodes import VnpuNodes, VnpuTask, chip_type_of
+from scheduler_core.service.state.vnpu_nodes import VnpuNodes, VnpuTask, chip_type_of
 
 ERROR_INT = -1  # util.ErrorInt
 A3_20, A3_24 = "Ascend910A3-20", "Ascend910A3-24"

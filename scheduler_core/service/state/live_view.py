@@ -22,7 +22,7 @@ from contract.node_affinity import NodeFacts, node_facts
 from contract.objects import Obj
 from contract.pods import PodView
 from scheduler_core.engine.vnpu import VPod
-from scheduler_core.service.cluster_view import (
+from scheduler_core.service.state.cluster_view import (
     NodeD,
     NodeView,
     Snapshot,
@@ -31,7 +31,7 @@ from scheduler_core.service.cluster_view import (
     published,
     snapshot,
 )
-from scheduler_core.service.vnpu_nodes import vpod_of
+from scheduler_core.service.state.vnpu_nodes import vpod_of
 
 log = logging.getLogger(__name__)
 

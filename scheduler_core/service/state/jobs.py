@@ -124,6 +124,11 @@ class JobSettings:
     # (``unmarked_roles``): an A3 job with one is refused (``a3_role_refusal``).
     unmarked: tuple[str, ...] = ()
 
+    def pod_labels(self, pod: PodView) -> Mapping[str, str]:
+        """The pod's labels with its job's settings (its own, where the job cannot be
+        read)."""
+        return pod.labels if self.refusal or self.waiting else self.labels
+
     def labels_of(self, pod: PodView) -> Mapping[str, str]:
         """Another pod of the same job: its labels with this job's settings (its own, where
         the job cannot be read)."""

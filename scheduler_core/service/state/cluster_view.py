@@ -38,13 +38,14 @@ from contract.chip_names import (
     parse_chip_list,
 )
 from contract.deviceinfo import MAX_AGE
+from contract.fault_levels import SUB_HEALTH
 from contract.node_affinity import DO_NOT_SCHEDULE, NodeFacts, node_facts
 from contract.objects import PLACED_RESOURCES, Obj, node_address
 from contract.vnpu import NPU_CORE_RESOURCE, VNPU_KINDS
-from scheduler_core.engine.fault_levels import SUB_HEALTH, NodeFaults, handling, node_faults
+from scheduler_core.engine.chip_faults import NodeFaults, handling, node_faults
 from scheduler_core.engine.model import NodeState
 from scheduler_core.engine.vnpu import VNode, VPod
-from scheduler_core.service.vnpu_nodes import vnode_of
+from scheduler_core.service.state.vnpu_nodes import vnode_of
 
 MAX_SKEW = 60  # seconds a node's clock may run ahead of the scheduler's
 
@@ -86,7 +87,7 @@ class NodeView:
     reason: str = ""  # why it is left out (state None)
     # Its agent publishes nothing (recent), or NodeD reports it UnHealthy: its pods fail.
     down: bool = False
-    # Chips whose fault stops a running pod (``fault_levels``), if its DeviceInfo was read.
+    # Chips whose fault stops a running pod (``chip_faults``), if its DeviceInfo was read.
     failed: frozenset[int] | None = None
     address: str = ""
     super_pod: int | None = None
@@ -353,7 +354,7 @@ def _node_state(
     fewer_free: bool = False,
 ) -> NodeState | str:
     """The node's state, or why it is left out. A pre-separated chip no pod holds takes no
-    new pod, as ClusterD lists it unhealthy (``fault_levels``), nor does a chip being reset;
+    new pod, as ClusterD lists it unhealthy (``chip_faults``), nor does a chip being reset;
     where the agent does not list it unhealthy, the kubelet's idle count is taken down by it
     too."""
     name = node["metadata"]["name"]

@@ -27,7 +27,8 @@ from infra.metrics import (
     owned,
     registry,
 )
-from scheduler_core.service.fault_restarts import RESTART_KINDS, VNPU
+from scheduler_core.service.state.extender_state import ExtenderState
+from scheduler_core.service.state.fault_restarts import GANG_RESTART, RESTART_KINDS, VNPU
 
 COMPONENT = "scheduler"
 CHIP_STATES = ("free", "held", "unhealthy")
@@ -62,6 +63,22 @@ class ClusterView:
     waiting: Mapping[str, int]  # gangs waiting by reason class
     oldest_wait: float  # seconds the longest-waiting gang has waited (0: none)
     restarts: Mapping[str, int]  # restarts begun since start, by kind (vNPU's excepted)
+
+
+def read_cluster(state: ExtenderState, leader: bool) -> ClusterView:
+    """What a scrape reports of the state: references copied under its lock, O(nodes).
+    ``leader`` is read by the caller first: the election's lock is not taken under the
+    state's."""
+    with state.lock:
+        session = state.session
+        nodes = [
+            NpuNode(name, node.product, session.usable(name), node.unhealthy)
+            for name, node in session.nodes.items()
+        ]
+        left_out = dict(state.left_out)
+        waiting, oldest = state.gangs.wait_classes(state.clock())
+        restarts = {**state.faults.restarts.restarted, GANG_RESTART: state.gangs.restarted}
+    return ClusterView(leader, nodes, left_out, waiting, oldest, restarts)
 
 
 def exclusion_class(reason: str) -> str:

@@ -32,9 +32,9 @@ from contract.objects import Obj
 from contract.pods import PodView, pod_view
 from infra.kube.port import KubeError, KubeGateway, NotFound
 from scheduler_core.engine.policies import DEFAULT_POLICY, Policy
-from scheduler_core.service.extender_state import ExtenderState
-from scheduler_core.service.filter_passes import FilterPasses
-from scheduler_core.service.kinds import (
+from scheduler_core.service.state.extender_state import ExtenderState
+from scheduler_core.service.verbs.filter_passes import FilterPasses
+from scheduler_core.service.verbs.kinds import (
     Chips,
     DynamicVnpu,
     GangMember,

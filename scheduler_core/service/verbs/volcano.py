@@ -17,7 +17,7 @@ import msgspec
 
 from contract.objects import PLACED_RESOURCES, npu_limit, npu_quantity
 from infra.kube.port import KubeError
-from scheduler_core.service.extender import Extender
+from scheduler_core.service.verbs.extender import Extender
 from scheduler_core.service.wire import BadPod, BadRequest, ExtenderArgs, check_pod
 
 log = logging.getLogger(__name__)

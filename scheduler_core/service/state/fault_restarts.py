@@ -14,7 +14,7 @@ from contract.chip_names import InvalidInput
 from contract.pods import PodView
 from scheduler_core.engine import rescheduling
 from scheduler_core.engine.rescheduling import Deletion, FaultJob, JobPod, Recovery
-from scheduler_core.service.live_view import gang_of
+from scheduler_core.service.state.live_view import gang_of
 
 log = logging.getLogger(__name__)
 Labels = Mapping[str, str]

@@ -8,7 +8,7 @@ from contract import nodeinfo
 from contract.chip_names import InvalidInput
 from contract.deviceinfo import ChipFault, DeviceInfo
 from contract.nodeinfo import DeviceFault, NodeInfo
-from scheduler_core.engine.fault_levels import (
+from scheduler_core.engine.chip_faults import (
     Silence,
     job_failed_chips,
     node_faults,

@@ -24,8 +24,8 @@ only the fields read:
   serves it (asked at every full read), trimmed to ``minMember`` and the job settings.
 
 Each change updates the live view, which computes again only the nodes it touches; the
-extender gets those nodes, the pods and the gangs that changed. One lock orders the changes
-of all, so the extender sees them in the order they were applied.
+extender's state gets those nodes, the pods and the gangs that changed. One lock orders the
+changes of all, so the verbs see them in the order they were applied.
 """
 
 from __future__ import annotations
@@ -48,14 +48,14 @@ from contract.annotations import (
 from contract.groups import PODGROUP_APIS, podgroups
 from contract.objects import Obj, vnpu_creation_failed
 from contract.pods import PodView, cached_pod_view
+from contract.tor_topology import TopologyReader
 from infra.events import pod_ref
 from infra.kube.port import KubeGateway, Selection
 from infra.kube.reflector import Change, Reflector, stop_all
-from infra.tor_topology import TopologyReader
-from scheduler_core.service.cluster_view import trim_node
-from scheduler_core.service.extender import Extender
-from scheduler_core.service.jobs import PodGroupInfo, podgroup_info
-from scheduler_core.service.live_view import LiveView, matters
+from scheduler_core.service.state.cluster_view import trim_node
+from scheduler_core.service.state.extender_state import ExtenderState
+from scheduler_core.service.state.jobs import PodGroupInfo, podgroup_info
+from scheduler_core.service.state.live_view import LiveView, matters
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class ClusterInformers:
     def __init__(
         self,
         gateway: KubeGateway,
-        extender: Extender,
+        state: ExtenderState,
         clock: Callable[[], float],
         *,
         self_maintain: bool = True,
@@ -107,7 +107,7 @@ class ClusterInformers:
         on_api_error: Callable[[], None] = lambda: None,
         on_loop_error: Callable[[str], None] = lambda name: None,
     ) -> None:
-        self._extender = extender
+        self._state = state
         self._clock = clock
         self._on_pods = on_pods  # every new version of a pod, before the extender sees it
         self._view = LiveView(self_maintain, clusterd=clusterd)
@@ -195,25 +195,25 @@ class ClusterInformers:
         with self._lock:
             for change in changes:
                 self._view.set_node(change.key, change.new)
-            self._extender.state.update(views=self._view.changed(self._clock()))
+            self._state.update(views=self._view.changed(self._clock()))
 
     def _deviceinfos(self, changes: list[Change[Data]]) -> None:
         with self._lock:
             for change in changes:
                 self._view.set_deviceinfo(change.key.split("/", 1)[-1], change.new)
-            self._extender.state.update(views=self._view.changed(self._clock()))
+            self._state.update(views=self._view.changed(self._clock()))
 
     def _clusterd(self, changes: list[Change[Data]]) -> None:
         with self._lock:
             for change in changes:
                 self._view.set_clusterd(change.key.split("/", 1)[-1], change.new)
-            self._extender.state.update(views=self._view.changed(self._clock()))
+            self._state.update(views=self._view.changed(self._clock()))
 
     def _nodeinfos(self, changes: list[Change[Data]]) -> None:
         with self._lock:
             for change in changes:
                 self._view.set_nodeinfo(change.key.split("/", 1)[-1], change.new)
-            self._extender.state.update(views=self._view.changed(self._clock()))
+            self._state.update(views=self._view.changed(self._clock()))
 
     def _pods(self, changes: list[Change[PodView]]) -> None:
         pods = {c.key: c.new for c in changes}
@@ -225,14 +225,14 @@ class ClusterInformers:
             gangs: set[str] = set()
             for key, pod in pods.items():
                 gangs |= self._view.set_pod(key, pod)
-            self._extender.state.update(
+            self._state.update(
                 views=self._view.changed(self._clock()),
                 pods=pods,
                 gangs={g: self._view.gang(g) for g in gangs},
             )
 
     def _failed(self, changes: list[Change[FailedPod]]) -> None:
-        state = self._extender.state
+        state = self._state
         state.pods_failed(
             {c.key: c.new.pod if c.new and c.new.may_restart else None for c in changes}
         )
@@ -241,7 +241,7 @@ class ClusterInformers:
         )
 
     def _podgroups(self, source: str, changes: list[Change[PodGroupInfo]]) -> None:
-        state = self._extender.state
+        state = self._state
         with self._lock:
             for change in changes:
                 state.jobs.set_group(source, change.key, change.new)
@@ -257,7 +257,7 @@ class ClusterInformers:
             self._warn_malformed(pod)
 
     def _warn_malformed(self, pod: PodView) -> None:
-        state = self._extender.state
+        state = self._state
         group = pod.group
         if group is None or group.source not in self.podgroups:
             return
@@ -280,7 +280,7 @@ class ClusterInformers:
                 functools.partial(self._podgroups, source),
             )
             self.podgroups[source] = watch
-            self._extender.state.jobs.sources = frozenset(self.podgroups)  # before it reports
+            self._state.jobs.sources = frozenset(self.podgroups)  # before it reports
             self.all = (*self.all, watch)
             added.append(watch)
             if self.watching:
@@ -296,14 +296,14 @@ class ClusterInformers:
             )
 
     def _topologies(self, changes: list[Change[Data]]) -> None:
-        self._extender.state.set_topology(self._topology.read(changes[-1].new))
+        self._state.set_topology(self._topology.read(changes[-1].new))
 
     def tick(self) -> None:
         """Time passed: nodes whose DeviceInfo aged out of (or into) its validity."""
         with self._lock:
             now = self._clock()
             self._view.due(now)
-            self._extender.state.update(views=self._view.changed(now))
+            self._state.update(views=self._view.changed(now))
 
     # ---- reading and following ---------------------------------------------------------
 
@@ -330,7 +330,7 @@ class ClusterInformers:
         with self._lock:
             now = self._clock()
             self._view.due(now)
-            self._extender.state.update(views=self._view.changed(now))
+            self._state.update(views=self._view.changed(now))
             read = LiveView(self._view.self_maintain, clusterd=self.clusterd)
             for name, node in fresh[self.nodes.name].items():
                 read.set_node(name, node)

@@ -19,9 +19,9 @@ from scheduler_core.engine.model import Job, Placement
 from scheduler_core.engine.superpod import SuperPodInvalid
 from scheduler_core.engine.validation import JobInvalid, validate_job
 from scheduler_core.engine.vnpu import VnpuInvalid, validate_static
-from scheduler_core.service.assumed import Assumed
-from scheduler_core.service.extender_state import ExtenderState
-from scheduler_core.service.gangs import Hold, NotReserved, RankTaken, Reservation
+from scheduler_core.service.state.assumed import Assumed
+from scheduler_core.service.state.extender_state import ExtenderState
+from scheduler_core.service.state.gangs import Hold, NotReserved, RankTaken, Reservation
 from scheduler_core.service.wire import (
     MAX_SCORE,
     HostPriority,
@@ -183,7 +183,7 @@ class Chips(_Assuming):
         except (JobInvalid, SuperPodInvalid) as invalid:
             return [], {}, dict.fromkeys(names, str(invalid))
         now = state.clock()
-        held = state.gangs.held_nodes(state.session, state.faults.holds(now), now)
+        held = state.gangs.held_nodes(state.session, state.faults.restarts.holds(now), now)
         passing, refused, unknown = state.session.split(job, request.npu, names)
         failed: dict[str, str] = {}
         never: dict[str, str] = {}
@@ -269,8 +269,8 @@ class GangMember(_Assuming):
     def _reserve(self, request: PodRequest) -> Reservation | NotReserved:
         state = self.state
         now = state.clock()
-        fault = state.faults.get(request.gang_key)
-        held = {n for n, job in state.faults.holds(now).items() if job != request.gang_key}
+        fault = state.faults.restarts.get(request.gang_key)
+        held = {n for n, job in state.faults.restarts.holds(now).items() if job != request.gang_key}
         reservation = state.gangs.reserve(
             request,
             session=state.session,
@@ -280,10 +280,10 @@ class GangMember(_Assuming):
             fault=fault,
             held=held,
             now=now,
-            waited=state.faults.waited(request.gang_key, now),
+            waited=state.faults.restarts.waited(request.gang_key, now),
         )
         if isinstance(reservation, Reservation):
-            state.faults.placed(request.gang_key, request.labels)
+            state.faults.restarts.placed(request.gang_key, request.labels)
             state.tors.reserved(request.gang_key, reservation)
         return reservation
 

@@ -34,16 +34,19 @@ from dataclasses import dataclass
 from contract.annotations import FILTER_CODE_ANNOTATION, FILTER_LEVEL_ANNOTATION
 from contract.chip_names import quoted
 from contract.deviceinfo import ChipFault, DeviceInfo
+from contract.fault_levels import (
+    NORMAL,
+    NORMAL_NETWORK,
+    NOT_HANDLE,
+    PRE_SEPARATE,
+    SUB_HEALTH,
+)
 
-NOT_HANDLE = "NotHandleFault"
-SUB_HEALTH = "SubHealthFault"
-PRE_SEPARATE = "PreSeparateNPU"
-RESTART_REQUEST = "RestartRequest"
 # Handlings whose fault leaves a running pod alone (module docstring).
 KEEPS_RUNNING = frozenset({NOT_HANDLE, SUB_HEALTH, PRE_SEPARATE})
 # ClusterD's ``normalFaultLevel`` (component/clusterd/pkg/common/constant/methods.go): a fault
 # of these levels keeps a chip out of ``CardUnHealthy``, so it has nothing to silence.
-NORMAL = frozenset({NOT_HANDLE, SUB_HEALTH, "NormalNPU", "NormalNetwork"})
+NORMAL_LEVELS = frozenset({NOT_HANDLE, SUB_HEALTH, NORMAL, NORMAL_NETWORK})
 
 DEFAULT_WINDOW = 60  # seconds (clusterd constant/const.go CustomFilterFaultDefaultTimeout)
 MAX_WINDOW = 24 * 60 * 60  # custom_filter_fault_info.go maxAnnoValue
@@ -196,7 +199,7 @@ def job_failed_chips(
             continue
         by_chip: dict[int, list[CodeFault]] = {}
         for fault in faults.codes:
-            if fault.level not in NORMAL:
+            if fault.level not in NORMAL_LEVELS:
                 by_chip.setdefault(fault.chip, []).append(fault)
         answer[node] = frozenset(
             chip

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from chip_topology.diagram import LEGEND, node_lines
 from contract.pods import PodView, holders_by_node
 from scheduler_core.engine.vnpu import VChip, VNode
-from scheduler_core.service.cluster_view import Snapshot
+from scheduler_core.service.state.cluster_view import Snapshot
 
 
 def cluster_lines(snapshot: Snapshot, pods: Iterable[PodView]) -> list[str]:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from contract.annotations import TOR_SHARED_ANNOTATION
 from contract.tor_topology import Topology
 from scheduler_core.engine import locality, tor_share
-from scheduler_core.service.gangs import GangPods, Reservation
+from scheduler_core.service.state.gangs import GangPods, Reservation
 
 
 class TorState:
