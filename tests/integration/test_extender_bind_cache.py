@@ -1,7 +1,7 @@
-"""``/bind`` decides from the watch cache's pod when it shows the bound UID: one write per
-bind, no read; every check of a bind still holds on the cached view (its scheduler, its
-NPUs, its UID), and a pod the cache lacks is read once. Prioritize's C-loop path answers
-as the per-node one did."""
+"""``/bind`` (and Volcano's ``allocateFunc``) decides from the watch cache's pod when it shows
+the bound UID: one write per bind, no read; every check of a bind still holds on the cached
+view (its scheduler, its NPUs, its UID), and a pod the cache lacks is read once.
+Prioritize's C-loop path answers as the per-node one did."""
 
 from __future__ import annotations
 
@@ -81,6 +81,26 @@ def test_a_bind_naming_another_uid_than_the_cache_shows_reads_and_is_refused(
     with pytest.raises(BindRefused, match="another UID"):
         h.extender.bind({"PodName": "p", "PodNamespace": "ns", "PodUID": "forged", "Node": "n0"})
     assert reads == ["ns/p"]
+
+
+def test_volcanos_allocation_of_a_pod_the_cache_shows_reads_no_pod(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # allocateFunc (Volcano) decides from the cached pod as bind does: one write, no read;
+    # a forged UID is still read and refused.
+    h = Harness(1)
+    pod = pending(h.api, "p", 2)
+    h.service.refresh()
+    reads = counted_gets(h, monkeypatch)
+    assert h.extender.annotate(pod, "n0") == ""
+    assert reads == []
+    forged = pending(h.api, "q", 2)
+    h.service.refresh()
+    forged["metadata"]["uid"] = "forged"
+    before = len(reads)
+    assert "another UID" in h.extender.annotate(forged, "n0")
+    assert reads[before:] == ["ns/q"]
+    assert h.api.get_pod("ns", "p")["metadata"]["annotations"]
 
 
 @pytest.mark.parametrize("seed", range(5))

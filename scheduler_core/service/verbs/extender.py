@@ -343,11 +343,12 @@ class Extender:
         """Volcano's allocateFunc: choose the chips on ``node`` and write the scheduler
         annotations on the pod (Volcano binds it afterwards). Returns an error or "".
 
-        The pod is read from the API server, not taken from the request: only the pod the
-        cluster has (same UID), with the NPUs it really requests, is given chips."""
+        The pod is the cluster's, not the request's: only the pod the cluster has (same UID),
+        with the NPUs it really requests, is given chips; taken from the watch cache when it
+        shows that UID, as ``bind`` does, else read (one write an allocation, no read)."""
         claimed = pod_request(pod, self.state.job_of)
         try:
-            live = pod_view(self.state.gateway.get_pod(claimed.namespace, claimed.name))
+            live = self._live_pod(claimed.namespace, claimed.name, claimed.uid)
             request = pod_request(live, self.state.job_of)
         except KubeError as failed:
             return f"allocate {claimed.key} on {node}: {failed}"
