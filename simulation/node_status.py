@@ -12,6 +12,7 @@ node-lifecycle controller reads as the node's heartbeat: without it the node is 
 from __future__ import annotations
 
 import datetime
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -20,8 +21,13 @@ from typing import Any
 
 from kubernetes import client
 
+log = logging.getLogger(__name__)
+
 LEASE_SECONDS = 40  # the kubelet's default nodeLeaseDurationSeconds
 RENEW_EVERY = 10.0  # a quarter of it, as the kubelet renews
+# Each write's deadline: without one, a request stalled on a busy machine holds the loop, and
+# the node, its Lease not renewed, is tainted unreachable (seen beside three other workers).
+REQUEST_SECONDS = 10.0
 NODE_RESOURCES = {"cpu": "192", "memory": "1536Gi", "pods": "110"}
 
 
@@ -115,7 +121,10 @@ class NodeRegistration:
         if devices == self._reported:
             return
         self._core.patch_node_status(
-            self.name, {"status": node_status(devices, self._address)}, _preload_content=False
+            self.name,
+            {"status": node_status(devices, self._address)},
+            _preload_content=False,
+            _request_timeout=REQUEST_SECONDS,
         )
         self._reported = devices
 
@@ -130,13 +139,17 @@ class NodeRegistration:
         }
         try:
             self._coordination.replace_namespaced_lease(
-                self.name, "kube-node-lease", body, _preload_content=False
+                self.name,
+                "kube-node-lease",
+                body,
+                _preload_content=False,
+                _request_timeout=REQUEST_SECONDS,
             )
         except client.ApiException as missing:
             if missing.status != 404:
                 raise
             self._coordination.create_namespaced_lease(
-                "kube-node-lease", body, _preload_content=False
+                "kube-node-lease", body, _preload_content=False, _request_timeout=REQUEST_SECONDS
             )
 
     def start(self) -> None:
@@ -147,13 +160,16 @@ class NodeRegistration:
     def _loop(self) -> None:
         renewed = time.monotonic()
         while not self._stop.wait(1.0):
+            # Any failure (a refusal, a timeout, a dropped connection) is tried again at the
+            # next pass, as the kubelet's loops do: the thread ending would end the heartbeat.
+            # The Lease first: it is what keeps the node from being tainted.
             try:
-                self.report()
                 if time.monotonic() - renewed >= RENEW_EVERY:
                     self.renew()
                     renewed = time.monotonic()
-            except client.ApiException:
-                continue  # the next pass tries again, as the kubelet's loops do
+                self.report()
+            except Exception as failed:
+                log.warning("node %s: %s; trying again", self.name, failed)
 
     def stop(self) -> None:
         self._stop.set()
