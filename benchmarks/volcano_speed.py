@@ -1,10 +1,11 @@
-"""The real Volcano placing NPU pods: Huawei's plugin beside our extender, one after the other.
+"""The real Volcano placing NPU pods: Huawei's plugin beside our extender and our in-process
+adapter, one after the other.
 
 Run: ``.venv/bin/python -m benchmarks.volcano_speed --nodes 1000 --pods 300 [--period 1s]
-[--seed 7]``. Each side gets a control plane of its own (etcd, kube-apiserver and
-kube-controller-manager of the test bed, started afresh, so that nothing of one side, neither
-its objects nor Volcano's CRDs of another version nor our admission policies, is there for the
-other) holding the same cluster and the same backlog:
+[--seed 7] [--sides huawei extender adapter]``. Each side gets a control plane of its own
+(etcd, kube-apiserver and kube-controller-manager of the test bed, started afresh, so that
+nothing of one side, neither its objects nor Volcano's CRDs of another version nor our
+admission policies, is there for the other) holding the same cluster and the same backlog:
 
 - ``--nodes`` Ascend 910 x8 servers as Node objects without kubelets: ``huawei.com/Ascend910: 8``
   with cpu, memory and pods, Ready, an InternalIP, the labels Huawei's installation gives an
@@ -38,18 +39,21 @@ token in its URL), Volcano trusting the service's CA through ``SSL_CERT_DIR``; t
 ``python -m scheduler_core serve`` with the chart's ``scheduler.yaml`` and arguments over HTTPS,
 under its ServiceAccount's token, the overlay's RBAC and admission policies applied (not its
 workloads).
+Side C, our adapter: Volcano v1.12.0 (as side A) loading ``ascend-npu-adapter.so``
+(``volcano_adapter/``) where side A loads Huawei's plugin, its entry as
+``testbed.volcano.adapter_configuration`` writes it (no extender entry), the same service.
 
 Before the backlog one 1-chip pod is placed and deleted (both schedulers have synced and, on
-side B, Volcano reaches the service). Per side: pods bound per second, from the first bind to
+sides B and C, Volcano reaches the service). Per side: pods bound per second, from the first bind to
 the last and from the first pod's submission to the last bind; per-pod latency p50 / p99,
 creation request → bound as a watch sees it; Volcano's sessions and their time (its
 ``/metrics``: ``volcano_e2e_scheduling_latency_milliseconds``, per action and per plugin);
-CPU seconds of each process (``/proc/<pid>/stat``) over submission → last bind; for side B the
-service's calls and time by verb (its ``/metrics``). Checked: every bound pod carries its chips
-(``huawei.com/Ascend910``), legal on a 910 x8 server (1, 2 or 4 in one ring of four, or all 8),
-no chip given twice and no node holding more than 8. A side whose pods are not all bound in
-time (``--timeout``; the warm-up pod: 300 s) is reported as failed, with what vc-scheduler
-logged most, and the run goes on. Results: ``benchmarks/data/volcano_speed.json``.
+CPU seconds of each process (``/proc/<pid>/stat``) over submission → last bind; for sides B
+and C the service's calls and time by verb (its ``/metrics``). Checked: every bound pod
+carries its chips (``huawei.com/Ascend910``), legal on a 910 x8 server (1, 2 or 4 in one ring
+of four, or all 8), no chip given twice and no node holding more than 8. A side whose pods are
+not all bound in time (``--timeout``; the warm-up pod: 300 s) is reported as failed, with what
+vc-scheduler logged most, and the run goes on. Results: ``benchmarks/data/volcano_speed.json``.
 """
 
 from __future__ import annotations
@@ -105,6 +109,7 @@ from testbed.volcano import (
     HUAWEI_VERSION,
     Volcano,
     VolcanoBuild,
+    adapter_configuration,
     huawei_scheduler_configuration,
     open_queue,
     running_volcano,
@@ -112,6 +117,11 @@ from testbed.volcano import (
 from testbed.volcano import NAMESPACE as VOLCANO_NAMESPACE
 
 OUR_VERSION = "v1.15.0"  # the first Volcano built here whose extender plugin has allocateFunc
+LABELS = {
+    "huawei": "A: Huawei's plugin",
+    "extender": "B: our extender",
+    "adapter": "C: our adapter",
+}
 CHIPS = 8
 RING = 4
 THREADS = 8
@@ -462,6 +472,7 @@ class Service:
     url: str  # https: the verbs
     metrics_url: str  # http: /metrics and the probes
     trust: dict[str, str]  # vc-scheduler's environment: SSL_CERT_DIR
+    token: str  # Volcano's bearer of the /volcano verbs
 
 
 @contextmanager
@@ -519,7 +530,8 @@ def our_service(plane: ControlPlane, nodes: int) -> Iterator[Service]:
         folder = workdir / "volcano-ca"
         folder.mkdir(exist_ok=True)
         (folder / "ca.crt").write_bytes(tls.ca.read_bytes())
-        yield Service(process, url, metrics_url, {"SSL_CERT_DIR": str(folder)})
+        token = tls.token.read_text().strip()
+        yield Service(process, url, metrics_url, {"SSL_CERT_DIR": str(folder)}, token)
     finally:
         process.stop()
 
@@ -529,7 +541,7 @@ def our_service(plane: ControlPlane, nodes: int) -> Iterator[Service]:
 
 @dataclass
 class Side:
-    key: str  # "huawei" or "extender"
+    key: str  # one of LABELS
     label: str
     volcano: str
     nodes: int
@@ -549,7 +561,7 @@ class Side:
     action_runs: dict[str, int]
     plugins_ms: dict[str, float]  # mean per session, by "<plugin> <OnSessionOpen|Close>"
     cpu_seconds: dict[str, float]  # per process, submission → last bind
-    verbs: dict[str, int] = field(default_factory=dict)  # side B: calls by verb
+    verbs: dict[str, int] = field(default_factory=dict)  # sides B and C: calls by verb
     verb_ms: dict[str, float] = field(default_factory=dict)  # mean service time by verb
     bound: int = 0
     with_chips: int = 0
@@ -658,6 +670,27 @@ def complaints(log: Path, most: int = 5) -> list[str]:
     return [f"{count}× {text}" for text, count in ranked]
 
 
+def start_side(
+    key: str, stack: ExitStack, plane: ControlPlane, volcano: Volcano, *, nodes: int, period: str
+) -> Service | None:
+    """Volcano's controller and scheduler as the side runs them, with the service where the
+    side has one (closed with ``stack``)."""
+    if key == "huawei":
+        volcano.start_controller_manager()
+        volcano.start_scheduler(huawei_configuration(), plugins=True, period=period)
+        return None
+    service = stack.enter_context(our_service(plane, nodes))
+    if key == "adapter":
+        conf = adapter_configuration(without_huawei(), service.url, service.token)
+    else:  # the merged configuration our_service wrote into Volcano's ConfigMap
+        path = f"/api/v1/namespaces/{VOLCANO_NAMESPACE}/configmaps/{CONFIGMAP}"
+        conf = str(plane.rest().get(path)["data"][KEY])
+    volcano.start_controller_manager()
+    adapter = key == "adapter"
+    volcano.start_scheduler(conf, adapter=adapter, period=period, environment=service.trust)
+    return service
+
+
 def run_side(
     key: str,
     nodes: int,
@@ -678,7 +711,7 @@ def run_side(
         admin = plane.rest()
         for namespace in (BACKLOG, WARM):
             admin.ensure_namespace(namespace)
-        version = HUAWEI_VERSION if key == "huawei" else OUR_VERSION
+        version = OUR_VERSION if key == "extender" else HUAWEI_VERSION
         with ExitStack() as stack:
             volcano = stack.enter_context(running_volcano(plane, version, workdir / "volcano"))
             agents = Agents(plane, names, HEARTBEAT_SWEEP)
@@ -686,16 +719,7 @@ def run_side(
             binds, warm = Binds(BACKLOG), Binds(WARM)
             watch = PodWatch(plane, [agents.handle, binds.handle, warm.handle])
             stack.callback(watch.stop)
-            service: Service | None = None
-            if key == "huawei":
-                volcano.start_controller_manager()
-                volcano.start_scheduler(huawei_configuration(), plugins=True, period=period)
-            else:
-                service = stack.enter_context(our_service(plane, nodes))
-                path = f"/api/v1/namespaces/{VOLCANO_NAMESPACE}/configmaps/{CONFIGMAP}"
-                conf = str(admin.get(path)["data"][KEY])
-                volcano.start_controller_manager()
-                volcano.start_scheduler(conf, period=period, environment=service.trust)
+            service = start_side(key, stack, plane, volcano, nodes=nodes, period=period)
             open_queue(plane)
             try:
                 warm_up(plane, watch, warm, 300)
@@ -791,7 +815,7 @@ def measure(
             verb_ms[verb] = total / count * 1e3
     side = Side(
         key=key,
-        label="A: Huawei's plugin" if key == "huawei" else "B: our extender",
+        label=LABELS[key],
         volcano=volcano.build.version,
         nodes=nodes,
         pods=len(sizes),
@@ -823,14 +847,15 @@ def measure(
 # --- the report ----------------------------------------------------------------------------
 
 
-def table(a: Side, b: Side) -> str:
+def table(sides: list[Side]) -> str:
+    """A row per side, then each other side's ratios to the first (A, Huawei's plugin)."""
     rows = [
         "| side | Volcano | pods/s first → last bind | pods/s submit → last | latency p50 / p99 "
         "| sessions | session mean | allocate mean | CPU s vc-scheduler | CPU s service "
         "| CPU s kube-apiserver |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for side in (a, b):
+    for side in sides:
         rows.append(
             f"| {side.label} | {side.volcano} | {side.pods_per_second:.2f} "
             f"| {side.pods_per_second_from_submit:.2f} "
@@ -840,15 +865,20 @@ def table(a: Side, b: Side) -> str:
             f"| {side.cpu_seconds.get('scheduler-service', 0.0):.1f} "
             f"| {side.cpu_seconds['kube-apiserver']:.1f} |"
         )
-    rows.append(
-        f"| B/A | | {b.pods_per_second / a.pods_per_second:.3f} "
-        f"| {b.pods_per_second_from_submit / a.pods_per_second_from_submit:.3f} "
-        f"| {b.p50_ms / a.p50_ms:.1f} / {b.p99_ms / a.p99_ms:.1f} "
-        f"| {b.sessions / max(1, a.sessions):.1f} | {b.session_ms / max(a.session_ms, 1e-9):.1f} "
-        f"| {b.actions_ms.get('allocate', 0.0) / max(a.actions_ms.get('allocate', 0.0), 1e-9):.1f}"
-        f" | {b.cpu_seconds['vc-scheduler'] / max(a.cpu_seconds['vc-scheduler'], 1e-9):.1f} | "
-        f"| {b.cpu_seconds['kube-apiserver'] / max(a.cpu_seconds['kube-apiserver'], 1e-9):.1f} |"
-    )
+    a = sides[0]
+    for b in sides[1:]:
+        ratio = f"{b.label[0]}/{a.label[0]}"
+        allocate = b.actions_ms.get("allocate", 0.0) / max(a.actions_ms.get("allocate", 0.0), 1e-9)
+        rows.append(
+            f"| {ratio} | | {b.pods_per_second / a.pods_per_second:.3f} "
+            f"| {b.pods_per_second_from_submit / a.pods_per_second_from_submit:.3f} "
+            f"| {b.p50_ms / a.p50_ms:.1f} / {b.p99_ms / a.p99_ms:.1f} "
+            f"| {b.sessions / max(1, a.sessions):.1f} "
+            f"| {b.session_ms / max(a.session_ms, 1e-9):.1f} | {allocate:.1f}"
+            f" | {b.cpu_seconds['vc-scheduler'] / max(a.cpu_seconds['vc-scheduler'], 1e-9):.1f} | "
+            f"| {b.cpu_seconds['kube-apiserver'] / max(a.cpu_seconds['kube-apiserver'], 1e-9):.1f}"
+            " |"
+        )
     return "\n".join(rows)
 
 
@@ -913,7 +943,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per side's backlog")
     parser.add_argument(
-        "--sides", nargs="+", choices=("huawei", "extender"), default=["huawei", "extender"]
+        "--sides", nargs="+", choices=tuple(LABELS), default=["huawei", "extender", "adapter"]
     )
     parser.add_argument("--keep", action="store_true", help="keep each control plane's folder")
     parser.add_argument("--out", type=Path, default=DATA)
@@ -935,11 +965,11 @@ def main() -> None:
             continue
         sides[key] = side
         print("\n".join(details(side)), flush=True)
-    if "huawei" in sides and "extender" in sides:
-        print(table(sides["huawei"], sides["extender"]))
+    if "huawei" in sides and len(sides) > 1:
+        print(table([sides["huawei"], *(s for k, s in sides.items() if k != "huawei")]))
     results = {
         "command": f"python -m benchmarks.volcano_speed --nodes {args.nodes} --pods {args.pods} "
-        f"--period {args.period} --seed {args.seed}",
+        f"--period {args.period} --seed {args.seed} --sides {' '.join(args.sides)}",
         "commit": commit(),
         "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)),
         "machine": machine(),
@@ -948,13 +978,17 @@ def main() -> None:
         "sides": {key: side.summary() for key, side in sides.items()},
         "failed": failures,
     }
-    if "huawei" in sides and "extender" in sides:
-        a, b = sides["huawei"], sides["extender"]
-        results["b_over_a"] = {
-            "pods_per_second": round(b.pods_per_second / a.pods_per_second, 4),
-            "pods_per_second_from_submit": round(
-                b.pods_per_second_from_submit / a.pods_per_second_from_submit, 4
-            ),
+    if "huawei" in sides:
+        a = sides["huawei"]
+        results["over_huawei"] = {
+            key: {
+                "pods_per_second": round(b.pods_per_second / a.pods_per_second, 4),
+                "pods_per_second_from_submit": round(
+                    b.pods_per_second_from_submit / a.pods_per_second_from_submit, 4
+                ),
+            }
+            for key, b in sides.items()
+            if key != "huawei"
         }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n")

@@ -15,6 +15,7 @@ is loaded only where a test asks for it (``plugins_dir``) and a configuration na
 from __future__ import annotations
 
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from contract.objects import PLACED_RESOURCES
 from simulation.processes import free_port
 from testbed.build import BIN, ROOT
 from testbed.control_plane import ControlPlane, Process, TestbedMissing, wait_until
@@ -263,6 +265,28 @@ def open_queue(plane: ControlPlane, name: str = "default") -> None:
     wait_until(opened, 60, f"Volcano's queue {name} open")
 
 
+def adapter_configuration(conf: str, url: str, token: str) -> str:
+    """Volcano's configuration with the in-process adapter (``volcano_adapter/``) where
+    Huawei's plugin was (the first tier) and no ``extender`` entry: its URL the service's
+    ``/volcano`` with the token as userinfo, as the merge writes the extender's."""
+    loaded = yaml.safe_load(conf)
+    if any(p["name"] == "extender" for t in loaded["tiers"] for p in t["plugins"]):
+        raise ValueError("the configuration already names the extender plugin")
+    parts = urllib.parse.urlsplit(url)
+    userinfo = f"volcano:{urllib.parse.quote(token, safe='')}@"
+    prefix = f"{parts.scheme}://{userinfo}{parts.netloc}{parts.path.rstrip('/')}/volcano"
+    entry = {
+        "name": ADAPTER,
+        "arguments": {
+            "urlPrefix": prefix,
+            "httpTimeout": "5s",
+            "managedResources": list(PLACED_RESOURCES),
+        },
+    }
+    loaded["tiers"][0]["plugins"].insert(1, entry)
+    return yaml.safe_dump(loaded, sort_keys=False)
+
+
 __all__ = [
     "ADAPTER",
     "HUAWEI_PLUGIN",
@@ -270,6 +294,7 @@ __all__ = [
     "VERSIONS",
     "Volcano",
     "VolcanoBuild",
+    "adapter_configuration",
     "huawei_scheduler_configuration",
     "install_crds",
     "open_queue",

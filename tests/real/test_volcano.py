@@ -28,13 +28,12 @@ import yaml
 
 from contract.annotations import CHIPS_ANNOTATION
 from contract.chip_names import RESOURCE_NAME
-from contract.objects import PLACED_RESOURCES
 from scheduler_core.volcano_config import Entry, merged
 from testbed.cluster import NAMESPACE, ExtenderTls, deployed
 from testbed.control_plane import ControlPlane, Process, running, scratch, wait_until
 from testbed.rest import Obj, RestError
-from testbed.volcano import ADAPTER, VolcanoBuild, open_queue, running_volcano
 from testbed.volcano import NAMESPACE as VOLCANO
+from testbed.volcano import VolcanoBuild, adapter_configuration, open_queue, running_volcano
 from tests.huawei_jobs import documents
 from tests.real.test_ha import (
     STARTUP,
@@ -333,27 +332,6 @@ def test_the_real_volcano_places_huawei_jobs_through_the_merged_extender(
         assert_pending_unbound(plane, "too-big")
         for name, _ in [*names, ("halves", 2), ("too-big", 0)]:
             admin.delete(f"{JOBS}/{name}")
-
-
-def adapter_configuration(conf: str, url: str, token: str) -> str:
-    """Volcano's configuration with the in-process adapter (``volcano_adapter/``) where
-    Huawei's plugin was (the first tier) and no ``extender`` entry: its URL the service's
-    ``/volcano`` with the token as userinfo, as the merge writes the extender's."""
-    loaded = yaml.safe_load(conf)
-    assert not any(p["name"] == "extender" for t in loaded["tiers"] for p in t["plugins"])
-    parts = urllib.parse.urlsplit(url)
-    userinfo = f"volcano:{urllib.parse.quote(token, safe='')}@"
-    prefix = f"{parts.scheme}://{userinfo}{parts.netloc}{parts.path.rstrip('/')}/volcano"
-    entry = {
-        "name": ADAPTER,
-        "arguments": {
-            "urlPrefix": prefix,
-            "httpTimeout": "5s",
-            "managedResources": list(PLACED_RESOURCES),
-        },
-    }
-    loaded["tiers"][0]["plugins"].insert(1, entry)
-    return yaml.safe_dump(loaded, sort_keys=False)
 
 
 def calls(metrics_url: str, verb: str) -> float:
