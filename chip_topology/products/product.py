@@ -112,6 +112,12 @@ class Rules:
     ``partial_nodes``: a node holds as many of the product's chips as it reports (a card
     server 1..8, an inference node up to 64), not all of them. ``draw_known_groups``: a ring
     diagram draws the groups up to the node's last known chip only.
+
+    ``network``: the name of the family's own network rules (where a multi-node job's pods
+    go, which nodes are off its network), "" for none. A name, not the functions: those
+    work on the scheduler's view of the network and its SuperPoD and rack selections
+    (``scheduler_core.engine``), which this layer, importing only ``contract``, may not
+    see; ``scheduler_core.engine.locality.NETWORKS`` maps each name to them, one row each.
     """
 
     fits: FitsFn
@@ -126,6 +132,7 @@ class Rules:
     canonical: Callable[[int], int] = same_mask
     partial_nodes: bool = False
     draw_known_groups: bool = False
+    network: str = ""
 
 
 @dataclass(frozen=True, slots=True)
