@@ -12,16 +12,23 @@ from dataclasses import dataclass
 from enum import Enum
 
 from chip_topology.products.jobs import JobAsk
-from contract.chip_names import ASCEND910, ChipKind
+from contract.chip_names import ASCEND910, NPU, ChipKind
 
 
 class Family(Enum):
-    """The chip generation a product's chips are of (what a node daemon reports them as)."""
+    """The chip generation a product's chips are of (what a node daemon reports them as),
+    with the chip type the device manager names it (``device_type``: ascend-common
+    devmanager DevType, api.Ascend910A/B/A3; "" for the inference chips, which go by their
+    kind's name)."""
 
-    ASCEND910 = "910"
-    ASCEND910B = "910b"
-    ASCEND910A3 = "910a3"  # Atlas A3: chips in dies of two (``a3.dies``)
-    INFERENCE = "inference"
+    ASCEND910 = ("910", "Ascend910")
+    ASCEND910B = ("910b", "Ascend910B")
+    ASCEND910A3 = ("910a3", "Ascend910A3")  # Atlas A3: chips in dies of two (``a3.dies``)
+    INFERENCE = ("inference", "")
+
+    @property
+    def device_type(self) -> str:
+        return self.value[1]
 
 
 class Rule(Enum):
@@ -48,6 +55,12 @@ ScoreFn = Callable[["Product", int, int, int, bool], float]
 SelectFn = Callable[["Product", Sequence[int], int, bool], tuple[int, ...]]
 ValidateFn = Callable[[JobAsk, "Product"], None]
 RefuseFn = Callable[["Product", Sequence[int], int, int, frozenset[int]], "Refusal"]
+
+# The attribute naming a chip's group in the DRA driver's ResourceSlice (what a claim's
+# ``matchAttribute`` keeps one request in): an Ascend 910's HCCS ring (the whole node on a base
+# product), an Ascend 950's mesh of 4 (``chip4nodex``; the whole node on a 1p server), an A3's
+# die of two, an inference chip's card.
+RING, DIE, MESH, CARD = "hccsRing", "die", "mesh", "card"
 
 # The words of a node whose product the job's handler does not serve; {node} is filled in
 # per node (the engine's ``Status.named``).
@@ -81,6 +94,18 @@ def label_refusal(node_product: Product, job_product: Product) -> str:
         serves=" or ".join(served) + " nodes",
         node="{node}",
     )
+
+
+def ring_or_mesh(product: Product) -> str:
+    return MESH if product.kind is NPU else RING
+
+
+def no_more_groups(product: Product, chip: int) -> dict[str, int]:
+    return {}
+
+
+def any_chips(product: Product, chips: Sequence[int]) -> str | None:
+    return None
 
 
 def kubelet_allocatable(product: Product, allocatable: int, unhealthy: int) -> int:
@@ -118,6 +143,13 @@ class Rules:
     work on the scheduler's view of the network and its SuperPoD and rack selections
     (``scheduler_core.engine``), which this layer, importing only ``contract``, may not
     see; ``scheduler_core.engine.locality.NETWORKS`` maps each name to them, one row each.
+
+    What the DRA driver publishes and checks: ``group_attribute(product)``, the attribute a
+    chip's group goes by; ``more_groups(product, chip)``, the other groups it is in, by their
+    attributes (an A3's die); ``claim_refusal(product, chips)``: why one request of a claim
+    holds chips the scheduler could never give it (the words after "request <name>"), None
+    if it could; ``labelled``: the handler is named by the node's ``accelerator-type``
+    label (an inference handler is named by the job's strategy).
     """
 
     fits: FitsFn
@@ -133,6 +165,10 @@ class Rules:
     partial_nodes: bool = False
     draw_known_groups: bool = False
     network: str = ""
+    group_attribute: Callable[[Product], str] = ring_or_mesh
+    more_groups: Callable[[Product, int], dict[str, int]] = no_more_groups
+    claim_refusal: Callable[[Product, Sequence[int]], str | None] = any_chips
+    labelled: bool = True
 
 
 @dataclass(frozen=True, slots=True)

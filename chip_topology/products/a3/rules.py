@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 from chip_topology.products.a3 import dies
 from chip_topology.products.base.rules import BASE_REASON
+from chip_topology.products.groups import split_refusal
 from chip_topology.products.jobs import JobAsk, JobInvalid, task_listing
-from chip_topology.products.product import Product, Refusal, Rules
+from chip_topology.products.product import DIE, Product, Refusal, Rules
 
 # ``ascend910a3/base.go`` JudgeNodeAndTaskNPU: enough chips but not in whole dies; ``npu
 # top[%v]`` of a Go slice, so the brackets double.
@@ -79,6 +80,16 @@ def canonical(mask: int) -> int:
     return dies.canonical(mask)
 
 
+def die_of(product: Product, chip: int) -> dict[str, int]:
+    """A chip's die, besides its ring: a claim keeps a request of two chips in one."""
+    return {DIE: chip // dies.DIE}
+
+
+def claim_refusal(product: Product, chips: Sequence[int]) -> str | None:
+    """One chip, or whole dies."""
+    return split_refusal(product, chips, DIE, from_count=2)
+
+
 RULES = Rules(
     fits=fits,
     score=score,
@@ -87,5 +98,7 @@ RULES = Rules(
     validate=validate,
     refuse=refuse,
     canonical=canonical,
+    more_groups=die_of,
+    claim_refusal=claim_refusal,
 )
 SUPER_POD_RULES = dataclasses.replace(RULES, validate=validate_super_pod)
