@@ -14,21 +14,55 @@ from enum import Enum
 from chip_topology.products.jobs import JobAsk
 from contract.chip_names import ASCEND910, NPU, ChipKind
 
+# How many chips a hot reset takes together, from a multiple of it, given the node's chip
+# count and board id (if known); None: unknown, the whole node (Ascend/mind-cluster
+# ascend-device-plugin ``pkg/server/hot_reset_manager.go`` getRingSize).
+ResetRing = Callable[[int, "int | None"], "int | None"]
+# Board ids of the A2 servers and cards without HCCS, whose chips reset alone
+# (ascend-device-plugin pkg/common/constants.go A300IA2BoardId, A300IA2GB64BoardId,
+# A800IA2NoneHccsBoardId(Old)).
+SOLO_BOARD_IDS = frozenset({0x28, 0x29, 0x33, 0x3C})
+A2_RING, A2_BOX16_RING, A910_RING = 8, 16, 4  # Ascend910BRingsNumTrain, A200TA2RingsNum, …
+
+
+def _ring_910(chips: int, board_id: int | None) -> int | None:
+    return A910_RING
+
+
+def _ring_910b(chips: int, board_id: int | None) -> int | None:
+    if board_id in SOLO_BOARD_IDS:
+        return 1
+    return A2_BOX16_RING if chips > A2_RING else A2_RING
+
+
+def _no_ring(chips: int, board_id: int | None) -> int | None:
+    """An A3 resets by dies (the driver's ``die_size``), an inference chip alone or by card."""
+    return None
+
+
+def reset_alone(chips: int, board_id: int | None) -> int | None:
+    return 1
+
 
 class Family(Enum):
     """The chip generation a product's chips are of (what a node daemon reports them as),
     with the chip type the device manager names it (``device_type``: ascend-common
     devmanager DevType, api.Ascend910A/B/A3; "" for the inference chips, which go by their
-    kind's name)."""
+    kind's name) and how many of its chips a hot reset takes together (``reset_ring``)."""
 
-    ASCEND910 = ("910", "Ascend910")
-    ASCEND910B = ("910b", "Ascend910B")
-    ASCEND910A3 = ("910a3", "Ascend910A3")  # Atlas A3: chips in dies of two (``a3.dies``)
-    INFERENCE = ("inference", "")
+    ASCEND910 = ("910", "Ascend910", _ring_910)
+    ASCEND910B = ("910b", "Ascend910B", _ring_910b)
+    # Atlas A3: chips in dies of two (``a3.dies``)
+    ASCEND910A3 = ("910a3", "Ascend910A3", _no_ring)
+    INFERENCE = ("inference", "", _no_ring)
 
     @property
     def device_type(self) -> str:
         return self.value[1]
+
+    @property
+    def reset_ring(self) -> ResetRing:
+        return self.value[2]
 
 
 class Rule(Enum):
@@ -206,6 +240,14 @@ class Product:
     # The other node products whose chips this 910-family handler takes (a node is always
     # served by the handler of its own product).
     serves_nodes: frozenset[str] = frozenset()
+    # How many chips a hot reset takes together where not its family's (``Family.reset_ring``).
+    own_reset_ring: ResetRing | None = None
+    # A hot reset takes the chip's whole card (the Atlas 300I Duo: getDuoCardDevices).
+    reset_card: bool = False
+
+    @property
+    def reset_ring(self) -> ResetRing:
+        return self.own_reset_ring or self.family.reset_ring
 
     @property
     def request_limit(self) -> int:
