@@ -142,6 +142,10 @@ def any_chips(product: Product, chips: Sequence[int]) -> str | None:
     return None
 
 
+def passes_no_npu_roles(product: Product, pods: int, npu: int) -> str:
+    return ""
+
+
 def kubelet_allocatable(product: Product, allocatable: int, unhealthy: int) -> int:
     return allocatable
 
@@ -184,6 +188,10 @@ class Rules:
     holds chips the scheduler could never give it (the words after "request <name>"), None
     if it could; ``labelled``: the handler is named by the node's ``accelerator-type``
     label (an inference handler is named by the job's strategy).
+
+    ``no_npu_role(product, pods, npu)``: what the handler's CheckTaskNPU expects, in its
+    words, of a job of ``pods`` pods of ``npu`` NPUs with a role asking no NPU and carrying
+    no mark that excuses it ("" where the handler lets the role pass).
     """
 
     fits: FitsFn
@@ -203,6 +211,7 @@ class Rules:
     more_groups: Callable[[Product, int], dict[str, int]] = no_more_groups
     claim_refusal: Callable[[Product, Sequence[int]], str | None] = any_chips
     labelled: bool = True
+    no_npu_role: Callable[[Product, int, int], str] = passes_no_npu_roles
 
 
 @dataclass(frozen=True, slots=True)
