@@ -74,7 +74,7 @@ def reset_group(node: NodeChips, chip: int) -> frozenset[int]:
         die = node.die_of(chip)
         return frozenset(c for c in present if node.die_of(c) == die)
     product = _product(node)
-    if product is not None and product.reset_card:  # 300I Duo: the card (getDuoCardDevices)
+    if product is not None and product.duo:  # 300I Duo: the card (getDuoCardDevices)
         card = _card_of(node, chip)
         return frozenset(c.id for c in node.chips if _card_of(node, c.id) == card)
     size = _ring_size(node, product)

@@ -251,8 +251,9 @@ class Product:
     serves_nodes: frozenset[str] = frozenset()
     # How many chips a hot reset takes together where not its family's (``Family.reset_ring``).
     own_reset_ring: ResetRing | None = None
-    # A hot reset takes the chip's whole card (the Atlas 300I Duo: getDuoCardDevices).
-    reset_card: bool = False
+    # An Atlas 300I Duo's chips, two a card: a hot reset takes the whole card
+    # (getDuoCardDevices), and they cut no dynamic vNPU.
+    duo: bool = False
 
     @property
     def reset_ring(self) -> ResetRing:

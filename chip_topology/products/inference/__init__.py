@@ -25,7 +25,7 @@ def _inference(  # noqa: PLR0917 (a table of handlers reads best positionally)
     priorities: Mapping[int, tuple[int, ...]] | None = None,
     node_product: str | None = None,
     max_request: int = 0,
-    duo: bool = False,  # an Atlas 300I Duo's: a hot reset takes a whole card
+    duo: bool = False,
 ) -> Product:
     return Product(
         name=name,
@@ -46,7 +46,7 @@ def _inference(  # noqa: PLR0917 (a table of handlers reads best positionally)
         node_product=node_product,
         network_fault=False,
         max_request=max_request,
-        reset_card=duo,
+        duo=duo,
     )
 
 
