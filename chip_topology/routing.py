@@ -154,8 +154,8 @@ POLICIES: Mapping[str, Policy] = {
     "multilevel": Policy({}, "a topology tree from resource-level-config", True),
 }
 
-# A policy's network rules (``Rules.network``) are those of the products it routes to:
-# upstream's handler for the policy places the job on the network whatever chips it asks.
+# A policy's network rules (``Rules.network``) are those of the products it routes to, keyed
+# by the policy: the engine's network placement reads a job's annotations, not its product.
 _NETWORK_OF_POLICY: Mapping[str, str] = {
     policy: network
     for policy, entry in POLICIES.items()
