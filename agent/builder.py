@@ -37,6 +37,7 @@ from agent.upkeep import HotReset, Upkeep
 from chip_drivers.chips import DriverError, NodeChips
 from chip_drivers.fake import NpuDriver
 from chip_drivers.state import DeviceState
+from chip_topology.routing import PRODUCTS
 from contract.annotations import SERVER_TYPE_LABEL
 from contract.dra import DEFAULT_DRIVER, DRA_NODE_LABEL, SLICE_KIND, slice_name
 from contract.objects import node_address
@@ -302,7 +303,8 @@ def _check_dynamic(config: AgentConfig, driver: NpuDriver) -> None:
     cuts = node.resource == "Ascend310P" or (node.server_type or "").startswith(DYNAMIC_910)
     if not cuts:
         raise DriverError("only 310p, 910a2 and 910a3 support to set presetVirtualDevice false")
-    if node.product == "chip310px2":
+    product = PRODUCTS.get(node.product or "")
+    if product is not None and product.duo:
         raise DriverError("Atlas 300I Duo is not supported to dynamic virtual instance")
     if config.kube is None or not config.kube.volcano_type:
         raise DriverError("presetVirtualDevice is false, volcanoType should be true")

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chip_drivers.chips import Chip, NodeChips
-from chip_topology.products import Family
+from chip_topology.products import Product
 from chip_topology.routing import product_by_name
-from contract.chip_names import ASCEND910, NPU, InvalidInput
+from contract.chip_names import ASCEND910, InvalidInput
 from contract.fault_levels import (
     MANUALLY_SEPARATE,
     NORMAL,
@@ -53,10 +53,6 @@ REFILL_SECONDS = 6 * 3600.0  # token_bucket.go tokenRefillInterval
 NOT_RESET = frozenset({NOT_HANDLE, PRE_SEPARATE, SUB_HEALTH, NORMAL, ""})
 # Levels never reset: isolated chips need someone to act (markNeedExternalOps).
 EXTERNAL_OPS = frozenset({SEPARATE, MANUALLY_SEPARATE})
-# Board ids of the A2 servers and cards without HCCS, whose chips reset alone
-# (pkg/common/constants.go A300IA2BoardId, A300IA2GB64BoardId, A800IA2NoneHccsBoardId(Old)).
-SOLO_BOARD_IDS = frozenset({0x28, 0x29, 0x33, 0x3C})
-A2_RING, A2_BOX16_RING, A910_RING = 8, 16, 4  # Ascend910BRingsNumTrain, A200TA2RingsNum, …
 RESET_INFO_ANNOTATION = "ResetInfo"  # pkg/common/constants.go ResetInfoAnnotationKey
 
 
@@ -66,11 +62,11 @@ def enabled(mode: int) -> bool:
     return mode in (HOT_RESET_INFER, HOT_RESET_TRAIN_OFFLINE)
 
 
-def _family(node: NodeChips) -> Family | None:
+def _product(node: NodeChips) -> Product | None:
     if node.product is None:
         return None
     try:
-        return product_by_name(node.product).family
+        return product_by_name(node.product)
     except InvalidInput:
         return None
 
@@ -85,10 +81,11 @@ def reset_group(node: NodeChips, chip: int) -> frozenset[int]:
     if node.die_size:  # A3: the die (GetAssociatedLogicIDs; see docs/agent.md for the brother)
         die = node.die_of(chip)
         return frozenset(c for c in present if node.die_of(c) == die)
-    if node.product in ("chip310px2", "card310px2"):  # 300I Duo: the card (getDuoCardDevices)
+    product = _product(node)
+    if product is not None and product.duo:  # 300I Duo: the card (getDuoCardDevices)
         card = _card_of(node, chip)
         return frozenset(c.id for c in node.chips if _card_of(node, c.id) == card)
-    size = _ring_size(node)
+    size = _ring_size(node, product)
     if size is None:
         return present
     start = chip // size * size  # getHccsRingDevices: ids [start, start + size)
@@ -102,20 +99,14 @@ def _card_of(node: NodeChips, chip: int) -> int:
     return chip // 2  # two chips a Duo card (chip_topology card310px2 groups)
 
 
-def _ring_size(node: NodeChips) -> int | None:
-    """``getRingSize`` by product; None when a 910's ring is unknown."""
-    if node.kind is NPU or node.product == "atlas850x8":  # Ascend910A5RingsNum = 1
-        return 1
+def _ring_size(node: NodeChips, product: Product | None) -> int | None:
+    """``getRingSize`` by product (``Product.reset_ring``); None when a 910's ring is
+    unknown."""
     if node.kind is not ASCEND910:
-        return 1  # the 310 family: the default ring of one
-    family = _family(node)
-    if family is Family.ASCEND910:
-        return A910_RING
-    if family is Family.ASCEND910B:
-        if node.board_id in SOLO_BOARD_IDS:
-            return 1
-        return A2_BOX16_RING if len(node.chips) > A2_RING else A2_RING
-    return None
+        return 1  # the 950 family (Ascend910A5RingsNum = 1), the 310 family's default ring
+    if product is None:
+        return None
+    return product.reset_ring(len(node.chips), node.board_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,6 +154,22 @@ POLICIES: Mapping[str, Policy] = {
     "multilevel": Policy({}, "a topology tree from resource-level-config", True),
 }
 
+# A policy's network rules (``Rules.network``) are those of the products it routes to, keyed
+# by the policy: the engine's network placement reads a job's annotations, not its product.
+_NETWORK_OF_POLICY: Mapping[str, str] = {
+    policy: network
+    for policy, entry in POLICIES.items()
+    for network in {PRODUCTS[name].rules.network for name in entry.products.values()}
+    if network
+}
+
+
+def policy_network(policy: str | None) -> str:
+    """The network rules (``Rules.network``) a ``huawei.com/schedule_policy`` value routes a
+    job to; "" for none (no policy, or a policy whose products have none)."""
+    return _NETWORK_OF_POLICY.get(policy or "", "")
+
+
 # ``factory.go``: ``huawei.com/Ascend910<accelerator-type>`` handlers of card910Factory.
 _BY_SELECTOR: Mapping[str, str] = {
     DEFAULT_ACCELERATOR_TYPE: MODULE_910X8.name,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from chip_topology.products import MESH_CHIPS, Product, Rule, mesh_affine
+from chip_topology.products import Product
 from contract.objects import Obj
 from dra_driver.slices import chip_of
 
@@ -104,62 +104,10 @@ def granted(
 
 
 def check_ring_rule(ref: ClaimRef, request: str, chips: list[int], product: Product) -> None:
-    """A request takes chips the scheduler could give it on this product
-    (``chip_topology.products``): on a ring product a legal count of one ring, or the whole
+    """A request takes chips the scheduler could give it on this product (its family's
+    ``Rules.claim_refusal``): on a ring product a legal count of one ring, or the whole
     node; on an A3 one chip or whole dies; on a mesh product up to 4 chips of one mesh, or
     whole meshes for a multiple of 4."""
-    if product.rule is Rule.RING:
-        _check_rings(ref, request, chips, product)
-    elif product.rule is Rule.DIES:
-        _check_whole(ref, request, chips, product, "die", from_count=2)
-    elif product.rule is Rule.MESH:
-        n = len(chips)
-        if n <= MESH_CHIPS:
-            _check_one_mesh(ref, request, chips, product)
-        elif mesh_affine(n):
-            _check_whole(ref, request, chips, product, "mesh", from_count=n)
-
-
-def _check_count(ref: ClaimRef, request: str, chips: list[int], product: Product) -> None:
-    n = len(chips)
-    legal = ", ".join(map(str, product.single_task_requests))
-    if n not in product.single_task_requests:
-        raise ClaimRefused(
-            f"claim {ref}: request {request!r} has {n} chips; a {product.name} node gives {legal}"
-        )
-
-
-def _check_rings(ref: ClaimRef, request: str, chips: list[int], product: Product) -> None:
-    _check_count(ref, request, chips, product)
-    rings = {product.group_of(c) for c in chips}
-    if len(chips) < product.capacity and len(rings) > 1:
-        raise ClaimRefused(
-            f"claim {ref}: request {request!r} spans HCCS rings {sorted(rings)} (chips "
-            f"{sorted(chips)}); add the hccsRing matchAttribute constraint to the claim"
-        )
-
-
-def _check_one_mesh(ref: ClaimRef, request: str, chips: list[int], product: Product) -> None:
-    meshes = {product.group_of(c) for c in chips}
-    if len(meshes) > 1:
-        raise ClaimRefused(
-            f"claim {ref}: request {request!r} spans meshes {sorted(meshes)} (chips "
-            f"{sorted(chips)}); add the mesh matchAttribute constraint to the claim"
-        )
-
-
-def _check_whole(
-    ref: ClaimRef, request: str, chips: list[int], product: Product, group: str, *, from_count: int
-) -> None:
-    """From ``from_count`` chips on, every group the request touches is taken whole."""
-    _check_count(ref, request, chips, product)
-    if len(chips) < from_count:
-        return
-    touched = {product.group_of(c) for c in chips}
-    split = sorted(g for g in touched if not set(product.groups[g]) <= set(chips))
-    if split:
-        raise ClaimRefused(
-            f"claim {ref}: request {request!r} takes part of {group} {split} (chips "
-            f"{sorted(chips)}); a {product.name} node gives whole {group}s: ask them as "
-            f"requests each with the {group} matchAttribute constraint"
-        )
+    refusal = product.rules.claim_refusal(product, chips)
+    if refusal is not None:
+        raise ClaimRefused(f"claim {ref}: request {request!r} {refusal}")

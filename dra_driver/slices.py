@@ -25,10 +25,9 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from chip_drivers.chips import Chip, NodeChips
-from chip_topology.products import Family, Product, Rule
-from chip_topology.products.a3 import dies
+from chip_topology.products import Product
 from chip_topology.routing import product_by_name, product_of_node
-from contract.chip_names import ASCEND910, NPU, InvalidInput
+from contract.chip_names import NPU, InvalidInput
 from contract.dra import slice_name
 from contract.objects import Obj
 
@@ -59,10 +58,6 @@ def product_of(chips: NodeChips, labels: Mapping[str, str] | None = None) -> Pro
         return None
 
 
-# The attribute naming a chip's group, by the chips' kind: an Ascend 910's HCCS ring (the
-# whole node on a base product), an Ascend 950's mesh of 4 (``chip4nodex``; the whole node on
-# a 1p server), an inference chip's card.
-RING, DIE, MESH, CARD = "hccsRing", "die", "mesh", "card"
 # The same group under one name on every product: a constraint on it keeps a request in its
 # node's group whichever kind of chip it gets (the chart's MutatingAdmissionPolicy adds it to
 # claims written for Huawei's DeviceClass, which selects 910 and 950 chips alike).
@@ -73,20 +68,15 @@ GROUP = "group"
 # npu.huawei.com, each device with deviceType (the device manager's chip type) and physicId.
 HUAWEI_DOMAIN = "npu.huawei.com"
 HUAWEI_DEVICE_TYPE, HUAWEI_PHYSIC_ID = "deviceType", "physicId"
-# ascend-common devmanager's DevType by chip generation (api.Ascend910A/B/A3; the 950
-# generation reports Ascend910A5: ascend-common/cdi/mount/profile.go).
-_HUAWEI_DEV_TYPES = {
-    Family.ASCEND910: "Ascend910",
-    Family.ASCEND910B: "Ascend910B",
-    Family.ASCEND910A3: "Ascend910A3",
-}
+# ascend-common devmanager's DevType of the 950 generation (ascend-common/cdi/mount/
+# profile.go); the others' is their family's (``Family.device_type``).
 HUAWEI_950_DEV_TYPE = "Ascend910A5"
 
 
 def group_attribute(product: Product) -> str:
-    if product.family is Family.INFERENCE:
-        return CARD
-    return MESH if product.kind is NPU else RING
+    """The attribute a chip's group goes by on this product (its family's
+    ``Rules.group_attribute``)."""
+    return product.rules.group_attribute(product)
 
 
 def group_of(product: Product | None, chip: int) -> int | None:
@@ -98,26 +88,21 @@ def group_of(product: Product | None, chip: int) -> int | None:
 
 def group_attributes(product: Product | None, chip: int) -> dict[str, int]:
     """The attributes that let a claim ask the groups the scheduler gives on this product:
-    the group under its kind's name (``group_attribute``); on an A3 also ``die``, its NPU
-    module of two chips (whole dies for 2 chips or more: ``chip_topology.products.a3.dies``);
-    on a 910 product placed by meshes (``chip4-node8``) also ``mesh``."""
+    the group under its kind's name (``group_attribute``) and the others its family names
+    (``Rules.more_groups``: on an A3 ``die``, its NPU module of two chips, whole dies for 2
+    chips or more; on a product placed by meshes ``mesh``, also on a 910 (``chip4-node8``))."""
     group = group_of(product, chip)
     if product is None or group is None:
         return {}
-    found = {group_attribute(product): group}
-    if product.rule is Rule.DIES:
-        found[DIE] = chip // dies.DIE
-    if product.rule is Rule.MESH and product.kind is ASCEND910:
-        found[MESH] = group
-    return found
+    return {group_attribute(product): group, **product.rules.more_groups(product, chip)}
 
 
 def huawei_device_type(chips: NodeChips, product: Product | None) -> str:
     """The ``deviceType`` Huawei's DRA driver publishes for this node's chips."""
     if chips.resource == NPU.name:
         return HUAWEI_950_DEV_TYPE
-    if product is not None and product.family in _HUAWEI_DEV_TYPES:
-        return _HUAWEI_DEV_TYPES[product.family]
+    if product is not None and product.family.device_type:
+        return product.family.device_type
     return chips.resource  # Ascend310P, Ascend310 (as Huawei's), or an unknown 910's kind
 
 
@@ -164,8 +149,7 @@ def _device(
     }
     if product is not None:
         attributes["topology"] = {"string": product.name}
-        # Inference handlers are named by a job's strategy, not by a node label.
-        if product.family is not Family.INFERENCE:
+        if product.rules.labelled:  # not an inference handler, named by a job's strategy
             attributes["acceleratorType"] = {"string": product.accelerator_type}
     elif chips.product is not None:
         attributes["topology"] = {"string": chips.product}

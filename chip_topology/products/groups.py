@@ -61,3 +61,29 @@ def first_chips(
 ) -> tuple[int, ...]:
     """The base handler's pick (``base/frame.go``): the first ``req`` in id order."""
     return tuple(usable[:req]) if len(usable) >= req else ()
+
+
+def count_refusal(product: Product, chips: Sequence[int]) -> str | None:
+    """A request of a count no task of the product may ask (a claim's, in the DRA driver)."""
+    n = len(chips)
+    if n in product.single_task_requests:
+        return None
+    legal = ", ".join(map(str, product.single_task_requests))
+    return f"has {n} chips; a {product.name} node gives {legal}"
+
+
+def split_refusal(
+    product: Product, chips: Sequence[int], group: str, *, from_count: int
+) -> str | None:
+    """From ``from_count`` chips on, every group the request touches is taken whole."""
+    counted = count_refusal(product, chips)
+    if counted is not None or len(chips) < from_count:
+        return counted
+    touched = {product.group_of(c) for c in chips}
+    split = sorted(g for g in touched if not set(product.groups[g]) <= set(chips))
+    if not split:
+        return None
+    return (
+        f"takes part of {group} {split} (chips {sorted(chips)}); a {product.name} node gives "
+        f"whole {group}s: ask them as requests each with the {group} matchAttribute constraint"
+    )

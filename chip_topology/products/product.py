@@ -12,16 +12,57 @@ from dataclasses import dataclass
 from enum import Enum
 
 from chip_topology.products.jobs import JobAsk
-from contract.chip_names import ASCEND910, ChipKind
+from contract.chip_names import ASCEND910, NPU, ChipKind
+
+# How many chips a hot reset takes together, from a multiple of it, given the node's chip
+# count and board id (if known); None: unknown, the whole node (Ascend/mind-cluster
+# ascend-device-plugin ``pkg/server/hot_reset_manager.go`` getRingSize).
+ResetRing = Callable[[int, "int | None"], "int | None"]
+# Board ids of the A2 servers and cards without HCCS, whose chips reset alone
+# (ascend-device-plugin pkg/common/constants.go A300IA2BoardId, A300IA2GB64BoardId,
+# A800IA2NoneHccsBoardId(Old)).
+SOLO_BOARD_IDS = frozenset({0x28, 0x29, 0x33, 0x3C})
+A2_RING, A2_BOX16_RING, A910_RING = 8, 16, 4  # Ascend910BRingsNumTrain, A200TA2RingsNum, …
+
+
+def _ring_910(chips: int, board_id: int | None) -> int | None:
+    return A910_RING
+
+
+def _ring_910b(chips: int, board_id: int | None) -> int | None:
+    if board_id in SOLO_BOARD_IDS:
+        return 1
+    return A2_BOX16_RING if chips > A2_RING else A2_RING
+
+
+def _no_ring(chips: int, board_id: int | None) -> int | None:
+    """An A3 resets by dies (the driver's ``die_size``), an inference chip alone or by card."""
+    return None
+
+
+def reset_alone(chips: int, board_id: int | None) -> int | None:
+    return 1
 
 
 class Family(Enum):
-    """The chip generation a product's chips are of (what a node daemon reports them as)."""
+    """The chip generation a product's chips are of (what a node daemon reports them as),
+    with the chip type the device manager names it (``device_type``: ascend-common
+    devmanager DevType, api.Ascend910A/B/A3; "" for the inference chips, which go by their
+    kind's name) and how many of its chips a hot reset takes together (``reset_ring``)."""
 
-    ASCEND910 = "910"
-    ASCEND910B = "910b"
-    ASCEND910A3 = "910a3"  # Atlas A3: chips in dies of two (``a3.dies``)
-    INFERENCE = "inference"
+    ASCEND910 = ("910", "Ascend910", _ring_910)
+    ASCEND910B = ("910b", "Ascend910B", _ring_910b)
+    # Atlas A3: chips in dies of two (``a3.dies``)
+    ASCEND910A3 = ("910a3", "Ascend910A3", _no_ring)
+    INFERENCE = ("inference", "", _no_ring)
+
+    @property
+    def device_type(self) -> str:
+        return self.value[1]
+
+    @property
+    def reset_ring(self) -> ResetRing:
+        return self.value[2]
 
 
 class Rule(Enum):
@@ -48,6 +89,12 @@ ScoreFn = Callable[["Product", int, int, int, bool], float]
 SelectFn = Callable[["Product", Sequence[int], int, bool], tuple[int, ...]]
 ValidateFn = Callable[[JobAsk, "Product"], None]
 RefuseFn = Callable[["Product", Sequence[int], int, int, frozenset[int]], "Refusal"]
+
+# The attribute naming a chip's group in the DRA driver's ResourceSlice (what a claim's
+# ``matchAttribute`` keeps one request in): an Ascend 910's HCCS ring (the whole node on a base
+# product), an Ascend 950's mesh of 4 (``chip4nodex``; the whole node on a 1p server), an A3's
+# die of two, an inference chip's card.
+RING, DIE, MESH, CARD = "hccsRing", "die", "mesh", "card"
 
 # The words of a node whose product the job's handler does not serve; {node} is filled in
 # per node (the engine's ``Status.named``).
@@ -83,6 +130,22 @@ def label_refusal(node_product: Product, job_product: Product) -> str:
     )
 
 
+def ring_or_mesh(product: Product) -> str:
+    return MESH if product.kind is NPU else RING
+
+
+def no_more_groups(product: Product, chip: int) -> dict[str, int]:
+    return {}
+
+
+def any_chips(product: Product, chips: Sequence[int]) -> str | None:
+    return None
+
+
+def passes_no_npu_roles(product: Product, pods: int, npu: int) -> str:
+    return ""
+
+
 def kubelet_allocatable(product: Product, allocatable: int, unhealthy: int) -> int:
     return allocatable
 
@@ -112,6 +175,23 @@ class Rules:
     ``partial_nodes``: a node holds as many of the product's chips as it reports (a card
     server 1..8, an inference node up to 64), not all of them. ``draw_known_groups``: a ring
     diagram draws the groups up to the node's last known chip only.
+
+    ``network``: the name of the family's own network rules (where a multi-node job's pods
+    go, which nodes are off its network), "" for none. A name, not the functions: those
+    work on the scheduler's view of the network and its SuperPoD and rack selections
+    (``scheduler_core.engine``), which this layer, importing only ``contract``, may not
+    see; ``scheduler_core.engine.locality.NETWORKS`` maps each name to them, one row each.
+
+    What the DRA driver publishes and checks: ``group_attribute(product)``, the attribute a
+    chip's group goes by; ``more_groups(product, chip)``, the other groups it is in, by their
+    attributes (an A3's die); ``claim_refusal(product, chips)``: why one request of a claim
+    holds chips the scheduler could never give it (the words after "request <name>"), None
+    if it could; ``labelled``: the handler is named by the node's ``accelerator-type``
+    label (an inference handler is named by the job's strategy).
+
+    ``no_npu_role(product, pods, npu)``: what the handler's CheckTaskNPU expects, in its
+    words, of a job of ``pods`` pods of ``npu`` NPUs with a role asking no NPU and carrying
+    no mark that excuses it ("" where the handler lets the role pass).
     """
 
     fits: FitsFn
@@ -126,6 +206,12 @@ class Rules:
     canonical: Callable[[int], int] = same_mask
     partial_nodes: bool = False
     draw_known_groups: bool = False
+    network: str = ""
+    group_attribute: Callable[[Product], str] = ring_or_mesh
+    more_groups: Callable[[Product, int], dict[str, int]] = no_more_groups
+    claim_refusal: Callable[[Product, Sequence[int]], str | None] = any_chips
+    labelled: bool = True
+    no_npu_role: Callable[[Product, int, int], str] = passes_no_npu_roles
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +249,15 @@ class Product:
     # The other node products whose chips this 910-family handler takes (a node is always
     # served by the handler of its own product).
     serves_nodes: frozenset[str] = frozenset()
+    # How many chips a hot reset takes together where not its family's (``Family.reset_ring``).
+    own_reset_ring: ResetRing | None = None
+    # An Atlas 300I Duo's chips, two a card: a hot reset takes the whole card
+    # (getDuoCardDevices), and they cut no dynamic vNPU.
+    duo: bool = False
+
+    @property
+    def reset_ring(self) -> ResetRing:
+        return self.own_reset_ring or self.family.reset_ring
 
     @property
     def request_limit(self) -> int:

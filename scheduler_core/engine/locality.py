@@ -8,14 +8,16 @@ SuperPoD (``racks``), a job labelled ``tor-affinity`` gets ToRs (``tor`` for NSL
 job restarting after a fault keeps its healthy ranks on their nodes and moves the others:
 first to its own ToRs, then to shared ToRs, then anywhere (MindCluster ``internal/nslb``); a
 job with ranks still running (its reservation expired half bound) gets the missing ranks in
-the same order.
+the same order. A product family with network rules of its own names them
+(``Rules.network``); ``NETWORKS`` maps the name to them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from chip_topology.routing import policy_network
 from contract.annotations import (
     MINDIE_LABELS,
     SCHEDULE_POLICY_ANNOTATION,
@@ -28,11 +30,6 @@ from scheduler_core.engine.tor import DISABLED
 from scheduler_core.engine.tor_share import SharedSelection, TorState
 
 NSLB_VERSIONS = ("1.0", "2.0")
-# ``huawei.com/schedule_policy`` values with network rules of their own (Ascend/mind-cluster
-# ``component/ascend-common/api/consts.go`` Chip8Node8Sp, Chip8Node8Ra64Sp).
-ATLAS_850_POLICY = "chip8-node8-sp"
-ATLAS_950_POLICY = "chip8-node8-ra64-sp"
-NETWORK_POLICIES = frozenset({ATLAS_850_POLICY, ATLAS_950_POLICY})
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,13 +115,13 @@ def choose(
     fault job's last run; ``running``: nodes of the job's pods still running (``ask.size``
     then counts only the missing ranks); ``idle``: each candidate's idle NPUs; ``refill``:
     the missing ranks of an Atlas 950 pod-level fault job."""
+    own = network_rules(ask.annotations)
+    if own.whole is not None and not running:
+        return own.whole(ask, candidates, network, settings)
+    if own.refill is not None and refill is not None:
+        return own.refill(ask, candidates, network, refill)
     sp_block = ask.annotations.get(SP_BLOCK_ANNOTATION)
-    policy = ask.annotations.get(SCHEDULE_POLICY_ANNOTATION)
-    if policy == ATLAS_950_POLICY and not running:
-        return _racks(ask, candidates, network, settings)
-    if policy == ATLAS_950_POLICY and refill is not None:
-        return _racks_refill(ask, candidates, network, refill)
-    if policy == ATLAS_850_POLICY and sp_block is None:
+    if own.job_sp_block and sp_block is None:
         sp_block = str(ask.size * ask.npu)  # ``plugin/job.go`` setSpBlock: the job's NPUs
     if previous:
         if sp_block is not None:
@@ -151,25 +148,20 @@ def choose(
     return Choice(nodes, tuple({} for _ in nodes))
 
 
-def _handler(ask: Ask) -> str:
-    if ask.annotations.get(SCHEDULE_POLICY_ANNOTATION) == ATLAS_850_POLICY:
-        return superpod.ATLAS_850
-    return superpod.A3
+def _handler(ask: Ask) -> superpod.Handler:
+    return network_rules(ask.annotations).super_pod
 
 
 def _super_pod_block(ask: Ask, settings: Settings, sp_block: str) -> tuple[int, int, int]:
     """(nodes per block, super-pod-size, reserve) of a SuperPoD job."""
     size, reserve = superpod.effective_settings(settings.super_pod_size, settings.reserve_nodes)
-    if _handler(ask) == superpod.ATLAS_850:
-        npus = [ask.npu] * ask.size
-        return superpod.block_nodes_850(sp_block, npus=npus, super_pod_size=size), size, reserve
     spec = ask.job.rsplit("/", 1)[-1]
-    block = superpod.block_nodes(
+    block = _handler(ask).block(
         sp_block,
         tasks=ask.size,
-        npu_per_task=ask.npu,
+        npu=ask.npu,
         chips_per_node=ask.chips_per_node,
-        super_pod_size=size,
+        size=size,
         spec=spec,
     )
     return block, size, reserve
@@ -206,8 +198,7 @@ def _super_pods(
         raise Unplaceable(f"not enough node, npuTaskNum: {ask.size}, nodes: {len(nodes)}")
     free = _by_super_pod(nodes, network)
     try:
-        # MindIE's selection is the A3 handler's only (``ascend910a3/superpod/mindie_job.go``).
-        if _handler(ask) == superpod.A3 and all(ask.labels.get(k) for k in MINDIE_LABELS):
+        if _handler(ask).mindie and all(ask.labels.get(k) for k in MINDIE_LABELS):
             chosen = superpod.select_mindie(
                 free,
                 ask.size // block,
@@ -233,32 +224,24 @@ def _super_pods(
 
 
 def check_lone_pod(annotations: Mapping[str, str], npu: int, settings: Settings) -> None:
-    """A job of one pod (no gang) under the Atlas 850 or 950 SuperPoD policy: its checks as
-    upstream's ValidNPUJob runs them for a one-task job; SuperPodInvalid says what fails."""
-    policy = annotations.get(SCHEDULE_POLICY_ANNOTATION)
-    if policy == ATLAS_950_POLICY:
-        racks.rack_job(annotations, [npu], settings.super_pod_size)
-    elif policy == ATLAS_850_POLICY:
-        size, _ = superpod.effective_settings(settings.super_pod_size, settings.reserve_nodes)
-        sp_block = annotations.get(SP_BLOCK_ANNOTATION)
-        superpod.block_nodes_850(sp_block, npus=[npu], super_pod_size=size)
+    """A job of one pod (no gang) under a policy with network rules of its own (the Atlas 850
+    or 950 SuperPoD's): its checks as upstream's ValidNPUJob runs them for a one-task job;
+    SuperPodInvalid says what fails."""
+    network_rules(annotations).lone_pod(annotations, npu, settings)
+
+
+def own_network(annotations: Mapping[str, str]) -> bool:
+    """Whether a job's policy has network rules of its own (so ``off_network`` may refuse)."""
+    return network_rules(annotations) is not NETWORKS[""]
 
 
 def off_network(
     annotations: Mapping[str, str], nodes: Iterable[str], network: Network
 ) -> dict[str, str]:
-    """The nodes an Atlas 850 / 950 SuperPoD pod may not have (node → upstream's refusal):
-    no SuperPoD id (850, 950), no rack (950); ``chip8node8sp/frame.go`` CheckNodeNPUByTask,
-    ``chip8node8ra64sp/node.go`` checkNodeStaticParams."""
-    policy = annotations.get(SCHEDULE_POLICY_ANNOTATION)
-    refused: dict[str, str] = {}
-    for node in nodes:
-        super_pod = network.super_pods.get(node)
-        if policy == ATLAS_950_POLICY and (super_pod is None or node not in network.racks):
-            refused[node] = racks.unplaced(node, super_pod)
-        elif policy == ATLAS_850_POLICY and super_pod is None:
-            refused[node] = f"node {node} is not super-pod node or superPodID is not set"
-    return refused
+    """The nodes a pod under a policy with network rules of its own may not have (node →
+    upstream's refusal)."""
+    refuse = network_rules(annotations).refuse
+    return {node: why for node in nodes if (why := refuse(node, network)) is not None}
 
 
 def _racks(ask: Ask, candidates: Sequence[str], network: Network, settings: Settings) -> Choice:
@@ -558,3 +541,78 @@ def _near(candidates: Sequence[str], network: Network, used: Iterable[str]) -> l
         return 1 if state.kind == tor_share.SHARED else 2
 
     return sorted(candidates, key=tier)
+
+
+def _lone_850(annotations: Mapping[str, str], npu: int, settings: Settings) -> None:
+    size, _ = superpod.effective_settings(settings.super_pod_size, settings.reserve_nodes)
+    superpod.block_nodes_850(annotations.get(SP_BLOCK_ANNOTATION), npus=[npu], super_pod_size=size)
+
+
+def _lone_950(annotations: Mapping[str, str], npu: int, settings: Settings) -> None:
+    racks.rack_job(annotations, [npu], settings.super_pod_size)
+
+
+def _off_850(node: str, network: Network) -> str | None:
+    """No SuperPoD id: ``chip8node8sp/frame.go`` CheckNodeNPUByTask."""
+    if node in network.super_pods:
+        return None
+    return f"node {node} is not super-pod node or superPodID is not set"
+
+
+def _off_950(node: str, network: Network) -> str | None:
+    """No SuperPoD id or no rack: ``chip8node8ra64sp/node.go`` checkNodeStaticParams."""
+    super_pod = network.super_pods.get(node)
+    if super_pod is not None and node in network.racks:
+        return None
+    return racks.unplaced(node, super_pod)
+
+
+def _no_check(annotations: Mapping[str, str], npu: int, settings: Settings) -> None:
+    return None
+
+
+def _anywhere(node: str, network: Network) -> str | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkRules:
+    """A product family's own network rules, as its ``Rules.network`` names them.
+
+    ``super_pod``: whose SuperPoD selection an ``sp-block`` job gets. ``whole(ask, candidates,
+    network, settings)``: the family places a job with no rank running itself; ``refill(ask,
+    candidates, network, refill)``: and the missing ranks of a pod-level fault job.
+    ``job_sp_block``: a job without ``sp-block`` is one logical SuperPoD of its NPUs.
+    ``lone_pod(annotations, npu, settings)``: the checks of a job of one pod.
+    ``refuse(node, network)``: why a node is off the family's network, None if it is not.
+    ``ra_blocks``: a fault job restarts by ra-blocks (``rescheduling.Recovery.ra_block``).
+    """
+
+    super_pod: superpod.Handler = superpod.A3
+    whole: Callable[[Ask, Sequence[str], Network, Settings], Choice] | None = None
+    refill: Callable[[Ask, Sequence[str], Network, Refill], Choice] | None = None
+    job_sp_block: bool = False
+    lone_pod: Callable[[Mapping[str, str], int, Settings], None] = _no_check
+    refuse: Callable[[str, Network], str | None] = _anywhere
+    ra_blocks: bool = False
+
+
+# The network rules by the name a family's ``Rules.network`` gives (``chip_topology``, the
+# families' layer, may not import the engine's network view: the names meet here, one row
+# a family with rules of its own); "": none, the A3 handler's SuperPoD selection for
+# ``sp-block`` jobs. Upstream keys these on the ``huawei.com/schedule_policy`` (Ascend/
+# mind-cluster ``component/ascend-common/api/consts.go`` Chip8Node8Sp, Chip8Node8Ra64Sp).
+NETWORKS: Mapping[str, NetworkRules] = {
+    "": NetworkRules(),
+    "superpod850": NetworkRules(
+        super_pod=superpod.ATLAS_850, job_sp_block=True, lone_pod=_lone_850, refuse=_off_850
+    ),
+    "racks950": NetworkRules(
+        whole=_racks, refill=_racks_refill, lone_pod=_lone_950, refuse=_off_950, ra_blocks=True
+    ),
+}
+
+
+def network_rules(annotations: Mapping[str, str]) -> NetworkRules:
+    """The network rules of the products a job's ``huawei.com/schedule_policy`` routes to."""
+    return NETWORKS[policy_network(annotations.get(SCHEDULE_POLICY_ANNOTATION))]

@@ -33,14 +33,13 @@ from contract.annotations import (
     FAULT_RETRY_LABEL,
     RA_BLOCK_ANNOTATION,
     RECOVER_POLICY_PATH_ANNOTATION,
-    SCHEDULE_POLICY_ANNOTATION,
     SP_BLOCK_ANNOTATION,
     WAIT_RESCHEDULE_ANNOTATION,
 )
 from contract.chip_names import InvalidInput
 from contract.go_json import go_json
 from scheduler_core.engine import racks
-from scheduler_core.engine.locality import ATLAS_950_POLICY
+from scheduler_core.engine.locality import network_rules
 
 GRACE, FORCE = "grace", "force"
 GRACE_OVER_TIME = 900.0
@@ -131,7 +130,7 @@ def recovery_of(
         pod_only=annotations.get(RECOVER_POLICY_PATH_ANNOTATION) == POD_ONLY,
         block=_pods_in(annotations.get(SP_BLOCK_ANNOTATION), npu),
         ra_block=max(1, _pods_in(annotations.get(RA_BLOCK_ANNOTATION), npu))
-        if annotations.get(SCHEDULE_POLICY_ANNOTATION) == ATLAS_950_POLICY
+        if network_rules(annotations).ra_blocks
         else 0,
         wait=wait,
         # An unknown value is ``ignore``, as upstream falls back.

@@ -30,8 +30,9 @@ Rank ``r`` runs on node ``r`` of the blocks' nodes laid end to end in virtual-id
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from contract.annotations import (
     SUPER_POD_AFFINITY_LABEL,
@@ -42,7 +43,6 @@ from contract.annotations import (
 HARD, SOFT = "hard", "soft"
 DEFAULT_SIZE, DEFAULT_RESERVE = 48, 2
 IDLEST = "idlest"  # sp-fit value
-A3, ATLAS_850 = "a3", "850"  # whose selection: the A3 handler's or chip8node8sp's
 A5_NODE_NPU = 8  # chip8node8sp ``nodeNPUNumber``
 
 
@@ -194,6 +194,60 @@ def block_nodes_850(sp_block: str | None, *, npus: Sequence[int], super_pod_size
     return block
 
 
+class BlockNodes(Protocol):
+    """Nodes per block of a job of ``tasks`` pods of ``npu`` NPUs each, checked in its
+    handler's order and words."""
+
+    def __call__(
+        self, sp_block: str, *, tasks: int, npu: int, chips_per_node: int, size: int, spec: str
+    ) -> int: ...
+
+
+def _a3_block(
+    sp_block: str, *, tasks: int, npu: int, chips_per_node: int, size: int, spec: str
+) -> int:
+    return block_nodes(
+        sp_block,
+        tasks=tasks,
+        npu_per_task=npu,
+        chips_per_node=chips_per_node,
+        super_pod_size=size,
+        spec=spec,
+    )
+
+
+def _block_850(
+    sp_block: str, *, tasks: int, npu: int, chips_per_node: int, size: int, spec: str
+) -> int:
+    return block_nodes_850(sp_block, npus=[npu] * tasks, super_pod_size=size)
+
+
+def _a3_shortage(wanted: int, count: int, free: Mapping[int, Sequence[str]]) -> str:
+    return f"select super pod failed, required {wanted}, total {count}, node top: {_node_top(free)}"
+
+
+def _shortage_850(wanted: int, count: int, free: Mapping[int, Sequence[str]]) -> str:
+    return f"select super pod failed, required vitural-super-pod {wanted}, total {count}"
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    """Whose SuperPoD selection a job gets: the A3 handler's (``ascend910a3/superpod``) or the
+    Atlas 850's (``policy/chip8node8sp/frame.go``: the same grid and passes, but its own block
+    check (``block_nodes_850``), a SuperPoD with more free nodes than ``super-pod-size`` fails
+    the job (classifySuperPod), a shortage is worded ``required vitural-super-pod``, and no
+    MindIE selection, which is ``ascend910a3/superpod/mindie_job.go``'s only)."""
+
+    block: BlockNodes
+    shortage: Callable[[int, int, Mapping[int, Sequence[str]]], str]
+    oversize_fails: bool = False
+    mindie: bool = False
+
+
+A3 = Handler(_a3_block, _a3_shortage, mindie=True)
+ATLAS_850 = Handler(_block_850, _shortage_850, oversize_fails=True)
+
+
 def affinity_of(labels: Mapping[str, str]) -> str:
     """Only ``soft`` is soft; anything else (absent included) is hard, as upstream reads."""
     return SOFT if labels.get(SUPER_POD_AFFINITY_LABEL) == SOFT else HARD
@@ -250,14 +304,12 @@ def select(
     sub_healthy: Collection[str] = frozenset(),
     unready: Sequence[int] | None = None,
     rescheduling: bool = False,
-    handler: str = A3,
+    handler: Handler = A3,
 ) -> SuperPodChoice:
     """Blocks for a job of ``tasks`` pods (one a node) among each SuperPoD's free candidate
     nodes, or SuperPodUnplaceable with upstream's message. ``unready``: the virtual ids still
     to place (all of ``0 … need−1`` unless a fault restart kept some). ``handler``: the A3's
-    or the Atlas 850's (``policy/chip8node8sp/frame.go``: the same grid and passes, but a
-    SuperPoD with more free nodes than ``super-pod-size`` fails the job (classifySuperPod)
-    and a shortage is worded ``required vitural-super-pod``)."""
+    or the Atlas 850's."""
     need = tasks // block
     wanted = list(range(need)) if unready is None else sorted(unready)
     hard = affinity != SOFT
@@ -267,14 +319,14 @@ def select(
         nodes = len(free[sp])
         if hard and nodes < block:
             continue
-        if handler == ATLAS_850 and nodes > size:
+        if handler.oversize_fails and nodes > size:
             raise SuperPodUnplaceable("super-pod-size is smaller than superPod's node size")
         count += nodes // block
         ex = nodes - reserve
         column, row = divmod(ex, block) if ex >= 0 else (0, nodes % block)
         grid.setdefault((row, column), []).append(sp)
     if count < len(wanted) and (hard or rescheduling):
-        raise SuperPodUnplaceable(_shortage(handler, len(wanted), count, free))
+        raise SuperPodUnplaceable(handler.shortage(len(wanted), count, free))
     pool = _Pool(free, sub_healthy, wanted)
     columns = max((c for _, c in grid), default=0)
     columns = max(columns, size // block)
@@ -308,14 +360,8 @@ def select(
                     pool.take(sp, min(block, pool.free(sp), tasks - taken))
     taken = sum(len(b.nodes) for b in pool.blocks)
     if taken < tasks:
-        raise SuperPodUnplaceable(_shortage(handler, len(wanted), count, free))
+        raise SuperPodUnplaceable(handler.shortage(len(wanted), count, free))
     return SuperPodChoice(tuple(sorted(pool.blocks, key=lambda b: b.vid)))
-
-
-def _shortage(handler: str, wanted: int, count: int, free: Mapping[int, Sequence[str]]) -> str:
-    if handler == ATLAS_850:
-        return f"select super pod failed, required vitural-super-pod {wanted}, total {count}"
-    return f"select super pod failed, required {wanted}, total {count}, node top: {_node_top(free)}"
 
 
 def _largest_first(cell: Sequence[int], pool: _Pool) -> list[int]:

@@ -13,8 +13,7 @@ from typing import Any
 
 import msgspec
 
-from chip_topology.products import SUPER_POD_PRODUCTS, Family, Product
-from chip_topology.products.a3 import dies
+from chip_topology.products import Product
 from chip_topology.routing import product_for_job
 from contract.annotations import ACCELERATOR_TYPE_LABEL, RING_CONTROLLER_LABEL
 from contract.chip_names import ASCEND910, KIND_OF_RESOURCE, NPU, RESOURCE_NAME, InvalidInput
@@ -143,28 +142,11 @@ GANG_KINDS = (ASCEND910, NPU)
 
 
 def _a3_roles(handler: Product, settings: JobSettings, npu: int) -> str:
-    """An A3 job's pods asking no NPU that MindCluster's A3 handlers refuse
-    (``jobs.a3_role_refusal``), in the words of the handler's ``CheckTaskNPU``, which they
-    reach only for a distributed SuperPoD job and an even request of more than one chip
-    (``checkRequireNPU``, ``ValidNPUJob``: the engine's validation says the rest)."""
-    total = npu * settings.size
-    if handler.family is not Family.ASCEND910A3 or not settings.unmarked:
-        return ""
-    if handler.name in SUPER_POD_PRODUCTS:
-        if settings.size == 1:
-            return ""
-        expected = (
-            f"distributed super-pod job require npu({total}) should be equal "
-            f"to node npu({handler.capacity})"
-        )
-    elif total == 1 or total % dies.DIE:
-        return ""
-    else:
-        expected = (
-            "only standalone job can request single npu, npu num required by task in a3×16 "
-            f"job must be 2n, and <= {dies.TABLE_CHIPS}"
-        )
-    return a3_role_refusal(settings.unmarked, expected)
+    """A job's pods asking no NPU that its handler refuses (MindCluster's A3 handlers:
+    ``jobs.a3_role_refusal``), in the words of the handler's ``CheckTaskNPU`` where it
+    reaches it (its family's ``Rules.no_npu_role``)."""
+    expected = handler.rules.no_npu_role(handler, settings.size, npu) if settings.unmarked else ""
+    return a3_role_refusal(settings.unmarked, expected) if expected else ""
 
 
 def pod_request(

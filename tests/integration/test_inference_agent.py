@@ -314,3 +314,17 @@ def test_dynamic_vnpu_is_refused_on_a_910_that_cuts_none(short_dir: Path) -> Non
     message = "^only 310p, 910a2 and 910a3 support to set presetVirtualDevice false$"
     with pytest.raises(DriverError, match=message):
         start_node_agent(config, FakeDriver(path), MemoryCluster())
+
+
+def test_dynamic_vnpu_is_refused_on_an_atlas_300i_duo(short_dir: Path) -> None:
+    path = short_dir / "state.yaml"
+    path.write_text(state("Ascend310P", 4, ai_cores=8, product="chip310px2"))
+    config = AgentConfig(
+        short_dir / "plugins",
+        ascend_runtime=True,
+        period=0.2,
+        kube=KubeSettings(NODE, True, short_dir / "podres.sock"),
+        preset_virtual=False,
+    )
+    with pytest.raises(DriverError, match=r"^Atlas 300I Duo is not supported to dynamic virtual"):
+        start_node_agent(config, FakeDriver(path), MemoryCluster())

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from chip_topology.products import SUPERPOD_850X8, SUPERPOD_950X8
-from chip_topology.routing import product_for_job, product_of_node, serves
+from chip_topology.routing import PRODUCTS, policy_network, product_for_job, product_of_node, serves
 from contract import deviceinfo
 from contract.chip_names import NPU
 from contract.deviceinfo import DeviceInfo
@@ -16,6 +16,13 @@ from scheduler_core.engine import locality
 from scheduler_core.engine.superpod import SuperPodInvalid
 
 POLICY = "huawei.com/schedule_policy"
+
+
+def test_every_family_network_names_a_row_of_the_engine_table() -> None:
+    assert {p.rules.network for p in PRODUCTS.values()} <= locality.NETWORKS.keys()
+    assert policy_network("chip8-node8-sp") == SUPERPOD_850X8.rules.network != ""
+    assert policy_network("chip8-node8-ra64-sp") == SUPERPOD_950X8.rules.network != ""
+    assert policy_network("chip8-node8") == policy_network(None) == ""
 
 
 def test_an_unlabelled_npu_server_serves_both_super_pod_policies() -> None:

@@ -71,6 +71,8 @@ def test_reset_groups_per_product() -> None:  # TestGetRingSize, TestGetHccsRing
     assert hr.reset_group(duo, 3) == {2, 3}  # TestGetDuoCardDevices
     assert hr.reset_group(node("ascend310p", 4, set(), resource="Ascend310P"), 3) == {3}
     assert hr.reset_group(node(None, 8, set(), resource="npu"), 3) == {3}  # A5 ring: 1
+    assert hr.reset_group(node("atlas850x8", 8, set()), 3) == {3}  # A5 chips named Ascend910
+    assert hr.reset_group(node("card910x2", 8, set()), 5) == {4, 5, 6, 7}  # the 910 family's 4
     # A ring that cannot be named: the whole node is its group.
     assert hr.reset_group(node(None, 6, set()), 1) == set(range(6))
 

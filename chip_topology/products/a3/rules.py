@@ -7,9 +7,18 @@ from collections.abc import Sequence
 
 from chip_topology.products.a3 import dies
 from chip_topology.products.base.rules import BASE_REASON
+from chip_topology.products.groups import split_refusal
 from chip_topology.products.jobs import JobAsk, JobInvalid, task_listing
-from chip_topology.products.product import Product, Refusal, Rules
+from chip_topology.products.product import DIE, Product, Refusal, Rules
 
+# CheckTaskNPU's expectations (``ascend910a3/module910a3x16/frame.go``, ``superpod/frame.go``).
+A3X16_EXPECTED = (
+    "only standalone job can request single npu, npu num required by task in a3×16 job "
+    f"must be 2n, and <= {dies.TABLE_CHIPS}"
+)
+SUPER_POD_EXPECTED = (
+    "distributed super-pod job require npu({total}) should be equal to node npu({capacity})"
+)
 # ``ascend910a3/base.go`` JudgeNodeAndTaskNPU: enough chips but not in whole dies; ``npu
 # top[%v]`` of a Go slice, so the brackets double.
 DIES_REASON = "npu top[[{top}]] is not meet task req({req})"
@@ -38,10 +47,7 @@ def validate_super_pod(job: JobAsk, product: Product) -> None:
         if not (total == 1 or (total % dies.DIE == 0 and total <= product.capacity)):
             raise JobInvalid(f"standalone super-pod job require npu [1, 2*n], instead of {total}")
         return
-    expected = (
-        f"distributed super-pod job require npu({total}) should be equal to node "
-        f"npu({product.capacity})"
-    )
+    expected = SUPER_POD_EXPECTED.format(total=total, capacity=product.capacity)
     task_listing(expected, [t for t in tasks if t.npu != product.capacity])
 
 
@@ -58,12 +64,23 @@ def validate(job: JobAsk, product: Product) -> None:
             "except for single task job can request single npu, job require npu num should "
             f"be even number, instead of {total}"
         )
-    expected = (
-        "only standalone job can request single npu, npu num required by task in a3×16 job "
-        f"must be 2n, and <= {dies.TABLE_CHIPS}"
-    )
     bad = [t for t in tasks if t.npu % dies.DIE or t.npu > dies.TABLE_CHIPS]
-    task_listing(expected, bad)
+    task_listing(A3X16_EXPECTED, bad)
+
+
+def no_npu_role(product: Product, pods: int, npu: int) -> str:
+    """A role of no NPU meets ``module910a3x16/frame.go`` CheckTaskNPU only in a job of an
+    even request of more than one chip (``ValidNPUJob`` returns before it otherwise)."""
+    total = npu * pods
+    return "" if total == 1 or total % dies.DIE else A3X16_EXPECTED
+
+
+def no_npu_role_super_pod(product: Product, pods: int, npu: int) -> str:
+    """A role of no NPU meets ``superpod/frame.go`` CheckTaskNPU only in a distributed job
+    (``checkRequireNPU`` returns before it for one task)."""
+    if pods == 1:
+        return ""
+    return SUPER_POD_EXPECTED.format(total=npu * pods, capacity=product.capacity)
 
 
 def refuse(
@@ -79,6 +96,16 @@ def canonical(mask: int) -> int:
     return dies.canonical(mask)
 
 
+def die_of(product: Product, chip: int) -> dict[str, int]:
+    """A chip's die, besides its ring: a claim keeps a request of two chips in one."""
+    return {DIE: chip // dies.DIE}
+
+
+def claim_refusal(product: Product, chips: Sequence[int]) -> str | None:
+    """One chip, or whole dies."""
+    return split_refusal(product, chips, DIE, from_count=2)
+
+
 RULES = Rules(
     fits=fits,
     score=score,
@@ -87,5 +114,10 @@ RULES = Rules(
     validate=validate,
     refuse=refuse,
     canonical=canonical,
+    more_groups=die_of,
+    claim_refusal=claim_refusal,
+    no_npu_role=no_npu_role,
 )
-SUPER_POD_RULES = dataclasses.replace(RULES, validate=validate_super_pod)
+SUPER_POD_RULES = dataclasses.replace(
+    RULES, validate=validate_super_pod, no_npu_role=no_npu_role_super_pod
+)

@@ -3,8 +3,10 @@ Atlas 350 of one chip per group (MindCluster ``internal/npu/base``, ``factory.go
 
 from __future__ import annotations
 
+import dataclasses
+
 from chip_topology.products.base.rules import base_product
-from chip_topology.products.product import Family
+from chip_topology.products.product import Family, reset_alone
 from contract.chip_names import NPU
 
 # ``chip4-node4``: the 910 "A" half server, base max 4 without 3.
@@ -16,7 +18,10 @@ CARD_910X2 = base_product("card910x2", "card", 8, family=Family.ASCEND910, netwo
 MODULE_910BX8 = base_product("module910bx8", "module-910b-8", 8)
 # ``850-Atlas-8p-8``: Atlas 850 (A5) 8-NPU servers, named ``huawei.com/Ascend910`` upstream
 # (``common/util/type_v2.go`` ``Ascend800ia5x8SchedulerName``).
-ATLAS_850_8P = base_product("atlas850x8", "850-Atlas-8p-8", 8)
+# Its A5 chips reset alone (``getRingSize``: Ascend910A5RingsNum = 1).
+ATLAS_850_8P = dataclasses.replace(
+    base_product("atlas850x8", "850-Atlas-8p-8", 8), own_reset_ring=reset_alone
+)
 # Atlas 350 (Ascend 950PR) servers of ``huawei.com/npu`` chips (``chip1-node8/16`` base; the
 # meshes of 4 are ``mesh``'s), their nodes labelled with Huawei's product names
 # (``ascend-common/api/const_v2.go``). Huawei's installation guide labels an Atlas 350 node

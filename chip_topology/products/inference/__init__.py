@@ -25,6 +25,7 @@ def _inference(  # noqa: PLR0917 (a table of handlers reads best positionally)
     priorities: Mapping[int, tuple[int, ...]] | None = None,
     node_product: str | None = None,
     max_request: int = 0,
+    duo: bool = False,
 ) -> Product:
     return Product(
         name=name,
@@ -45,6 +46,7 @@ def _inference(  # noqa: PLR0917 (a table of handlers reads best positionally)
         node_product=node_product,
         network_fault=False,
         max_request=max_request,
+        duo=duo,
     )
 
 
@@ -72,6 +74,7 @@ CARD_310PX2 = _inference(
     aff=((0, 1), (2, 0)),
     priorities={1: (1, 2), 2: (2,)},
     max_request=32,  # ``ascend310p/card310px2/type.go`` maxNodeNPUNum
+    duo=True,
 )
 CHIP_310PX2 = _inference(
     "chip310px2",
@@ -82,6 +85,7 @@ CHIP_310PX2 = _inference(
     rules.HALF_FIRST,
     "duochip",
     node_product="chip310px2",
+    duo=True,
 )
 CHIP_310PX2_DISTRIBUTED = _inference(
     "chip310px2-distributed",
@@ -92,6 +96,7 @@ CHIP_310PX2_DISTRIBUTED = _inference(
     rules.DUO_DISTRIBUTED,
     "duochip",
     node_product="chip310px2",
+    duo=True,
 )
 
 PRODUCTS = (

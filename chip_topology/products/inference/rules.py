@@ -18,6 +18,7 @@ from chip_topology.products.groups import (
 )
 from chip_topology.products.inference import cards
 from chip_topology.products.jobs import JobAsk, JobInvalid, job_id
+from chip_topology.products.product import CARD as CARD_ATTRIBUTE
 from chip_topology.products.product import Product, Refusal, Rules
 from contract.annotations import DISTRIBUTED_LABEL
 
@@ -176,12 +177,18 @@ def _duo_refusal(
     return Refusal(DUO_ODD_REASON.format(req=req, full=full, half=half))
 
 
+def _card(product: Product) -> str:
+    return CARD_ATTRIBUTE
+
+
 CARD = Rules(
     refuse=_card_refusal,
     serves=_serves,
     mislabelled=_mislabelled,
     partial_nodes=True,
     draw_known_groups=True,
+    group_attribute=_card,
+    labelled=False,
     fits=_card_fits,
     score=_card_score,
     select=_card_select,
@@ -194,6 +201,8 @@ BUCKETS = Rules(
     mislabelled=_mislabelled,
     partial_nodes=True,
     draw_known_groups=True,
+    group_attribute=_card,
+    labelled=False,
     fits=enough_chips,
     score=_base_score,
     select=_buckets,
@@ -206,6 +215,8 @@ FIRST = Rules(
     mislabelled=_mislabelled,
     partial_nodes=True,
     draw_known_groups=True,
+    group_attribute=_card,
+    labelled=False,
     fits=enough_chips,
     score=_base_score,
     select=first_chips,
@@ -218,6 +229,8 @@ HALF_FIRST = Rules(
     mislabelled=_mislabelled,
     partial_nodes=True,
     draw_known_groups=True,
+    group_attribute=_card,
+    labelled=False,
     fits=enough_chips,
     score=_no_score,
     select=_half_first,
@@ -230,6 +243,8 @@ DUO_DISTRIBUTED = Rules(
     mislabelled=_mislabelled,
     partial_nodes=True,
     draw_known_groups=True,
+    group_attribute=_card,
+    labelled=False,
     fits=_duo_fits,
     score=_duo_score,
     select=_duo_select,

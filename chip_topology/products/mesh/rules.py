@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chip_topology.products.groups import mask_of
+from chip_topology.products.groups import mask_of, split_refusal
 from chip_topology.products.jobs import JobAsk, JobInvalid, job_id
-from chip_topology.products.product import Product, Refusal, Rules
+from chip_topology.products.product import MESH, Product, Refusal, Rules
 from contract.chip_names import chip_name
 
 MESH_CHIPS = 4  # ``chip4nodex/type.go`` cardsNumPerMesh
@@ -103,6 +103,34 @@ def refuse(
     return Refusal(MESH_REASON.format(listed))
 
 
+def mesh_of(product: Product, chip: int) -> dict[str, int]:
+    """A chip's mesh, under ``mesh`` also on a 910 (whose group attribute is the ring's)."""
+    return {MESH: product.group_of(chip)}
+
+
+def claim_refusal(product: Product, chips: Sequence[int]) -> str | None:
+    """Up to 4 chips of one mesh, or whole meshes for a multiple of 4."""
+    n = len(chips)
+    if n <= MESH_CHIPS:
+        meshes = {product.group_of(c) for c in chips}
+        if len(meshes) <= 1:
+            return None
+        return (
+            f"spans meshes {sorted(meshes)} (chips {sorted(chips)}); add the {MESH} "
+            "matchAttribute constraint to the claim"
+        )
+    if mesh_affine(n):
+        return split_refusal(product, chips, MESH, from_count=n)
+    return None
+
+
 RULES = Rules(
-    fits=fits, score=score, select=select, select_tightest=select, validate=validate, refuse=refuse
+    fits=fits,
+    score=score,
+    select=select,
+    select_tightest=select,
+    validate=validate,
+    refuse=refuse,
+    more_groups=mesh_of,
+    claim_refusal=claim_refusal,
 )

@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from chip_topology.products.base.rules import validate_base
 from chip_topology.products.groups import (
     by_group,
+    count_refusal,
     fits_one_group,
     group_affinity,
     select_by_priority,
 )
-from chip_topology.products.product import Product, Refusal, Rules
+from chip_topology.products.product import RING, Product, Refusal, Rules
 from contract.chip_names import chip_name
 
 TOPOLOGY_REASON = "npu topology not meet job require,network unhealthy card is [ {} ]"
@@ -109,6 +110,18 @@ def refuse(
     return Refusal(TOPOLOGY_REASON.format(listed))
 
 
+def claim_refusal(product: Product, chips: Sequence[int]) -> str | None:
+    """A legal count of one ring, or the whole node."""
+    counted = count_refusal(product, chips)
+    rings = {product.group_of(c) for c in chips}
+    if counted is not None or len(chips) >= product.capacity or len(rings) <= 1:
+        return counted
+    return (
+        f"spans HCCS rings {sorted(rings)} (chips {sorted(chips)}); add the {RING} "
+        "matchAttribute constraint to the claim"
+    )
+
+
 RULES = Rules(
     fits=fits,
     refuse=refuse,
@@ -116,4 +129,5 @@ RULES = Rules(
     select=select,
     select_tightest=select_tightest,
     validate=validate_base,
+    claim_refusal=claim_refusal,
 )

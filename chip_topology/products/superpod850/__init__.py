@@ -2,7 +2,8 @@
 ``huawei.com/npu`` chips a server, picked as the base handler picks them (a distributed task
 takes all 8; ``frame.go`` selectNPUFromNode). Its servers carry no ``accelerator-type`` (the
 device plugin labels them ``accelerator=huawei-npu`` only), so it also takes an Atlas 950
-SuperPoD's nodes; its network rules are ``scheduler_core.engine.superpod``'s."""
+SuperPoD's nodes; its network rules (``network="superpod850"``) are
+``scheduler_core.engine.superpod``'s."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ SUPERPOD_850X8 = base_product(
     "850-SuperPod-Atlas-8",
     8,
     kind=NPU,
-    rules=dataclasses.replace(RULES, refuse=refuse),
+    rules=dataclasses.replace(RULES, refuse=refuse, network="superpod850"),
     serves_nodes=frozenset({"superpod950x8"}),
 )
 

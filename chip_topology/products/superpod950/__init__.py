@@ -1,7 +1,8 @@
 """Atlas 950 SuperPoD (``chip8-node8-ra64-sp``, MindCluster ``policy/chip8node8ra64sp``): 8
 ``huawei.com/npu`` chips a server, the base handler's pick (the handler keeps the base
 UseAnnotation). Its servers carry no ``accelerator-type``, so it also takes an Atlas 850
-SuperPoD's nodes; its network rules (racks of 64 NPUs) are ``scheduler_core.engine.racks``'s."""
+SuperPoD's nodes; its network rules (``network="racks950"``, racks of 64 NPUs) are
+``scheduler_core.engine.racks``'s."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ SUPERPOD_950X8 = base_product(
     "950-SuperPod-Atlas-8",
     8,
     kind=NPU,
-    rules=dataclasses.replace(RULES, refuse=refuse),
+    rules=dataclasses.replace(RULES, refuse=refuse, network="racks950"),
     serves_nodes=frozenset({"superpod850x8"}),
 )
 

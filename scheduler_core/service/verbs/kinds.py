@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from contract.annotations import PREDICATE_TIME, SCHEDULE_POLICY_ANNOTATION
+from contract.annotations import PREDICATE_TIME
 from contract.chip_names import KIND_OF_RESOURCE, format_chip_list
 from contract.vnpu import NPU_CORE_ANNOTATION, NPU_CORE_RESOURCE
 from infra.events import ObjectRef, pod_ref
@@ -198,7 +198,7 @@ class Chips(_Assuming):
         if held and (kept := self._kept(job, request.npu, passing, held)):
             failed.update(kept)  # chips kept for waiting gangs, nodes for fault jobs
             passing = [n for n in passing if n not in kept]
-        if request.annotations.get(SCHEDULE_POLICY_ANNOTATION) in locality.NETWORK_POLICIES:
+        if locality.own_network(request.annotations):
             outside = locality.off_network(request.annotations, passing, state.network_view())
             failed.update(outside)  # its DeviceInfo may name them later
             passing = [n for n in passing if n not in outside]

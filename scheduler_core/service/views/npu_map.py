@@ -110,7 +110,7 @@ def _chip(chip: int, node: NodeState, usable: Collection[int], holders: Mapping[
 def _groups(product: Product, known: Collection[int]) -> tuple[tuple[int, ...], ...]:
     """The product's groups to draw: an inference product names up to 64 chips, so only the
     cards up to the highest chip the node knows (as ``chip_topology.diagram`` draws them)."""
-    if product.family is not Family.INFERENCE:
+    if not product.rules.draw_known_groups:
         return product.groups
     top = max(known, default=-1)
     return tuple(g for g in product.groups if g[0] <= top)
