@@ -133,15 +133,17 @@ def test_the_tors_under_a_job_that_spans_several_are_known_bound_or_reserved() -
         notes={0: {}, 1: {}},
     )
     state = TorState(locality.Settings())
-    state.rebuild(addresses, {}, topology, bound, {})
-    assert state.network.multi_job_tors == frozenset({0, 1})
-    state.rebuild(addresses, {}, topology, bound, {"ns/r": reserved})
-    assert state.network.multi_job_tors == frozenset({0, 1}), "one ToR: not a spanning job"
+    state.addresses.update(addresses)
+    state.set_topology(topology)
+    assert state.view(bound, {}).multi_job_tors == frozenset({0, 1})
+    state.stale = True  # as a reservation's expiry marks it
+    network = state.view(bound, {"ns/r": reserved})
+    assert network.multi_job_tors == frozenset({0, 1}), "one ToR: not a spanning job"
     spanning = Reservation(
         {0: Placement("s-0", "node-05", (0,)), 1: Placement("s-1", "node-07", (0,))},
         expires=60,
         notes={0: {}, 1: {}},
     )
-    state.rebuild(addresses, {}, topology, bound, {"ns/s": spanning})
-    assert state.network.multi_job_tors == frozenset({0, 1, 2, 3})
+    state.stale = True
+    assert state.view(bound, {"ns/s": spanning}).multi_job_tors == frozenset({0, 1, 2, 3})
     assert state.tor_share_data() is None, "tor-share-cm is written under NSLB 2.0 only"
