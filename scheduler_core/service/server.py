@@ -1,19 +1,15 @@
-"""The scheduler service's wiring: the routes and who may call them, the election, and the
-lifecycle of the parts (``state``, ``verbs``, ``controllers``, ``views``).
+"""The scheduler service's wiring: the parts (``state``, ``verbs``, ``controllers``,
+``views``) built and joined, the routes (``routes``) served and who may call them, the
+election, and the lifecycle.
 
-``POST /filter``, ``/prioritize``, ``/bind`` take kube-scheduler's extender JSON (Go field
-names: ``Pod``, ``NodeNames``, ``FailedNodes``, ``Host``, ``Score``, ``PodName``, …);
-``GET /healthz``, ``/readyz`` (ready while every watch is well and was last seen well
-recently, leader or not: every replica may be evicted, see docs/ha.md), ``/leader`` (200 only
-while this replica answers the verbs, as Patroni's ``GET /leader``) and ``/metrics``
-(Prometheus text); ``POST /debug/compare`` (guarded as the verbs, one call per
-``COMPARE_PERIOD``) answers where this replica's view differs from a fresh read of the cluster
-(empty: nowhere). The cluster is read once and then watched (``state.informers``): each
-change reaches the extender's state as it arrives. Every ``refresh_period`` a maintenance
-pass, which reads nothing, lets time act (DeviceInfo ageing, assumed binds and reservations
-expiring) and, on the leader, runs the controllers: the pods of fault jobs deleted so they
-restart, what changed of ``volcano-system/vcjob-fault-npu-cm``, the jobs'
-``fault-config-<job>`` and ``reset-config-<job>`` and ``volcano-system/tor-share-cm``
+The cluster is read once and then watched (``state.informers``): each change reaches the
+extender's state as it arrives. ``GET /readyz`` is ready while every watch is well and was
+last seen well recently, leader or not: every replica may be evicted (docs/ha.md); ``GET
+/leader`` answers 200 only while this replica answers the verbs, as Patroni's. Every
+``refresh_period`` a maintenance pass, which reads nothing, lets time act (DeviceInfo ageing,
+assumed binds and reservations expiring) and, on the leader, runs the controllers: the pods of
+fault jobs deleted so they restart, what changed of ``volcano-system/vcjob-fault-npu-cm``, the
+jobs' ``fault-config-<job>`` and ``reset-config-<job>`` and ``volcano-system/tor-share-cm``
 written, the pods whose vNPU could not be made deleted.
 """
 
@@ -25,7 +21,6 @@ import dataclasses
 import gc
 import hmac
 import logging
-import math
 import os
 import ssl
 import threading
@@ -34,10 +29,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
 from contract.chip_names import quoted
-from infra.http import PROMETHEUS_TEXT, Caller, HttpServer, Limits, Response, error
+from infra.http import Caller, HttpServer, Limits, Response, error
 from infra.kube.port import KubeError, KubeGateway
 from infra.leader import LeaderElector, PodLabel, Timing
 from scheduler_core.service.controllers.configmaps import OwnedConfigMaps, TorShare
@@ -45,23 +38,16 @@ from scheduler_core.service.controllers.creations import FailedCreations
 from scheduler_core.service.controllers.malformed import MalformedPods
 from scheduler_core.service.controllers.reset_configs import ResetConfigs
 from scheduler_core.service.controllers.restarts import FaultRestarter
+from scheduler_core.service.routes import COMPARE, COMPARE_PERIOD, VERBS, Routes
 from scheduler_core.service.state.informers import ClusterInformers
-from scheduler_core.service.verbs.extender import BindRefused, Extender
+from scheduler_core.service.verbs.extender import Extender
 from scheduler_core.service.verbs.volcano import VolcanoVerbs
 from scheduler_core.service.views.metrics import Metrics, read_cluster
 from scheduler_core.service.views.npu_map import PATHS as MAP_PATHS
 from scheduler_core.service.views.npu_map import NpuMap, read_view
-from scheduler_core.service.wire import BadRequest, ExtenderArgs, decode_extender_args
 
 log = logging.getLogger(__name__)
 
-VERBS = ("filter", "prioritize", "preempt", "bind")
-TYPED_VERBS = frozenset({"filter", "prioritize"})
-KNOWN_VERBS = frozenset(VERBS) | {f"volcano/{v}" for v in VolcanoVerbs.VERBS}
-COMPARE = "debug/compare"  # POST: this replica's view against a fresh read (guarded)
-# Seconds between two /debug/compare calls a replica answers: each LISTs every pod, node and
-# ConfigMap, which a caller looping on it would turn into load on the API server.
-COMPARE_PERIOD = 10.0
 STALE_PERIODS = 3  # not ready once the last good read is this many periods old
 # The leader's pod carries it; the Service selects it (daemonset/base/scheduler-deployment.yaml).
 LEADER_LABEL = ("ascend-npu.io/scheduler-role", "leader")
@@ -190,23 +176,6 @@ def _not_for(path: str, credential: str, verbs: str) -> Denied:
 OPEN = Access()
 
 
-def decode_body(raw: bytes) -> Any:
-    """A request's JSON. msgspec, not the stdlib: on kube-scheduler's bodies (a pod and 5,000
-    node names) it decodes several times faster (``benchmarks/extender.py`` prints the wire
-    floor both ways); BadRequest when the body is not JSON."""
-    try:
-        return msgspec.json.decode(raw or b"{}")
-    except RecursionError:
-        raise BadRequest("the body nests too deep") from None
-    except msgspec.DecodeError as bad:
-        raise BadRequest(f"the body is not JSON ({bad})") from None
-
-
-def json_response(code: int, value: Any) -> Response:
-    """An answer's JSON (msgspec: a prioritize answer is 5,000 small objects)."""
-    return Response(code, msgspec.json.encode(value))
-
-
 @dataclass(frozen=True, slots=True)
 class PodRef:
     """This replica's own pod."""
@@ -237,10 +206,6 @@ class Election:
     pod: PodRef | None = None
 
 
-class NotLeader(Exception):
-    """A verb reached a replica that does not lead: it decides nothing."""
-
-
 class SchedulerService:
     def __init__(
         self,
@@ -269,7 +234,6 @@ class SchedulerService:
         self.metrics = Metrics(lambda: state.binds, state.node_count)
         self.metrics.read(lambda: read_cluster(state, self.deciding()), state.gangs.ttl)
         self.malformed = MalformedPods(state.events, lambda: self.metrics.malformed("pod"))
-        self.volcano = VolcanoVerbs(extender, self._fresh_view, force_enqueue)
         self.informers = ClusterInformers(
             gateway,
             extender.state,
@@ -291,9 +255,6 @@ class SchedulerService:
         self._thread: threading.Thread | None = None
         self._last_read: float | None = None
         self._reading = threading.Lock()  # one read or maintenance pass at a time
-        self._compare_period = compare_period
-        self._compared: float | None = None  # when /debug/compare last ran (monotonic)
-        self._comparing = threading.Lock()
         # The controllers the leader runs at each maintenance pass, in this order.
         configmaps = OwnedConfigMaps(gateway)
         self.restarts = FaultRestarter(gateway, state, configmaps, self.informers.fault_record_data)
@@ -304,8 +265,16 @@ class SchedulerService:
             TorShare(state, configmaps).run,
         )
         # The live NPU map (--npu-map): on the verbs' port only, behind their authentication.
-        self.npu_map = (
-            NpuMap(lambda: read_view(state, self.informers.holders())) if npu_map else None
+        shown = NpuMap(lambda: read_view(state, self.informers.holders())) if npu_map else None
+        self.routes = Routes(
+            extender,
+            VolcanoVerbs(extender, self._fresh_view, force_enqueue),
+            self.informers,
+            self.metrics,
+            shown,
+            deciding=self.deciding,
+            ready=self.ready,
+            compare_period=compare_period,
         )
 
     def _elector(self, gateway: KubeGateway, election: Election) -> LeaderElector:
@@ -356,39 +325,6 @@ class SchedulerService:
         self.restarts.lead()
         self.refresh_once_safely()
 
-    def handle(self, verb: str, body: Any) -> Any:
-        """One extender call: kube-scheduler's verbs, or ``volcano/<verb>``: KeyError when there
-        is no such verb, BadRequest when the body has the wrong shape."""
-        if verb not in KNOWN_VERBS:
-            raise KeyError(verb)  # before any metric: a label value per path would grow forever
-        if not self.deciding():
-            raise NotLeader(verb)
-        start = time.perf_counter()
-        failed = True
-        answer: Any
-        self.extender.begin_call()
-        try:
-            if verb.startswith("volcano/"):
-                answer = self.volcano.handle(verb.removeprefix("volcano/"), body)
-                failed = bool(getattr(answer, "error_message", ""))
-                return answer
-            if verb == "filter":
-                answer = self.extender.filter(body)
-                failed = bool(answer.Error)
-            elif verb == "prioritize":
-                answer = self.extender.prioritize(body)
-                failed = False
-            elif verb == "preempt":
-                answer = self.extender.preempt(body)
-                failed = False
-            else:
-                answer = self.extender.bind(body)
-                failed = bool(answer.Error)
-            return answer
-        finally:
-            seconds = time.perf_counter() - start
-            self.metrics.record(verb, seconds, failed, self.extender.call_kind())
-
     def start(
         self,
         host: str = "127.0.0.1",
@@ -407,8 +343,8 @@ class SchedulerService:
         self.informers.start()
         self._server = HttpServer(
             "extender",
-            self._get_with_map,
-            self._post,
+            self.routes.get_with_map,
+            self.routes.post,
             # Volcano posts its whole session at onSessionOpen (jobs, nodes, queues: tens of
             # MiB at a few thousand nodes), which the service reads none of, and every node's
             # NodeInfo at prioritize (past 8 MiB from ~2,600 nodes), which it must read.
@@ -418,11 +354,11 @@ class SchedulerService:
             ),
             tls=access.tls,
             guard=lambda caller: self._guard(access, caller),
-            guarded_get=self._map_path,
+            guarded_get=self.routes.guarded_get,
         )
         url = self._server.start(host, port)
         if metrics_at is not None:
-            self._metrics_server = HttpServer("scheduler-metrics", self._get)
+            self._metrics_server = HttpServer("scheduler-metrics", self.routes.get)
             self.metrics_url = self._metrics_server.start(*metrics_at)
         self._thread = threading.Thread(target=self._maintain_loop, name="maintain", daemon=True)
         self._thread.start()
@@ -442,73 +378,6 @@ class SchedulerService:
             challenge = ("WWW-Authenticate", 'Basic realm="ascend-npu-scheduler", charset="UTF-8"')
             return dataclasses.replace(refused, headers=(challenge,))
         return refused
-
-    def _map_path(self, path: str) -> bool:
-        """A GET the verbs' guard decides: the NPU map's, when it is served."""
-        return self.npu_map is not None and path.partition("?")[0] in MAP_PATHS
-
-    def _get_with_map(self, path: str) -> Response:
-        """The verbs' port: the NPU map too, when it is on (never on ``--metrics-listen``,
-        which monitoring reaches unauthenticated)."""
-        answer = None if self.npu_map is None else self.npu_map.get(path)
-        return self._get(path) if answer is None else answer
-
-    def _compare(self) -> Response:
-        """``/debug/compare``, at most once per ``compare_period`` seconds of real time (429
-        and Retry-After)."""
-        period = self._compare_period
-        with self._comparing:
-            now = time.monotonic()
-            if self._compared is not None and now - self._compared < period:
-                wait = math.ceil(period - (now - self._compared))
-                limited = error(429, f"one compare per {period:g} s: retry in {wait} s")
-                return dataclasses.replace(limited, headers=(("Retry-After", str(wait)),))
-            self._compared = now
-        try:
-            return json_response(200, self.informers.compare())
-        except KubeError as failed:
-            return error(503, f"the cluster could not be read to compare: {failed}")
-
-    def _get(self, path: str) -> Response:
-        if path == "/healthz":
-            return Response.text(200, "ok\n")
-        if path == "/readyz":
-            ready = self.ready()
-            return Response.text(200 if ready else 503, "ready\n" if ready else "not ready\n")
-        if path == "/leader":
-            leads = self.deciding()
-            return Response.text(200 if leads else 503, "leader\n" if leads else "not leader\n")
-        if path == "/metrics":
-            text = self.metrics.text()
-            return Response.text(200, text, PROMETHEUS_TEXT)
-        return Response.json(404, {"Error": "not found"})
-
-    def _post(self, path: str, raw: bytes) -> Response:
-        verb = path.strip("/")
-        if verb == COMPARE:
-            return self._compare()
-        body: Any
-        try:
-            # kube-scheduler's ExtenderArgs typed as it is decoded; the rest as JSON values.
-            body = decode_extender_args(raw) if verb in TYPED_VERBS else decode_body(raw)
-        except BadRequest as bad:
-            return error(400, str(bad))
-        if not isinstance(body, (dict, ExtenderArgs)):
-            return error(400, "the body is not a JSON object")
-        try:
-            return json_response(200, self.handle(verb, body))
-        except KeyError:
-            return error(404, f"no verb {quoted(verb)}")
-        except BadRequest as bad:
-            return error(400, str(bad))
-        except BindRefused as bind_refused:
-            log.warning("%s", bind_refused)
-            return error(403, str(bind_refused))
-        except NotLeader:
-            # A replica that lost the lease while its callers keep connections to it: closing
-            # sends their next call through the Service again, to the leader (docs/ha.md).
-            refused = error(503, "this replica does not lead: it decides nothing")
-            return dataclasses.replace(refused, close=True)
 
     def _fresh_view(self) -> None:
         """Volcano opens a session: the watches keep the view current; a service that does
