@@ -37,6 +37,7 @@ ALLOWED = {
         *(f"scheduler_core.service.{part}" for part in SERVICE_PACKAGES),
         "scheduler_core.service.wire",
         "scheduler_core.service.routes",
+        "scheduler_core.service.access",
     },
     # The service's parts (scheduler_core/service/*/__init__.py say what each is): the state
     # serves and acts on nothing; the verbs, the controllers and the views each read it and
@@ -52,6 +53,14 @@ ALLOWED = {
         "scheduler_core.service.verbs",
         "scheduler_core.service.views",
         "scheduler_core.service.wire",
+    },
+    # Who may call which route: it reads the verbs' and the map's names, and decides nothing.
+    "scheduler_core.service.access": {
+        "contract",
+        "infra",
+        "scheduler_core.service.routes",
+        "scheduler_core.service.verbs",
+        "scheduler_core.service.views",
     },
     # The chip drivers both node daemons read chips through.
     "chip_drivers": {"contract", "chip_topology", "infra"},
