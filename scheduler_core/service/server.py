@@ -17,21 +17,19 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 from infra.http import HttpServer, Limits
 from infra.kube.port import KubeError, KubeGateway
-from infra.leader import LeaderElector, PodLabel, Timing
 from scheduler_core.service.access import OPEN, Access
 from scheduler_core.service.controllers.configmaps import OwnedConfigMaps, TorShare
 from scheduler_core.service.controllers.creations import FailedCreations
 from scheduler_core.service.controllers.malformed import MalformedPods
 from scheduler_core.service.controllers.reset_configs import ResetConfigs
 from scheduler_core.service.controllers.restarts import FaultRestarter
+from scheduler_core.service.election import Election, elector
 from scheduler_core.service.routes import COMPARE_PERIOD, Routes
 from scheduler_core.service.state.informers import ClusterInformers
 from scheduler_core.service.verbs.extender import Extender
@@ -42,38 +40,6 @@ from scheduler_core.service.views.npu_map import NpuMap, read_view
 log = logging.getLogger(__name__)
 
 STALE_PERIODS = 3  # not ready once the last good read is this many periods old
-# The leader's pod carries it; the Service selects it (daemonset/base/scheduler-deployment.yaml).
-LEADER_LABEL = ("ascend-npu.io/scheduler-role", "leader")
-
-
-@dataclass(frozen=True, slots=True)
-class PodRef:
-    """This replica's own pod."""
-
-    namespace: str
-    name: str
-
-    @staticmethod
-    def from_environment(environ: Mapping[str, str] = os.environ) -> PodRef | None:
-        """The pod named by the downward API's ``POD_NAME`` and ``POD_NAMESPACE`` (the
-        Deployment sets both), None outside a pod; ValueError when only one is set."""
-        name, namespace = environ.get("POD_NAME", ""), environ.get("POD_NAMESPACE", "")
-        if bool(name) != bool(namespace):
-            missing = "POD_NAMESPACE" if name else "POD_NAME"
-            raise ValueError(f"{missing} is not set: set POD_NAME and POD_NAMESPACE together")
-        return PodRef(namespace, name) if name else None
-
-
-@dataclass(frozen=True, slots=True)
-class Election:
-    """The Lease the replicas of the service elect their leader on, and the pod the leader
-    labels (None: none, outside a pod)."""
-
-    namespace: str = "kube-system"
-    name: str = "ascend-npu-scheduler"
-    timing: Timing = field(default_factory=Timing)
-    holder: str | None = None  # default: <hostname>_<uuid>
-    pod: PodRef | None = None
 
 
 class SchedulerService:
@@ -97,7 +63,7 @@ class SchedulerService:
         # With an election, only the leader answers the verbs and carries the label the
         # Service selects; every replica is ready while its view is fresh, and the others keep
         # reading the cluster, so a new leader starts warm (and reads it once more first).
-        self.leader = None if election is None else self._elector(gateway, election)
+        self.leader = None if election is None else elector(gateway, election, self._lead)
         if self.leader is not None:
             extender.state.fence = self.leader.may_decide  # re-checked before a decision is written
         state = extender.state
@@ -145,26 +111,6 @@ class SchedulerService:
             deciding=self.deciding,
             ready=self.ready,
             compare_period=compare_period,
-        )
-
-    def _elector(self, gateway: KubeGateway, election: Election) -> LeaderElector:
-        label = None
-        if election.pod is None:
-            log.warning(
-                "POD_NAME and POD_NAMESPACE are not set (not in a pod): the leader labels no "
-                "pod, so a Service selecting %s=%s finds none; find the leader by GET /leader",
-                *LEADER_LABEL,
-            )
-        else:
-            label = PodLabel(election.pod.namespace, election.pod.name, *LEADER_LABEL)
-        return LeaderElector(
-            gateway,
-            election.namespace,
-            election.name,
-            on_started=self._lead,
-            timing=election.timing,
-            holder=election.holder,
-            label=label,
         )
 
     def refresh(self) -> None:

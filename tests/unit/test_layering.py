@@ -38,6 +38,7 @@ ALLOWED = {
         "scheduler_core.service.wire",
         "scheduler_core.service.routes",
         "scheduler_core.service.access",
+        "scheduler_core.service.election",
     },
     # The service's parts (scheduler_core/service/*/__init__.py say what each is): the state
     # serves and acts on nothing; the verbs, the controllers and the views each read it and
@@ -62,6 +63,8 @@ ALLOWED = {
         "scheduler_core.service.verbs",
         "scheduler_core.service.views",
     },
+    # The election knows the Lease and the leader's label, none of the service's parts.
+    "scheduler_core.service.election": {"infra"},
     # The chip drivers both node daemons read chips through.
     "chip_drivers": {"contract", "chip_topology", "infra"},
     # The agent imports nothing of the scheduler: the chip rules it needs are shared.
