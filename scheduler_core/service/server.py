@@ -1,6 +1,7 @@
 """The scheduler service's wiring: the parts (``state``, ``verbs``, ``controllers``,
-``views``) built and joined, the routes (``routes``) served and who may call them, the
-election, and the lifecycle.
+``views``) built and joined, the routes (``routes``) served behind who may call them
+(``access``), the election (``election``) followed, and the lifecycle: start, the maintenance
+pass, readiness, stop.
 
 The cluster is read once and then watched (``state.informers``): each change reaches the
 extender's state as it arrives. ``GET /readyz`` is ready while every watch is well and was
@@ -58,7 +59,6 @@ class SchedulerService:
         clusterd: bool = False,
         force_enqueue: bool = True,
     ) -> None:
-        self.gateway = gateway
         self.extender = extender
         # With an election, only the leader answers the verbs and carries the label the
         # Service selects; every replica is ready while its view is fresh, and the others keep
@@ -69,7 +69,7 @@ class SchedulerService:
         state = extender.state
         self.metrics = Metrics(lambda: state.binds, state.node_count)
         self.metrics.read(lambda: read_cluster(state, self.deciding()), state.gangs.ttl)
-        self.malformed = MalformedPods(state.events, lambda: self.metrics.malformed("pod"))
+        malformed = MalformedPods(state.events, lambda: self.metrics.malformed("pod"))
         self.informers = ClusterInformers(
             gateway,
             extender.state,
@@ -77,12 +77,11 @@ class SchedulerService:
             self_maintain=self_maintain,
             noded=noded,
             clusterd=clusterd,
-            on_pods=self.malformed.report,
+            on_pods=malformed.report,
             on_api_error=self.metrics.watch_failed,
             on_loop_error=self.metrics.loop_failed,
         )
         self._period = refresh_period
-        self._self_maintain = self_maintain
         self._clock = clock
         self._stop = threading.Event()
         self._server: HttpServer | None = None
