@@ -15,7 +15,8 @@ from contract.annotations import TOR_SHARED_ANNOTATION
 from contract.tor_topology import Topology
 from scheduler_core.engine import locality, tor_share
 from scheduler_core.service.state.cluster_view import NodeView
-from scheduler_core.service.state.gangs import GangPods, Reservation
+from scheduler_core.service.state.gang_pods import GangPods
+from scheduler_core.service.state.gangs import Reservation
 
 
 class TorState:
