@@ -100,7 +100,7 @@ class Access:
         if self.open:
             return None
         path = caller.path.partition("?")[0]
-        # As the handlers read it: a POST's verb is its path (``_post``), a GET the NPU map's.
+        # As the routes read it: a POST's verb is its path (``Routes.post``), a GET the map's.
         shared = path in MAP_PATHS
         verb = caller.path.strip("/")
         # The TLS layer verified the chain against the client CA before any request.
