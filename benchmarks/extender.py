@@ -32,7 +32,7 @@ from contract.chip_names import ASCEND910, KIND_OF_RESOURCE, chip_name
 from contract.deviceinfo import DeviceInfo
 from contract.groups import COSCHEDULING, COSCHEDULING_GROUP_LABEL, PODGROUP_APIS, podgroups
 from infra.http import HttpServer, Response
-from scheduler_core.service.server import decode_body, json_response
+from scheduler_core.service.routes import decode_body, json_response
 from simulation.cluster import simulated_cluster, wait_for
 from simulation.informer_cache import InformerCache, RemoteCluster
 from simulation.kube_scheduler import KubeScheduler

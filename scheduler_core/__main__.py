@@ -59,7 +59,9 @@ from scheduler_core.request_json import (
     decision_to_json,
     parse_request,
 )
-from scheduler_core.service.server import Access, Election, PodRef, SchedulerService
+from scheduler_core.service.access import Access
+from scheduler_core.service.election import Election, PodRef
+from scheduler_core.service.server import SchedulerService
 from scheduler_core.service.state import live_view
 from scheduler_core.service.state.gangs import DEFAULT_HOLD_SHARE
 from scheduler_core.service.verbs.extender import DEFAULT_PROFILES, Extender

@@ -36,7 +36,8 @@ from infra.kube.client import KubernetesGateway
 from infra.kube.port import KubeError, NotFound
 from scheduler_core.engine.policies import policy_by_name
 from scheduler_core.engine.rescheduling import GRACE_OVER_TIME
-from scheduler_core.service.server import OPEN, Access, SchedulerService
+from scheduler_core.service.access import OPEN, Access
+from scheduler_core.service.server import SchedulerService
 from scheduler_core.service.verbs.extender import Extender
 from simulation.hardware import ASCEND910_LABELS, Hardware
 from simulation.kube_scheduler import SERVICE_PROFILES

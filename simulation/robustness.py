@@ -57,7 +57,7 @@ from contract.chip_names import RESOURCE_NAME
 from contract.groups import KUEUE_GROUP_LABEL, KUEUE_TOTAL_ANNOTATION
 from contract.objects import Obj
 from infra.kube.port import KubeError
-from scheduler_core.service.server import COMPARE_PERIOD
+from scheduler_core.service.routes import COMPARE_PERIOD
 from simulation import invariants
 from simulation.cluster import (
     VNPU_CHIPS,

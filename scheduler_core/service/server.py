@@ -1,244 +1,46 @@
-"""The scheduler service's wiring: the routes and who may call them, the election, and the
-lifecycle of the parts (``state``, ``verbs``, ``controllers``, ``views``).
+"""The scheduler service's wiring: the parts (``state``, ``verbs``, ``controllers``,
+``views``) built and joined, the routes (``routes``) served behind who may call them
+(``access``), the election (``election``) followed, and the lifecycle: start, the maintenance
+pass, readiness, stop.
 
-``POST /filter``, ``/prioritize``, ``/bind`` take kube-scheduler's extender JSON (Go field
-names: ``Pod``, ``NodeNames``, ``FailedNodes``, ``Host``, ``Score``, ``PodName``, …);
-``GET /healthz``, ``/readyz`` (ready while every watch is well and was last seen well
-recently, leader or not: every replica may be evicted, see docs/ha.md), ``/leader`` (200 only
-while this replica answers the verbs, as Patroni's ``GET /leader``) and ``/metrics``
-(Prometheus text); ``POST /debug/compare`` (guarded as the verbs, one call per
-``COMPARE_PERIOD``) answers where this replica's view differs from a fresh read of the cluster
-(empty: nowhere). The cluster is read once and then watched (``state.informers``): each
-change reaches the extender's state as it arrives. Every ``refresh_period`` a maintenance
-pass, which reads nothing, lets time act (DeviceInfo ageing, assumed binds and reservations
-expiring) and, on the leader, runs the controllers: the pods of fault jobs deleted so they
-restart, what changed of ``volcano-system/vcjob-fault-npu-cm``, the jobs'
-``fault-config-<job>`` and ``reset-config-<job>`` and ``volcano-system/tor-share-cm``
+The cluster is read once and then watched (``state.informers``): each change reaches the
+extender's state as it arrives. ``GET /readyz`` is ready while every watch is well and was
+last seen well recently, leader or not: every replica may be evicted (docs/ha.md); ``GET
+/leader`` answers 200 only while this replica answers the verbs, as Patroni's. Every
+``refresh_period`` a maintenance pass, which reads nothing, lets time act (DeviceInfo ageing,
+assumed binds and reservations expiring) and, on the leader, runs the controllers: the pods of
+fault jobs deleted so they restart, what changed of ``volcano-system/vcjob-fault-npu-cm``, the
+jobs' ``fault-config-<job>`` and ``reset-config-<job>`` and ``volcano-system/tor-share-cm``
 written, the pods whose vNPU could not be made deleted.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import dataclasses
 import gc
-import hmac
 import logging
-import math
-import os
-import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
 
-import msgspec
-
-from contract.chip_names import quoted
-from infra.http import PROMETHEUS_TEXT, Caller, HttpServer, Limits, Response, error
+from infra.http import HttpServer, Limits
 from infra.kube.port import KubeError, KubeGateway
-from infra.leader import LeaderElector, PodLabel, Timing
+from scheduler_core.service.access import OPEN, Access
 from scheduler_core.service.controllers.configmaps import OwnedConfigMaps, TorShare
 from scheduler_core.service.controllers.creations import FailedCreations
 from scheduler_core.service.controllers.malformed import MalformedPods
 from scheduler_core.service.controllers.reset_configs import ResetConfigs
 from scheduler_core.service.controllers.restarts import FaultRestarter
+from scheduler_core.service.election import Election, elector
+from scheduler_core.service.routes import COMPARE_PERIOD, Routes
 from scheduler_core.service.state.informers import ClusterInformers
-from scheduler_core.service.verbs.extender import BindRefused, Extender
+from scheduler_core.service.verbs.extender import Extender
 from scheduler_core.service.verbs.volcano import VolcanoVerbs
 from scheduler_core.service.views.metrics import Metrics, read_cluster
-from scheduler_core.service.views.npu_map import PATHS as MAP_PATHS
 from scheduler_core.service.views.npu_map import NpuMap, read_view
-from scheduler_core.service.wire import BadRequest, ExtenderArgs, decode_extender_args
 
 log = logging.getLogger(__name__)
 
-VERBS = ("filter", "prioritize", "preempt", "bind")
-TYPED_VERBS = frozenset({"filter", "prioritize"})
-KNOWN_VERBS = frozenset(VERBS) | {f"volcano/{v}" for v in VolcanoVerbs.VERBS}
-COMPARE = "debug/compare"  # POST: this replica's view against a fresh read (guarded)
-# Seconds between two /debug/compare calls a replica answers: each LISTs every pod, node and
-# ConfigMap, which a caller looping on it would turn into load on the API server.
-COMPARE_PERIOD = 10.0
 STALE_PERIODS = 3  # not ready once the last good read is this many periods old
-# The leader's pod carries it; the Service selects it (daemonset/base/scheduler-deployment.yaml).
-LEADER_LABEL = ("ascend-npu.io/scheduler-role", "leader")
-
-
-# Why a call was refused, the label of ``ascend_scheduler_auth_refusals`` (bounded).
-NO_CREDENTIALS, BAD_TOKEN, NAME_NOT_ALLOWED = "no_credentials", "bad_token", "name_not_allowed"
-VERB_NOT_ALLOWED = "verb_not_allowed"  # a good credential, for another caller's verbs
-
-# Each credential is good for its own caller's verbs only: kube-scheduler's client
-# certificate for its extender verbs, the token (Volcano's) for ``/volcano/*``; both for
-# ``/debug/compare`` and the NPU map (an operator uses either). A stolen token binds nothing
-# through ``/bind``, a stolen certificate allocates nothing through ``/volcano/allocateFunc``.
-SHARED_VERBS = frozenset({COMPARE})
-CERTIFICATE_VERBS = frozenset(VERBS) | SHARED_VERBS
-TOKEN_VERBS = frozenset(f"volcano/{v}" for v in VolcanoVerbs.VERBS) | SHARED_VERBS
-CERTIFICATE_SAYS = "/filter, /prioritize, /preempt, /bind"
-TOKEN_SAYS = "/volcano/*"
-
-
-@dataclass(frozen=True, slots=True)
-class Denied:
-    """A call refused: 401 (no or wrong credentials) or 403 (a verified identity not
-    allowed), with the metric's reason and the one-line message."""
-
-    code: int
-    reason: str
-    message: str
-
-
-def _common_name(certificate: Mapping[str, Any]) -> str:
-    """The subject's CN as Go reads it (the last CN attribute: ``FillFromRDNSequence`` in
-    crypto/x509/pkix), which kube-apiserver matches ``--requestheader-allowed-names`` against
-    (kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/authentication/request/x509/
-    x509.go: ``chain[0].Subject.CommonName``)."""
-    names = [
-        str(value)
-        for rdn in certificate.get("subject", ())
-        for key, value in rdn
-        if key == "commonName"
-    ]
-    return names[-1] if names else ""
-
-
-def _presented_token(authorization: str) -> str | None:
-    """The token of ``Authorization: Bearer <token>``, or the password of HTTP Basic: Go's
-    net/http client turns a URL's userinfo into Basic (``send`` in src/net/http/client.go), and
-    that is all Volcano's extender plugin can send (volcano-sh/volcano
-    pkg/scheduler/plugins/extender/extender.go: a plain ``http.Client{Timeout}``)."""
-    scheme, _, value = authorization.partition(" ")
-    if scheme.lower() == "bearer":
-        return value.strip()
-    if scheme.lower() == "basic":
-        try:
-            decoded = base64.b64decode(value.strip(), validate=True).decode()
-        except (binascii.Error, UnicodeDecodeError):
-            return ""
-        return decoded.partition(":")[2]
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class Access:
-    """Who may call the verbs and ``/debug/compare`` (``/healthz``, ``/readyz``, ``/leader``
-    and ``/metrics`` stay open to probes and monitoring): a client certificate the client CA
-    signed whose CN is in ``allowed_names`` (kube-scheduler's verbs), or the token (Bearer,
-    or Basic's password) over TLS (``/volcano/*``); each also ``/debug/compare`` and the
-    NPU map, and nothing else (403, ``verb_not_allowed``). Neither: anyone who reaches the
-    port (only with ``--insecure``)."""
-
-    tls: ssl.SSLContext | None = None
-    allowed_names: frozenset[str] = frozenset()  # CNs of client certificates let in
-    token: str | None = None
-
-    @property
-    def open(self) -> bool:
-        return not self.allowed_names and self.token is None
-
-    def check(self, caller: Caller) -> Denied | None:
-        if self.open:
-            return None
-        path = caller.path.partition("?")[0]
-        # As the handlers read it: a POST's verb is its path (``_post``), a GET the NPU map's.
-        shared = path in MAP_PATHS
-        verb = caller.path.strip("/")
-        # The TLS layer verified the chain against the client CA before any request.
-        name = None if caller.certificate is None else _common_name(caller.certificate)
-        certified = name is not None and name in self.allowed_names
-        if certified and (shared or verb in CERTIFICATE_VERBS):
-            return None
-        presented = _presented_token(caller.headers.get("authorization", ""))
-        if self.token is not None and presented is not None:
-            # Constant time: the comparison does not tell how much of a guess was right.
-            if not hmac.compare_digest(presented.encode(), self.token.encode()):
-                return Denied(401, BAD_TOKEN, "the token is wrong")
-            if shared or verb in TOKEN_VERBS:
-                return None
-            return _not_for(path, "the token", TOKEN_SAYS)
-        if certified:
-            return _not_for(
-                path, f"the client certificate of CN {quoted(name or '')}", CERTIFICATE_SAYS
-            )
-        if name is not None and self.allowed_names:
-            return Denied(
-                403,
-                NAME_NOT_ALLOWED,
-                f"the client certificate's CN {quoted(name)} is not an allowed name",
-            )
-        wanted = [
-            "a client certificate of an allowed name" if self.allowed_names else "",
-            "the token (Bearer, or Basic's password)" if self.token is not None else "",
-        ]
-        return Denied(401, NO_CREDENTIALS, "the verbs need " + " or ".join(w for w in wanted if w))
-
-
-def _not_for(path: str, credential: str, verbs: str) -> Denied:
-    """403: a good credential, on a path that is not its caller's."""
-    return Denied(
-        403,
-        VERB_NOT_ALLOWED,
-        f"{quoted(path)} is not for {credential}, which calls {verbs}, /debug/compare and the "
-        "NPU map only",
-    )
-
-
-OPEN = Access()
-
-
-def decode_body(raw: bytes) -> Any:
-    """A request's JSON. msgspec, not the stdlib: on kube-scheduler's bodies (a pod and 5,000
-    node names) it decodes several times faster (``benchmarks/extender.py`` prints the wire
-    floor both ways); BadRequest when the body is not JSON."""
-    try:
-        return msgspec.json.decode(raw or b"{}")
-    except RecursionError:
-        raise BadRequest("the body nests too deep") from None
-    except msgspec.DecodeError as bad:
-        raise BadRequest(f"the body is not JSON ({bad})") from None
-
-
-def json_response(code: int, value: Any) -> Response:
-    """An answer's JSON (msgspec: a prioritize answer is 5,000 small objects)."""
-    return Response(code, msgspec.json.encode(value))
-
-
-@dataclass(frozen=True, slots=True)
-class PodRef:
-    """This replica's own pod."""
-
-    namespace: str
-    name: str
-
-    @staticmethod
-    def from_environment(environ: Mapping[str, str] = os.environ) -> PodRef | None:
-        """The pod named by the downward API's ``POD_NAME`` and ``POD_NAMESPACE`` (the
-        Deployment sets both), None outside a pod; ValueError when only one is set."""
-        name, namespace = environ.get("POD_NAME", ""), environ.get("POD_NAMESPACE", "")
-        if bool(name) != bool(namespace):
-            missing = "POD_NAMESPACE" if name else "POD_NAME"
-            raise ValueError(f"{missing} is not set: set POD_NAME and POD_NAMESPACE together")
-        return PodRef(namespace, name) if name else None
-
-
-@dataclass(frozen=True, slots=True)
-class Election:
-    """The Lease the replicas of the service elect their leader on, and the pod the leader
-    labels (None: none, outside a pod)."""
-
-    namespace: str = "kube-system"
-    name: str = "ascend-npu-scheduler"
-    timing: Timing = field(default_factory=Timing)
-    holder: str | None = None  # default: <hostname>_<uuid>
-    pod: PodRef | None = None
-
-
-class NotLeader(Exception):
-    """A verb reached a replica that does not lead: it decides nothing."""
 
 
 class SchedulerService:
@@ -257,19 +59,17 @@ class SchedulerService:
         clusterd: bool = False,
         force_enqueue: bool = True,
     ) -> None:
-        self.gateway = gateway
         self.extender = extender
         # With an election, only the leader answers the verbs and carries the label the
         # Service selects; every replica is ready while its view is fresh, and the others keep
         # reading the cluster, so a new leader starts warm (and reads it once more first).
-        self.leader = None if election is None else self._elector(gateway, election)
+        self.leader = None if election is None else elector(gateway, election, self._lead)
         if self.leader is not None:
             extender.state.fence = self.leader.may_decide  # re-checked before a decision is written
         state = extender.state
         self.metrics = Metrics(lambda: state.binds, state.node_count)
         self.metrics.read(lambda: read_cluster(state, self.deciding()), state.gangs.ttl)
-        self.malformed = MalformedPods(state.events, lambda: self.metrics.malformed("pod"))
-        self.volcano = VolcanoVerbs(extender, self._fresh_view, force_enqueue)
+        malformed = MalformedPods(state.events, lambda: self.metrics.malformed("pod"))
         self.informers = ClusterInformers(
             gateway,
             extender.state,
@@ -277,12 +77,11 @@ class SchedulerService:
             self_maintain=self_maintain,
             noded=noded,
             clusterd=clusterd,
-            on_pods=self.malformed.report,
+            on_pods=malformed.report,
             on_api_error=self.metrics.watch_failed,
             on_loop_error=self.metrics.loop_failed,
         )
         self._period = refresh_period
-        self._self_maintain = self_maintain
         self._clock = clock
         self._stop = threading.Event()
         self._server: HttpServer | None = None
@@ -291,9 +90,6 @@ class SchedulerService:
         self._thread: threading.Thread | None = None
         self._last_read: float | None = None
         self._reading = threading.Lock()  # one read or maintenance pass at a time
-        self._compare_period = compare_period
-        self._compared: float | None = None  # when /debug/compare last ran (monotonic)
-        self._comparing = threading.Lock()
         # The controllers the leader runs at each maintenance pass, in this order.
         configmaps = OwnedConfigMaps(gateway)
         self.restarts = FaultRestarter(gateway, state, configmaps, self.informers.fault_record_data)
@@ -304,28 +100,16 @@ class SchedulerService:
             TorShare(state, configmaps).run,
         )
         # The live NPU map (--npu-map): on the verbs' port only, behind their authentication.
-        self.npu_map = (
-            NpuMap(lambda: read_view(state, self.informers.holders())) if npu_map else None
-        )
-
-    def _elector(self, gateway: KubeGateway, election: Election) -> LeaderElector:
-        label = None
-        if election.pod is None:
-            log.warning(
-                "POD_NAME and POD_NAMESPACE are not set (not in a pod): the leader labels no "
-                "pod, so a Service selecting %s=%s finds none; find the leader by GET /leader",
-                *LEADER_LABEL,
-            )
-        else:
-            label = PodLabel(election.pod.namespace, election.pod.name, *LEADER_LABEL)
-        return LeaderElector(
-            gateway,
-            election.namespace,
-            election.name,
-            on_started=self._lead,
-            timing=election.timing,
-            holder=election.holder,
-            label=label,
+        shown = NpuMap(lambda: read_view(state, self.informers.holders())) if npu_map else None
+        self.routes = Routes(
+            extender,
+            VolcanoVerbs(extender, self._fresh_view, force_enqueue),
+            self.informers,
+            self.metrics,
+            shown,
+            deciding=self.deciding,
+            ready=self.ready,
+            compare_period=compare_period,
         )
 
     def refresh(self) -> None:
@@ -356,39 +140,6 @@ class SchedulerService:
         self.restarts.lead()
         self.refresh_once_safely()
 
-    def handle(self, verb: str, body: Any) -> Any:
-        """One extender call: kube-scheduler's verbs, or ``volcano/<verb>``: KeyError when there
-        is no such verb, BadRequest when the body has the wrong shape."""
-        if verb not in KNOWN_VERBS:
-            raise KeyError(verb)  # before any metric: a label value per path would grow forever
-        if not self.deciding():
-            raise NotLeader(verb)
-        start = time.perf_counter()
-        failed = True
-        answer: Any
-        self.extender.begin_call()
-        try:
-            if verb.startswith("volcano/"):
-                answer = self.volcano.handle(verb.removeprefix("volcano/"), body)
-                failed = bool(getattr(answer, "error_message", ""))
-                return answer
-            if verb == "filter":
-                answer = self.extender.filter(body)
-                failed = bool(answer.Error)
-            elif verb == "prioritize":
-                answer = self.extender.prioritize(body)
-                failed = False
-            elif verb == "preempt":
-                answer = self.extender.preempt(body)
-                failed = False
-            else:
-                answer = self.extender.bind(body)
-                failed = bool(answer.Error)
-            return answer
-        finally:
-            seconds = time.perf_counter() - start
-            self.metrics.record(verb, seconds, failed, self.extender.call_kind())
-
     def start(
         self,
         host: str = "127.0.0.1",
@@ -407,8 +158,8 @@ class SchedulerService:
         self.informers.start()
         self._server = HttpServer(
             "extender",
-            self._get_with_map,
-            self._post,
+            self.routes.get_with_map,
+            self.routes.post,
             # Volcano posts its whole session at onSessionOpen (jobs, nodes, queues: tens of
             # MiB at a few thousand nodes), which the service reads none of, and every node's
             # NodeInfo at prioritize (past 8 MiB from ~2,600 nodes), which it must read.
@@ -417,98 +168,18 @@ class SchedulerService:
                 large=frozenset({"/volcano/prioritize"}),
             ),
             tls=access.tls,
-            guard=lambda caller: self._guard(access, caller),
-            guarded_get=self._map_path,
+            guard=lambda caller: access.guard(caller, self.metrics.refused),
+            guarded_get=self.routes.guarded_get,
         )
         url = self._server.start(host, port)
         if metrics_at is not None:
-            self._metrics_server = HttpServer("scheduler-metrics", self._get)
+            self._metrics_server = HttpServer("scheduler-metrics", self.routes.get)
             self.metrics_url = self._metrics_server.start(*metrics_at)
         self._thread = threading.Thread(target=self._maintain_loop, name="maintain", daemon=True)
         self._thread.start()
         if self.leader is not None:
             self.leader.start()
         return url
-
-    def _guard(self, access: Access, caller: Caller) -> Response | None:
-        denied = access.check(caller)
-        if denied is None:
-            return None
-        self.metrics.refused(denied.reason)
-        refused = error(denied.code, denied.message)
-        if denied.code == 401 and access.token is not None:
-            # A 401 names the scheme that would do (RFC 9110 11.6.1): a browser opening the
-            # NPU map then asks for the token as Basic's password.
-            challenge = ("WWW-Authenticate", 'Basic realm="ascend-npu-scheduler", charset="UTF-8"')
-            return dataclasses.replace(refused, headers=(challenge,))
-        return refused
-
-    def _map_path(self, path: str) -> bool:
-        """A GET the verbs' guard decides: the NPU map's, when it is served."""
-        return self.npu_map is not None and path.partition("?")[0] in MAP_PATHS
-
-    def _get_with_map(self, path: str) -> Response:
-        """The verbs' port: the NPU map too, when it is on (never on ``--metrics-listen``,
-        which monitoring reaches unauthenticated)."""
-        answer = None if self.npu_map is None else self.npu_map.get(path)
-        return self._get(path) if answer is None else answer
-
-    def _compare(self) -> Response:
-        """``/debug/compare``, at most once per ``compare_period`` seconds of real time (429
-        and Retry-After)."""
-        period = self._compare_period
-        with self._comparing:
-            now = time.monotonic()
-            if self._compared is not None and now - self._compared < period:
-                wait = math.ceil(period - (now - self._compared))
-                limited = error(429, f"one compare per {period:g} s: retry in {wait} s")
-                return dataclasses.replace(limited, headers=(("Retry-After", str(wait)),))
-            self._compared = now
-        try:
-            return json_response(200, self.informers.compare())
-        except KubeError as failed:
-            return error(503, f"the cluster could not be read to compare: {failed}")
-
-    def _get(self, path: str) -> Response:
-        if path == "/healthz":
-            return Response.text(200, "ok\n")
-        if path == "/readyz":
-            ready = self.ready()
-            return Response.text(200 if ready else 503, "ready\n" if ready else "not ready\n")
-        if path == "/leader":
-            leads = self.deciding()
-            return Response.text(200 if leads else 503, "leader\n" if leads else "not leader\n")
-        if path == "/metrics":
-            text = self.metrics.text()
-            return Response.text(200, text, PROMETHEUS_TEXT)
-        return Response.json(404, {"Error": "not found"})
-
-    def _post(self, path: str, raw: bytes) -> Response:
-        verb = path.strip("/")
-        if verb == COMPARE:
-            return self._compare()
-        body: Any
-        try:
-            # kube-scheduler's ExtenderArgs typed as it is decoded; the rest as JSON values.
-            body = decode_extender_args(raw) if verb in TYPED_VERBS else decode_body(raw)
-        except BadRequest as bad:
-            return error(400, str(bad))
-        if not isinstance(body, (dict, ExtenderArgs)):
-            return error(400, "the body is not a JSON object")
-        try:
-            return json_response(200, self.handle(verb, body))
-        except KeyError:
-            return error(404, f"no verb {quoted(verb)}")
-        except BadRequest as bad:
-            return error(400, str(bad))
-        except BindRefused as bind_refused:
-            log.warning("%s", bind_refused)
-            return error(403, str(bind_refused))
-        except NotLeader:
-            # A replica that lost the lease while its callers keep connections to it: closing
-            # sends their next call through the Service again, to the leader (docs/ha.md).
-            refused = error(503, "this replica does not lead: it decides nothing")
-            return dataclasses.replace(refused, close=True)
 
     def _fresh_view(self) -> None:
         """Volcano opens a session: the watches keep the view current; a service that does

@@ -31,7 +31,7 @@ from contract.annotations import (
 from contract.chip_names import RESOURCE_DOMAIN
 from contract.objects import PLACED_RESOURCES, is_npu_resource
 from contract.vnpu import _VIRTUAL_TYPE, CHIP_NAME_LABEL
-from scheduler_core.service.server import LEADER_LABEL
+from scheduler_core.service.election import LEADER_LABEL
 
 ROOT = Path(__file__).parents[2]
 OVERLAYS = ROOT / "daemonset" / "overlays"

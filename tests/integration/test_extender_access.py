@@ -27,7 +27,8 @@ import pytest
 from contract.node_affinity import pod_constraints
 from infra.http import Caller, tls_context
 from scheduler_core.certs import issue
-from scheduler_core.service.server import COMPARE_PERIOD, VERB_NOT_ALLOWED, Access
+from scheduler_core.service.access import VERB_NOT_ALLOWED, Access
+from scheduler_core.service.routes import COMPARE_PERIOD
 from scheduler_core.service.views.npu_map import PATHS as MAP_PATHS
 from simulation.cluster import wait_for
 from simulation.loopback import LoopbackApiServer, kubeconfig

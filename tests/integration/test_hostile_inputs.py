@@ -221,7 +221,7 @@ def test_a_stream_of_session_openings_reads_the_cluster_once_a_period() -> None:
     api = CountingReads()
     service = SchedulerService(api, Extender(api), refresh_period=60)
     for _ in range(200):
-        service.handle("volcano/onSessionOpen", {})
+        service.routes.handle("volcano/onSessionOpen", {})
     assert api.node_lists == 1
 
 
@@ -231,7 +231,7 @@ def test_session_openings_read_nothing_once_the_cluster_is_watched() -> None:
     service.start()
     try:
         for _ in range(200):
-            service.handle("volcano/onSessionOpen", {})
+            service.routes.handle("volcano/onSessionOpen", {})
         assert api.node_lists == 1, "the first read only"
     finally:
         service.stop()

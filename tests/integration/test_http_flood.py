@@ -21,7 +21,7 @@ from types import TracebackType
 import pytest
 
 from infra.http import Caller, HttpServer, Limits, ProbeServer, Response, error, tls_context
-from scheduler_core.service.server import Access
+from scheduler_core.service.access import Access
 from simulation.cluster import wait_for
 from testbed.certs import Authority, KeyPair
 from tests.integration.test_extender import Harness, pending

@@ -22,7 +22,8 @@ from contract.objects import Obj
 from infra.kube.port import KubeError, WatchEvent
 from infra.leader import Timing, from_micro_time
 from scheduler_core.__main__ import main
-from scheduler_core.service.server import LEADER_LABEL, Election, PodRef, SchedulerService
+from scheduler_core.service.election import LEADER_LABEL, Election, PodRef
+from scheduler_core.service.server import SchedulerService
 from scheduler_core.service.verbs.extender import Extender
 from simulation.cluster import wait_for
 from simulation.memory import MemoryCluster, pod_object

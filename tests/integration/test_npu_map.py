@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from infra.kube.client import KubernetesGateway
-from scheduler_core.service.server import OPEN, Access, SchedulerService
+from scheduler_core.service.access import OPEN, Access
+from scheduler_core.service.server import SchedulerService
 from scheduler_core.service.verbs.extender import Extender
 from scheduler_core.service.views.npu_map import FAULTY, HELD
 from simulation.cluster import SimulatedCluster, simulated_cluster, tor_configmap, wait_for

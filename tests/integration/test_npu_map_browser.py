@@ -11,7 +11,7 @@ from playwright.sync_api import Browser, Dialog, HttpCredentials, Page, sync_pla
 from playwright.sync_api import Error as PlaywrightError
 
 from contract.chip_names import RESOURCE_NAME
-from scheduler_core.service.server import Access
+from scheduler_core.service.access import Access
 from simulation.cluster import SimulatedCluster, simulated_cluster, wait_for
 from simulation.kube_scheduler import KubeScheduler
 from simulation.memory import pod_object

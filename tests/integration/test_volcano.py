@@ -27,7 +27,7 @@ def task(pod: dict[str, Any], node: str = "", status: int = ALLOCATED) -> dict[s
 
 def call(h: Harness | Cluster, verb: str, body: dict[str, Any]) -> Any:
     """A Volcano verb's answer as it goes on the wire."""
-    return msgspec.to_builtins(h.service.handle(f"volcano/{verb}", body))
+    return msgspec.to_builtins(h.service.routes.handle(f"volcano/{verb}", body))
 
 
 def test_predicate_says_fit_or_why_not() -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from infra.http import tls_context
 from scheduler_core.certs import CLIENT_NAME, issue
-from scheduler_core.service.server import Access
+from scheduler_core.service.access import Access
 from simulation.cluster import SimulatedCluster, simulated_cluster
 from simulation.kube_scheduler import ExtenderError
 from simulation.volcano import VolcanoConfig, VolcanoScheduler, go_post

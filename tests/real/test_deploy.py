@@ -48,7 +48,7 @@ from scheduler_core.certs import SecretNames
 from scheduler_core.engine.rescheduling import GANG_RESTART_REASON
 from scheduler_core.service.controllers.creations import CHIP_CUT_ERROR
 from scheduler_core.service.controllers.deletions import delete_marked
-from scheduler_core.service.server import LEADER_LABEL, Election
+from scheduler_core.service.election import LEADER_LABEL, Election
 from testbed.cluster import (
     AGENT_ACCOUNT,
     NAMESPACE,

@@ -40,7 +40,7 @@ from scheduler_core.certs import (
     secrets_of,
     service_hosts,
 )
-from scheduler_core.service.server import LEADER_LABEL
+from scheduler_core.service.election import LEADER_LABEL
 from simulation.processes import Part
 from testbed.cluster import (
     KUBE_SCHEDULER_ACCOUNT,

@@ -13,14 +13,8 @@ from scheduler_core.engine.rescheduling import FORCE, JobPod, restore
 from scheduler_core.engine.session import Session
 from scheduler_core.service.state.assumed import Assumed, AssumedBinds
 from scheduler_core.service.state.fault_restarts import FaultRestarts
-from scheduler_core.service.state.gangs import (
-    BoundMember,
-    GangPods,
-    Gangs,
-    Hold,
-    NotReserved,
-    Reservation,
-)
+from scheduler_core.service.state.gang_pods import BoundMember, GangPods
+from scheduler_core.service.state.gangs import Gangs, Hold, NotReserved, Reservation
 from scheduler_core.service.state.tor_state import TorState
 from scheduler_core.service.wire import PodRequest
 from simulation.cluster import tor_configmap
@@ -133,15 +127,17 @@ def test_the_tors_under_a_job_that_spans_several_are_known_bound_or_reserved() -
         notes={0: {}, 1: {}},
     )
     state = TorState(locality.Settings())
-    state.rebuild(addresses, {}, topology, bound, {})
-    assert state.network.multi_job_tors == frozenset({0, 1})
-    state.rebuild(addresses, {}, topology, bound, {"ns/r": reserved})
-    assert state.network.multi_job_tors == frozenset({0, 1}), "one ToR: not a spanning job"
+    state.addresses.update(addresses)
+    state.set_topology(topology)
+    assert state.view(bound, {}).multi_job_tors == frozenset({0, 1})
+    state.stale = True  # as a reservation's expiry marks it
+    network = state.view(bound, {"ns/r": reserved})
+    assert network.multi_job_tors == frozenset({0, 1}), "one ToR: not a spanning job"
     spanning = Reservation(
         {0: Placement("s-0", "node-05", (0,)), 1: Placement("s-1", "node-07", (0,))},
         expires=60,
         notes={0: {}, 1: {}},
     )
-    state.rebuild(addresses, {}, topology, bound, {"ns/s": spanning})
-    assert state.network.multi_job_tors == frozenset({0, 1, 2, 3})
+    state.stale = True
+    assert state.view(bound, {"ns/s": spanning}).multi_job_tors == frozenset({0, 1, 2, 3})
     assert state.tor_share_data() is None, "tor-share-cm is written under NSLB 2.0 only"

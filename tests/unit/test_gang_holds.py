@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from scheduler_core.engine import locality
 from scheduler_core.engine.model import Job, Task
 from scheduler_core.engine.session import Session
+from scheduler_core.service.state.gang_pods import GangPods
 from scheduler_core.service.state.gangs import (
     BACKOFF_DOUBLINGS,
     Backoff,
-    GangPods,
     Gangs,
     Hold,
     NotReserved,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contract.groups import COSCHEDULING, KUEUE, OWN, VOLCANO, group_of, rank_hint
 from contract.pods import PodView, pod_view
-from scheduler_core.service.state.gangs import GangPods
+from scheduler_core.service.state.gang_pods import GangPods
 from scheduler_core.service.state.jobs import (
     JobDirectory,
     JobSettings,

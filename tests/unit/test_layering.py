@@ -36,6 +36,9 @@ ALLOWED = {
         *DECIDING,
         *(f"scheduler_core.service.{part}" for part in SERVICE_PACKAGES),
         "scheduler_core.service.wire",
+        "scheduler_core.service.routes",
+        "scheduler_core.service.access",
+        "scheduler_core.service.election",
     },
     # The service's parts (scheduler_core/service/*/__init__.py say what each is): the state
     # serves and acts on nothing; the verbs, the controllers and the views each read it and
@@ -45,6 +48,23 @@ ALLOWED = {
     "scheduler_core.service.verbs": {*SERVICE_PARTS, "scheduler_core.service.wire"},
     "scheduler_core.service.controllers": SERVICE_PARTS,
     "scheduler_core.service.views": SERVICE_PARTS,
+    # The routes call the verbs and answer with the views; the controllers are not theirs.
+    "scheduler_core.service.routes": {
+        *SERVICE_PARTS,
+        "scheduler_core.service.verbs",
+        "scheduler_core.service.views",
+        "scheduler_core.service.wire",
+    },
+    # Who may call which route: it reads the verbs' and the map's names, and decides nothing.
+    "scheduler_core.service.access": {
+        "contract",
+        "infra",
+        "scheduler_core.service.routes",
+        "scheduler_core.service.verbs",
+        "scheduler_core.service.views",
+    },
+    # The election knows the Lease and the leader's label, none of the service's parts.
+    "scheduler_core.service.election": {"infra"},
     # The chip drivers both node daemons read chips through.
     "chip_drivers": {"contract", "chip_topology", "infra"},
     # The agent imports nothing of the scheduler: the chip rules it needs are shared.

@@ -10,7 +10,8 @@ from infra.metrics import LABEL_CAP, exposition, registry, sample_names
 from scheduler_core.engine import locality
 from scheduler_core.engine.session import Session
 from scheduler_core.service.state.fault_restarts import FaultRestarts
-from scheduler_core.service.state.gangs import WAIT_CLASSES, GangPods, Gangs, NotReserved
+from scheduler_core.service.state.gang_pods import GangPods
+from scheduler_core.service.state.gangs import WAIT_CLASSES, Gangs, NotReserved
 from scheduler_core.service.views.metrics import (
     ClusterView,
     Metrics,

@@ -36,7 +36,7 @@ from scheduler_core.engine.rescheduling import (
     verify,
 )
 from scheduler_core.engine.rescheduling import find_faults as find_faults_for
-from scheduler_core.service.state.gangs import job_pod
+from scheduler_core.service.state.gang_pods import job_pod
 from simulation.memory import pod_object
 
 

@@ -28,7 +28,8 @@ from scheduler_core.service.state.assumed import AssumedBinds
 from scheduler_core.service.state.cluster_view import NodeView
 from scheduler_core.service.state.fault_restarts import ResetUpdate
 from scheduler_core.service.state.fault_watch import FaultWatch
-from scheduler_core.service.state.gangs import DEFAULT_HOLD_SHARE, GangPods, Gangs
+from scheduler_core.service.state.gang_pods import GangPods
+from scheduler_core.service.state.gangs import DEFAULT_HOLD_SHARE, Gangs
 from scheduler_core.service.state.jobs import JobDirectory, JobSettings
 from scheduler_core.service.state.node_fits import NodeFits
 from scheduler_core.service.state.tor_state import TorState
@@ -58,7 +59,6 @@ class ExtenderState:
         self.gateway = gateway
         # One recorder for the service: Events on pods, aggregated, written off the lock.
         self.events = events or EventRecorder(gateway, COMPONENT, socket.gethostname(), clock)
-        self._policy = policy
         self.clock = clock
         self.lock = threading.Lock()
         self._node_writes: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
@@ -70,18 +70,12 @@ class ExtenderState:
         # the verbs decide from these, not from the pod a caller sends (``Extender.live``).
         self.live: dict[str, PodView] = {}
         self.pods = GangPods()
-        self.addresses: dict[str, str] = {}
-        self._super_pods: dict[str, int] = {}
-        self._racks: dict[str, int] = {}  # node → RackID (Atlas 950 SuperPoD)
-        self._sub_healthy: set[str] = set()
-        self._topology: Topology | None = None
-        self.network_stale = True  # the ToR state is built again before it is next read
         self.assumed = AssumedBinds(gang_ttl)
         self.vnpu = VnpuNodes(gang_ttl)  # dynamic-vNPU nodes and the vNPUs given on them
         self.gangs = Gangs(gang_ttl, hold_limit, hold_share)
         self.faults = FaultWatch(hold_limit, grace_over)
         self._failed_vnpus: dict[str, PodView] = {}  # pods whose vNPU could not be made
-        self.tors = TorState(network)
+        self.network = TorState(network)  # where the nodes are, the ToRs' states
         self.binds = 0
         # Whether a decision may still be written: with an election, this replica still
         # leads (a choice made while leading must not land after the lease is lost).
@@ -135,18 +129,12 @@ class ExtenderState:
                 self.pods.set_gang(gang, members, job.labels_of, many=job.gang is not None)
                 self.faults.set_silence(gang, job.annotations)
             if gangs:
-                self.network_stale = self.faults.stale = True
+                self.network.stale = self.faults.stale = True
 
     def _set_node(self, name: str, view: NodeView | None) -> None:
-        before = (name in self.left_out, name in self._sub_healthy)
-        where = (
-            self.addresses.pop(name, None),
-            self._super_pods.pop(name, None),
-            self._racks.pop(name, None),
-            name in self._sub_healthy,
-        )
-        self._sub_healthy.discard(name)
+        before = (name in self.left_out, name in self.network.sub_healthy)
         self.left_out.pop(name, None)
+        offered = None
         self.faults.set_node(name, view)
         self.vnpu.set_node(name, None if view is None else view.vnode)
         self.fits.set(name, None if view is None else view.facts)
@@ -164,21 +152,9 @@ class ExtenderState:
                 self.session.remove_node(name)
                 self.left_out[name] = str(left_out)
             else:
-                if view.address:
-                    self.addresses[name] = view.address
-                if view.super_pod is not None:
-                    self._super_pods[name] = view.super_pod
-                if view.rack is not None:
-                    self._racks[name] = view.rack
-                if view.sub_healthy:
-                    self._sub_healthy.add(name)
-        self.faults.stale |= before != (name in self.left_out, name in self._sub_healthy)
-        self.network_stale |= where != (
-            self.addresses.get(name),
-            self._super_pods.get(name),
-            self._racks.get(name),
-            name in self._sub_healthy,
-        )
+                offered = view
+        self.network.set_node(name, offered)
+        self.faults.stale |= before != (name in self.left_out, name in self.network.sub_healthy)
 
     def pods_failed(self, pods: Mapping[str, PodView | None]) -> None:
         """Pods of ``fault-retry-times`` jobs that failed (None: such a pod is gone)."""
@@ -197,8 +173,7 @@ class ExtenderState:
 
     def set_topology(self, topology: Topology | None) -> None:
         with self.lock:
-            self._topology = topology
-            self.network_stale = True
+            self.network.set_topology(topology)
 
     def warm(self) -> None:
         """Fill the per-signature caches (after the first read, off the request path)."""
@@ -216,21 +191,11 @@ class ExtenderState:
             reserved = len(self.gangs.reservations)
             partial = self.pods.pending.keys() & self.pods.bound.keys()
             self.gangs.expire(self.session, self.pods.pending, now, partial)
-            self.network_stale |= reserved != len(self.gangs.reservations)
+            self.network.stale |= reserved != len(self.gangs.reservations)
 
     def network_view(self) -> locality.Network:
-        if self.network_stale:
-            self.tors.rebuild(
-                self.addresses,
-                self._super_pods,
-                self._topology,
-                self.pods,
-                self.gangs.reservations,
-                sub_healthy=frozenset(self._sub_healthy),
-                racks=self._racks,
-            )
-            self.network_stale = False
-        return self.tors.network
+        """The network now (under the lock): the nodes' places, bound pods, reservations."""
+        return self.network.view(self.pods, self.gangs.reservations)
 
     def node_count(self) -> int:
         """NPU nodes offered now (chips, or AI cores for dynamic vNPUs)."""
@@ -269,7 +234,7 @@ class ExtenderState:
         A fault job's healthy nodes stay held for it until it is placed again."""
         with self.lock:
             return self.faults.deletions(
-                self.pods, self.left_out, self._sub_healthy, self.job_of, self.clock()
+                self.pods, self.left_out, self.network.sub_healthy, self.job_of, self.clock()
             )
 
     def restore_faults(
@@ -299,7 +264,7 @@ class ExtenderState:
         """``tor-share-cm`` content under switch affinity 2.0 (None otherwise)."""
         with self.lock:
             self.network_view()
-            return self.tors.tor_share_data()
+            return self.network.tor_share_data()
 
 
 def _record(kept: dict[str, PodView], pods: Mapping[str, PodView | None]) -> bool:

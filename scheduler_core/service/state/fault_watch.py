@@ -18,7 +18,7 @@ from scheduler_core.engine.chip_faults import NodeFaults, Silence
 from scheduler_core.engine.rescheduling import Deletion, JobPod
 from scheduler_core.service.state.cluster_view import NodeView
 from scheduler_core.service.state.fault_restarts import FaultRestarts
-from scheduler_core.service.state.gangs import GangPods, job_pod
+from scheduler_core.service.state.gang_pods import GangPods, job_pod
 from scheduler_core.service.state.jobs import JobSettings
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,10 @@
-"""The network as the extender tracks it: ToR states of switch affinity 2.0 (built from the
-bound pods' annotations, then changed by each reservation), the ToRs under jobs that span
-several, and which cross-ToR jobs run behind each server (``tor-share-cm``). Built again
-only when something it depends on has changed and it is read (a gang is reserved, the
-ConfigMap is written)."""
+"""The network as the extender tracks it: where each node is (its server IP, SuperPoD, rack,
+sub-health, as its view says while it is offered), the ToR topology, and from them the ToR
+states of switch affinity 2.0 (built from the bound pods' annotations, then changed by each
+reservation), the ToRs under jobs that span several, and which cross-ToR jobs run behind
+each server (``tor-share-cm``). Built again only when something it depends on has changed
+and it is read (a gang is reserved, the ConfigMap is written). Kept under the extender's
+state lock (``extender_state.ExtenderState``, which reaches it as ``network``)."""
 
 from __future__ import annotations
 
@@ -12,27 +14,63 @@ from collections.abc import Iterable, Mapping
 from contract.annotations import TOR_SHARED_ANNOTATION
 from contract.tor_topology import Topology
 from scheduler_core.engine import locality, tor_share
-from scheduler_core.service.state.gangs import GangPods, Reservation
+from scheduler_core.service.state.cluster_view import NodeView
+from scheduler_core.service.state.gang_pods import GangPods
+from scheduler_core.service.state.gangs import Reservation
 
 
 class TorState:
     def __init__(self, settings: locality.Settings) -> None:
         self.settings = settings
-        self.network = locality.Network()
+        self.addresses: dict[str, str] = {}  # node → its server IP
+        self.sub_healthy: set[str] = set()  # nodes a chip or switch of reports sub-health
+        self._super_pods: dict[str, int] = {}
+        self._racks: dict[str, int] = {}  # node → RackID (Atlas 950 SuperPoD)
+        self._topology: Topology | None = None
+        self.stale = True  # built again before it is next read
+        self._network = locality.Network()
         self._jobs_on: dict[str, set[str]] = {}  # server IP → cross-ToR jobs there
 
-    def rebuild(
-        self,
-        addresses: Mapping[str, str],
-        super_pods: Mapping[str, int],
-        topology: Topology | None,
-        pods: GangPods,
-        reservations: Mapping[str, Reservation],
-        *,
-        sub_healthy: frozenset[str] = frozenset(),
-        racks: Mapping[str, int] | None = None,
-    ) -> None:
+    def set_node(self, name: str, view: NodeView | None) -> None:
+        """Where a node offered now is (None: not offered: gone, or left out)."""
+        where = self._where(name)
+        self.addresses.pop(name, None)
+        self._super_pods.pop(name, None)
+        self._racks.pop(name, None)
+        self.sub_healthy.discard(name)
+        if view is not None:
+            if view.address:
+                self.addresses[name] = view.address
+            if view.super_pod is not None:
+                self._super_pods[name] = view.super_pod
+            if view.rack is not None:
+                self._racks[name] = view.rack
+            if view.sub_healthy:
+                self.sub_healthy.add(name)
+        self.stale |= where != self._where(name)
+
+    def _where(self, name: str) -> tuple[str | None, int | None, int | None, bool]:
+        return (
+            self.addresses.get(name),
+            self._super_pods.get(name),
+            self._racks.get(name),
+            name in self.sub_healthy,
+        )
+
+    def set_topology(self, topology: Topology | None) -> None:
+        self._topology = topology
+        self.stale = True
+
+    def view(self, pods: GangPods, reservations: Mapping[str, Reservation]) -> locality.Network:
+        """The network now, built again first when something it depends on changed."""
+        if self.stale:
+            self._rebuild(pods, reservations)
+            self.stale = False
+        return self._network
+
+    def _rebuild(self, pods: GangPods, reservations: Mapping[str, Reservation]) -> None:
         """The network now: bound pods' ToR states, then the live reservations'."""
+        addresses, topology = self.addresses, self._topology
         on_tors = [
             (gang, addresses[m.node], m.annotations, m.large_model)
             for gang, members in pods.bound.items()
@@ -53,19 +91,19 @@ class TorState:
         network = locality.Network(
             topology,
             dict(addresses),
-            dict(super_pods),
+            dict(self._super_pods),
             states,
-            sub_healthy=sub_healthy,
-            racks=dict(racks or {}),
+            sub_healthy=frozenset(self.sub_healthy),
+            racks=dict(self._racks),
         )
         spans = _spans(network, pods, reservations)
-        self.network = dataclasses.replace(network, multi_job_tors=spans)
+        self._network = dataclasses.replace(network, multi_job_tors=spans)
         self._jobs_on = jobs_on
 
     def reserved(self, gang: str, reservation: Reservation) -> None:
         """A new reservation changes the ToR states (under switch affinity 2.0)."""
-        states = self._with_shared(self.network.tor_states, gang, reservation)
-        self.network = dataclasses.replace(self.network, tor_states=states)
+        states = self._with_shared(self._network.tor_states, gang, reservation)
+        self._network = dataclasses.replace(self._network, tor_states=states)
 
     def _with_shared(
         self, states: Mapping[int, tor_share.TorState], gang: str, reservation: Reservation
@@ -75,8 +113,9 @@ class TorState:
         return tor_share.apply(states, reservation.shared, gang, reservation.schema)
 
     def tor_share_data(self) -> dict[str, str] | None:
-        """``tor-share-cm`` content under switch affinity 2.0 (None otherwise)."""
-        network = self.network
+        """``tor-share-cm`` content under switch affinity 2.0 (None otherwise), of the network
+        as last read (``view``)."""
+        network = self._network
         if self.settings.nslb_version != "2.0" or network.topology is None:
             return None
         node_of_ip = {ip: n for n, ip in network.addresses.items()}

@@ -179,7 +179,7 @@ class Chips(_Assuming):
         job = request.job()
         try:
             validate_job(job)
-            locality.check_lone_pod(request.annotations, request.npu, state.tors.settings)
+            locality.check_lone_pod(request.annotations, request.npu, state.network.settings)
         except (JobInvalid, SuperPodInvalid) as invalid:
             return [], {}, dict.fromkeys(names, str(invalid))
         now = state.clock()
@@ -275,7 +275,7 @@ class GangMember(_Assuming):
             request,
             session=state.session,
             network=state.network_view(),
-            settings=state.tors.settings,
+            settings=state.network.settings,
             pods=state.pods,
             fault=fault,
             held=held,
@@ -284,7 +284,7 @@ class GangMember(_Assuming):
         )
         if isinstance(reservation, Reservation):
             state.faults.restarts.placed(request.gang_key, request.labels)
-            state.tors.reserved(request.gang_key, reservation)
+            state.network.reserved(request.gang_key, reservation)
         return reservation
 
     def _reserved_scores(self, request: PodRequest, names: list[str]) -> dict[str, float]:
@@ -305,7 +305,7 @@ class GangMember(_Assuming):
         if reservation is None or reservation.shared is None or rank not in reservation.placements:
             return self._reserved_scores(request, names)
         by_ip = reservation.shared.scores(sorted(reservation.placements).index(rank))
-        addresses = self.state.addresses
+        addresses = self.state.network.addresses
         return {n: by_ip[a] for n in names if (a := addresses.get(n, "")) in by_ip}
 
     def prioritize(self, request: PodRequest, names: list[str]) -> list[HostPriority]:
@@ -316,7 +316,7 @@ class GangMember(_Assuming):
         rank = self.state.gangs.take_rank(request, node)
         if isinstance(rank, NotReserved):
             return rank.reason
-        self.state.network_stale = True
+        self.state.network.stale = True
         return self._assume(request, node, rank, rank.notes)
 
     def give_back(self, chosen: Chosen) -> None:
