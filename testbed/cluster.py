@@ -327,4 +327,9 @@ def pods_state(admin: Rest, namespace: str, selector: str) -> str:
         node = pod["spec"].get("nodeName") or "unbound"
         phase = pod["status"].get("phase", "?")
         states.append(f"{name} {phase} on {node} ({last.get(name, 'no event')})")
-    return "; ".join(states) or "no pod matches"
+    tainted = [
+        f"{n['metadata']['name']} {', '.join(t['key'] for t in n['spec']['taints'])}"
+        for n in admin.get("/api/v1/nodes")["items"]
+        if n["spec"].get("taints")
+    ]
+    return "; ".join(states or ["no pod matches"]) + f"; tainted nodes: {tainted or 'none'}"
