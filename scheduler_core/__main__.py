@@ -63,7 +63,7 @@ from scheduler_core.service.access import Access
 from scheduler_core.service.election import Election, PodRef
 from scheduler_core.service.server import SchedulerService
 from scheduler_core.service.state import live_view
-from scheduler_core.service.state.gangs import DEFAULT_HOLD_SHARE
+from scheduler_core.service.state.holds import DEFAULT_HOLD_SHARE
 from scheduler_core.service.verbs.extender import DEFAULT_PROFILES, Extender
 from scheduler_core.service.views.status import cluster_json, cluster_lines
 

@@ -14,7 +14,8 @@ from scheduler_core.engine.session import Session
 from scheduler_core.service.state.assumed import Assumed, AssumedBinds
 from scheduler_core.service.state.fault_restarts import FaultRestarts
 from scheduler_core.service.state.gang_pods import BoundMember, GangPods
-from scheduler_core.service.state.gangs import Gangs, Hold, NotReserved, Reservation
+from scheduler_core.service.state.gangs import Gangs, NotReserved, Reservation
+from scheduler_core.service.state.holds import Hold
 from scheduler_core.service.state.tor_state import TorState
 from scheduler_core.service.wire import PodRequest
 from simulation.cluster import tor_configmap

@@ -12,13 +12,11 @@ from scheduler_core.engine import locality
 from scheduler_core.engine.model import Job, Task
 from scheduler_core.engine.session import Session
 from scheduler_core.service.state.gang_pods import GangPods
-from scheduler_core.service.state.gangs import (
+from scheduler_core.service.state.gangs import Gangs, NotReserved, Reservation
+from scheduler_core.service.state.holds import (
     BACKOFF_DOUBLINGS,
     Backoff,
-    Gangs,
     Hold,
-    NotReserved,
-    Reservation,
     WaitingGang,
     backoff_after,
     plan_holds,

@@ -14,7 +14,7 @@ from infra import config
 from scheduler_core.__main__ import build_parser
 from scheduler_core.engine import locality
 from scheduler_core.engine.model import NodeState
-from scheduler_core.service.state.gangs import WaitingGang
+from scheduler_core.service.state.holds import WaitingGang
 from scheduler_core.service.views.npu_map import MapInputs, NodeCache, encode, snapshot
 
 ROOT = Path(__file__).parents[2]

@@ -11,7 +11,8 @@ from scheduler_core.engine import locality
 from scheduler_core.engine.session import Session
 from scheduler_core.service.state.fault_restarts import FaultRestarts
 from scheduler_core.service.state.gang_pods import GangPods
-from scheduler_core.service.state.gangs import WAIT_CLASSES, Gangs, NotReserved
+from scheduler_core.service.state.gangs import Gangs, NotReserved
+from scheduler_core.service.state.holds import WAIT_CLASSES
 from scheduler_core.service.views.metrics import (
     ClusterView,
     Metrics,

@@ -29,7 +29,8 @@ from scheduler_core.service.state.cluster_view import NodeView
 from scheduler_core.service.state.fault_restarts import ResetUpdate
 from scheduler_core.service.state.fault_watch import FaultWatch
 from scheduler_core.service.state.gang_pods import GangPods
-from scheduler_core.service.state.gangs import DEFAULT_HOLD_SHARE, Gangs
+from scheduler_core.service.state.gangs import Gangs
+from scheduler_core.service.state.holds import DEFAULT_HOLD_SHARE
 from scheduler_core.service.state.jobs import JobDirectory, JobSettings
 from scheduler_core.service.state.node_fits import NodeFits
 from scheduler_core.service.state.tor_state import TorState

@@ -6,7 +6,7 @@ A gang is reserved as N nodes at once, only when all N pods exist; members bind 
 that reservation, which expires after ``ttl`` seconds if they never do. While a gang waits,
 its members that exist and do not run yet (pods created, each charged by its namespace's
 ResourceQuota) are each held one member's request on a node of their own, where it fits now,
-the policy's best first, so a stream of one-pod jobs cannot starve it (``plan_holds``); a
+the policy's best first, so a stream of one-pod jobs cannot starve it (``holds.plan_holds``); a
 member its PodGroup declares but nobody created holds nothing. Holds go oldest gang first,
 each for at most ``hold_limit`` seconds. Holds are a tenant's claim on chips it does not use,
 so they are charged at what they deny others: a node where a member is held is no longer
@@ -31,12 +31,10 @@ a whole placement may not want.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from chip_topology.routing import product_by_name
 from contract.annotations import (
     RANK_INDEX_ANNOTATION,
     RESCHEDULE_IN_PLACE_ANNOTATION,
@@ -51,6 +49,22 @@ from scheduler_core.engine.superpod import SuperPodInvalid
 from scheduler_core.engine.tor import TorInvalid
 from scheduler_core.engine.tor_share import SharedSelection
 from scheduler_core.service.state.gang_pods import GangPods
+from scheduler_core.service.state.holds import (
+    BACKOFF,
+    BACKOFF_DOUBLINGS,
+    BACKOFF_NAMESPACES,
+    DEFAULT_HOLD_SHARE,
+    MEMBERS_MISSING,
+    NETWORK,
+    NO_ROOM,
+    WAIT_CLASSES,
+    Backoff,
+    Hold,
+    WaitingGang,
+    backoff_after,
+    capacity,
+    plan_holds,
+)
 from scheduler_core.service.wire import PodRequest
 
 log = logging.getLogger(__name__)
@@ -142,132 +156,11 @@ class RankTaken:
     notes: Mapping[str, str]  # the pod's annotations beyond the chips
 
 
-# Why a gang waits, as a bounded class (``ascend_scheduler_waiting_gangs{reason}``): members
-# not all created yet, too few nodes with room for one member, room but not where the network
-# lets the gang go, room lacking while its namespace's holds are backed off, anything else.
-MEMBERS_MISSING, NO_ROOM, NETWORK, BACKOFF, OTHER = (
-    "members_missing",
-    "no_room",
-    "network",
-    "backoff",
-    "other",
-)
-WAIT_CLASSES = (MEMBERS_MISSING, NO_ROOM, NETWORK, BACKOFF, OTHER)
-
-
-@dataclass(frozen=True, slots=True)
-class WaitingGang:
-    """A gang waiting for its reservation, as its last try saw it."""
-
-    since: float
-    namespace: str
-    product: str
-    npu: int  # chips of each member
-    missing: int  # members not running
-    stated: bool  # its size is stated by a PodGroup
-    reason: str = ""  # why its last try found no reservation (the NPU map shows it)
-    reason_class: str = "other"  # that reason as one of WAIT_CLASSES (a metric's label)
-    pending: int = 0  # members not running whose pods exist: what it may hold for
-
-    @property
-    def held_for(self) -> int:
-        """The members it may hold nodes for: those not running whose pods exist (a member
-        its PodGroup declares but nobody created holds nothing)."""
-        return max(0, min(self.pending, self.missing))
-
-
-@dataclass(frozen=True, slots=True)
-class Hold:
-    """Chips kept from one-pod jobs on one node: one member's ``npu`` chips of ``product``
-    for a waiting gang, or (``npu`` 0) the whole node, for a fault job to come back."""
-
-    why: str
-    npu: int = 0
-    product: str = ""
-
-    @property
-    def whole(self) -> bool:
-        return self.npu == 0
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """A namespace's holds ended unused ``ends`` times in a row; it holds nothing until
-    ``until``."""
-
-    ends: int
-    until: float
-
-
-# A namespace's waiting gangs hold at most this share of the cluster's chips together (each
-# held node counted whole), and all namespaces' gangs together as much (``Gangs``).
-DEFAULT_HOLD_SHARE = 0.25
-# The longest backoff: 2**4 hold limits (2 h 40 min at the default 600 s).
-BACKOFF_DOUBLINGS = 4
-# Namespaces whose backoff is kept at most (the first backed off is forgotten first): a
-# namespace quiet for a longest backoff after its own ended is forgotten anyway.
-BACKOFF_NAMESPACES = 10_000
-
-
-def backoff_after(previous: Backoff | None, now: float, hold_limit: float) -> Backoff:
-    """A namespace's backoff once one more of its holds ended unused: a hold limit, doubled
-    for each end before it, capped."""
-    ends = 1 if previous is None else previous.ends + 1
-    return Backoff(ends, now + hold_limit * 2 ** min(ends - 1, BACKOFF_DOUBLINGS))
-
-
-def plan_holds(
-    waiting: Mapping[str, WaitingGang],
-    *,
-    now: float,
-    hold_limit: float,
-    budget: int,
-    total: int,
-    backoff: Mapping[str, Backoff],
-    candidates: Callable[[str, WaitingGang], Iterable[str]],
-    taken: Collection[str],
-) -> dict[str, list[str]]:
-    """The nodes where each waiting gang's members are held (gang → nodes), oldest gang
-    first: only gangs whose size a PodGroup states, within the hold limit, whose namespace is
-    not backing off; each member whose pod exists and does not run (``held_for``) on a node
-    of its own among the gang's ``candidates`` not ``taken`` (held for a fault job) or held
-    already. A held node costs its whole server (``capacity`` of the gang's product: a node
-    partly held is no longer whole for others, whatever the member asks); a namespace's
-    holds together cost at most ``budget`` chips, all namespaces' together at most
-    ``total`` (a gang past either holds the members that fit in it)."""
-    held: dict[str, list[str]] = {}
-    used: set[str] = set()
-    spent: dict[str, int] = {}
-    spent_all = 0
-    for gang, wait in sorted(waiting.items(), key=lambda item: (item[1].since, item[0])):
-        if not wait.stated or now - wait.since > hold_limit:
-            continue
-        if (back := backoff.get(wait.namespace)) is not None and now < back.until:
-            continue
-        server = capacity(wait.product)
-        left = min(budget - spent.get(wait.namespace, 0), total - spent_all)
-        count = max(0, min(wait.held_for, left // server))
-        if count == 0:
-            continue
-        free = (n for n in candidates(gang, wait) if n not in used and n not in taken)
-        nodes = list(itertools.islice(free, count))
-        if nodes:
-            held[gang] = nodes
-            used.update(nodes)
-            spent[wait.namespace] = spent.get(wait.namespace, 0) + len(nodes) * server
-            spent_all += len(nodes) * server
-    return held
-
-
 def _freest(session: Session, nodes: Collection[str]) -> list[str]:
     """The nodes the session offers, most usable chips first: whole free nodes, then those
     closest to it."""
     offered = [n for n in nodes if n in session.nodes]
     return sorted(offered, key=lambda n: (-len(session.usable(n)), n))
-
-
-def capacity(product: str) -> int:
-    return product_by_name(product).capacity
 
 
 def unheld(request: PodRequest) -> str:

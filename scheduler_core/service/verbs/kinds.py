@@ -21,7 +21,8 @@ from scheduler_core.engine.validation import JobInvalid, validate_job
 from scheduler_core.engine.vnpu import VnpuInvalid, validate_static
 from scheduler_core.service.state.assumed import Assumed
 from scheduler_core.service.state.extender_state import ExtenderState
-from scheduler_core.service.state.gangs import Hold, NotReserved, RankTaken, Reservation
+from scheduler_core.service.state.gangs import NotReserved, RankTaken, Reservation
+from scheduler_core.service.state.holds import Hold
 from scheduler_core.service.wire import (
     MAX_SCORE,
     HostPriority,

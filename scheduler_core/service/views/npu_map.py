@@ -37,7 +37,7 @@ from infra.http import Response
 from scheduler_core.engine import locality
 from scheduler_core.engine.model import NodeState
 from scheduler_core.service.state.extender_state import ExtenderState
-from scheduler_core.service.state.gangs import WaitingGang
+from scheduler_core.service.state.holds import WaitingGang
 
 MAX_AGE = 0.25  # seconds a built snapshot is served before the view is read again
 FREE, HELD, FAULTY = "free", "held", "faulty"
