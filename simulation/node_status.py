@@ -138,10 +138,13 @@ class NodeRegistration:
             },
         }
         try:
-            self._coordination.replace_namespaced_lease(
+            # A merge patch: an update (PUT) of a Lease must name its resourceVersion (422
+            # otherwise, so every renewal failed and nodes were tainted unreachable once the
+            # grace ran out); the kubelet's own renewal sends the one it last read.
+            self._coordination.patch_namespaced_lease(
                 self.name,
                 "kube-node-lease",
-                body,
+                {"spec": body["spec"]},
                 _preload_content=False,
                 _request_timeout=REQUEST_SECONDS,
             )

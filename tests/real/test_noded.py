@@ -21,6 +21,7 @@ from testbed.manifests import helm_template
 
 NODE = "node-00"
 DEADLINE = 120.0  # seconds: a shared 2-core machine
+RETRIED = 5 * 60 + 30 + DEADLINE  # kube-scheduler's flush of unschedulable pods, its period
 DOWN = nodeinfo.NodeInfo(
     nodeinfo.UNHEALTHY, (nodeinfo.DeviceFault("CPU", 0, ("00000011",), "SeparateFault"),)
 )
@@ -86,6 +87,23 @@ def test_a_node_noded_reports_unhealthy_takes_no_pod_until_the_report_is_gone(
     assert admin.get(f"{pods}/whole")["spec"].get("nodeName") is None
 
     admin.delete(f"{configmaps}/{nodeinfo.configmap_name(NODE)}")
-    (placed,) = wait_pods(cluster.plane, ns, "job=noded", 1, timeout=DEADLINE)
+    # A ConfigMap is no event kube-scheduler retries a pod on: the pod comes back from its
+    # unschedulable pods at the next Node event or their flush (podMaxInUnschedulablePods
+    # Duration, 5 min; pkg/scheduler/backend/queue/scheduling_queue.go), here the flush.
+    (placed,) = wait_pods(cluster.plane, ns, "job=noded", 1, timeout=RETRIED)
     assert placed["spec"]["nodeName"] == NODE
     assert excluded_by_noded(cluster) == 0
+
+
+def test_the_simulated_kubelet_renews_its_nodes_lease(cluster: Deployed) -> None:
+    # Every renewal was refused (a Lease's update must name its resourceVersion: 422) and the
+    # node, its heartbeat stopped, was tainted unreachable once the grace ran out: a pod the
+    # NodeD report had kept off it could then never be placed.
+    admin = cluster.plane.rest()
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}"
+    first = admin.get(lease)["spec"]["renewTime"]
+    wait_until(
+        lambda: admin.get(lease)["spec"]["renewTime"] != first, DEADLINE, "the Lease renewed"
+    )
+    taints = admin.get(f"/api/v1/nodes/{NODE}")["spec"].get("taints") or []
+    assert not [t for t in taints if t["key"] == "node.kubernetes.io/unreachable"]

@@ -35,7 +35,7 @@ class FlakyApi:
     def patch_node_status(self, name: str, body: Any, **kwargs: Any) -> None:
         self._deadline(kwargs)
 
-    def replace_namespaced_lease(self, name: str, namespace: str, body: Any, **kwargs: Any) -> None:
+    def patch_namespaced_lease(self, name: str, namespace: str, body: Any, **kwargs: Any) -> None:
         self._deadline(kwargs)
         self.renewals += 1
         if self.renewals == 2:  # the first renewal of the loop; the first is registering's
