@@ -14,10 +14,7 @@ scheduler (``pkg/kwokctl/runtime/binary/cluster.go``), with these choices of our
   periodic compaction by the API server (``--etcd-compaction-interval=0``): a test compacts when
   it means to (:meth:`ControlPlane.compact`).
 - The node-lifecycle controller runs: nodes need their kubelet's heartbeat (their Lease in
-  ``kube-node-lease``) to stay untainted, as on a real cluster. Its grace is 120 s, not the
-  default 50 s: the simulated kubelets are threads of a process on a 2-core machine that runs
-  four test workers, where a heartbeat late by a minute is the machine's load, not a node
-  failure (seen: a module's nodes tainted mid-test); no test measures that timing.
+  ``kube-node-lease``) to stay untainted, as on a real cluster.
 """
 
 from __future__ import annotations
@@ -46,9 +43,6 @@ from testbed.rest import Obj, Rest, RestError
 
 SERVICE_CIDR = "10.0.0.0/24"
 STARTUP = 90.0  # seconds a component may take to answer its health check on a loaded machine
-
-# kube-controller-manager's --node-monitor-grace-period here (the module's docstring says why).
-NODE_GRACE = "120s"
 
 
 class TestbedMissing(RuntimeError):
@@ -277,7 +271,6 @@ class ControlPlane:
             f"--root-ca-file={self.ca.cert}",
             "--use-service-account-credentials=true",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
-            f"--node-monitor-grace-period={NODE_GRACE}",
             *extra,
         ]
         process = Process("kube-controller-manager", command, self.workdir)
