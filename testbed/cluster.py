@@ -326,6 +326,8 @@ def pods_state(admin: Rest, namespace: str, selector: str) -> str:
         name = pod["metadata"]["name"]
         node = pod["spec"].get("nodeName") or "unbound"
         phase = pod["status"].get("phase", "?")
+        if phase == "Failed":
+            phase += f" ({pod['status'].get('message', '')})"
         states.append(f"{name} {phase} on {node} ({last.get(name, 'no event')})")
     tainted = [
         f"{n['metadata']['name']} {', '.join(t['key'] for t in n['spec']['taints'])}"

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from contract import deviceinfo
 from contract.groups import COSCHEDULING_GROUP_LABEL
 from testbed.cluster import Deployed, deployed, npu_pod, wait_pods
 from testbed.control_plane import ControlPlane, wait_until
@@ -82,6 +83,16 @@ def settled(cluster: Deployed) -> None:
         )
 
     wait_until(empty, 60, "no gang waiting and no chip held")
+    # And every agent has seen its node's pods go (its DeviceInfo offers all 8 chips): an
+    # agent still counting a deleted pod's chips refuses the next pod's Allocate.
+    admin = cluster.plane.rest()
+
+    def freed(node: str) -> bool:
+        path = f"/api/v1/namespaces/kube-system/configmaps/{deviceinfo.configmap_name(node)}"
+        return len(deviceinfo.decode(admin.get(path)["data"]).free) == 8
+
+    nodes = [n["metadata"]["name"] for n in admin.get("/api/v1/nodes")["items"]]
+    wait_until(lambda: all(freed(n) for n in nodes), 60, "every agent offers all its chips")
 
 
 def delete_all_pods(admin: Rest, namespace: str) -> None:

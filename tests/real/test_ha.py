@@ -289,19 +289,14 @@ class Stream:
     every: float = 0.5
     chips: int = 2
     scheduler: str | None = None  # the pods' schedulerName (None: the overlay's profile)
-    # Each container runs on the chips the extender chose (kube-scheduler: the service binds
-    # a node's pods one at a time, in the order it stamped them). Volcano binds after
-    # allocateFunc, in its own order (pkg/scheduler/cache/cache.go), so two pods of one
-    # count on one node may be admitted the other way round and the device plugin hands
-    # each the other's chips, as Huawei's does; the agent records what each got
-    # (AscendReal), which the scheduler counts (contract/pods.py).
-    exact: bool = True
     made: list[str] = field(default_factory=list)
     ran: dict[str, tuple[str, frozenset[int]]] = field(default_factory=dict)  # AscendReal
     held: dict[tuple[str, int], str] = field(default_factory=dict)
     twice: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     unseen: list[str] = field(default_factory=list)  # containers not seeing their chips
+    # The chips a pod runs on are its AscendReal (the agent's record, what the scheduler
+    # counts: contract/pods.py); each must be the extender's choice.
     swapped: list[str] = field(default_factory=list)  # AscendReal not the extender's choice
 
     def __post_init__(self) -> None:
@@ -399,8 +394,7 @@ class Stream:
         assert not self.failed, "the kubelet refused pods (Allocate failed)"
         assert not self.twice, "a chip was held by two running pods at once"
         assert not self.unseen, "each container sees the chips its pod records"
-        if self.exact:
-            assert not self.swapped, "each container runs on the extender's chips"
+        assert not self.swapped, "each container runs on the extender's chips"
         assert self.made and set(self.made) == set(self.ran)
 
 
