@@ -6,6 +6,7 @@ first) and its ``distributed`` variant (whole cards)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from chip_topology.products.base.rules import BASE_NODE_WEIGHT, BASE_REASON, validate_base
 from chip_topology.products.groups import (
@@ -181,70 +182,55 @@ def _card(product: Product) -> str:
     return CARD_ATTRIBUTE
 
 
-CARD = Rules(
+def _card_rules(**own: Any) -> Rules:
+    """A card family's Rules: what every inference card shares (which nodes it serves, its
+    mislabelled nodes, partial nodes, the known groups drawn, the card as the DRA group, no
+    product label asked), with ``own`` (its fit, score, chips, refusal and validation)."""
+    return Rules(
+        serves=_serves,
+        mislabelled=_mislabelled,
+        partial_nodes=True,
+        draw_known_groups=True,
+        group_attribute=_card,
+        labelled=False,
+        **own,
+    )
+
+
+CARD = _card_rules(
     refuse=_card_refusal,
-    serves=_serves,
-    mislabelled=_mislabelled,
-    partial_nodes=True,
-    draw_known_groups=True,
-    group_attribute=_card,
-    labelled=False,
     fits=_card_fits,
     score=_card_score,
     select=_card_select,
     select_tightest=_card_select,
     validate=_validate_labelled,
 )
-BUCKETS = Rules(
+BUCKETS = _card_rules(
     refuse=_enough_refusal,
-    serves=_serves,
-    mislabelled=_mislabelled,
-    partial_nodes=True,
-    draw_known_groups=True,
-    group_attribute=_card,
-    labelled=False,
     fits=enough_chips,
     score=_base_score,
     select=_buckets,
     select_tightest=_buckets,
     validate=_validate_labelled,
 )
-FIRST = Rules(
+FIRST = _card_rules(
     refuse=_enough_refusal,
-    serves=_serves,
-    mislabelled=_mislabelled,
-    partial_nodes=True,
-    draw_known_groups=True,
-    group_attribute=_card,
-    labelled=False,
     fits=enough_chips,
     score=_base_score,
     select=first_chips,
     select_tightest=first_chips,
     validate=_validate_labelled,
 )
-HALF_FIRST = Rules(
+HALF_FIRST = _card_rules(
     refuse=_enough_refusal,
-    serves=_serves,
-    mislabelled=_mislabelled,
-    partial_nodes=True,
-    draw_known_groups=True,
-    group_attribute=_card,
-    labelled=False,
     fits=enough_chips,
     score=_no_score,
     select=_half_first,
     select_tightest=_half_first,
     validate=_validate_labelled,
 )
-DUO_DISTRIBUTED = Rules(
+DUO_DISTRIBUTED = _card_rules(
     refuse=_duo_refusal,
-    serves=_serves,
-    mislabelled=_mislabelled,
-    partial_nodes=True,
-    draw_known_groups=True,
-    group_attribute=_card,
-    labelled=False,
     fits=_duo_fits,
     score=_duo_score,
     select=_duo_select,
