@@ -209,10 +209,23 @@ class KubeletSimulator:
             endpoint = self._endpoints.get(resource)
             if endpoint is None or not endpoint.connected:
                 raise KubeletError(f"{resource}: no device plugin registered")
-            held = {d for a in self.allocations if a.resource == resource for d in a.device_ids}
-            free = sorted(d for d, h in endpoint.devices.items() if h == HEALTHY and d not in held)
-        if len(free) < count:
-            raise KubeletError(f"requested number of devices unavailable for {resource}")
+            holders = {
+                d: a.pod for a in self.allocations if a.resource == resource for d in a.device_ids
+            }
+            free = sorted(
+                d for d, h in endpoint.devices.items() if h == HEALTHY and d not in holders
+            )
+            if len(free) < count:
+                # The kubelet's words (pkg/kubelet/cm/devicemanager/manager.go,
+                # devicesToAllocate), then what a test needs to tell a late release from a
+                # plugin that re-registered (its new stream not yet listed) or sick chips.
+                unhealthy = sorted(d for d, h in endpoint.devices.items() if h != HEALTHY)
+                raise KubeletError(
+                    f"requested number of devices unavailable for {resource}. Requested: "
+                    f"{count}, Available: {len(free)} (listed {len(endpoint.devices)}, "
+                    f"unhealthy {unhealthy}, held by {sorted(set(holders.values()))}, "
+                    f"registrations {len(self.registrations)}, stream updates {endpoint.updates})"
+                )
         chosen: list[str] = []
         if self.use_preferred and endpoint.options.get_preferred_allocation_available:
             preference = dp.PreferredAllocationRequest(

@@ -183,6 +183,12 @@ class NodeHost:
         if count:
             try:
                 node.kubelet.allocate(key, "main", resource, count)
+                if not _same_pod(node.pods.get(key), pod):
+                    # Deleted while it was admitted (its deletion's release came first): the
+                    # kubelet's device manager drops the devices of a pod no longer active
+                    # (pkg/kubelet/cm/devicemanager/manager.go, UpdateAllocatedDevices).
+                    node.kubelet.release(key)
+                    return
             except KubeletError as failed:
                 status = {
                     "phase": "Failed",
@@ -223,6 +229,11 @@ class NodeHost:
         stop_all(n.pods for n in self.nodes.values())
         with ThreadPoolExecutor(len(self.nodes) or 1) as pool:  # nodes stop side by side
             list(pool.map(_stop_node, self.nodes.values()))
+
+
+def _same_pod(now: Obj | None, admitted: Obj) -> bool:
+    """``now`` (the watch's pod under the admitted one's name) is still the admitted pod."""
+    return now is not None and now["metadata"].get("uid") == admitted["metadata"].get("uid")
 
 
 def _devices(kubelet: KubeletSimulator) -> dict[str, int]:
