@@ -35,6 +35,7 @@ HUAWEI_VERSION = "v1.12.0"  # the Volcano MindCluster v26.1.0 builds its plugin 
 HUAWEI_PLUGIN = "volcano-npu_v26.1.0"  # its PluginName: the .so's name and the configured one
 ADAPTER = "ascend-npu-adapter"  # the project's in-process adapter (volcano_adapter/), built beside
 NAMESPACE = "volcano-system"
+SCHEDULER_ACCOUNT = "volcano-scheduler"  # its ServiceAccount in Volcano's installation
 SCHEDULER_NAME = "volcano"
 
 
@@ -169,16 +170,25 @@ class Volcano:
         name: str = "vc-scheduler",
         extra: tuple[str, ...] = (),
         environment: dict[str, str] | None = None,
+        account: bool = False,
     ) -> Process:
         """vc-scheduler reading ``configuration`` (a ``volcano-scheduler.conf``); with
         ``plugins`` it loads Huawei's plugin, with ``adapter`` the project's adapter
-        (``ascend-npu-adapter.so``), from a folder holding only the ``.so`` files asked."""
+        (``ascend-npu-adapter.so``), from a folder holding only the ``.so`` files asked;
+        ``account``: as its ServiceAccount ``volcano-system/volcano-scheduler`` (a token of it;
+        its ClusterRole from Volcano's installation), as Volcano's chart runs it, else as the
+        test bed's admin."""
         self.write_configuration(configuration)
         port = free_port()
         self.metrics_port = free_port()
+        kubeconfig = (
+            self.plane.service_account(NAMESPACE, SCHEDULER_ACCOUNT)
+            if account
+            else self.plane.admin
+        )
         command = [
             str(self.build.scheduler),
-            f"--kubeconfig={self.plane.admin}",
+            f"--kubeconfig={kubeconfig}",
             f"--scheduler-conf={self.configuration_file}",
             f"--schedule-period={period}",
             "--leader-elect=false",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from contract.chip_names import RESOURCE_DOMAIN
 from contract.objects import PLACED_RESOURCES, is_npu_resource
 from contract.vnpu import _VIRTUAL_TYPE, CHIP_NAME_LABEL
 from scheduler_core.service.election import LEADER_LABEL
+from testbed.manifests import helm_template, kustomize
 
 ROOT = Path(__file__).parents[2]
 OVERLAYS = ROOT / "daemonset" / "overlays"
@@ -43,11 +45,14 @@ POLICY_FILES = (
 
 
 def policies(*paths: Path) -> dict[str, Any]:
+    return policies_of(d for path in paths for d in yaml.safe_load_all(path.read_text()))
+
+
+def policies_of(documents: Iterable[Any]) -> dict[str, Any]:
     return {
         d["metadata"]["name"]: d["spec"]
-        for path in paths
-        for d in yaml.safe_load_all(path.read_text())
-        if d["kind"] == "ValidatingAdmissionPolicy"
+        for d in documents
+        if d and d["kind"] == "ValidatingAdmissionPolicy"
     }
 
 
@@ -79,8 +84,8 @@ class Verdict:
         return not self.refusals
 
 
-def admit(policy: str, request: dict[str, Any]) -> Verdict:
-    spec = POLICIES[policy]
+def admit(policy: str, request: dict[str, Any], among: dict[str, Any] = POLICIES) -> Verdict:
+    spec = among[policy]
     activation: dict[str, Any] = {
         "request": json_to_cel(request),
         "object": json_to_cel(request.get("object")),
@@ -960,3 +965,56 @@ def test_a_binding_refusal_names_the_foreign_annotation() -> None:
     verdict = admit(SCHEDULER_SCOPE, by_scheduler("CREATE", "pods", bound, sub="binding"))
     (refusal,) = verdict.refusals
     assert "team.example.com/owner" in refusal and "team/p" in refusal
+
+
+VOLCANO_SCHEDULER = "system:serviceaccount:volcano-system:volcano-scheduler"
+
+
+def volcano_binding(annotations: dict[str, str]) -> Any:
+    return {"kind": "Binding", "metadata": {"name": "p", "uid": "u-1", "annotations": annotations}}
+
+
+@pytest.mark.parametrize(
+    ("what", "user", "path", "allowed"),
+    [
+        ("Volcano's scheduler, on its path", VOLCANO_SCHEDULER, "volcano", True),
+        ("another account, on Volcano's path", "system:serviceaccount:x:binder", "volcano", False),
+        (
+            "Volcano's scheduler, on kube-scheduler's path",
+            VOLCANO_SCHEDULER,
+            "kube-scheduler",
+            False,
+        ),
+    ],
+)
+def test_volcanos_bindings_carry_the_pods_annotations_on_its_path_only(
+    what: str, user: str, path: str, allowed: bool
+) -> None:
+    """Volcano's scheduler binds with every annotation of its copy of the pod (the rank
+    written at creation, our chips): on the Volcano path its Bindings may carry them; nobody
+    else's, and not on another path (kustomize's overlay as applied)."""
+    overlay = policies_of(kustomize(OVERLAYS / path))
+    carried = volcano_binding({**CHOSEN, RANK: "1"})
+    verdict = admit(
+        "ascend-npu-annotations", request("CREATE", "pods", user, carried, sub="binding"), overlay
+    )
+    assert verdict.allowed == allowed, (what, verdict)
+    # Only a Binding: the same account updating a pod's chips is refused on every path.
+    changed = request(
+        "UPDATE", "pods", user, pod({"huawei.com/Ascend910": "Ascend910-1"}), pod(CHOSEN)
+    )
+    assert not admit("ascend-npu-annotations", changed, overlay).allowed, what
+
+
+def test_the_volcano_overlay_and_the_charts_volcano_path_ship_one_annotation_policy() -> None:
+    def words(value: Any) -> Any:  # kustomize and Helm fold the expressions' lines apart
+        if isinstance(value, dict):
+            return {k: words(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [words(v) for v in value]
+        return " ".join(value.split()) if isinstance(value, str) else value
+
+    chart = [d for d in yaml.safe_load_all(helm_template("schedulerPath=volcano")) if d]
+    overlay = kustomize(OVERLAYS / "volcano")
+    policy = "ascend-npu-annotations"
+    assert words(policies_of(overlay)[policy]) == words(policies_of(chart)[policy])

@@ -54,6 +54,9 @@ CONFIGMAP, KEY, DEPLOYMENT = (
 # One server for the 1 x 8 job, one a pod for the 2 x 8 and the 2 x 4 gangs (a gang takes a pod
 # a server: docs/compatibility.md).
 NODES = 5
+# Volcano's scheduler's account as Huawei's installation makes it (its ServiceAccount,
+# ClusterRole and ClusterRoleBinding).
+SCHEDULER_RBAC = ("volcano-scheduler", "volcano-scheduler-role")
 JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs"
 PODS = "/api/v1/namespaces/default/pods"
 
@@ -68,6 +71,8 @@ def huawei_volcano(version: str) -> list[Obj]:
     for document in yaml.safe_load_all(shipped.read_text()):
         if document and document["metadata"].get("name") in (CONFIGMAP, DEPLOYMENT):
             found[document["kind"]] = document
+        elif document and document["metadata"].get("name") in SCHEDULER_RBAC:
+            found[document["kind"]] = document  # vc-scheduler runs as this account
     configmap, deployment = found["ConfigMap"], copy.deepcopy(found["Deployment"])
     conf = yaml.safe_load(configmap["data"][KEY])
     for tier in conf["tiers"]:
@@ -81,7 +86,8 @@ def huawei_volcano(version: str) -> list[Obj]:
         if "vc-scheduler" in image:
             container["image"] = f"{image.rpartition(':')[0]}:{version}"
     deployment["spec"]["replicas"] = 0  # its pods are the processes testbed.volcano starts
-    return [configmap, deployment]
+    account = [found[kind] for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
+    return [configmap, deployment, *account]
 
 
 def shipped_entry(plane: ControlPlane, url: str) -> Entry:
@@ -157,13 +163,16 @@ def legal_on_910x8(pod: Obj) -> bool:
     return asked == 8 or (asked in (1, 2, 4) and len({chip // 4 for chip in taken}) == 1)
 
 
-def volcano_job(name: str, pods: int, chips_each: int) -> Obj:
+def volcano_job(
+    name: str, pods: int, chips_each: int, plugins: dict[str, list[str]] | None = None
+) -> Obj:
     return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
         "metadata": {"name": name, "labels": {"ring-controller.atlas": "ascend-910"}},
         "spec": {
             "minAvailable": pods,
+            "plugins": plugins or {},
             "schedulerName": "volcano",
             "queue": "default",
             "tasks": [
@@ -264,7 +273,9 @@ def test_volcano_1_12_binds_npu_pods_without_chips_so_the_merge_refuses_it(
         entry = shipped_entry(plane, cluster.service_url)
         by_hand = merged(before, entry.with_token(cluster.tls.token.read_text().strip()))
         volcano.start_controller_manager()
-        volcano.start_scheduler(by_hand, environment={"SSL_CERT_DIR": str(ca_folder(cluster.tls))})
+        volcano.start_scheduler(
+            by_hand, environment={"SSL_CERT_DIR": str(ca_folder(cluster.tls))}, account=True
+        )
         open_queue(plane)
         plane.rest().create(JOBS, volcano_job("by-hand", 1, 2))
         (pod,) = bound(plane, "by-hand", 1)
@@ -310,7 +321,7 @@ def test_the_real_volcano_places_huawei_jobs_through_the_merged_extender(
         conf = volcano_conf(plane)
         assert "extender.allocateFuncVerb: allocateFunc" in conf
         volcano.start_controller_manager()
-        volcano.start_scheduler(conf, environment=trusted_ca(plane, workdir))
+        volcano.start_scheduler(conf, environment=trusted_ca(plane, workdir), account=True)
         open_queue(plane)
         admin = plane.rest()
         names = []
@@ -322,11 +333,17 @@ def test_the_real_volcano_places_huawei_jobs_through_the_merged_extender(
                 if document["kind"] == "Job":
                     names.append((f"sample-{index}", document["spec"]["minAvailable"]))
         # A gang of two 4-chip pods (Huawei's plugin would put both on one server; ours puts
-        # one a server); a gang of more whole servers than the cluster has cannot fit.
-        admin.create(JOBS, volcano_job("halves", 2, 4))
+        # one a server), ranked by Volcano's hcclrank job plugin (hccl/rankIndex written at
+        # creation, and carried by vc-scheduler's Binding with the pod's other annotations);
+        # a gang of more whole servers than the cluster has cannot fit.
+        admin.create(JOBS, volcano_job("halves", 2, 4, {"hcclrank": []}))
         admin.create(JOBS, volcano_job("too-big", NODES + 1, 8))
         placed = [p for name, count in [*names, ("halves", 2)] for p in bound(plane, name, count)]
         assert_legal_and_once(placed)
+        ranks = sorted(
+            p["metadata"]["annotations"]["hccl/rankIndex"] for p in job_pods(plane, "halves")
+        )
+        assert ranks == ["0", "1"], ranks
         # All or nothing: our jobEnqueueable rejects it (too few free chips), so Volcano keeps
         # the job Pending and its controller makes no pod; none is bound in any case.
         assert_pending_unbound(plane, "too-big")
@@ -367,7 +384,10 @@ def test_volcano_1_12_places_npu_jobs_with_chips_through_the_in_process_adapter(
         conf = adapter_configuration(volcano_conf(plane), cluster.service_url, token)
         volcano.start_controller_manager()
         volcano.start_scheduler(
-            conf, adapter=True, environment={"SSL_CERT_DIR": str(ca_folder(cluster.tls))}
+            conf,
+            adapter=True,
+            environment={"SSL_CERT_DIR": str(ca_folder(cluster.tls))},
+            account=True,
         )
         open_queue(plane)
         admin = plane.rest()
@@ -429,11 +449,15 @@ def volcano_calling(version: str, workdir: Path, standby: list[Process]) -> Sche
             assert done.returncode == 0, done.stderr
             volcano.start_controller_manager()
             conf, trust = volcano_conf(plane), trusted_ca(plane, workdir)
-            leader = volcano.start_scheduler(conf, environment=trust, extra=ELECTED)
+            leader = volcano.start_scheduler(conf, environment=trust, extra=ELECTED, account=True)
             wait_until(lambda: volcano_leader(plane) != "", 60, "Volcano's scheduler leads")
             standby.append(
                 volcano.start_scheduler(
-                    conf, environment=trust, extra=ELECTED, name="vc-scheduler-standby"
+                    conf,
+                    environment=trust,
+                    extra=ELECTED,
+                    name="vc-scheduler-standby",
+                    account=True,
                 )
             )
             yield leader
