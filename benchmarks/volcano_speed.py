@@ -687,7 +687,9 @@ def start_side(
         conf = str(plane.rest().get(path)["data"][KEY])
     volcano.start_controller_manager()
     adapter = key == "adapter"
-    volcano.start_scheduler(conf, adapter=adapter, period=period, environment=service.trust)
+    volcano.start_scheduler(
+        conf, adapter=adapter, period=period, environment=service.trust, account=True
+    )
     return service
 
 

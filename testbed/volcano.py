@@ -181,11 +181,7 @@ class Volcano:
         self.write_configuration(configuration)
         port = free_port()
         self.metrics_port = free_port()
-        kubeconfig = (
-            self.plane.service_account(NAMESPACE, SCHEDULER_ACCOUNT)
-            if account
-            else self.plane.admin
-        )
+        kubeconfig = self._account() if account else self.plane.admin
         command = [
             str(self.build.scheduler),
             f"--kubeconfig={kubeconfig}",
@@ -217,6 +213,22 @@ class Volcano:
             # Its default (``plugins``, relative to the working directory) must not find one.
             command.append(f"--plugins-dir={self.workdir / 'no-plugins'}")
         return self._start(name, command, port, environment)
+
+    def _account(self) -> Path:
+        """A kubeconfig of Volcano's scheduler's ServiceAccount, which is made with its
+        ClusterRole and binding as Huawei's installation of Volcano makes them (the only
+        installation YAML in the snapshots), for either version."""
+        admin = self.plane.rest()
+        admin.ensure_namespace(NAMESPACE)
+        shipped = VolcanoBuild(HUAWEI_VERSION).huawei_configuration().read_text()
+        for document in yaml.safe_load_all(shipped):
+            if (
+                document
+                and document["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+                and document["metadata"]["name"] in (SCHEDULER_ACCOUNT, f"{SCHEDULER_ACCOUNT}-role")
+            ):
+                admin.apply(document)
+        return self.plane.service_account(NAMESPACE, SCHEDULER_ACCOUNT)
 
     def write_configuration(self, configuration: str) -> None:
         """The scheduler's configuration, replaced in one rename (it reloads on the write)."""

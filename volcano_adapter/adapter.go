@@ -25,11 +25,16 @@ limitations under the License.
 // extender.go) posts predicate once per task AND node; this adapter asks the scheduler
 // service once per task for every node of the session (POST <urlPrefix>/predicateAll) and
 // answers Volcano's predicate and node-order calls from that answer until an allocation
-// or deallocation in the session (which changes other tasks' answers) makes it stale. The
-// allocate and deallocate events and jobEnqueueable are posted as the extender plugin of
-// Volcano v1.15.0 posts them (v1.12.0's has no event handler, so it binds NPU pods
-// without chips). The state kept is the session's cached answers: Volcano builds a new
-// plugin for every session (framework.OpenSession calls the builder per tier entry).
+// or deallocation in the session (which changes other tasks' answers) makes it stale. An
+// allocation asks the service for the chips (allocateCarried: chosen and held, nothing
+// written) and puts the answered annotations on Volcano's copy of the pod, which its binder
+// sends in the Binding, as Huawei's plugin has its chips carried; deallocateFunc and
+// jobEnqueueable are posted as the extender plugin of Volcano v1.15.0 posts them (v1.12.0's
+// has no event handler, so it binds NPU pods without chips). Volcano's scheduler account
+// must be the one the chart's annotation policy lets carry our annotations in a Binding
+// (value volcano.schedulerAccount). The state kept is the session's cached answers and
+// carried annotations: Volcano builds a new plugin for every session
+// (framework.OpenSession calls the builder per tier entry).
 //
 // Arguments (the tier entry's):
 //
@@ -69,7 +74,7 @@ const (
 	argManagedResources = "managedResources"
 
 	verbPredicateAll   = "predicateAll"
-	verbAllocate       = "allocateFunc"
+	verbAllocate       = "allocateCarried"
 	verbDeallocate     = "deallocateFunc"
 	verbJobEnqueueable = "jobEnqueueable"
 
@@ -126,6 +131,13 @@ type eventResponse struct {
 	ErrorMessage string `json:"errorMessage"`
 }
 
+// carriedResponse is allocateCarried's answer (scheduler_core/service/verbs/volcano.py
+// CarriedResponse): an error, or the annotations the pod's Binding is to carry.
+type carriedResponse struct {
+	ErrorMessage string            `json:"errorMessage"`
+	Annotations  map[string]string `json:"annotations"`
+}
+
 type jobRequest struct {
 	Job *api.JobInfo `json:"job"`
 }
@@ -154,8 +166,9 @@ type adapter struct {
 	nodes  []string // the session's node names
 
 	mu      sync.Mutex
-	epoch   uint64                // raised by every allocation and deallocation of a managed task
-	answers map[answerKey]*answer // of the current epoch
+	epoch   uint64                           // raised by every allocation and deallocation of a managed task
+	answers map[answerKey]*answer            // of the current epoch
+	carried map[api.TaskID]map[string]string // the annotations put on each allocated task's pod
 }
 
 // New is the framework.PluginBuilder Volcano looks up in the .so.
@@ -166,6 +179,7 @@ func New(arguments framework.Arguments) framework.Plugin {
 		config:  cfg,
 		client:  &http.Client{Transport: transport, Timeout: cfg.timeout},
 		answers: map[answerKey]*answer{},
+		carried: map[api.TaskID]map[string]string{},
 	}
 }
 
@@ -216,8 +230,8 @@ func (a *adapter) OnSessionOpen(ssn *framework.Session) {
 	ssn.AddPredicateFn(a.Name(), a.predicate)
 	ssn.AddBatchNodeOrderFn(a.Name(), a.nodeOrder)
 	ssn.AddEventHandler(&framework.EventHandler{
-		AllocateFunc:   a.event(verbAllocate),
-		DeallocateFunc: a.event(verbDeallocate),
+		AllocateFunc:   a.allocate,
+		DeallocateFunc: a.deallocate,
 	})
 	ssn.AddJobEnqueueableFn(a.Name(), a.jobEnqueueable)
 }
@@ -296,24 +310,70 @@ func (a *adapter) answerFor(task *api.TaskInfo) *answer {
 	return found
 }
 
-// event posts an allocation or deallocation as v1.15.0's extender plugin does
-// (extender.go addEventHandler: a failed call or an errorMessage sets event.Err, and
-// Volcano rolls the task back), then makes every cached answer stale.
-func (a *adapter) event(verb string) func(*framework.Event) {
-	return func(event *framework.Event) {
-		if event == nil || event.Task == nil || !a.interested(event.Task) {
-			return
+// allocate asks the service for the task's chips on the node Volcano chose
+// (allocateCarried: chosen and held there, nothing written) and puts the answered
+// annotations on the session's copy of the pod: Volcano's binder sends every annotation of
+// that copy in the pod's Binding (pkg/scheduler/cache/cache.go DefaultBinder.Bind), as
+// Huawei's plugin has its chips carried. One write a pod, the Binding. A failed call or an
+// errorMessage sets event.Err, and Volcano rolls the task back (as v1.15.0's extender
+// plugin, extender.go addEventHandler).
+func (a *adapter) allocate(event *framework.Event) {
+	if event == nil || event.Task == nil || !a.interested(event.Task) {
+		return
+	}
+	defer a.stale()
+	response := &carriedResponse{}
+	if err := a.post(verbAllocate, &taskRequest{Task: event.Task}, response); err != nil {
+		klog.Warningf("%s: %s for %s/%s: %v", PluginName, verbAllocate, event.Task.Namespace, event.Task.Name, err)
+		event.Err = err
+		return
+	}
+	if response.ErrorMessage != "" {
+		event.Err = errors.New(response.ErrorMessage)
+		return
+	}
+	if len(response.Annotations) > 0 && event.Task.Pod != nil {
+		// A copy: the informer's pod, which the session's task shares, stays as read.
+		pod := event.Task.Pod.DeepCopy()
+		if pod.Annotations == nil {
+			pod.Annotations = make(map[string]string, len(response.Annotations))
 		}
-		defer a.stale()
-		response := &eventResponse{}
-		if err := a.post(verb, &taskRequest{Task: event.Task}, response); err != nil {
-			klog.Warningf("%s: %s for %s/%s: %v", PluginName, verb, event.Task.Namespace, event.Task.Name, err)
-			event.Err = err
-			return
+		for key, value := range response.Annotations {
+			pod.Annotations[key] = value
 		}
-		if response.ErrorMessage != "" {
-			event.Err = errors.New(response.ErrorMessage)
+		event.Task.Pod = pod
+		a.mu.Lock()
+		a.carried[event.Task.UID] = response.Annotations
+		a.mu.Unlock()
+	}
+}
+
+// deallocate posts the task's leaving the session (its chips come back) and takes the
+// annotations allocate put on its copy of the pod off again.
+func (a *adapter) deallocate(event *framework.Event) {
+	if event == nil || event.Task == nil || !a.interested(event.Task) {
+		return
+	}
+	defer a.stale()
+	a.mu.Lock()
+	carried := a.carried[event.Task.UID]
+	delete(a.carried, event.Task.UID)
+	a.mu.Unlock()
+	if len(carried) > 0 && event.Task.Pod != nil {
+		pod := event.Task.Pod.DeepCopy()
+		for key := range carried {
+			delete(pod.Annotations, key)
 		}
+		event.Task.Pod = pod
+	}
+	response := &eventResponse{}
+	if err := a.post(verbDeallocate, &taskRequest{Task: event.Task}, response); err != nil {
+		klog.Warningf("%s: %s for %s/%s: %v", PluginName, verbDeallocate, event.Task.Namespace, event.Task.Name, err)
+		event.Err = err
+		return
+	}
+	if response.ErrorMessage != "" {
+		event.Err = errors.New(response.ErrorMessage)
 	}
 }
 

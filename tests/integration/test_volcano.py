@@ -70,6 +70,44 @@ def test_allocate_writes_the_annotations_and_deallocate_gives_the_chips_back() -
     assert call(h, "allocateFunc", {"task": task(second, "n0")}) == {"errorMessage": ""}
 
 
+def test_allocate_carried_answers_the_annotations_writes_nothing_and_holds_the_chips() -> None:
+    """The adapter's allocation: the annotations come back for Volcano's Binding to carry; the
+    pod is not written; the chips stay taken until the pod is seen bound with them, or come
+    back on deallocateFunc, or once the gang TTL passes with the pod never bound."""
+    h = Harness(1)
+    call(h, "onSessionOpen", {"Jobs": {}, "Nodes": {}})
+    first = pending(h.api, "first", 8)
+    answer = call(h, "allocateCarried", {"task": task(first, "n0")})
+    assert answer["errorMessage"] == ""
+    eight = ",".join(f"Ascend910-{i}" for i in range(8))
+    assert answer["annotations"]["huawei.com/Ascend910"] == eight
+    assert answer["annotations"]["predicate-time"].isdigit()
+    assert h.api.get_pod("ns", "first") == first, "nothing written on the pod"
+    second = pending(h.api, "second", 8)
+    refused = call(h, "allocateCarried", {"task": task(second, "n0")})
+    assert "node idle is 0" in refused["errorMessage"] and refused["annotations"] == {}
+    # A discarded statement: the chips come back, nothing to take off the pod.
+    assert call(h, "deallocateFunc", {"task": task(first, "n0")}) == {"errorMessage": ""}
+    assert h.api.get_pod("ns", "first") == first
+    carried = call(h, "allocateCarried", {"task": task(second, "n0")})["annotations"]
+    assert carried["huawei.com/Ascend910"] == eight
+    # Never bound (Volcano's bind failed, or it died): the chips come back after the TTL.
+    h.clock.now += 61
+    h.service.refresh()
+    assert call(h, "allocateCarried", {"task": task(first, "n0")})["errorMessage"] == ""
+    # Bound as Volcano binds it (the Binding's annotations land on the pod): it holds them.
+    bound = h.api.get_pod("ns", "first")
+    bound["spec"]["nodeName"] = "n0"
+    bound["metadata"]["annotations"].update(answer["annotations"])
+    h.api.put("Pod", bound)
+    h.clock.now += 61
+    h.service.refresh()
+    third = pending(h.api, "third", 1)
+    assert (
+        "node idle is 0" in call(h, "allocateCarried", {"task": task(third, "n0")})["errorMessage"]
+    )
+
+
 def test_a_job_is_enqueueable_only_when_enough_chips_are_free() -> None:
     h = Harness(2)
 

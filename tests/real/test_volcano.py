@@ -54,9 +54,6 @@ CONFIGMAP, KEY, DEPLOYMENT = (
 # One server for the 1 x 8 job, one a pod for the 2 x 8 and the 2 x 4 gangs (a gang takes a pod
 # a server: docs/compatibility.md).
 NODES = 5
-# Volcano's scheduler's account as Huawei's installation makes it (its ServiceAccount,
-# ClusterRole and ClusterRoleBinding).
-SCHEDULER_RBAC = ("volcano-scheduler", "volcano-scheduler-role")
 JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs"
 PODS = "/api/v1/namespaces/default/pods"
 
@@ -71,8 +68,6 @@ def huawei_volcano(version: str) -> list[Obj]:
     for document in yaml.safe_load_all(shipped.read_text()):
         if document and document["metadata"].get("name") in (CONFIGMAP, DEPLOYMENT):
             found[document["kind"]] = document
-        elif document and document["metadata"].get("name") in SCHEDULER_RBAC:
-            found[document["kind"]] = document  # vc-scheduler runs as this account
     configmap, deployment = found["ConfigMap"], copy.deepcopy(found["Deployment"])
     conf = yaml.safe_load(configmap["data"][KEY])
     for tier in conf["tiers"]:
@@ -86,8 +81,7 @@ def huawei_volcano(version: str) -> list[Obj]:
         if "vc-scheduler" in image:
             container["image"] = f"{image.rpartition(':')[0]}:{version}"
     deployment["spec"]["replicas"] = 0  # its pods are the processes testbed.volcano starts
-    account = [found[kind] for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
-    return [configmap, deployment, *account]
+    return [configmap, deployment]
 
 
 def shipped_entry(plane: ControlPlane, url: str) -> Entry:
@@ -366,7 +360,8 @@ def test_volcano_1_12_places_npu_jobs_with_chips_through_the_in_process_adapter(
 ) -> None:
     """Volcano v1.12.0 (what MindCluster v26.1.0 ships) loading ``ascend-npu-adapter.so``
     from ``--plugins-dir`` as it loads Huawei's plugin: each task asked once for all the
-    nodes (``predicateAll``), the chips chosen by ``allocateFunc`` before Volcano binds."""
+    nodes (``predicateAll``), the chips chosen by ``allocateCarried`` and carried by
+    Volcano's Binding."""
     workdir = scratch("vcadapter")
     install(plane, "v1.12.0")
     VolcanoBuild("v1.12.0").check(adapter=True)
@@ -403,9 +398,12 @@ def test_volcano_1_12_places_npu_jobs_with_chips_through_the_in_process_adapter(
         gang_nodes = {p["spec"]["nodeName"] for p in job_pods(plane, "gang")}
         assert len(gang_nodes) == 2, "the gang takes a pod a server"
         assert_pending_unbound(plane, "too-big")
-        # The adapter's verbs, never the stock plugin's per-node predicate.
+        # The adapter's verbs, never the stock plugin's per-node predicate; the chips came
+        # with Volcano's Binding (allocateCarried writes nothing on the pod), which it sent
+        # as its own ServiceAccount, through the annotation policy.
         assert calls(cluster.metrics_url, "volcano/predicateAll") >= len(placed)
-        assert calls(cluster.metrics_url, "volcano/allocateFunc") >= len(placed)
+        assert calls(cluster.metrics_url, "volcano/allocateCarried") >= len(placed)
+        assert calls(cluster.metrics_url, "volcano/allocateFunc") == 0
         assert calls(cluster.metrics_url, "volcano/predicate") == 0
         for name, _, _ in [*wanted, ("too-big", 0, 0)]:
             admin.delete(f"{JOBS}/{name}")

@@ -346,6 +346,20 @@ class Extender:
         The pod is the cluster's, not the request's: only the pod the cluster has (same UID),
         with the NPUs it really requests, is given chips; taken from the watch cache when it
         shows that UID, as ``bind`` does, else read (one write an allocation, no read)."""
+        return self._allocate(pod, node, carried=None)
+
+    def carry(self, pod: Obj, node: str) -> tuple[str, dict[str, str]]:
+        """The adapter's allocateCarried: ``annotate``'s choice, checked as there, but nothing
+        written: the annotations are answered for Volcano's Binding to carry (its binder
+        sends every annotation of its copy of the pod: volcano-sh/volcano
+        ``pkg/scheduler/cache/cache.go`` ``DefaultBinder.Bind``), and the chips stay assumed
+        until the pod is seen bound with them, gone, or the gang TTL passed. An error or "",
+        and the annotations."""
+        carried: dict[str, str] = {}
+        return self._allocate(pod, node, carried), carried
+
+    def _allocate(self, pod: Obj, node: str, carried: dict[str, str] | None) -> str:
+        """``annotate`` (``carried`` None) or ``carry`` (the annotations put there)."""
         claimed = pod_request(pod, self.state.job_of)
         try:
             live = self._live_pod(claimed.namespace, claimed.name, claimed.uid)
@@ -364,7 +378,9 @@ class Extender:
             return f"allocate {claimed.key} on {node}: {misfit}"
 
         def write(annotations: dict[str, str]) -> None:
-            if annotations:  # a pre-created vNPU's pod gets none
+            if carried is not None:
+                carried.update(annotations)
+            elif annotations:  # a pre-created vNPU's pod gets none
                 self.state.gateway.patch_pod_annotations(
                     request.namespace, request.name, dict(annotations), ""
                 )

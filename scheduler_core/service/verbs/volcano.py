@@ -39,10 +39,11 @@ class VolcanoVerbs:
         "deallocateFunc",
         "jobEnqueueable",
         "predicateAll",
+        "allocateCarried",
     )
     # Verbs only the in-process adapter (``volcano_adapter/``) calls; Volcano's own
     # extender plugin has no configuration key for them.
-    ADAPTER_VERBS = ("predicateAll",)
+    ADAPTER_VERBS = ("predicateAll", "allocateCarried")
 
     def __init__(
         self, extender: Extender, open_session: Callable[[], None], force_enqueue: bool = True
@@ -70,6 +71,8 @@ class VolcanoVerbs:
             return self._job_enqueueable(args.job)
         if verb == "allocateFunc":
             return self._allocate(args.task)
+        if verb == "allocateCarried":
+            return self._carry(args.task)
         return self._deallocate(args.task)
 
     def _predicate(self, args: PredicateArgs) -> PredicateResponse:
@@ -124,6 +127,20 @@ class VolcanoVerbs:
             return EventResponse(self._extender.annotate(pod, task.NodeName))
         except BadPod as bad:
             return EventResponse(str(bad))
+
+    def _carry(self, task: TaskInfo) -> CarriedResponse:
+        """The adapter's allocation: as ``allocateFunc``, but the annotations are answered for
+        the adapter to put on Volcano's copy of the pod (its Binding carries them), not
+        written on the pod: one write a pod, the Binding, instead of a patch and the
+        Binding."""
+        pod = _task_pod(task)
+        if npu_limit(pod) == 0 or task.Status == PIPELINED:
+            return CarriedResponse()
+        try:
+            error, annotations = self._extender.carry(pod, task.NodeName)
+        except BadPod as bad:
+            return CarriedResponse(str(bad))
+        return CarriedResponse(error, {} if error else annotations)
 
     def _deallocate(self, task: TaskInfo) -> EventResponse:
         """The task leaves the session (a discarded statement, an unpipeline): its chips come
@@ -248,6 +265,13 @@ class EventResponse(msgspec.Struct, rename="camel"):
     error_message: str = ""
 
 
+class CarriedResponse(msgspec.Struct, rename="camel"):
+    """allocateCarried's answer: an error, or the annotations Volcano's Binding is to carry."""
+
+    error_message: str = ""
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
+
+
 class JobEnqueueableResponse(msgspec.Struct):
     status: int
 
@@ -258,6 +282,7 @@ Answer = (
     | PredicateAllResponse
     | PrioritizeResponse
     | EventResponse
+    | CarriedResponse
     | JobEnqueueableResponse
 )
 
@@ -266,6 +291,7 @@ ARGS: dict[str, type[PredicateArgs | PredicateAllArgs | PrioritizeArgs | TaskArg
     "predicateAll": PredicateAllArgs,
     "prioritize": PrioritizeArgs,
     "allocateFunc": TaskArgs,
+    "allocateCarried": TaskArgs,
     "deallocateFunc": TaskArgs,
     "jobEnqueueable": JobArgs,
 }
