@@ -237,6 +237,7 @@ def _serve(args: argparse.Namespace) -> int:
         ),
         grace_over=args.grace_over_time,
         profiles=args.scheduler_names,
+        filter_best=args.filter_answers == "best",
     )
     service = SchedulerService(
         gateway,
@@ -651,6 +652,14 @@ def build_parser() -> CommandParser:
         help="Volcano's jobEnqueueable permits an NPU job the nodes have room for (false: "
         "abstains, leaving it to Volcano's other plugins); one they have no room for is "
         "rejected either way",
+    )
+    serve.add_argument(
+        "--filter-answers",
+        choices=["best", "all"],
+        default="best",
+        help="kube-scheduler's /filter passes only the nodes of the best score (best: "
+        "configure no prioritizeVerb, a round trip less per pod) or every fitting node (all: "
+        "with prioritizeVerb, its other scores weighed against ours)",
     )
     serve.add_argument(
         "--prefer-previous-node",

@@ -104,7 +104,7 @@ class Routes:
                 failed = bool(getattr(answer, "error_message", ""))
                 return answer
             if verb == "filter":
-                answer = extender.filter(body)
+                answer = extender.filter(body, best=extender.filter_best)
                 failed = bool(answer.Error)
             elif verb == "prioritize":
                 answer = extender.prioritize(body)

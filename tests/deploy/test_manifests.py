@@ -564,8 +564,11 @@ def test_the_kube_scheduler_configuration_uses_only_documented_fields() -> None:
 def test_the_kube_scheduler_configuration_wires_every_extender_verb() -> None:
     config = kube_scheduler_configuration()
     (extender,) = config["extenders"]
-    verbs = ("filterVerb", "prioritizeVerb", "preemptVerb", "bindVerb")
-    assert tuple(extender[v] for v in verbs) == ("filter", "prioritize", "preempt", "bind")
+    verbs = ("filterVerb", "preemptVerb", "bindVerb")
+    assert tuple(extender[v] for v in verbs) == ("filter", "preempt", "bind")
+    # The filter answers only the best-scored nodes (the service's default --filter-answers):
+    # no prioritize call, a round trip less in kube-scheduler's cycle.
+    assert "prioritizeVerb" not in extender
     assert extender["nodeCacheCapable"] is True
     assert extender["managedResources"] == [
         {"name": resource, "ignoredByScheduler": False} for resource in PLACED_RESOURCES

@@ -168,6 +168,27 @@ def test_prioritize_maps_the_policy_scores_onto_zero_to_ten() -> None:
     ]
 
 
+def test_the_filter_for_kube_scheduler_passes_only_the_best_scored_nodes() -> None:
+    """``--filter-answers best`` (the shipped configuration names no prioritizeVerb): the
+    nodes prioritize would score highest, and no other; ``all``: every fitting node."""
+    h = Harness(3)
+    h.schedule(pending(h.api, "half", 4))  # one server has a ring of four taken
+    h.service.refresh()
+    pod = pending(h.api, "p", 4)
+    scores = {e.Host: e.Score for e in h.extender.prioritize({"Pod": pod, "NodeNames": h.names})}
+    top = max(scores.values())
+    assert sorted(set(scores.values())) != [top], f"the nodes must score apart: {scores}"
+    every = h.extender.filter({"Pod": pod, "NodeNames": h.names})
+    assert sorted(every.NodeNames) == h.names
+    best = h.extender.filter({"Pod": pod, "NodeNames": h.names}, best=True)
+    assert best.NodeNames == [n for n in h.names if scores[n] == top]
+    assert best.FailedNodes == {} and best.FailedAndUnresolvableNodes == {}
+    # The route answers as the service was started.
+    h.extender.filter_best = True
+    routed = h.service.routes.handle("filter", {"Pod": pod, "NodeNames": h.names})
+    assert routed.NodeNames == best.NodeNames
+
+
 def test_a_gang_is_reserved_whole_only_when_all_its_pods_exist_then_binds_into_it() -> None:
     h = Harness(3)
     first = pending(h.api, "g-0", 8, gang="g", size=2)
