@@ -41,7 +41,7 @@ under its ServiceAccount's token, the overlay's RBAC and admission policies appl
 workloads).
 Side C, our adapter: Volcano v1.12.0 (as side A) loading ``ascend-npu-adapter.so``
 (``volcano_adapter/``) where side A loads Huawei's plugin, its entry as
-``testbed.volcano.adapter_configuration`` writes it (no extender entry), the same service.
+the chart's entry with ``volcano.adapter`` merged as its merge Job writes it, the same service.
 
 Before the backlog one 1-chip pod is placed and deleted (both schedulers have synced and, on
 sides B and C, Volcano reaches the service). Per side: pods bound per second, from the first bind to
@@ -109,7 +109,7 @@ from testbed.volcano import (
     HUAWEI_VERSION,
     Volcano,
     VolcanoBuild,
-    adapter_configuration,
+    charts_adapter_entry,
     huawei_scheduler_configuration,
     open_queue,
     running_volcano,
@@ -450,9 +450,7 @@ def overlay() -> list[Obj]:
 def shipped_entry(documents: list[Obj], url: str) -> Entry:
     """The overlay's extender entry (its ConfigMap) with the URL pointed at ``url``."""
     (shipped,) = [d for d in documents if d["metadata"]["name"] == "ascend-npu-volcano-extender"]
-    entry = Entry.parse(shipped["data"]["extender.yaml"])
-    path = urllib.parse.urlsplit(entry.url).path
-    return Entry({**entry.arguments, "extender.urlPrefix": url + path})
+    return Entry.parse(shipped["data"]["extender.yaml"]).at(url)
 
 
 def shipped_service_settings(documents: list[Obj]) -> tuple[str, list[str]]:
@@ -681,7 +679,7 @@ def start_side(
         return None
     service = stack.enter_context(our_service(plane, nodes))
     if key == "adapter":
-        conf = adapter_configuration(without_huawei(), service.url, service.token)
+        conf = merged(without_huawei(), charts_adapter_entry(service.url).with_token(service.token))
     else:  # the merged configuration our_service wrote into Volcano's ConfigMap
         path = f"/api/v1/namespaces/{VOLCANO_NAMESPACE}/configmaps/{CONFIGMAP}"
         conf = str(plane.rest().get(path)["data"][KEY])

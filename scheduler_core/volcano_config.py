@@ -64,7 +64,10 @@ from infra.kube.port import Conflict, KubeError, NotFound
 log = logging.getLogger(__name__)
 
 PLUGIN = "extender"
-URL = "extender.urlPrefix"
+ADAPTER = "ascend-npu-adapter"  # volcano_adapter/: in-process, the chips on Volcano's Binding
+# Where each plugin we merge keeps the service's URL.
+URL_KEYS = {PLUGIN: "extender.urlPrefix", ADAPTER: "urlPrefix"}
+URL = URL_KEYS[PLUGIN]
 ATTEMPTS = 5
 
 
@@ -103,8 +106,10 @@ def volcano_version(text: str) -> tuple[int, int, int] | None:
 
 
 def check_volcano(deployment: Obj, container: str, declared: str | None) -> None:
-    """NotTrusted naming the version when Volcano's scheduler cannot give pods their chips
-    (or when neither its image nor ``--volcano-version`` says which Volcano it is)."""
+    """NotTrusted naming the version when Volcano's extender plugin cannot give pods their
+    chips (or when neither its image nor ``--volcano-version`` says which Volcano it is).
+    Not asked for the adapter's entry: the adapter posts the allocations itself and is built
+    into the user's own vc-scheduler (Volcano v1.12.0 in the tests)."""
     where = f"{deployment['metadata'].get('namespace')}/{deployment['metadata'].get('name')}"
     image = str(_container(deployment["spec"]["template"]["spec"], container).get("image", ""))
     version = volcano_version(declared) if declared else volcano_version(image)
@@ -126,13 +131,19 @@ def check_volcano(deployment: Obj, container: str, declared: str | None) -> None
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """Our plugin entry, as it stands in a tier: ``{name: extender, arguments: {...}}``."""
+    """Our plugin entry, as it stands in a tier: ``{name: extender, arguments: {...}}``, or
+    the in-process adapter's, ``{name: ascend-npu-adapter, arguments: {urlPrefix: ...}}``."""
 
     arguments: dict[str, Any]
+    name: str = PLUGIN
 
     @property
     def url(self) -> str:
-        return str(self.arguments[URL])
+        return str(self.arguments[URL_KEYS[self.name]])
+
+    @property
+    def adapter(self) -> bool:
+        return self.name == ADAPTER
 
     @staticmethod
     def parse(text: str) -> Entry:
@@ -140,24 +151,33 @@ class Entry:
             entry = yaml.safe_load(text)
         except yaml.YAMLError as bad:
             raise BadConfiguration(f"the plugin entry is not YAML: {_first_line(bad)}") from None
-        if not isinstance(entry, dict) or entry.get("name") != PLUGIN:
-            raise BadConfiguration(f"the plugin entry must be a mapping with name: {PLUGIN}")
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict) or name not in URL_KEYS:
+            raise BadConfiguration(
+                f"the plugin entry must be a mapping with name: {PLUGIN} or {ADAPTER}"
+            )
+        key = URL_KEYS[str(name)]
         arguments = entry.get("arguments")
-        if not isinstance(arguments, dict) or not isinstance(arguments.get(URL), str):
-            raise BadConfiguration(f"the plugin entry needs arguments.{URL!r} (a URL)")
-        return Entry(arguments)
+        if not isinstance(arguments, dict) or not isinstance(arguments.get(key), str):
+            raise BadConfiguration(f"the plugin entry needs arguments.{key!r} (a URL)")
+        return Entry(arguments, str(name))
 
     def as_plugin(self) -> dict[str, Any]:
-        return {"name": PLUGIN, "arguments": self.arguments}
+        return {"name": self.name, "arguments": self.arguments}
+
+    def at(self, base: str) -> Entry:
+        """The entry pointed at ``base`` (a scheme and host), its path kept: the service
+        where it is reached from outside the cluster (the tests, the benchmarks)."""
+        path = urllib.parse.urlsplit(self.url).path
+        return Entry({**self.arguments, URL_KEYS[self.name]: base + path}, self.name)
 
     def with_token(self, token: str) -> Entry:
         """The entry whose urlPrefix carries ``token`` as its userinfo's password."""
         parts = urllib.parse.urlsplit(bare(self.url))
         secret = urllib.parse.quote(token, safe="")
         netloc = f"{USER}:{secret}@{parts.netloc}"
-        return Entry(
-            {**self.arguments, URL: urllib.parse.urlunsplit(parts._replace(netloc=netloc))}
-        )
+        url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+        return Entry({**self.arguments, URL_KEYS[self.name]: url}, self.name)
 
 
 def bare(url: object) -> str:
@@ -193,32 +213,43 @@ def _dump(conf: dict[str, Any]) -> str:
     return yaml.safe_dump(conf, sort_keys=False, default_flow_style=False)
 
 
-def _extenders(conf: dict[str, Any]) -> list[tuple[list[Any], int, dict[str, Any]]]:
-    """Every ``extender`` entry: (its tier's plugin list, its index, the entry)."""
+def _entries(
+    conf: dict[str, Any], names: tuple[str, ...] = tuple(URL_KEYS)
+) -> list[tuple[list[Any], int, dict[str, Any]]]:
+    """Every entry of a plugin ``names`` names: (its tier's plugin list, its index, the
+    entry)."""
     found = []
     for tier in conf.get("tiers", []):
         plugins = tier.get("plugins", [])
         for index, plugin in enumerate(plugins):
-            if isinstance(plugin, dict) and plugin.get("name") == PLUGIN:
+            if isinstance(plugin, dict) and plugin.get("name") in names:
                 found.append((plugins, index, plugin))
     return found
 
 
 def _url_of(plugin: dict[str, Any]) -> object:
     arguments = plugin.get("arguments")
-    return arguments.get(URL) if isinstance(arguments, dict) else None
+    key = URL_KEYS.get(str(plugin.get("name")), URL)
+    return arguments.get(key) if isinstance(arguments, dict) else None
 
 
 def merged(conf: str, entry: Entry) -> str:
     """The configuration with our entry in it: replaced in place if there, else appended to the
-    first tier (where Volcano's own samples put the extender, beside gang and priority)."""
+    first tier (where Volcano's own samples put the extender, beside gang and priority, and
+    Huawei's configuration its plugin). Our entry of the other kind (the same service's URL)
+    goes: the stock extender plugin and the adapter would both allocate each pod."""
     loaded = _load(conf)
-    for plugins, index, plugin in _extenders(loaded):
+    for _, _, plugin in _entries(loaded, (entry.name,)):
         if bare(_url_of(plugin)) != bare(entry.url):
             raise BadConfiguration(
-                f"Volcano already has an extender plugin for {bare(_url_of(plugin))!r}; "
+                f"Volcano already has an {entry.name} plugin for {bare(_url_of(plugin))!r}; "
                 f"it takes one: remove that entry or point it at {bare(entry.url)!r}"
             )
+    other = tuple(n for n in URL_KEYS if n != entry.name)
+    for plugins, index, plugin in reversed(_entries(loaded, other)):
+        if bare(_url_of(plugin)) == bare(entry.url):
+            del plugins[index]
+    for plugins, index, _ in _entries(loaded, (entry.name,)):
         plugins[index] = entry.as_plugin()
         return _dump(loaded)
     tiers = loaded.setdefault("tiers", [])
@@ -229,11 +260,12 @@ def merged(conf: str, entry: Entry) -> str:
 
 
 def removed(conf: str, url: str) -> str:
-    """The configuration without our entry (the same text when it holds none)."""
+    """The configuration without our entries, of either kind (the same text when it holds
+    none)."""
     loaded = _load(conf)
     ours = [
         (plugins, index)
-        for plugins, index, plugin in _extenders(loaded)
+        for plugins, index, plugin in _entries(loaded)
         if bare(_url_of(plugin)) == bare(url)
     ]
     if not ours:
@@ -329,7 +361,9 @@ def _read(flag: str, path: Path | None) -> str | None:
     return text
 
 
-def _trust(apps: client.AppsV1Api, gateway: KubernetesGateway, args: argparse.Namespace) -> bool:
+def _trust(
+    apps: client.AppsV1Api, gateway: KubernetesGateway, args: argparse.Namespace, entry: Entry
+) -> bool:
     """merge: the CA ConfigMap written, the Deployment mounting it; remove: both taken out.
     False when the Deployment changed under the update (409)."""
     try:
@@ -349,7 +383,7 @@ def _trust(apps: client.AppsV1Api, gateway: KubernetesGateway, args: argparse.Na
             ) from None
         raise KubeError(f"get deployment {namespace}/{name}: HTTP {failed.status}") from None
     deployment: Obj = json.loads(raw.data)
-    if args.action == "merge":
+    if args.action == "merge" and not entry.adapter:
         check_volcano(deployment, args.scheduler_container, args.volcano_version)
     if args.action == "merge" and ca is not None:
         body: Obj = {"metadata": {"namespace": namespace, "name": args.ca_configmap}}
@@ -407,7 +441,7 @@ def run(args: argparse.Namespace) -> int:
     connection = api_client(args.kubeconfig)
     gateway = KubernetesGateway(connection)
     apps = client.AppsV1Api(connection)
-    trust = functools.partial(_trust, apps, gateway, args)
+    trust = functools.partial(_trust, apps, gateway, args, entry)
     update = functools.partial(_update, gateway, args, entry)
     try:
         # merge: the CA trusted before the https urlPrefix is used; remove: the other way.

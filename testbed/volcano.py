@@ -24,10 +24,11 @@ from pathlib import Path
 
 import yaml
 
-from contract.objects import PLACED_RESOURCES
+from scheduler_core.volcano_config import Entry
 from simulation.processes import free_port
 from testbed.build import BIN, ROOT
 from testbed.control_plane import ControlPlane, Process, TestbedMissing, wait_until
+from testbed.manifests import helm_template
 from testbed.rest import RestError
 
 VERSIONS = ("v1.12.0", "v1.15.0")
@@ -287,26 +288,13 @@ def open_queue(plane: ControlPlane, name: str = "default") -> None:
     wait_until(opened, 60, f"Volcano's queue {name} open")
 
 
-def adapter_configuration(conf: str, url: str, token: str) -> str:
-    """Volcano's configuration with the in-process adapter (``volcano_adapter/``) where
-    Huawei's plugin was (the first tier) and no ``extender`` entry: its URL the service's
-    ``/volcano`` with the token as userinfo, as the merge writes the extender's."""
-    loaded = yaml.safe_load(conf)
-    if any(p["name"] == "extender" for t in loaded["tiers"] for p in t["plugins"]):
-        raise ValueError("the configuration already names the extender plugin")
-    parts = urllib.parse.urlsplit(url)
-    userinfo = f"volcano:{urllib.parse.quote(token, safe='')}@"
-    prefix = f"{parts.scheme}://{userinfo}{parts.netloc}{parts.path.rstrip('/')}/volcano"
-    entry = {
-        "name": ADAPTER,
-        "arguments": {
-            "urlPrefix": prefix,
-            "httpTimeout": "5s",
-            "managedResources": list(PLACED_RESOURCES),
-        },
-    }
-    loaded["tiers"][0]["plugins"].insert(1, entry)
-    return yaml.safe_dump(loaded, sort_keys=False)
+def charts_adapter_entry(url: str) -> Entry:
+    """The plugin entry the chart's Volcano path ships with ``volcano.adapter=true``, pointed
+    at the service's ``url`` (where it is reached here)."""
+    rendered = yaml.safe_load_all(helm_template("schedulerPath=volcano", "volcano.adapter=true"))
+    name = "ascend-npu-volcano-extender"
+    (shipped,) = [d for d in rendered if d and d["metadata"]["name"] == name]
+    return Entry.parse(shipped["data"]["extender.yaml"]).at(url)
 
 
 __all__ = [
@@ -316,7 +304,7 @@ __all__ = [
     "VERSIONS",
     "Volcano",
     "VolcanoBuild",
-    "adapter_configuration",
+    "charts_adapter_entry",
     "huawei_scheduler_configuration",
     "install_crds",
     "open_queue",

@@ -17,7 +17,6 @@ import copy
 import re
 import subprocess
 import sys
-import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +32,7 @@ from testbed.cluster import NAMESPACE, ExtenderTls, deployed
 from testbed.control_plane import ControlPlane, Process, running, scratch, wait_until
 from testbed.rest import Obj, RestError
 from testbed.volcano import NAMESPACE as VOLCANO
-from testbed.volcano import VolcanoBuild, adapter_configuration, open_queue, running_volcano
+from testbed.volcano import VolcanoBuild, charts_adapter_entry, open_queue, running_volcano
 from tests.huawei_jobs import documents
 from tests.real.test_ha import (
     STARTUP,
@@ -89,17 +88,16 @@ def shipped_entry(plane: ControlPlane, url: str) -> Entry:
     service is reached here."""
     admin = plane.rest()
     shipped = admin.get(f"/api/v1/namespaces/{NAMESPACE}/configmaps/ascend-npu-volcano-extender")
-    entry = Entry.parse(shipped["data"]["extender.yaml"])
-    path = urllib.parse.urlsplit(entry.url).path
-    return Entry({**entry.arguments, "extender.urlPrefix": url + path})
+    return Entry.parse(shipped["data"]["extender.yaml"]).at(url)
 
 
 def merge(
-    plane: ControlPlane, url: str, tls: ExtenderTls, workdir: Path
+    plane: ControlPlane, url: str, tls: ExtenderTls, workdir: Path, entry: Entry | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """The merge Job's command under the Job's ServiceAccount, with the certs Job's files."""
+    """The merge Job's command under the Job's ServiceAccount, with the certs Job's files;
+    the overlay's entry unless ``entry``."""
     plugin_file = workdir / "extender.yaml"
-    plugin_file.write_text(yaml.safe_dump(shipped_entry(plane, url).as_plugin()))
+    plugin_file.write_text(yaml.safe_dump((entry or shipped_entry(plane, url)).as_plugin()))
     command = [
         sys.executable,
         "-m",
@@ -375,14 +373,16 @@ def test_volcano_1_12_places_npu_jobs_with_chips_through_the_in_process_adapter(
             service_flags=(f"--volcano-config={VOLCANO}/{CONFIGMAP}:{KEY}",),
         ) as cluster,
     ):
-        token = cluster.tls.token.read_text().strip()
-        conf = adapter_configuration(volcano_conf(plane), cluster.service_url, token)
+        # The chart's Volcano path with volcano.adapter: its merge Job writes the adapter's
+        # entry (no version refused: the adapter posts the allocations itself).
+        entry = charts_adapter_entry(cluster.service_url)
+        done = merge(plane, cluster.service_url, cluster.tls, workdir, entry)
+        assert done.returncode == 0, done.stderr
+        conf = volcano_conf(plane)
+        assert "name: ascend-npu-adapter" in conf and "name: extender" not in conf
         volcano.start_controller_manager()
         volcano.start_scheduler(
-            conf,
-            adapter=True,
-            environment={"SSL_CERT_DIR": str(ca_folder(cluster.tls))},
-            account=True,
+            conf, adapter=True, environment=trusted_ca(plane, workdir), account=True
         )
         open_queue(plane)
         admin = plane.rest()

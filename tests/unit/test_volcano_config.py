@@ -106,3 +106,43 @@ def test_a_malformed_configuration_is_refused_naming_why(conf: str, named: str) 
 def test_a_malformed_plugin_entry_is_refused_naming_why(text: str, named: str) -> None:
     with pytest.raises(BadConfiguration, match=named):
         Entry.parse(text)
+
+
+ADAPTER = Entry(
+    {"urlPrefix": URL, "httpTimeout": "5s", "managedResources": ["huawei.com/Ascend910"]},
+    "ascend-npu-adapter",
+)
+
+
+def test_the_adapters_entry_replaces_our_extender_entry_and_remove_takes_either() -> None:
+    """Switching a Volcano from the stock extender plugin to the in-process adapter (or back):
+    our entry of the other kind goes, or both would allocate every pod."""
+    with_extender = merged(USERS, ENTRY)
+    conf = merged(with_extender, ADAPTER)
+    names = [p["name"] for tier in plugins(conf) for p in tier]  # type: ignore[index]
+    assert "extender" not in names and names.count("ascend-npu-adapter") == 1
+    assert plugins(conf)[0][-1] == ADAPTER.as_plugin()
+    assert merged(conf, ADAPTER) == conf
+    back = merged(conf, ENTRY)
+    assert plugins(back)[0][-1] == ENTRY.as_plugin()
+    assert "ascend-npu-adapter" not in back
+    assert yaml.safe_load(removed(conf, URL)) == yaml.safe_load(USERS)
+
+
+def test_an_adapter_entry_of_another_service_is_never_touched() -> None:
+    theirs = Entry({"urlPrefix": "https://elsewhere.svc/volcano"}, "ascend-npu-adapter")
+    conf = merged(USERS, theirs)
+    with pytest.raises(BadConfiguration, match="already has an ascend-npu-adapter plugin"):
+        merged(conf, ADAPTER)
+    assert removed(conf, URL) == conf
+
+
+def test_the_adapters_entry_is_parsed_with_its_url_key_and_carries_the_token() -> None:
+    text = yaml.safe_dump(ADAPTER.as_plugin())
+    parsed = Entry.parse(text)
+    assert parsed == ADAPTER and parsed.adapter and parsed.url == URL
+    assert parsed.with_token("s3cret").url == URL.replace("http://", "http://volcano:s3cret@")
+    with pytest.raises(BadConfiguration, match=r"arguments\.'urlPrefix'"):
+        Entry.parse("name: ascend-npu-adapter\narguments: {extender.urlPrefix: x}")
+    with pytest.raises(BadConfiguration, match="name: extender or ascend-npu-adapter"):
+        Entry.parse("name: volcano-npu_v26.1.0\narguments: {}")
