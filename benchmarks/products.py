@@ -102,8 +102,11 @@ def decision_time(load: ProductLoad, nodes: int, pods: int, workdir: Path) -> La
         )
         pod["spec"]["nodeSelector"] = dict(load.pod_selector)
         store.put("Pod", pod)
-    with scheduler_process(store, workdir, "--log-level", "WARNING") as service:
-        return drive(service.url, store, names, pods, bind=True)
+    # Every fitting node passes and is prioritized (the figures of docs/results.md, per
+    # product, from before the filter answered only the best).
+    flags = ("--log-level", "WARNING", "--filter-answers", "all")
+    with scheduler_process(store, workdir, *flags) as service:
+        return drive(service.url, store, names, pods, bind=True, prioritize=True)
 
 
 def main() -> None:
@@ -129,8 +132,8 @@ def main() -> None:
             print(
                 f"  {load.name:<42} filter p50 {ours.filter_p50:5.1f} ms, prioritize p50 "
                 f"{ours.prioritize_p50:5.1f} ms (both x{both / base_both:.2f} of 910 x8), "
-                f"filter + prioritize p99 {ours.both_p99:5.1f} ms "
-                f"(x{ours.both_p99 / base.both_p99:.2f}), bind p50 {ours.bind_p50:.1f} ms"
+                f"filter + prioritize p99 {ours.cycle_p99:5.1f} ms "
+                f"(x{ours.cycle_p99 / base.cycle_p99:.2f}), bind p50 {ours.bind_p50:.1f} ms"
             )
 
 
