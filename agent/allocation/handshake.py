@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from agent.allocation.base import AllocationFailed, FailureReason
@@ -55,6 +55,32 @@ WAIT_FOR_POD = 1.0  # bounded wait for the cache to show the pod (Huawei: 3 × 1
 MAX_CONFLICTS = 5
 
 T = TypeVar("T")
+
+
+def seen(pods: Iterable[PodView], resource: str) -> str:
+    """What the node's pods of ``resource`` were when no pod matched an Allocate, counted by
+    why (no names: the message lands in the refused pod's status, which its owner reads)."""
+    counts: dict[str, int] = {}
+    for pod in pods:
+        if pod.resource != resource or pod.npu_limit <= 0:
+            continue
+        why = (
+            "finished"
+            if not pod.live
+            else "deleting"
+            if pod.deleting
+            else "refused by the kubelet"
+            if pod.reason == "UnexpectedAdmissionError"
+            else "without chips"
+            if resource not in pod.annotations
+            else "consumed"
+            if pod.consumed
+            else f"waiting for {len(pod.given)}"
+        )
+        counts[why] = counts.get(why, 0) + 1
+    if not counts:
+        return f"no pod of {resource} on this node in the cache"
+    return "pods of this node: " + ", ".join(f"{n} {why}" for why, n in sorted(counts.items()))
 
 
 class Undecided(Exception):
@@ -239,7 +265,9 @@ class ChipHandshake:
             if passed_over:  # the pod this Allocate is for, most likely: tell its owner
                 return self._shake.refuse(*passed_over[0])
             return AllocationFailed(
-                FailureReason.NO_POD, f"{NOT_FOUND} (kubelet asked {len(requested)} chips)"
+                FailureReason.NO_POD,
+                f"{NOT_FOUND} (kubelet asked {len(requested)} chips; "
+                f"{seen(cache.pods(), node.kind.resource)})",
             )
 
         def realize(pod: PodView) -> tuple[list[Chip], dict[str, str], Callable[[], None]]:

@@ -207,8 +207,17 @@ def test_a_chip_held_by_a_running_pod_is_never_handed_out_twice(cluster: Cluster
 
 
 def test_no_waiting_pod_fails_with_the_reference_message(cluster: Cluster) -> None:
-    with pytest.raises(KubeletError, match="not get valid pod"):
+    with pytest.raises(KubeletError, match="not get valid pod .*no pod of huawei.com/Ascend910"):
         cluster.kubelet.allocate("ns/ghost", "main", RESOURCE, 1)
+    # Then it counts what the node's pods were, by why none matched (no names: the message
+    # lands in the refused pod's status).
+    cluster.bind("first", "Ascend910-2", "100")
+    cluster.kubelet.allocate("ns/first", "main", RESOURCE, 1)
+    cluster.bind("pair", "Ascend910-0,Ascend910-1", "200")
+    with pytest.raises(KubeletError) as refused:
+        cluster.kubelet.allocate("ns/ghost", "main", RESOURCE, 4)
+    said = str(refused.value)
+    assert "1 consumed, 1 waiting for 2" in said and "ns/" not in said, said
 
 
 class StalledWatch(MemoryCluster):
