@@ -177,6 +177,13 @@ class NodeHost:
         cache = node.agent.cache
         if cache is not None:
             wait_for(lambda: bound_in(cache, key, node.name), AGENT_SEES_BINDING)
+        current = node.pods.get(key)
+        if not _same_pod(current, pod) or (current or {})["metadata"].get("deletionTimestamp"):
+            # Deleted while it waited: the kubelet admits no pod whose removal it was asked
+            # (pkg/kubelet/kubelet.go HandlePodAdditions skips a pod whose termination was
+            # requested). Its Allocate would have matched the next pod of its chip count,
+            # which the device plugin would then give this dead pod's container.
+            return
         namespace, name = key.split("/", 1)
         resource, count = npu_request(pod)
         status: Obj = running_status()
