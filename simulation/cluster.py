@@ -281,6 +281,11 @@ class SimulatedCluster:
         for pod in pods:
             meta = pod["metadata"]
             key = f"{meta['namespace']}/{meta['name']}"
+            if not self._still_there(pod):
+                # Deleted while it waited: the kubelet admits no pod whose removal it was
+                # asked (pkg/kubelet/kubelet.go HandlePodAdditions); its Allocate would match
+                # the next pod of its chip count on the node.
+                continue
             resource, count = npu_request(pod)
             if count == 0:  # no device to allocate: the kubelet just starts it
                 running = self.store.get_pod(meta["namespace"], meta["name"])
@@ -309,6 +314,15 @@ class SimulatedCluster:
             self.store.put("Pod", running)
             done.append(self.admitted[key])
         return done
+
+    def _still_there(self, pod: Obj) -> bool:
+        """The store still holds this very pod (same UID), not being deleted."""
+        meta = pod["metadata"]
+        try:
+            now = self.store.get_pod(meta["namespace"], meta["name"])["metadata"]
+        except NotFound:
+            return False
+        return now.get("uid") == meta.get("uid") and not now.get("deletionTimestamp")
 
     def _fresh(self, pod: Obj) -> Obj:
         current = self.store.get_pod(pod["metadata"]["namespace"], pod["metadata"]["name"])
