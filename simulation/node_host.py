@@ -33,7 +33,7 @@ from kubernetes import client
 from agent.builder import NodeAgent
 from contract.objects import Obj, npu_request
 from infra.kube.client import KubernetesGateway, api_client
-from infra.kube.port import Selection
+from infra.kube.port import KubeError, NotFound, Selection
 from infra.kube.reflector import Change, Reflector, stop_all
 from simulation.cluster import bound_in, start_agent, state_file, wait_for
 from simulation.kubelet import KubeletError, KubeletSimulator
@@ -177,14 +177,13 @@ class NodeHost:
         cache = node.agent.cache
         if cache is not None:
             wait_for(lambda: bound_in(cache, key, node.name), AGENT_SEES_BINDING)
-        current = node.pods.get(key)
-        if not _same_pod(current, pod) or (current or {})["metadata"].get("deletionTimestamp"):
+        namespace, name = key.split("/", 1)
+        if not self._admissible(node, key, pod):
             # Deleted while it waited: the kubelet admits no pod whose removal it was asked
             # (pkg/kubelet/kubelet.go HandlePodAdditions skips a pod whose termination was
             # requested). Its Allocate would have matched the next pod of its chip count,
             # which the device plugin would then give this dead pod's container.
             return
-        namespace, name = key.split("/", 1)
         resource, count = npu_request(pod)
         status: Obj = running_status()
         if count:
@@ -213,6 +212,22 @@ class NodeHost:
                 self.admitted += 1
             else:
                 self.refused += 1
+
+    def _admissible(self, node: HostedNode, key: str, pod: Obj) -> bool:
+        """The pod is still there and not being deleted: in this process's watch, and, since
+        that watch may lag seconds behind on a loaded machine where a real kubelet's would
+        not, in a read of the pod itself."""
+        current = node.pods.get(key)
+        if not _same_pod(current, pod) or (current or {})["metadata"].get("deletionTimestamp"):
+            return False
+        namespace, name = key.split("/", 1)
+        try:
+            read = self._gateway.get_pod(namespace, name)
+        except NotFound:
+            return False
+        except KubeError:  # unread: the watch's word stands, as a kubelet has no other
+            return True
+        return _same_pod(read, pod) and not read["metadata"].get("deletionTimestamp")
 
     def visible(self) -> dict[str, str]:
         """``ASCEND_VISIBLE_DEVICES`` of each container the kubelets started, by pod key."""
