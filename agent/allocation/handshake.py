@@ -13,7 +13,9 @@ Calls are serialized by the plugin server. Huawei's device plugin: ``pkg/server/
 
 Defence in depth against a pod placed on the node by someone else: each Allocate first lists
 the node's pods (the kubelet asks only for a pod it has read from the API server, so the list
-shows it), and no Allocate of a resource is decided while a pending pod of that resource
+shows it; a pod that list does not show was bound later and is not this Allocate's, which an
+Allocate for a pod deleted meanwhile would otherwise take, leaving that pod's own Allocate
+nothing), and no Allocate of a resource is decided while a pending pod of that resource
 carries no scheduler's choice (``handshake_rules.unchosen``): the Allocate may be that pod's,
 and it would get the chips another pod was given. After a bounded wait (the kubelet marks a
 pod it refused ``Failed`` asynchronously) the Allocate is refused, with a Warning Event on
@@ -106,10 +108,11 @@ class Handshake:
         self.events = events or EventRecorder(gateway, COMPONENT, instance)
         self._warned: dict[str, str] = {}  # uid → the resourceVersion last told of it
 
-    def listed(self) -> None:
-        """The cache replaced by a fresh list of the node's pods (API errors refuse)."""
+    def listed(self) -> list[PodView]:
+        """The cache replaced by a fresh list of the node's pods, which it returns (API errors
+        refuse)."""
         try:
-            self.cache.reflector.relist()
+            return self.cache.reflector.relist()
         except KubeError as failed:
             raise AllocationFailed(FailureReason.API_ERROR, f"API server: {failed}") from None
 
@@ -152,22 +155,35 @@ class Handshake:
         )
 
     def find(
-        self, resource: str, count: int, size: Callable[[PodView], int | None]
+        self,
+        resource: str,
+        count: int,
+        size: Callable[[PodView], int | None],
+        known: frozenset[str] | None = None,
     ) -> PodView | None:
         """The pending pod of ``resource`` whose claim is ``count`` devices (``size``), waiting
-        a bounded moment for the cache to show it."""
+        a bounded moment for the cache to show it; only among the pods of UIDs ``known``
+        when given."""
         deadline = time.monotonic() + self._wait_for_pod
         while True:
-            pod = pick_pending(self.cache.pods(), resource, count, size)
+            pod = pick_pending(self._candidates(known), resource, count, size)
             left = deadline - time.monotonic()
             if pod is not None:
                 return pod
             if left <= 0:
-                return self._find_listed(resource, count, size)
+                return self._find_listed(resource, count, size, known)
             self.cache.wait_change(min(left, 0.05))
 
+    def _candidates(self, known: frozenset[str] | None) -> list[PodView]:
+        pods = self.cache.pods()
+        return pods if known is None else [p for p in pods if p.uid in known]
+
     def _find_listed(
-        self, resource: str, count: int, size: Callable[[PodView], int | None]
+        self,
+        resource: str,
+        count: int,
+        size: Callable[[PodView], int | None],
+        known: frozenset[str] | None,
     ) -> PodView | None:
         """The cache's watch may lag far behind the kubelet (it was cut, the API server was
         away, this agent just restarted): before refusing, list the node's pods once."""
@@ -178,7 +194,7 @@ class Handshake:
                 "no pending pod of %d %s in the cache, nor a list: %s", count, resource, failed
             )
             return None
-        return pick_pending(self.cache.pods(), resource, count, size)
+        return pick_pending(self._candidates(known), resource, count, size)
 
     def refresh(self, pod: PodView) -> bool:
         """Re-read a pod into the cache; True when the API server's copy differs from it."""
@@ -210,10 +226,11 @@ class Handshake:
         """The handshake: ``realize`` makes the pod's claim real and says what the container
         gets, what to write on the pod and how to undo it; it raises ``Undecided`` to decide
         again, AllocationFailed to refuse. ``not_found``: the failure when no pod waits."""
-        self.listed()
+        # Only a pod that list shows (bound by now) can be the pod this Allocate is for.
+        known = frozenset(p.uid for p in self.listed())
         for _ in range(MAX_CONFLICTS):
             self.all_chosen(resource)
-            pod = self.find(resource, count, size)
+            pod = self.find(resource, count, size, known)
             if pod is None:
                 raise not_found()
             try:
@@ -299,9 +316,14 @@ class ChipHandshake:
         self, node: NodeChips, available: Sequence[str], must_include: Sequence[str], size: int
     ) -> list[str]:
         """The pending pod's own chips when the kubelet may take them all, so the kubelet's
-        records name the real chips; otherwise the HCCS-affine choice. The kubelet asks right
-        after admitting the pod, so the same bounded wait for the cache applies."""
-        pod = self._shake.find(node.kind.resource, size, chip_claim(node))
+        records name the real chips; otherwise the HCCS-affine choice. The kubelet asks while
+        admitting the pod, which it has seen bound: a fresh list of the node's pods shows it,
+        and nothing is waited for (a pod bound meanwhile is another pod's)."""
+        try:
+            listed = self._shake.listed()
+        except AllocationFailed:  # the API server away: a preference only
+            listed = []
+        pod = pick_pending(listed, node.kind.resource, size, chip_claim(node))
         if pod is not None:
             wanted = [chip_name(c, node.kind) for c in pod.given]
             if wanted and set(wanted) <= set(available) and set(must_include) <= set(wanted):

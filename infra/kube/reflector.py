@@ -230,8 +230,9 @@ class Reflector(Generic[T]):
                 return  # deleted since that write: its answer is history
             self._put(key, None if deleted else obj, version, notify=True)
 
-    def relist(self) -> None:
-        """List the collection and replace the store with it, reporting the difference.
+    def relist(self) -> list[T]:
+        """List the collection and replace the store with it, reporting the difference; the
+        values listed (the store may move on as soon as this returns).
 
         Watch events wait meanwhile: one applied before the list started is in the list, one
         after it is newer than the list's version and applies on top."""
@@ -254,6 +255,7 @@ class Reflector(Generic[T]):
             self._synced.set()
             if changes:
                 self.on_change(changes)
+            return [e.value for e in fresh.values()]
 
     def _convert(self, obj: Obj) -> T | None:
         try:

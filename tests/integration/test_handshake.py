@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +21,7 @@ from chip_drivers.chips import Chip, NodeChips
 from chip_drivers.fake import FakeDriver
 from contract.objects import Obj
 from infra.kube.client import KubernetesGateway
-from infra.kube.port import KubeGateway, Selection, WatchEvent
+from infra.kube.port import KubeGateway, Page, Selection, WatchEvent
 from simulation.cluster import state_file, wait_for
 from simulation.kubelet import KubeletError, KubeletSimulator
 from simulation.loopback import LoopbackApiServer
@@ -207,7 +207,7 @@ def test_a_chip_held_by_a_running_pod_is_never_handed_out_twice(cluster: Cluster
 
 
 def test_no_waiting_pod_fails_with_the_reference_message(cluster: Cluster) -> None:
-    with pytest.raises(KubeletError, match="not get valid pod .*no pod of huawei.com/Ascend910"):
+    with pytest.raises(KubeletError, match=r"not get valid pod .*no pod of huawei\.com/Ascend910"):
         cluster.kubelet.allocate("ns/ghost", "main", RESOURCE, 1)
     # Then it counts what the node's pods were, by why none matched (no names: the message
     # lands in the refused pod's status).
@@ -244,12 +244,35 @@ def test_a_pod_the_caches_watch_never_delivered_is_found_by_a_list(short_dir: Pa
         assert stalled.annotations("unseen")["huawei.com/AscendReal"] == "Ascend910-3"
 
 
-def test_a_pod_that_arrives_just_after_allocate_starts_is_still_found(cluster: Cluster) -> None:
-    late = threading.Timer(0.1, cluster.bind, args=("slow", "Ascend910-6", "100"))
-    late.start()
-    allocation = cluster.kubelet.allocate("ns/slow", "main", RESOURCE, 1)
-    late.join()
-    assert allocation.response.envs["ASCEND_VISIBLE_DEVICES"] == "6"
+class BindsAfterTheNextList(MemoryCluster):
+    """Runs ``then`` once, right after the next list of pods is answered: a pod bound just
+    after an Allocate began (with its first list)."""
+
+    then: Callable[[], None] | None = None
+
+    def list_page(self, what: Selection, limit: int, token: str = "") -> Page:
+        page = super().list_page(what, limit, token)
+        then, self.then = self.then, None
+        if then is not None and what.kind == "Pod":
+            then()
+        return page
+
+
+def test_a_pod_bound_after_an_allocate_began_is_not_that_allocates(short_dir: Path) -> None:
+    """The kubelet asks Allocate only for a pod it has seen bound, so the list the Allocate
+    starts with shows it; a pod bound later is another pod's. Before, an Allocate for a pod
+    deleted while it was admitted took the next pod of its count, whose own Allocate then
+    found nothing (seen under load: "not get valid pod ... 1 consumed")."""
+    api = BindsAfterTheNextList()
+    with running(short_dir, api, over_http=False) as cluster:
+        # Straight to Allocate (GetPreferredAllocation lists first, back to back with it).
+        cluster.kubelet.use_preferred = False
+        api.then = lambda: cluster.bind("later", "Ascend910-6", "100")
+        with pytest.raises(KubeletError, match="not get valid pod"):
+            cluster.kubelet.allocate("ns/gone", "main", RESOURCE, 1)
+        assert cluster.annotations("later")["predicate-time"] == "100", "not consumed"
+        allocation = cluster.kubelet.allocate("ns/later", "main", RESOURCE, 1)
+        assert allocation.response.envs["ASCEND_VISIBLE_DEVICES"] == "6"
 
 
 @pytest.mark.parametrize("over_http", [False, True])
