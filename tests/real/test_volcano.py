@@ -386,16 +386,27 @@ def test_volcano_1_12_places_npu_jobs_with_chips_through_the_in_process_adapter(
         )
         open_queue(plane)
         admin = plane.rest()
-        # One server for the 1 x 8, one a pod for the 2 x 8 gang, one for the 1-, 2- and
-        # 4-chip pods (a ring of four for the 4, the other ring for the 2 and the 1); the
-        # too-big gang of more whole servers than the cluster has stays Pending.
-        wanted = [("single", 1, 8), ("gang", 2, 8), ("one", 1, 1), ("two", 1, 2), ("four", 1, 4)]
+        # Huawei's samples as YAML (its 1 x 8 and its 2 x 8 gang: a server, and one a pod),
+        # one server for the 1-, 2- and 4-chip pods (a ring of four for the 4, the other
+        # ring for the 2 and the 1); the too-big gang of more whole servers than the cluster
+        # has stays Pending.
+        samples = []
+        for index, file in enumerate(SAMPLES):
+            for document in sample(file, f"sample-{index}"):
+                admin.create(
+                    admin.path(document["apiVersion"], document["kind"], "", "default"), document
+                )
+                if document["kind"] == "Job":
+                    samples.append((f"sample-{index}", document["spec"]["minAvailable"]))
+        wanted = [("one", 1, 1), ("two", 1, 2), ("four", 1, 4)]
         for name, pods, each in wanted:
             admin.create(JOBS, volcano_job(name, pods, each))
         admin.create(JOBS, volcano_job("too-big", NODES + 1, 8))
-        placed = [p for name, count, _ in wanted for p in bound(plane, name, count)]
+        jobs = [*samples, *((name, count) for name, count, _ in wanted)]
+        placed = [p for name, count in jobs for p in bound(plane, name, count)]
         assert_legal_and_once(placed)
-        gang_nodes = {p["spec"]["nodeName"] for p in job_pods(plane, "gang")}
+        (gang,) = [name for name, count in samples if count == 2]
+        gang_nodes = {p["spec"]["nodeName"] for p in job_pods(plane, gang)}
         assert len(gang_nodes) == 2, "the gang takes a pod a server"
         assert_pending_unbound(plane, "too-big")
         # The adapter's verbs, never the stock plugin's per-node predicate; the chips came
@@ -405,7 +416,7 @@ def test_volcano_1_12_places_npu_jobs_with_chips_through_the_in_process_adapter(
         assert calls(cluster.metrics_url, "volcano/allocateCarried") >= len(placed)
         assert calls(cluster.metrics_url, "volcano/allocateFunc") == 0
         assert calls(cluster.metrics_url, "volcano/predicate") == 0
-        for name, _, _ in [*wanted, ("too-big", 0, 0)]:
+        for name, _ in [*jobs, ("too-big", 0)]:
             admin.delete(f"{JOBS}/{name}")
 
 
