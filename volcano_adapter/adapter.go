@@ -134,8 +134,8 @@ type eventResponse struct {
 // carriedResponse is allocateCarried's answer (scheduler_core/service/verbs/volcano.py
 // CarriedResponse): an error, or the annotations the pod's Binding is to carry.
 type carriedResponse struct {
-	ErrorMessage string            `json:"errorMessage"`
-	Annotations  map[string]string `json:"annotations"`
+	eventResponse
+	Annotations map[string]string `json:"annotations"`
 }
 
 type jobRequest struct {
@@ -323,13 +323,7 @@ func (a *adapter) allocate(event *framework.Event) {
 	}
 	defer a.stale()
 	response := &carriedResponse{}
-	if err := a.post(verbAllocate, &taskRequest{Task: event.Task}, response); err != nil {
-		klog.Warningf("%s: %s for %s/%s: %v", PluginName, verbAllocate, event.Task.Namespace, event.Task.Name, err)
-		event.Err = err
-		return
-	}
-	if response.ErrorMessage != "" {
-		event.Err = errors.New(response.ErrorMessage)
+	if !a.postEvent(verbAllocate, event, response, &response.eventResponse) {
 		return
 	}
 	if len(response.Annotations) > 0 && event.Task.Pod != nil {
@@ -367,14 +361,23 @@ func (a *adapter) deallocate(event *framework.Event) {
 		event.Task.Pod = pod
 	}
 	response := &eventResponse{}
-	if err := a.post(verbDeallocate, &taskRequest{Task: event.Task}, response); err != nil {
-		klog.Warningf("%s: %s for %s/%s: %v", PluginName, verbDeallocate, event.Task.Namespace, event.Task.Name, err)
+	a.postEvent(verbDeallocate, event, response, response)
+}
+
+// postEvent posts an event verb for the event's task into result; false, with event.Err set
+// (Volcano then rolls the task back, as after v1.15.0's extender plugin), when the call
+// failed or said (result's error part) carries an errorMessage.
+func (a *adapter) postEvent(verb string, event *framework.Event, result interface{}, said *eventResponse) bool {
+	if err := a.post(verb, &taskRequest{Task: event.Task}, result); err != nil {
+		klog.Warningf("%s: %s for %s/%s: %v", PluginName, verb, event.Task.Namespace, event.Task.Name, err)
 		event.Err = err
-		return
+		return false
 	}
-	if response.ErrorMessage != "" {
-		event.Err = errors.New(response.ErrorMessage)
+	if said.ErrorMessage != "" {
+		event.Err = errors.New(said.ErrorMessage)
+		return false
 	}
+	return true
 }
 
 // stale raises the epoch and drops the answers of the earlier ones.

@@ -292,6 +292,21 @@ def sample(file: str, name: str) -> list[Obj]:
     return found
 
 
+def create_samples(plane: ControlPlane) -> list[tuple[str, int]]:
+    """``SAMPLES`` applied as their YAML has them (``sample-<index>``): each Job's name and
+    ``minAvailable``."""
+    admin = plane.rest()
+    jobs = []
+    for index, file in enumerate(SAMPLES):
+        for document in sample(file, f"sample-{index}"):
+            admin.create(
+                admin.path(document["apiVersion"], document["kind"], "", "default"), document
+            )
+            if document["kind"] == "Job":
+                jobs.append((f"sample-{index}", int(document["spec"]["minAvailable"])))
+    return jobs
+
+
 @pytest.mark.parametrize("version", ["v1.15.0"])
 def test_the_real_volcano_places_huawei_jobs_through_the_merged_extender(
     plane: ControlPlane, version: str
@@ -316,14 +331,7 @@ def test_the_real_volcano_places_huawei_jobs_through_the_merged_extender(
         volcano.start_scheduler(conf, environment=trusted_ca(plane, workdir), account=True)
         open_queue(plane)
         admin = plane.rest()
-        names = []
-        for index, file in enumerate(SAMPLES):
-            for document in sample(file, f"sample-{index}"):
-                admin.create(
-                    admin.path(document["apiVersion"], document["kind"], "", "default"), document
-                )
-                if document["kind"] == "Job":
-                    names.append((f"sample-{index}", document["spec"]["minAvailable"]))
+        names = create_samples(plane)
         # A gang of two 4-chip pods (Huawei's plugin would put both on one server; ours puts
         # one a server), ranked by Volcano's hcclrank job plugin (hccl/rankIndex written at
         # creation, and carried by vc-scheduler's Binding with the pod's other annotations);
@@ -390,14 +398,7 @@ def test_volcano_1_12_places_npu_jobs_with_chips_through_the_in_process_adapter(
         # one server for the 1-, 2- and 4-chip pods (a ring of four for the 4, the other
         # ring for the 2 and the 1); the too-big gang of more whole servers than the cluster
         # has stays Pending.
-        samples = []
-        for index, file in enumerate(SAMPLES):
-            for document in sample(file, f"sample-{index}"):
-                admin.create(
-                    admin.path(document["apiVersion"], document["kind"], "", "default"), document
-                )
-                if document["kind"] == "Job":
-                    samples.append((f"sample-{index}", document["spec"]["minAvailable"]))
+        samples = create_samples(plane)
         wanted = [("one", 1, 1), ("two", 1, 2), ("four", 1, 4)]
         for name, pods, each in wanted:
             admin.create(JOBS, volcano_job(name, pods, each))
