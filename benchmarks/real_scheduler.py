@@ -7,8 +7,8 @@ node count: etcd and kube-apiserver of the test bed (no controller manager, no
 (``python -m scheduler_core serve``). Then kube-scheduler v1.36 places ``--pods`` pods of 1, 2,
 4 or 8 chips (seeded), all created at once from threads:
 
-- (a) with the extender, as shipped (``daemonset/overlays/kube-scheduler``: filter, prioritize
-  and bind by the service, ``nodeCacheCapable``);
+- (a) with the extender, as shipped (``daemonset/overlays/kube-scheduler``: filter and bind by
+  the service, ``nodeCacheCapable``);
 - (b) the same profile without extenders: the resource fit alone, kube-scheduler binding.
 
 Printed: throughput, pods bound per second for a backlog of ``--pods`` pods created while
@@ -16,8 +16,10 @@ kube-scheduler is paused (SIGSTOP; Python cannot create pods as fast as kube-sch
 them), from its release to the last pod bound (bindings seen on a watch); per-pod latency p50 /
 p99, creation → bound, of ``--latency-pods`` pods created at ``--rate`` per second; the ratios;
 where (a)'s time goes (the service's own time per verb from its ``/metrics``, kube-scheduler's
-scheduling-algorithm time per attempt from its ``/metrics``); and how many node names reach
-``/filter`` per pod (a short third run through a counting proxy).
+scheduling-algorithm time per attempt from its ``/metrics``); the CPU each process spent per
+pod of the backlog and the API server's requests per pod (on a machine of few cores every
+process shares them, and the ratio of throughputs follows the ratio of CPU per pod); and how
+many node names reach ``/filter`` per pod (a short third run through a counting proxy).
 Goal (the issue): (a) ≥ 0.8 × (b) at 5,000 nodes. Results: ``benchmarks/data/real_scheduler.json``.
 """
 
@@ -26,7 +28,9 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import random
+import re
 import shutil
 import signal
 import ssl
@@ -46,6 +50,7 @@ from typing import Any
 import yaml
 
 from agent.deviceinfo_publisher import configmap
+from benchmarks.cpu import cpu_of
 from benchmarks.pod_watch import PodWatch
 from contract.annotations import CHIPS_ANNOTATION
 from contract.chip_names import RESOURCE_NAME
@@ -277,18 +282,37 @@ def mean_ms(before: dict[str, float], after: dict[str, float], stem: str) -> flo
     return total / count * 1e3 if count else 0.0
 
 
+def admin_context(plane: ControlPlane) -> ssl.SSLContext:
+    """The admin's client certificate, the server's not checked (kube-scheduler's serving
+    certificate is self-signed)."""
+    user = yaml.safe_load(plane.admin.read_text())["users"][0]["user"]
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.load_cert_chain(user["client-certificate"], user["client-key"])
+    return context
+
+
 def scheduler_metrics(plane: ControlPlane, name: str) -> dict[str, float]:
     """kube-scheduler's /metrics, read as the admin (its secure port authenticates and
     authorizes through the API server)."""
     port = next(
         a.split("=", 1)[1] for a in plane.processes[name].command if a.startswith("--secure-port=")
     )
-    user = yaml.safe_load(plane.admin.read_text())["users"][0]["user"]
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE  # its serving certificate is self-signed
-    context.load_cert_chain(user["client-certificate"], user["client-key"])
-    return scrape(f"https://127.0.0.1:{port}", context)
+    return scrape(f"https://127.0.0.1:{port}", admin_context(plane))
+
+
+def api_requests(plane: ControlPlane) -> dict[str, float]:
+    """kube-apiserver's requests so far by verb, resource and subresource."""
+    counted: dict[str, float] = {}
+    for series, value in scrape(plane.url, admin_context(plane)).items():
+        name, _, labels = series.partition("{")
+        if name == "apiserver_request_total":
+            label = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+            parts = (label.get(k) for k in ("verb", "resource", "subresource"))
+            key = " ".join(filter(None, parts))
+            counted[key] = counted.get(key, 0.0) + value
+    return counted
 
 
 ALGORITHM = "scheduler_scheduling_algorithm_duration_seconds"
@@ -309,6 +333,10 @@ class Run:
     p99_ms: float
     algorithm_ms: float  # kube-scheduler's filter + score per attempt (extender calls included)
     service_ms: dict[str, float] = field(default_factory=dict)  # the service's time per verb
+    # CPU seconds per pod of each process over the backlog (release → last bound): on a
+    # machine of few cores, what the extender costs the others shows here first.
+    cpu_ms: dict[str, float] = field(default_factory=dict)
+    requests: dict[str, float] = field(default_factory=dict)  # API requests per pod
     placed: dict[str, Bound] = field(default_factory=dict, repr=False)  # the backlog's pods
 
 
@@ -348,6 +376,54 @@ def create_pods(
     return created
 
 
+@dataclass
+class Backlog:
+    released: float  # time.monotonic() when kube-scheduler was let go
+    placed: dict[str, Bound]
+    cpu_ms: dict[str, float]  # per pod, per process
+    requests: dict[str, float]  # API requests per pod, by verb and resource
+
+
+def backlog(
+    plane: ControlPlane,
+    process: Process,
+    ns: str,
+    sizes: list[int],
+    *,
+    pids: dict[str, int],
+    timeout: float,
+) -> Backlog:
+    """One pod per entry of ``sizes`` (chips) created while kube-scheduler is paused
+    (SIGSTOP), so that pod creation does not bound the figure, then released; the CPU of
+    ``pids`` and the API server's requests counted from the release to the last bind."""
+    watch = BindWatch(plane, ns)
+    try:
+        process.signal(signal.SIGSTOP)
+        try:
+            create_pods(plane, ns, sizes, "pod")
+        finally:
+            requests_before = api_requests(plane)
+            cpu_before = cpu_of(pids)
+            process.signal(signal.SIGCONT)
+        released = time.monotonic()
+        watch.wait(len(sizes), timeout)
+        cpu_after = cpu_of(pids)
+        requests_after = api_requests(plane)
+    finally:
+        watch.stop()
+    per_pod = 1 / len(sizes)
+    return Backlog(
+        released,
+        dict(watch.bound),
+        {k: (cpu_after[k] - cpu_before[k]) * 1e3 * per_pod for k in pids},
+        {
+            k: round((v - requests_before.get(k, 0.0)) * per_pod, 2)
+            for k, v in requests_after.items()
+            if v > requests_before.get(k, 0.0)
+        },
+    )
+
+
 def place(
     plane: ControlPlane,
     *,
@@ -355,14 +431,14 @@ def place(
     mode: str,
     sizes: list[int],
     service: str | None,
+    service_pid: int,
     latency_pods: int,
     rate: float,
     timeout: float,
 ) -> Run:
-    """kube-scheduler with ``configuration``: (1) throughput: one pod per entry of ``sizes``
-    (chips) created while kube-scheduler is paused (SIGSTOP), so that pod creation does not
-    bound the figure, then released; (2) latency: ``latency_pods`` pods created at ``rate``
-    per second. The pods are deleted after each."""
+    """kube-scheduler with ``configuration``: (1) throughput: the ``backlog`` of ``sizes``;
+    (2) latency: ``latency_pods`` pods created at ``rate`` per second. The pods are deleted
+    after each. ``service``: the extender's URL when it is asked; its process runs in both."""
     ns = plane.rest().ensure_namespace(f"run-{mode}")  # with its default ServiceAccount
     with kube_scheduler(plane, configuration, f"kube-scheduler-{mode}") as process:
         # One pod first: kube-scheduler's informers have synced and the extender answers.
@@ -375,20 +451,13 @@ def place(
         clear(plane, ns)
         before = scheduler_metrics(plane, process.name)
         served = scrape(service) if service else {}
-        watch = BindWatch(plane, ns)
-        try:
-            process.signal(signal.SIGSTOP)
-            try:
-                create_pods(plane, ns, sizes, "pod")
-            finally:
-                process.signal(signal.SIGCONT)
-            released = time.monotonic()
-            watch.wait(len(sizes), timeout)
-        finally:
-            watch.stop()
+        pids = {name: plane.processes[name].pid for name in ("etcd", "kube-apiserver")}
+        pids["kube-scheduler"] = process.pid
+        pids["scheduler-service"] = service_pid
+        pids["benchmark"] = os.getpid()
+        run = backlog(plane, process, ns, sizes, pids=pids, timeout=timeout)
         after = scheduler_metrics(plane, process.name)
         served_after = scrape(service) if service else {}
-        placed = dict(watch.bound)
         clear(plane, ns)
         latency = [0.0]
         if latency_pods:
@@ -400,7 +469,7 @@ def place(
                 paced.stop()
             latency = [(paced.bound[p].at - created[p]) * 1e3 for p in created]
             clear(plane, ns)
-    seconds = max(b.at for b in placed.values()) - released
+    seconds = max(b.at for b in run.placed.values()) - run.released
     verbs = ("filter", "prioritize", "bind")
     stem = "ascend_scheduler_request_seconds"
     return Run(
@@ -416,7 +485,9 @@ def place(
         {v: mean_ms(served, served_after, f'{stem}{{verb="{v}"}}') for v in verbs}
         if service
         else {},
-        placed,
+        run.cpu_ms,
+        run.requests,
+        run.placed,
     )
 
 
@@ -456,6 +527,7 @@ class Scale:
             }
             if run.service_ms:
                 out[run.mode]["service_ms"] = {k: round(v, 2) for k, v in run.service_ms.items()}
+            out[run.mode]["cpu_ms"] = {k: round(v, 2) for k, v in run.cpu_ms.items()}
         return out
 
 
@@ -484,7 +556,7 @@ def measure(
         log = workdir / "scheduler-service.log"
         with (
             heartbeats(plane, names),
-            service_process_with(plane.admin, port, log) as (_process, url),
+            service_process_with(plane.admin, port, log) as (service_process, url),
         ):
             wait_until(
                 lambda: scrape(url).get("ascend_scheduler_npu_nodes") == nodes,
@@ -497,6 +569,7 @@ def measure(
                 service = url if mode == "extender" else None
                 return place(
                     plane,
+                    service_pid=service_process.pid,
                     configuration=configuration,
                     mode=mode,
                     sizes=sizes[:count],
@@ -581,6 +654,12 @@ def main() -> None:
             f"{statistics.median(names):.0f} (min {min(names)}, max {max(names)}, "
             f"{len(names)} calls); numFeasibleNodesToFind = {scale.feasible_to_find}"
         )
+        for run in (scale.extender, scale.plain):
+            print(
+                f"{scale.nodes:,} nodes, {run.mode}: CPU ms per pod "
+                + ", ".join(f"{name} {ms:.1f}" for name, ms in run.cpu_ms.items())
+                + f"; total {sum(run.cpu_ms.values()):.1f}"
+            )
         service = scale.extender.service_ms
         print(
             f"{scale.nodes:,} nodes: the service's own time per call: "
