@@ -67,7 +67,7 @@ def test_a_waiting_gang_holds_a_node_for_each_member_that_exists_oldest_first() 
             settings=locality.Settings(),
             pods=pods,
             fault=None,
-            held=(),
+            excluded=(),
             now=now,
         )
         assert answer == NotReserved(f"gang {gang}: 2 of 3 pods exist; waiting for the rest")

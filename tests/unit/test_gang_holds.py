@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from contract.node_affinity import EVERYWHERE, PodConstraints
 from scheduler_core.engine import locality
 from scheduler_core.engine.model import Job, Task
 from scheduler_core.engine.session import Session
@@ -179,9 +180,25 @@ def test_a_one_pod_job_passes_a_held_node_only_if_the_held_member_still_fits() -
     assert not leaves_room(session, "n", one, 1, 8), "a member of 8 needs the node"
 
 
-def request(gang: str, npu: int, size: int, *, stated: bool, namespace: str = "ns") -> PodRequest:
+def request(
+    gang: str,
+    npu: int,
+    size: int,
+    *,
+    stated: bool,
+    namespace: str = "ns",
+    constraints: PodConstraints = EVERYWHERE,
+) -> PodRequest:
     return PodRequest(
-        namespace, f"{gang}-0", f"uid-{gang}", npu, PRODUCT, gang, size, gang_stated=stated
+        namespace,
+        f"{gang}-0",
+        f"uid-{gang}",
+        npu,
+        PRODUCT,
+        gang,
+        size,
+        gang_stated=stated,
+        constraints=constraints,
     )
 
 
@@ -197,7 +214,7 @@ def wait_for_rest(
         settings=locality.Settings(),
         pods=GangPods(pending={req.gang_key: names}),
         fault=None,
-        held=(),
+        excluded=(),
         now=now,
     )
 
@@ -221,6 +238,22 @@ def test_a_podgroup_gang_of_one_chip_members_holds_a_chip_per_member_not_whole_n
     assert not leaves_room(session, "n0", eight, 8, 1), "the member's chip is kept"
     four = Job("p", PRODUCT, (Task("p", 4),), "other")
     assert leaves_room(session, "n0", four, 4, 1), "the rest of the node is not"
+
+
+def test_a_gang_holds_only_nodes_its_pods_may_go_to() -> None:
+    # Its pods select pool b (n2, n3): a hold on n0 or n1, the policy's first, would keep chips
+    # from one-pod jobs and serve nobody.
+    gangs = Gangs(ttl=60, hold_limit=600, hold_share=1)
+    session = Session([node(f"n{i}", FULL) for i in range(4)])
+    pool_b = PodConstraints(selector=(("pool", "b"),))
+    req = request("g", 8, 3, stated=True, constraints=pool_b)
+    wait_for_rest(gangs, session, req, now=0, pods=2)
+    assert sorted(gangs.held_nodes(session, {}, now=1)) == ["n0", "n1"], "unconstrained"
+
+    def ruled_out(constraints: PodConstraints) -> frozenset[str]:
+        return frozenset({"n0", "n1"}) if constraints == pool_b else frozenset()
+
+    assert sorted(gangs.held_nodes(session, {}, now=1, ruled_out=ruled_out)) == ["n2", "n3"]
 
 
 def test_a_hold_that_ends_unused_backs_its_namespace_off_until_a_gang_completes() -> None:
@@ -274,7 +307,7 @@ def test_a_gang_that_completes_resets_its_namespaces_backoff() -> None:
         settings=locality.Settings(),
         pods=GangPods(pending={whole.gang_key: ["w-0", "w-1"]}),
         fault=None,
-        held=(),
+        excluded=(),
         now=3,
     )
     assert isinstance(reservation, Reservation)

@@ -198,7 +198,7 @@ def test_a_waiting_gang_is_classed_by_why_it_waits_and_the_oldest_wait_is_kept()
         settings=settings,
         pods=pods,
         fault=None,
-        held=(),
+        excluded=(),
         now=5,
     )
     assert isinstance(answer, NotReserved)
@@ -217,7 +217,7 @@ def test_a_waiting_gang_is_classed_by_why_it_waits_and_the_oldest_wait_is_kept()
         settings=settings,
         pods=pods,
         fault=None,
-        held=(),
+        excluded=(),
         now=151,
     )
     counts, _ = gangs.wait_classes(now=152)

@@ -32,7 +32,15 @@ a whole placement may not want.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Container,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 
 from contract.annotations import (
@@ -40,6 +48,7 @@ from contract.annotations import (
     RESCHEDULE_IN_PLACE_ANNOTATION,
     TOR_AFFINITY_LABEL,
 )
+from contract.node_affinity import PodConstraints
 from contract.pods import PodView
 from scheduler_core.engine import locality, rescheduling, tor
 from scheduler_core.engine.model import Job, Placement, Task
@@ -271,13 +280,19 @@ class Gangs:
         return deletions
 
     def held_nodes(
-        self, session: Session, fault_holds: Mapping[str, str], now: float
+        self,
+        session: Session,
+        fault_holds: Mapping[str, str],
+        now: float,
+        ruled_out: Callable[[PodConstraints], Container[str]] = lambda _: (),
     ) -> dict[str, Hold]:
         """What is kept from one-pod jobs, node by node: a fault job's healthy nodes whole
         until it comes back, and the chips of waiting gangs' members whose pods exist
         (``plan_holds``): where a member fits now, the policy's best first, or, for the rest
         of a gang partly running, the freest nodes where the network lets it go, so they
-        drain for it; each held node charged as a whole server against the shares."""
+        drain for it; each held node charged as a whole server against the shares. A gang
+        holds nothing where its pods may not go (``ruled_out``: the nodes their constraints
+        rule out): such a hold would keep chips from others and serve nobody."""
         held = {
             node: Hold(f"held for fault job {job} to come back")
             for node, job in fault_holds.items()
@@ -286,15 +301,17 @@ class Gangs:
             return held
         # Gangs of one shape share one lazy order: each goes on where the one before it
         # stopped (the nodes before are held or taken), so a call reads each node once.
-        orders: dict[tuple[str, int], Iterator[str]] = {}
+        orders: dict[tuple[str, int, PodConstraints], Iterator[str]] = {}
 
         def candidates(gang: str, wait: WaitingGang) -> Iterable[str]:
+            excluded = ruled_out(wait.constraints)
             rest_in = self._rest_in.get(gang)
             if rest_in is not None:
-                return _freest(session, rest_in)
-            shape = (wait.product, wait.npu)
+                return (n for n in _freest(session, rest_in) if n not in excluded)
+            shape = (wait.product, wait.npu, wait.constraints)
             if shape not in orders:
-                orders[shape] = session.fitting(*shape)
+                fitting = session.fitting(wait.product, wait.npu)
+                orders[shape] = (n for n in fitting if n not in excluded)
             return orders[shape]
 
         planned = plan_holds(
@@ -324,13 +341,14 @@ class Gangs:
         settings: locality.Settings,
         pods: GangPods,
         fault: FaultJob | None,
-        held: Collection[str],
+        excluded: Collection[str],
         now: float,
         waited: float = 0.0,
     ) -> Reservation | NotReserved:
         """Reserve the gang's missing ranks (all of them, or those of a fault job's run that
         failed, ``waited`` seconds after they were deleted), on nodes chosen for the
-        network; or say why it cannot be yet."""
+        network, none of ``excluded`` (held for another job, or where the pods may not go);
+        or say why it cannot be yet."""
         gang = request.gang_key
         # Ranks still running stay (a reservation that expired half bound, a restart, the
         # survivors of a pod-level fault job); a whole-job fault restarts every rank.
@@ -355,7 +373,7 @@ class Gangs:
         candidates = [
             n
             for n, status in session.filter(job, request.npu).items()
-            if status.ok and n not in held
+            if status.ok and n not in excluded
         ]
         scores = session.score(job, request.npu, candidates)
         candidates.sort(key=lambda n: (-scores.get(n, 0.0), n))
@@ -464,6 +482,7 @@ class Gangs:
             reason,
             reason_class,
             pending,
+            request.constraints,
         )
 
     def take_rank(self, request: PodRequest, node: str) -> RankTaken | NotReserved:

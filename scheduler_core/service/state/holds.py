@@ -10,6 +10,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from chip_topology.routing import product_by_name
+from contract.node_affinity import EVERYWHERE, PodConstraints
 
 # Why a gang waits, as a bounded class (``ascend_scheduler_waiting_gangs{reason}``): members
 # not all created yet, too few nodes with room for one member, room but not where the network
@@ -37,6 +38,8 @@ class WaitingGang:
     reason: str = ""  # why its last try found no reservation (the NPU map shows it)
     reason_class: str = "other"  # that reason as one of WAIT_CLASSES (a metric's label)
     pending: int = 0  # members not running whose pods exist: what it may hold for
+    # Its pods' nodeSelector, required node affinity and tolerations: where it may hold.
+    constraints: PodConstraints = EVERYWHERE
 
     @property
     def held_for(self) -> int:

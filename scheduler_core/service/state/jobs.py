@@ -32,6 +32,7 @@ from contract.annotations import (
     SETTING_ANNOTATIONS,
     SKIP_ASCEND_PLUGIN_ANNOTATION,
     SKIP_ENABLED,
+    SP_BLOCK_ANNOTATION,
     SUPER_POD_AFFINITY_LABEL,
     TASK_SPEC_ANNOTATION,
     TOR_AFFINITY_LABEL,
@@ -169,8 +170,11 @@ class JobDirectory:
         annotations = dict(pod.annotations)
         annotations.update({k: v for k, v in info.annotations.items()})
         # A group of several pods is a gang; this project's own label makes one even of one
-        # pod (its network settings checked as a gang's, as they always were).
-        many = size > 1 or group.source == OWN
+        # pod (its network settings checked as a gang's, as they always were), and so does a
+        # SuperPoD job (sp-block) of one pod: its node is chosen as upstream's SuperPoD
+        # handler chooses a one-task job's (the least idle in the SuperPoD it picks:
+        # ``gangs.reserve``), not left to the scheduler's draw among equal scores.
+        many = size > 1 or group.source == OWN or SP_BLOCK_ANNOTATION in annotations
         return JobSettings(
             group.name if many else None,
             size,

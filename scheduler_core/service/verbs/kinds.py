@@ -184,7 +184,12 @@ class Chips(_Assuming):
         except (JobInvalid, SuperPodInvalid) as invalid:
             return [], {}, dict.fromkeys(names, str(invalid))
         now = state.clock()
-        held = state.gangs.held_nodes(state.session, state.faults.restarts.holds(now), now)
+        held = state.gangs.held_nodes(
+            state.session,
+            state.faults.restarts.holds(now),
+            now,
+            lambda constraints: state.fits.misfits(constraints, state.session.nodes).keys(),
+        )
         passing, refused, unknown = state.session.split(job, request.npu, names)
         failed: dict[str, str] = {}
         never: dict[str, str] = {}
@@ -262,9 +267,16 @@ class GangMember(_Assuming):
         passing = [n for n in names if n in reserved and reservation.free_on(n, rank) is not None]
         which = f"rank {rank} of gang" if rank is not None else "gang"
         chosen = set(passing)
-        failed = dict.fromkeys(
-            (n for n in names if n not in chosen), f"not reserved for {which} {request.gang_key}"
-        )
+        others = [n for n in names if n not in chosen]
+        # A node the job could not use anyway is refused in the session's (upstream's) words,
+        # as for a pod of one; the others because the gang's places are elsewhere.
+        _, refused, _ = state.session.split(request.job(), request.npu, others)
+        why = {n: status.reason for n, status in refused.items()}
+        if locality.own_network(request.annotations):
+            usable = (n for n in others if n not in why)
+            why.update(locality.off_network(request.annotations, usable, state.network_view()))
+        not_reserved = f"not reserved for {which} {request.gang_key}"
+        failed = {n: why.get(n, not_reserved) for n in others}
         return passing, failed, {}
 
     def _reserve(self, request: PodRequest) -> Reservation | NotReserved:
@@ -272,6 +284,11 @@ class GangMember(_Assuming):
         now = state.clock()
         fault = state.faults.restarts.get(request.gang_key)
         held = {n for n, job in state.faults.restarts.holds(now).items() if job != request.gang_key}
+        # Only nodes the gang's pods may go to: one outside their nodeSelector, required node
+        # affinity or tolerations, reserved, would leave them refused until the reservation
+        # expires (the scheduler's own predicates rule it out first). A gang's members share
+        # one template; each bind re-checks its own pod.
+        ruled_out = state.fits.misfits(request.constraints, state.session.nodes)
         reservation = state.gangs.reserve(
             request,
             session=state.session,
@@ -279,7 +296,7 @@ class GangMember(_Assuming):
             settings=state.network.settings,
             pods=state.pods,
             fault=fault,
-            held=held,
+            excluded=held | ruled_out.keys(),
             now=now,
             waited=state.faults.restarts.waited(request.gang_key, now),
         )
