@@ -9,6 +9,10 @@ case and both sides' outcomes, to ``--out`` (JSON); ``--record FILE`` every case
 outcome. ``--replay FILE`` runs the cases of such a file through Volcano again;
 ``--rejudge FILE`` compares its recorded outcomes with the engine as it is now, without
 Volcano (seconds: for checking a change of the engine against Huawei's recorded decisions).
+``--through ours`` runs the cases through our own side in the same Volcano instead (the
+service and the in-process adapter, as the chart's ``volcano.adapter`` installs them) and
+compares that with our engine: every disagreement is then the Volcano path deciding otherwise
+than ``place``, and none is known.
 Exit status 1 when a disagreement no known difference explains was found.
 """
 
@@ -22,7 +26,7 @@ import time
 from pathlib import Path
 
 from testbed.differential.cases import GENERATORS, Case, case_from_json, generate
-from testbed.differential.huawei import huawei_volcano
+from testbed.differential.huawei import huawei_volcano, our_volcano
 from testbed.differential.known import minimal_cases
 from testbed.differential.run import (
     rejudge,
@@ -47,6 +51,12 @@ def main() -> int:
     parser.add_argument("--no-minimal", action="store_true", help="leave the known cases out")
     parser.add_argument("--replay", type=Path, help="the cases of a disagreements file")
     parser.add_argument("--batch", type=int, default=12, help="cases side by side per session")
+    parser.add_argument(
+        "--through",
+        choices=("huawei", "ours"),
+        default="huawei",
+        help="what decides in Volcano: Huawei's plugin, or our adapter and service",
+    )
     parser.add_argument("--out", type=Path, help="disagreements JSON (differential-<seed>.json)")
     parser.add_argument("--record", type=Path, help="every case and Huawei's outcome (JSON)")
     parser.add_argument(
@@ -72,9 +82,10 @@ def main() -> int:
         if not args.no_minimal:
             cases += minimal_cases()
     started = time.monotonic()
-    with huawei_volcano(batch=args.batch) as runner:
+    volcano = huawei_volcano if args.through == "huawei" else our_volcano
+    with volcano(batch=args.batch) as runner:
         ready = time.monotonic()
-        results = run_cases(runner, cases)
+        results = run_cases(runner, cases, known=args.through == "huawei")
     done = time.monotonic()
     print(summary(results))
     count = write_disagreements(results, out)

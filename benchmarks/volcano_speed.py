@@ -67,22 +67,17 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import threading
 import time
-import urllib.parse
-import urllib.request
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agent.deviceinfo_publisher import configmap
 from agent.node_annotations import BASE_DEVICE_INFOS, SERVER_INDEX, SERVER_TYPE, SUPER_POD_ID
+from benchmarks.cpu import cpu_seconds
 from benchmarks.pod_watch import PodWatch
 from benchmarks.real_scheduler import percentile, pod_sizes
 from contract.annotations import (
@@ -96,25 +91,28 @@ from contract.deviceinfo import DeviceInfo
 from contract.go_json import go_json
 from contract.rank_table import UNKNOWN
 from contract.vnpu import CHIP_NAME_LABEL
-from scheduler_core.volcano_config import Entry, merged
-from simulation.processes import free_port, ready
+from scheduler_core.volcano_config import merged
 from testbed.build import ROOT
-from testbed.cluster import NAMESPACE as SYSTEM
-from testbed.cluster import SCHEDULER_ACCOUNT, ExtenderTls
-from testbed.control_plane import ControlPlane, Process, scratch, wait_until
-from testbed.manifests import MANIFESTS, kustomize
+from testbed.control_plane import ControlPlane, scratch, wait_until
 from testbed.rest import Obj, Rest, RestError
 from testbed.volcano import (
-    HUAWEI_PLUGIN,
     HUAWEI_VERSION,
     Volcano,
-    VolcanoBuild,
     charts_adapter_entry,
-    huawei_scheduler_configuration,
     open_queue,
     running_volcano,
 )
 from testbed.volcano import NAMESPACE as VOLCANO_NAMESPACE
+from testbed.volcano_service import (
+    CONFIGMAP,
+    KEY,
+    Service,
+    huawei_configuration,
+    our_service,
+    parse_metrics,
+    service_metrics,
+    without_huawei,
+)
 
 OUR_VERSION = "v1.15.0"  # the first Volcano built here whose extender plugin has allocateFunc
 LABELS = {
@@ -130,12 +128,6 @@ WARM = "warm"  # the namespace of the warm-up pod
 HEARTBEAT_SWEEP = 120.0  # seconds per rewrite of every DeviceInfo (real agents: 60)
 # No kubelet heartbeats a Lease: the node-lifecycle controller would taint every node.
 CONTROLLERS = "--controllers=*,-node-lifecycle-controller"
-CONFIGMAP, KEY = "volcano-scheduler-configmap", "volcano-scheduler.conf"
-# The overlay's objects that run something: their pods would wait for a scheduler (the
-# DaemonSets' on every node); the service runs here as a process instead.
-WORKLOADS = frozenset(
-    {"DaemonSet", "Deployment", "Job", "Service", "NetworkPolicy", "PodDisruptionBudget"}
-)
 NODE_LABELS = {
     "accelerator": "huawei-Ascend910",
     ACCELERATOR_TYPE_LABEL: "module",
@@ -361,24 +353,6 @@ class Agents:
 # --- metrics -------------------------------------------------------------------------------
 
 
-def parse_metrics(text: str) -> dict[str, float]:
-    """A Prometheus text exposition as {series: value}."""
-    series: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            try:
-                series[name] = float(value)
-            except ValueError:
-                continue
-    return series
-
-
-def service_metrics(url: str) -> dict[str, float]:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
-        return parse_metrics(response.read().decode())
-
-
 def histograms(
     before: dict[str, float], after: dict[str, float], name: str
 ) -> dict[str, tuple[int, float]]:
@@ -402,136 +376,6 @@ def label(labels: str, key: str) -> str:
         if name == key:
             return value.strip('"')
     return ""
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (``/proc/<pid>/stat``)."""
-    text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text.rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-# --- Volcano's configuration ---------------------------------------------------------------
-
-
-def shipped_configuration() -> dict[str, Any]:
-    """Huawei's shipped ``volcano-scheduler.conf``, its init-params as a cluster without
-    ClusterD sets them (``useClusterInfoManager``) and the free chips read from the DeviceInfo
-    as written (``self-maintain-available-card``)."""
-    conf: dict[str, Any] = yaml.safe_load(
-        huawei_scheduler_configuration(VolcanoBuild(HUAWEI_VERSION))
-    )
-    (params,) = [c for c in conf["configurations"] if c["name"] == "init-params"]
-    params["arguments"]["useClusterInfoManager"] = "false"
-    params["arguments"]["self-maintain-available-card"] = "false"
-    names = [p["name"] for tier in conf["tiers"] for p in tier["plugins"]]
-    if HUAWEI_PLUGIN not in names:
-        raise LookupError(f"Huawei's configuration names no {HUAWEI_PLUGIN}: {names}")
-    return conf
-
-
-def huawei_configuration() -> str:
-    return yaml.safe_dump(shipped_configuration(), sort_keys=False)
-
-
-def without_huawei() -> str:
-    """The same configuration with Huawei's plugin taken out (as docs/compatibility.md tells a
-    user switching over)."""
-    conf = shipped_configuration()
-    for tier in conf["tiers"]:
-        tier["plugins"] = [p for p in tier["plugins"] if not p["name"].startswith("volcano-npu")]
-    return yaml.safe_dump(conf, sort_keys=False)
-
-
-def overlay() -> list[Obj]:
-    return [d for d in kustomize(MANIFESTS / "overlays" / "volcano") if d["kind"] not in WORKLOADS]
-
-
-def shipped_entry(documents: list[Obj], url: str) -> Entry:
-    """The overlay's extender entry (its ConfigMap) with the URL pointed at ``url``."""
-    (shipped,) = [d for d in documents if d["metadata"]["name"] == "ascend-npu-volcano-extender"]
-    return Entry.parse(shipped["data"]["extender.yaml"]).at(url)
-
-
-def shipped_service_settings(documents: list[Obj]) -> tuple[str, list[str]]:
-    """The chart's ``scheduler.yaml`` and the Deployment's arguments after ``serve`` and
-    ``--config`` (read from the overlay before its workloads are left out)."""
-    rendered = kustomize(MANIFESTS / "overlays" / "volcano")
-    (settings,) = [d for d in documents if d["metadata"]["name"] == "ascend-npu-scheduler-config"]
-    (deployment,) = [d for d in rendered if d["kind"] == "Deployment"]
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    args = [a for a in container["args"] if a != "serve" and not a.startswith("--config=")]
-    return str(settings["data"]["scheduler.yaml"]), args
-
-
-@dataclass
-class Service:
-    process: Process
-    url: str  # https: the verbs
-    metrics_url: str  # http: /metrics and the probes
-    trust: dict[str, str]  # vc-scheduler's environment: SSL_CERT_DIR
-    token: str  # Volcano's bearer of the /volcano verbs
-
-
-@contextmanager
-def our_service(plane: ControlPlane, nodes: int) -> Iterator[Service]:
-    """The overlay's RBAC, policies and ConfigMaps applied, Volcano's ConfigMap holding the
-    merged configuration, and the service as the chart runs it (its settings file and
-    arguments; here on loopback ports, with a kubeconfig of its ServiceAccount's token and the
-    certs Job's files made here), ready and seeing every node."""
-    admin = plane.rest()
-    documents = overlay()
-    for document in documents:
-        admin.apply(document)
-    workdir = plane.workdir
-    tls = ExtenderTls.make(workdir / "extender-tls")
-    port, metrics_port = free_port(), free_port()
-    url = f"https://127.0.0.1:{port}"
-    entry = shipped_entry(documents, url).with_token(tls.token.read_text().strip())
-    conf = merged(without_huawei(), entry)
-    admin.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": CONFIGMAP, "namespace": VOLCANO_NAMESPACE},
-            "data": {KEY: conf},
-        }
-    )
-    settings, args = shipped_service_settings(documents)
-    settings_file = workdir / "scheduler.yaml"
-    settings_file.write_text(settings)
-    kubeconfig = plane.service_account(SYSTEM, SCHEDULER_ACCOUNT)
-    command = [
-        sys.executable,
-        "-m",
-        "scheduler_core",
-        "serve",
-        f"--config={settings_file}",
-        *args,
-        f"--listen=127.0.0.1:{port}",
-        f"--metrics-listen=127.0.0.1:{metrics_port}",
-        "--kube=kubeconfig",
-        f"--kubeconfig={kubeconfig}",
-        *tls.service_flags(),
-    ]
-    # This checkout's code, wherever the process starts (the venv's editable install may
-    # point at another checkout).
-    process = Process("scheduler-service", command, workdir, {"PYTHONPATH": str(ROOT)})
-    try:
-        metrics_url = f"http://127.0.0.1:{metrics_port}"
-        process.wait_healthy(lambda: ready(metrics_url))
-        wait_until(
-            lambda: service_metrics(metrics_url).get("ascend_scheduler_npu_nodes") == nodes,
-            300,
-            f"the service sees {nodes} NPU nodes",
-        )
-        folder = workdir / "volcano-ca"
-        folder.mkdir(exist_ok=True)
-        (folder / "ca.crt").write_bytes(tls.ca.read_bytes())
-        token = tls.token.read_text().strip()
-        yield Service(process, url, metrics_url, {"SSL_CERT_DIR": str(folder)}, token)
-    finally:
-        process.stop()
 
 
 # --- one side ------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -57,6 +57,7 @@ from contract.annotations import (
 )
 from contract.chip_names import chip_name, parse_chip_list
 from contract.go_json import go_json
+from scheduler_core.volcano_config import merged
 from testbed.control_plane import ControlPlane, running, wait_until
 from testbed.differential.cases import TOR_LAYOUT, Case, NodeSpec, Obj
 from testbed.rest import Rest, RestError
@@ -64,10 +65,12 @@ from testbed.volcano import (
     HUAWEI_PLUGIN,
     HUAWEI_VERSION,
     Volcano,
+    charts_adapter_entry,
     huawei_scheduler_configuration,
     open_queue,
     running_volcano,
 )
+from testbed.volcano_service import our_service, service_metrics, without_huawei
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +91,7 @@ DECIDE_SECONDS = 10.0  # a job not placed nor refused within this is reported un
 # Huawei's level (-v=3, build/volcano-v1.12.0.yaml), and plugin/factory.go at 4: its
 # BatchNodeOrderFn logs each task's NPU scores there ("batchNodeOrderFn Get task:...").
 LOG_FLAGS = ("-v=3", "--vmodule=factory=4")
+NPU_NODES = "ascend_scheduler_npu_nodes"  # the NPU nodes our service sees (its /metrics)
 
 
 @dataclass(frozen=True)
@@ -348,12 +352,24 @@ class _Running:
     outcome: Outcome | None = None
 
 
-class HuaweiVolcano:
-    """Huawei's plugin in the real Volcano on one control plane, running cases in batches."""
+class VolcanoCases:
+    """The real Volcano on one control plane, running cases in batches, whichever plugin
+    decides in it (Huawei's, or our adapter and service)."""
 
-    def __init__(self, plane: ControlPlane, volcano: Volcano, *, batch: int = 12) -> None:
+    def __init__(
+        self,
+        plane: ControlPlane,
+        volcano: Volcano,
+        *,
+        batch: int = 12,
+        sees: Callable[[int], bool] | None = None,
+    ) -> None:
+        """``sees``: whether what decides sees exactly this many NPU nodes (our service,
+        whose view follows the cluster through its watches; Huawei's plugin reads the
+        cluster each session)."""
         self.plane = plane
         self.volcano = volcano
+        self.sees = sees
         self.admin: Rest = plane.rest()
         self.batch = batch
         self._serial = 0
@@ -421,6 +437,9 @@ class HuaweiVolcano:
             for running_case in batch:
                 self._set_up(running_case)
             self.wait_sessions(SETTLE_SESSIONS)
+            if (sees := self.sees) is not None:
+                nodes = sum(len(r.case.nodes) for r in batch)
+                wait_until(lambda: sees(nodes), 60, f"the service sees the {nodes} nodes")
             for running_case in batch:
                 self._submit(running_case)
             deadline = time.monotonic() + DECIDE_SECONDS
@@ -527,11 +546,10 @@ class HuaweiVolcano:
 
 
 @contextmanager
-def huawei_volcano(workdir: Path | None = None, *, batch: int = 12) -> Iterator[HuaweiVolcano]:
+def _volcano_for_cases(workdir: Path | None) -> Iterator[tuple[ControlPlane, Volcano]]:
     """A control plane (etcd and kube-apiserver; nodes need no kubelet: no node-lifecycle
-    controller, no ``TaintNodesByCondition``), Volcano v1.12.0's controller manager (it opens
-    the queue) and its scheduler with Huawei's plugin, ready for the first case: the plugin's
-    first session refuses every job by design (``IsFirstSession``), so a few sessions pass."""
+    controller, no ``TaintNodesByCondition``), the cases' namespaces and ToR layout, and
+    Volcano v1.12.0's controller manager (it opens the queue); its scheduler not yet."""
     with running(
         "diff", controllers=False, admission_plugins_off=("TaintNodesByCondition",)
     ) as plane:
@@ -548,9 +566,44 @@ def huawei_volcano(workdir: Path | None = None, *, batch: int = 12) -> Iterator[
                 },
             )
             volcano.start_controller_manager()
-            conf = scheduler_configuration(huawei_scheduler_configuration(volcano.build))
-            volcano.start_scheduler(conf, plugins=True, period=PERIOD, extra=LOG_FLAGS)
-            open_queue(plane)
-            runner = HuaweiVolcano(plane, volcano, batch=batch)
-            runner.wait_sessions(3)
-            yield runner
+            yield plane, volcano
+
+
+@contextmanager
+def huawei_volcano(workdir: Path | None = None, *, batch: int = 12) -> Iterator[VolcanoCases]:
+    """Huawei's plugin in vc-scheduler, ready for the first case: the plugin's first session
+    refuses every job by design (``IsFirstSession``), so a few sessions pass."""
+    with _volcano_for_cases(workdir) as (plane, volcano):
+        conf = scheduler_configuration(huawei_scheduler_configuration(volcano.build))
+        volcano.start_scheduler(conf, plugins=True, period=PERIOD, extra=LOG_FLAGS)
+        open_queue(plane)
+        runner = VolcanoCases(plane, volcano, batch=batch)
+        runner.wait_sessions(3)
+        yield runner
+
+
+@contextmanager
+def our_volcano(workdir: Path | None = None, *, batch: int = 12) -> Iterator[VolcanoCases]:
+    """Our side through the same Volcano v1.12.0: the service as the chart's Volcano path runs
+    it (``testbed/volcano_service.py``) and our in-process adapter in vc-scheduler, merged into
+    Huawei's configuration without its plugin as the chart's merge Job writes it
+    (``volcano.adapter``), vc-scheduler under its own ServiceAccount."""
+    with (
+        _volcano_for_cases(workdir) as (plane, volcano),
+        # The cases hold chips by pods created bound (``node_objects``), which the chart's
+        # admission policies rightly refuse to anyone but a scheduler.
+        our_service(plane, 0, policies=False) as service,
+    ):
+        entry = charts_adapter_entry(service.url).with_token(service.token)
+        conf = merged(without_huawei(), entry)
+        volcano.start_scheduler(
+            conf, adapter=True, period=PERIOD, environment=service.trust, account=True
+        )
+        open_queue(plane)
+
+        def sees(nodes: int) -> bool:
+            return service_metrics(service.metrics_url).get(NPU_NODES) == nodes
+
+        runner = VolcanoCases(plane, volcano, batch=batch, sees=sees)
+        runner.wait_sessions(3)
+        yield runner

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.differential.cases import Case, Obj, case_from_json
-from testbed.differential.huawei import HuaweiVolcano, Outcome, outcome_from_json
+from testbed.differential.huawei import Outcome, VolcanoCases, outcome_from_json
 from testbed.differential.known import Known, known_difference
 from testbed.differential.ours import AGREE, KINDS, Verdict, judge
 
@@ -17,6 +17,8 @@ from testbed.differential.ours import AGREE, KINDS, Verdict, judge
 @dataclass(frozen=True)
 class Result:
     case: Case
+    # What the real Volcano did with the case: Huawei's plugin deciding in it, or our adapter
+    # and service (``our_volcano``), judged against our engine alike.
     huawei: Outcome
     verdict: Verdict
     known: Known | None  # the known difference the disagreement is, if any
@@ -32,16 +34,18 @@ class Result:
         }
 
 
-def compare(case: Case, huawei: Outcome) -> Result:
+def compare(case: Case, huawei: Outcome, *, known: bool = True) -> Result:
+    """``known``: a disagreement may be a known difference between Huawei's plugin and our
+    engine; without it (our own side through Volcano against our engine) none is."""
     verdict = judge(case, huawei)
-    known = None if verdict.agrees else known_difference(case, verdict)
-    return Result(case, huawei, verdict, known)
+    difference = known_difference(case, verdict) if known and not verdict.agrees else None
+    return Result(case, huawei, verdict, difference)
 
 
-def run_cases(runner: HuaweiVolcano, cases: Sequence[Case]) -> list[Result]:
-    """Every case through Huawei's plugin and ours, compared."""
+def run_cases(runner: VolcanoCases, cases: Sequence[Case], *, known: bool = True) -> list[Result]:
+    """Every case through the runner's Volcano and through our engine, compared."""
     outcomes = runner.run(cases)
-    return [compare(case, outcomes[case.name]) for case in cases]
+    return [compare(case, outcomes[case.name], known=known) for case in cases]
 
 
 def summary(results: Sequence[Result]) -> str:

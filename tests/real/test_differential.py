@@ -7,7 +7,8 @@ Every disagreement must be a known difference (``testbed/differential/known.py``
 difference is an expected failure naming it, until the engine follows upstream there: then its
 test passes, and ``strict`` turns that into a failure saying so (move it to ``FIXED``). The
 fixed ones' smallest cases run too, so that none comes back.
-The long run: ``python -m benchmarks.differential --seed N --cases M``.
+The long run: ``python -m benchmarks.differential --seed N --cases M`` (``--through ours``:
+our own side in Volcano, as the last test here).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from testbed.differential.cases import generate
-from testbed.differential.huawei import huawei_volcano
+from testbed.differential.huawei import huawei_volcano, our_volcano
 from testbed.differential.known import KNOWN, Known, minimal_cases
 from testbed.differential.run import Result, run_cases, summary
 from testbed.differential.samples import sample_cases
@@ -69,3 +70,18 @@ def test_known_difference_is_gone(known: Known, results: list[Result]) -> None:
     seeded ones). Passing means our engine now agrees: move the entry to ``FIXED``."""
     met = [r for r in results if r.known is known]
     assert not met, f"{known.name}: {known.description}\n" + _listed(met)
+
+
+def test_our_volcano_path_decides_as_our_engine() -> None:
+    """The same cases through our own side in the same real Volcano v1.12.0 (the service and
+    the in-process adapter, as the chart's ``volcano.adapter`` installs them: ``our_volcano``)
+    and through our engine: every one agrees, nothing known excepted. With the comparison
+    above this puts Huawei's plugin beside the path users run, not only beside ``place``. It
+    found a gang reserved, and held for, nodes its pods' nodeSelector ruled out, and a
+    one-pod SuperPoD job left to Volcano's draw among equal scores."""
+    cases = generate(SEED, CASES) + sample_cases()
+    with our_volcano() as runner:
+        found = run_cases(runner, cases, known=False)
+    print(summary(found))
+    differing = [r for r in found if not r.verdict.agrees]
+    assert not differing, _listed(differing)
