@@ -1,5 +1,7 @@
 """Cases run through Huawei's plugin (ascend-for-volcano v26.1.0, ``volcano-npu_v26.1.0.so``) in
-the real Volcano v1.12.0 scheduler, on the test bed's real API server.
+the real Volcano v1.12.0 scheduler, on the test bed's real API server (``huawei_volcano``); or,
+the same way, through our own side in that Volcano: the service and the in-process adapter
+(``our_volcano``).
 
 One control plane and one ``vc-scheduler`` serve every case. Each case's objects are named
 after it (nodes ``<key>-n<i>``, its DeviceInfo ConfigMaps, its pods and PodGroup), labelled
