@@ -418,6 +418,89 @@ class VolcanoCases:
             query = {**selector, "gracePeriodSeconds": "0"} if path == PODS else selector
             self.admin.request("DELETE", path, query=query)
 
+    # ---- a job applied as its YAML has it -----------------------------------------------
+
+    def run_applied(self, case: Case, documents: Sequence[Obj], timeout: float = 60.0) -> Outcome:
+        """``case``'s nodes alone in the cluster, then ``documents`` (one Volcano Job and the
+        objects it refers to) created as written, for Volcano's own job controller to make
+        the PodGroup and pods: the NPU pods' placement once all are bound with their chips,
+        in rank order (``hccl/rankIndex``, else by name). The objects are deleted after."""
+        running_case = _Running(case, self._key())
+        (job,) = [d for d in documents if d["kind"] == "Job"]
+        name = str(job["metadata"]["name"])
+        selector = {"labelSelector": f"volcano.sh/job-name={name}"}
+        try:
+            self._set_up(running_case)
+            self.wait_sessions(SETTLE_SESSIONS)
+            if (sees := self.sees) is not None:
+                count = len(case.nodes)
+                wait_until(lambda: sees(count), 60, f"the service sees the {count} nodes")
+            for document in documents:
+                self.admin.create(
+                    self.admin.path(document["apiVersion"], document["kind"], "", NAMESPACE),
+                    document,
+                )
+            deadline = time.monotonic() + timeout
+            while (outcome := self._applied(case, running_case.key, selector)) is None:
+                if time.monotonic() > deadline:
+                    pods = self.admin.get(PODS, **selector)["items"]
+                    seen = {p["metadata"]["name"]: p.get("status") for p in pods}
+                    return Outcome(False, reason=f"undecided: {json.dumps(seen)}"[:2000])
+                time.sleep(0.1)
+            return outcome
+        finally:
+            jobs = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NAMESPACE}/jobs"
+            self.admin.request("DELETE", f"{jobs}/{name}")
+            # No garbage collector runs here: the job's pods and PodGroup go by hand.
+            self.admin.request("DELETE", PODS, query={**selector, "gracePeriodSeconds": "0"})
+            self.admin.request("DELETE", PODGROUPS)
+            for document in documents:
+                if document["kind"] == "ConfigMap":
+                    path = self.admin.path("v1", "ConfigMap", "", NAMESPACE)
+                    self.admin.request("DELETE", f"{path}/{document['metadata']['name']}")
+            self.clean([running_case.key])
+
+    def ensure_priority_class(self, name: str) -> None:
+        """A PriorityClass a sample's job names (its documentation has the user create it;
+        without it the API server refuses the job's pods)."""
+        body = {"metadata": {"name": name}, "value": 1000}
+        try:
+            self.admin.create("/apis/scheduling.k8s.io/v1/priorityclasses", body)
+        except RestError as exists:
+            if exists.status != 409:
+                raise
+
+    def _applied(self, case: Case, key: str, selector: Mapping[str, str]) -> Outcome | None:
+        """The job's NPU pods' placement once all are bound with their chips, else None."""
+        resource = case.spec.resource
+        pods = [
+            p
+            for p in self.admin.get(PODS, **selector)["items"]
+            if any(
+                resource in ((c.get("resources") or {}).get("limits") or {})
+                for c in p["spec"]["containers"]
+            )
+        ]
+        if len(pods) != case.job.pods or not all(
+            p["spec"].get("nodeName") and resource in (p["metadata"].get("annotations") or {})
+            for p in pods
+        ):
+            return None
+
+        def rank(pod: Obj) -> tuple[int, str]:
+            notes = pod["metadata"].get("annotations") or {}
+            return int(notes.get(RANK_INDEX_ANNOTATION, "-1")), pod["metadata"]["name"]
+
+        ordered = sorted(pods, key=rank)
+        placements = tuple(
+            (
+                int(p["spec"]["nodeName"].removeprefix(f"{key}-n")),
+                tuple(parse_chip_list(p["metadata"]["annotations"][resource], kind=case.spec.kind)),
+            )
+            for p in ordered
+        )
+        return Outcome(True, placements, ranks=tuple(rank(p)[0] for p in ordered))
+
     # ---- running cases ----------------------------------------------------------------
 
     def run(self, cases: Sequence[Case]) -> dict[str, Outcome]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from contract.annotations import RANK_INDEX_ANNOTATION, TASK_SPEC_ANNOTATION
-from testbed.differential.cases import HARDWARE, Case, JobSpec, NodeSpec, listed
-from tests.huawei_jobs import expand, npu_request
+from testbed.differential.cases import HARDWARE, Case, JobSpec, NodeSpec, Obj, listed
+from tests.huawei_jobs import documents, expand, npu_request
 
 # Sample → (hardware group, servers), as tests/e2e/test_huawei_jobs.py's CLUSTERS.
 SAMPLES: Mapping[str, tuple[str, int]] = {
@@ -109,3 +109,17 @@ def sample_case(sample: str) -> Case:
 
 def sample_cases() -> list[Case]:
     return [sample_case(name) for name in SAMPLES]
+
+
+def volcano_jobs() -> list[str]:
+    """The samples that are Volcano Jobs (the rest need the Ascend Operator or Kubernetes'
+    own controllers)."""
+    return [s for s in SAMPLES if any(d["kind"] == "Job" for d in documents(s))]
+
+
+def applied_documents(sample: str) -> list[Obj]:
+    """The sample's objects as its YAML has them, for the differential's namespace."""
+    found = documents(sample)
+    for document in found:
+        document["metadata"].pop("namespace", None)
+    return found

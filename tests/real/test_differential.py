@@ -20,8 +20,9 @@ import pytest
 from testbed.differential.cases import generate
 from testbed.differential.huawei import huawei_volcano, our_volcano
 from testbed.differential.known import KNOWN, Known, minimal_cases
+from testbed.differential.ours import judge
 from testbed.differential.run import Result, run_cases, summary
-from testbed.differential.samples import sample_cases
+from testbed.differential.samples import applied_documents, sample_case, sample_cases, volcano_jobs
 
 SEED, CASES = 11, 300
 
@@ -85,3 +86,27 @@ def test_our_volcano_path_decides_as_our_engine() -> None:
     print(summary(found))
     differing = [r for r in found if not r.verdict.agrees]
     assert not differing, _listed(differing)
+
+
+def test_huaweis_volcano_jobs_applied_as_yaml_go_through_our_side_as_our_engine_places() -> None:
+    """Huawei's sample Volcano Jobs of every product they name (910 x8, cards, 910B x8 and
+    x16), each alone on its servers, created as their YAML has them for Volcano's own job
+    controller to expand, placed through our service and adapter in the real Volcano v1.12.0:
+    every pod bound with its chips, as our engine places the sample's job (the comparison's
+    rules; and the first test of this module puts our engine beside Huawei's plugin)."""
+    samples = volcano_jobs()
+    assert len(samples) >= 9, samples
+    differing = []
+    with our_volcano() as runner:
+        for sample in samples:
+            objects = applied_documents(sample)
+            for job in (d for d in objects if d["kind"] == "Job"):
+                if priority := job["spec"].get("priorityClassName"):
+                    runner.ensure_priority_class(priority)
+            case = sample_case(sample)
+            outcome = runner.run_applied(case, objects)
+            verdict = judge(case, outcome)
+            print(f"{sample}: {verdict.kind}, {outcome.to_json()}")
+            if not verdict.agrees:
+                differing.append(f"{sample}: {verdict.kind}: {verdict.detail}")
+    assert not differing, "\n".join(differing)
