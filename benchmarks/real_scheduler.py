@@ -37,6 +37,7 @@ import ssl
 import statistics
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -299,7 +300,24 @@ def scheduler_metrics(plane: ControlPlane, name: str) -> dict[str, float]:
     port = next(
         a.split("=", 1)[1] for a in plane.processes[name].command if a.startswith("--secure-port=")
     )
-    return scrape(f"https://127.0.0.1:{port}", admin_context(plane))
+    url, context = f"https://127.0.0.1:{port}", admin_context(plane)
+    found: dict[str, float] = {}
+
+    def read() -> bool:
+        nonlocal found
+        try:
+            found = scrape(url, context)
+        except urllib.error.HTTPError as refused:
+            # A kube-scheduler just started may not have loaded the client CA from the
+            # API server's extension-apiserver-authentication ConfigMap yet: the admin's
+            # certificate then reads as anonymous, and is refused (seen once in make test).
+            if refused.code != 403:
+                raise
+            return False
+        return True
+
+    wait_until(read, 60, f"{name}'s /metrics read as the admin")
+    return found
 
 
 def api_requests(plane: ControlPlane) -> dict[str, float]:
