@@ -72,7 +72,8 @@ from testbed.volcano import (
     open_queue,
     running_volcano,
 )
-from testbed.volcano_service import our_service, service_metrics, without_huawei
+from testbed.volcano import NAMESPACE as VOLCANO_NAMESPACE
+from testbed.volcano_service import CONFIGMAP, KEY, our_service, service_metrics, without_huawei
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,7 @@ PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 CONFIGMAPS = f"/api/v1/namespaces/{deviceinfo.NAMESPACE}/configmaps"
 # Pod annotations the plugin writes that the reports show.
 DETAIL_ANNOTATIONS = (RANK_INDEX_ANNOTATION, SUPER_POD_RANK_ANNOTATION, SUPER_POD_ID_ANNOTATION)
+EXTENDER_VERSION = "v1.15.0"  # the first Volcano built here whose extender plugin allocates
 PERIOD = "0.2s"  # vc-scheduler's --schedule-period (Huawei ships 1s)
 # The plugin's name in Huawei's shipped configuration, and the init-params it ships.
 SHIPPED_NAME = re.compile(r"volcano-npu_[^\s\"]+")
@@ -631,15 +633,17 @@ class VolcanoCases:
 
 
 @contextmanager
-def _volcano_for_cases(workdir: Path | None) -> Iterator[tuple[ControlPlane, Volcano]]:
+def _volcano_for_cases(
+    workdir: Path | None, version: str = HUAWEI_VERSION
+) -> Iterator[tuple[ControlPlane, Volcano]]:
     """A control plane (etcd and kube-apiserver; nodes need no kubelet: no node-lifecycle
     controller, no ``TaintNodesByCondition``), the cases' namespaces and ToR layout, and
-    Volcano v1.12.0's controller manager (it opens the queue); its scheduler not yet."""
+    Volcano's controller manager at ``version`` (it opens the queue); its scheduler not yet."""
     with running(
         "diff", controllers=False, admission_plugins_off=("TaintNodesByCondition",)
     ) as plane:
         where = workdir or plane.workdir / "volcano"  # removed with the control plane
-        with running_volcano(plane, HUAWEI_VERSION, where) as volcano:
+        with running_volcano(plane, version, where) as volcano:
             admin = plane.rest()
             admin.ensure_namespace(NAMESPACE)
             admin.ensure_namespace("mindx-dl")
@@ -668,21 +672,30 @@ def huawei_volcano(workdir: Path | None = None, *, batch: int = 12) -> Iterator[
 
 
 @contextmanager
-def our_volcano(workdir: Path | None = None, *, batch: int = 12) -> Iterator[VolcanoCases]:
-    """Our side through the same Volcano v1.12.0: the service as the chart's Volcano path runs
-    it (``testbed/volcano_service.py``) and our in-process adapter in vc-scheduler, merged into
-    Huawei's configuration without its plugin as the chart's merge Job writes it
-    (``volcano.adapter``), vc-scheduler under its own ServiceAccount."""
+def our_volcano(
+    workdir: Path | None = None, *, batch: int = 12, extender: bool = False
+) -> Iterator[VolcanoCases]:
+    """Our side through the real Volcano: the service as the chart's Volcano path runs it
+    (``testbed/volcano_service.py``) and, in vc-scheduler v1.12.0 (Huawei's), our in-process
+    adapter merged into Huawei's configuration without its plugin as the chart's merge Job
+    writes it (``volcano.adapter``); with ``extender``, Volcano v1.15.0's own extender plugin
+    with the chart's default entry instead (v1.12.0's has no ``allocateFunc``).
+    vc-scheduler runs under its own ServiceAccount."""
+    version = EXTENDER_VERSION if extender else HUAWEI_VERSION
     with (
-        _volcano_for_cases(workdir) as (plane, volcano),
+        _volcano_for_cases(workdir, version) as (plane, volcano),
         # The cases hold chips by pods created bound (``node_objects``), which the chart's
         # admission policies rightly refuse to anyone but a scheduler.
         our_service(plane, 0, policies=False) as service,
     ):
-        entry = charts_adapter_entry(service.url).with_token(service.token)
-        conf = merged(without_huawei(), entry)
+        if extender:  # the merged configuration our_service wrote into Volcano's ConfigMap
+            path = f"/api/v1/namespaces/{VOLCANO_NAMESPACE}/configmaps/{CONFIGMAP}"
+            conf = str(plane.rest().get(path)["data"][KEY])
+        else:
+            entry = charts_adapter_entry(service.url).with_token(service.token)
+            conf = merged(without_huawei(), entry)
         volcano.start_scheduler(
-            conf, adapter=True, period=PERIOD, environment=service.trust, account=True
+            conf, adapter=not extender, period=PERIOD, environment=service.trust, account=True
         )
         open_queue(plane)
 

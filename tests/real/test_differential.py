@@ -88,16 +88,20 @@ def test_our_volcano_path_decides_as_our_engine() -> None:
     assert not differing, _listed(differing)
 
 
-def test_huaweis_volcano_jobs_applied_as_yaml_go_through_our_side_as_our_engine_places() -> None:
+@pytest.mark.parametrize("extender", [False, True], ids=["v1.12.0-adapter", "v1.15.0-extender"])
+def test_huaweis_volcano_jobs_applied_as_yaml_go_through_our_side_as_our_engine_places(
+    extender: bool,
+) -> None:
     """Huawei's sample Volcano Jobs of every product they name (910 x8, cards, 910B x8 and
     x16), each alone on its servers, created as their YAML has them for Volcano's own job
-    controller to expand, placed through our service and adapter in the real Volcano v1.12.0:
-    every pod bound with its chips, as our engine places the sample's job (the comparison's
-    rules; and the first test of this module puts our engine beside Huawei's plugin)."""
+    controller to expand, placed through our service in the real Volcano, v1.12.0 through our
+    adapter and v1.15.0 through its own extender plugin: every pod bound with its chips, as
+    our engine places the sample's job (the comparison's rules; and the first test of this
+    module puts our engine beside Huawei's plugin)."""
     samples = volcano_jobs()
     assert len(samples) >= 9, samples
     differing = []
-    with our_volcano() as runner:
+    with our_volcano(extender=extender) as runner:
         for sample in samples:
             objects = applied_documents(sample)
             for job in (d for d in objects if d["kind"] == "Job"):
