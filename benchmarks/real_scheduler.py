@@ -60,6 +60,7 @@ from simulation.processes import free_port, service_process_with
 from testbed.cluster import extender_configuration, npu_pod
 from testbed.control_plane import ControlPlane, Process, scratch, wait_until
 from testbed.rest import Obj
+from testbed.volcano_service import parse_metrics
 
 SIZES = (1, 2, 4, 8)
 THREADS = 8
@@ -262,16 +263,7 @@ class CountingProxy:
 def scrape(url: str, context: ssl.SSLContext | None = None) -> dict[str, float]:
     """A Prometheus text exposition as {series: value}."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=10, context=context) as response:
-        text = response.read().decode()
-    series: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            try:
-                series[name] = float(value)
-            except ValueError:
-                continue
-    return series
+        return parse_metrics(response.read().decode())
 
 
 def mean_ms(before: dict[str, float], after: dict[str, float], stem: str) -> float:

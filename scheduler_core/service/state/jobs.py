@@ -172,8 +172,9 @@ class JobDirectory:
         # A group of several pods is a gang; this project's own label makes one even of one
         # pod (its network settings checked as a gang's, as they always were), and so does a
         # SuperPoD job (sp-block) of one pod: its node is chosen as upstream's SuperPoD
-        # handler chooses a one-task job's (the least idle in the SuperPoD it picks:
-        # ``gangs.reserve``), not left to the scheduler's draw among equal scores.
+        # handler chooses a one-task job's (ascend-for-volcano ``superpod/frame.go``: the
+        # least idle node of the SuperPoD it picks; ``gangs.reserve``), not left to the
+        # scheduler's draw among equal scores.
         many = size > 1 or group.source == OWN or SP_BLOCK_ANNOTATION in annotations
         return JobSettings(
             group.name if many else None,
