@@ -117,7 +117,7 @@ def choose(
     the missing ranks of an Atlas 950 pod-level fault job."""
     own = network_rules(ask.annotations)
     if own.whole is not None and not running:
-        return own.whole(ask, candidates, network, settings)
+        return own.whole(ask, candidates, network, settings, idle or {})
     if own.refill is not None and refill is not None:
         return own.refill(ask, candidates, network, refill)
     sp_block = ask.annotations.get(SP_BLOCK_ANNOTATION)
@@ -244,14 +244,22 @@ def off_network(
     return {node: why for node in nodes if (why := refuse(node, network)) is not None}
 
 
-def _racks(ask: Ask, candidates: Sequence[str], network: Network, settings: Settings) -> Choice:
+def _racks(
+    ask: Ask,
+    candidates: Sequence[str],
+    network: Network,
+    settings: Settings,
+    idle: Mapping[str, int],
+) -> Choice:
     """An Atlas 950 SuperPoD job (``racks``): its checks, the candidates' SuperPoDs and
-    racks (a candidate without either is refused as upstream's predicate refuses it), the
-    strategy chain. A fault job restarting whole is placed afresh the same way, as upstream
-    places a job-level restart (``chip8node8ra64sp/reschedule.go`` selectNodesForFaultJob acts
-    only under pod-level rescheduling: ``_racks_refill``). Rank ``r`` gets block
-    ``r // block``'s node ``r % block``; no annotations beyond the chips (the handler keeps
-    the base handler's UseAnnotation)."""
+    racks (a candidate without either is refused as upstream's predicate refuses it), for a
+    job of one pod only the least idle of them (``chip8node8ra64sp/score.go``
+    selectNodeForStandaloneJob, ``idle``: each candidate's idle NPUs), the strategy chain.
+    A fault job restarting whole is placed afresh the same way, as upstream places a job-level
+    restart (``chip8node8ra64sp/reschedule.go`` selectNodesForFaultJob acts only under
+    pod-level rescheduling: ``_racks_refill``). Rank ``r`` gets block ``r // block``'s node
+    ``r % block``; no annotations beyond the chips (the handler keeps the base handler's
+    UseAnnotation)."""
     job = racks.rack_job(ask.annotations, [ask.npu] * ask.size, settings.super_pod_size)
     size, _ = superpod.effective_settings(settings.super_pod_size, settings.reserve_nodes)
     where: dict[str, racks.Where] = {}
@@ -262,6 +270,9 @@ def _racks(ask: Ask, candidates: Sequence[str], network: Network, settings: Sett
             refused.append(racks.unplaced(node, network.super_pods.get(node)))
         else:
             where[node] = place
+    if ask.size == 1 and where:
+        fewest = min(idle.get(n, 0) for n in where)
+        where = {n: p for n, p in where.items() if idle.get(n, 0) == fewest}
     if len(where) < ask.size:
         why = refused[0] if refused else f"{len(where)} of {ask.size} nodes are free"
         raise Unplaceable(why)
@@ -582,6 +593,7 @@ class NetworkRules:
     ``super_pod``: whose SuperPoD selection an ``sp-block`` job gets. ``whole(ask, candidates,
     network, settings)``: the family places a job with no rank running itself; ``refill(ask,
     candidates, network, refill)``: and the missing ranks of a pod-level fault job.
+    ``whole(..., idle)`` gets each candidate's idle NPUs for a job of one pod (else empty).
     ``job_sp_block``: a job without ``sp-block`` is one logical SuperPoD of its NPUs.
     ``lone_pod(annotations, npu, settings)``: the checks of a job of one pod.
     ``refuse(node, network)``: why a node is off the family's network, None if it is not.
@@ -589,7 +601,9 @@ class NetworkRules:
     """
 
     super_pod: superpod.Handler = superpod.A3
-    whole: Callable[[Ask, Sequence[str], Network, Settings], Choice] | None = None
+    whole: Callable[[Ask, Sequence[str], Network, Settings, Mapping[str, int]], Choice] | None = (
+        None
+    )
     refill: Callable[[Ask, Sequence[str], Network, Refill], Choice] | None = None
     job_sp_block: bool = False
     lone_pod: Callable[[Mapping[str, str], int, Settings], None] = _no_check
@@ -616,3 +630,14 @@ NETWORKS: Mapping[str, NetworkRules] = {
 def network_rules(annotations: Mapping[str, str]) -> NetworkRules:
     """The network rules of the products a job's ``huawei.com/schedule_policy`` routes to."""
     return NETWORKS[policy_network(annotations.get(SCHEDULE_POLICY_ANNOTATION))]
+
+
+def picks_lone_node(annotations: Mapping[str, str]) -> bool:
+    """Whether the job's handler picks even a one-pod job's node itself, from every node of
+    the session: a SuperPoD job (``sp-block``, or the 850 and 950 SuperPoD policies, whose
+    ``sp-block`` defaults to the job's NPUs: ``plugin/job.go`` setSpBlock) takes the least idle
+    node of the SuperPoD or rack it chooses (``superpod/frame.go``,
+    ``chip8node8ra64sp/score.go`` selectNodeForStandaloneJob), not any node of the best
+    score."""
+    own = network_rules(annotations)
+    return SP_BLOCK_ANNOTATION in annotations or own.job_sp_block or own.whole is not None

@@ -27,13 +27,14 @@ from contract.annotations import (
     ACCELERATOR_TYPE_LABEL,
     DUO_LABEL,
     INFER_CARD_TYPE_LABEL,
+    RA_BLOCK_ANNOTATION,
     SCHEDULE_POLICY_ANNOTATION,
     SP_BLOCK_ANNOTATION,
     STRATEGY_310_LABEL,
     SUPER_POD_AFFINITY_LABEL,
     TOR_AFFINITY_LABEL,
 )
-from contract.chip_names import ASCEND310, ASCEND310P, ASCEND910, ChipKind, chip_name
+from contract.chip_names import ASCEND310, ASCEND310P, ASCEND910, NPU, ChipKind, chip_name
 
 Obj = dict[str, Any]
 _NO_STRINGS: Mapping[str, str] = {}
@@ -43,7 +44,8 @@ _NO_STRINGS: Mapping[str, str] = {}
 class Hardware:
     """One kind of server: the group the summary counts it under, our product name for its
     nodes, its chip kind and count at the kubelet, and the labels Huawei's installation gives
-    it. ``super_pod``: its DeviceInfo carries a ``SuperPodID`` (Atlas A3 SuperPoDs)."""
+    it. ``super_pod``: its DeviceInfo carries a ``SuperPodID`` (Atlas A3, 850 and 950
+    SuperPoDs); ``racks``: and a ``RackID`` (Atlas 950)."""
 
     group: str
     product: str
@@ -51,6 +53,7 @@ class Hardware:
     chips: int
     labels: Mapping[str, str]
     super_pod: bool = False
+    racks: bool = False
 
     @property
     def resource(self) -> str:
@@ -62,6 +65,17 @@ _910 = {"accelerator": "huawei-Ascend910", "host-arch": "huawei-arm"}
 
 def _910x(accelerator_type: str) -> dict[str, str]:
     return {**_910, ACCELERATOR_TYPE_LABEL: accelerator_type}
+
+
+# Atlas 350, 850 and 950 servers of ``huawei.com/npu`` chips: the device plugin labels them
+# ``accelerator=huawei-npu`` (Ascend/mind-cluster component/ascend-device-plugin/pkg/server/
+# manager.go setAcceleratorLabel); the 350 ones carry Huawei's product name as
+# ``accelerator-type`` (``ascend-common/api/const_v2.go``), the SuperPoD ones none.
+_NPU = {"accelerator": "huawei-npu", "host-arch": "huawei-arm"}
+
+
+def _npu_type(accelerator_type: str) -> dict[str, str]:
+    return {**_NPU, ACCELERATOR_TYPE_LABEL: accelerator_type}
 
 
 _310P = {"accelerator": "huawei-Ascend310P", "host-arch": "huawei-arm"}
@@ -118,6 +132,15 @@ HARDWARE: Mapping[str, Hardware] = {
             {**_910, ACCELERATOR_TYPE_LABEL: "module-a3-8-super-pod"},
             super_pod=True,
         ),
+        # Atlas 850 (A5) 8-NPU servers: ``huawei.com/Ascend910`` chips, the base handler
+        # (``common/util/type_v2.go`` Ascend800ia5x8SchedulerName).
+        Hardware("850 x8", "atlas850x8", ASCEND910, 8, _910x("850-Atlas-8p-8")),
+        Hardware("350 x8", "atlas350x8", NPU, 8, _npu_type("350-Atlas-8")),
+        Hardware("350 x16", "atlas350x16", NPU, 16, _npu_type("350-Atlas-16")),
+        Hardware("350 4p x8", "atlas350-4px8", NPU, 8, _npu_type("350-Atlas-4p-8")),
+        Hardware("350 4p x16", "atlas350-4px16", NPU, 16, _npu_type("350-Atlas-4p-16")),
+        Hardware("850 SuperPoD", "superpod850x8", NPU, 8, _NPU, super_pod=True),
+        Hardware("950 SuperPoD", "superpod950x8", NPU, 8, _NPU, super_pod=True, racks=True),
         Hardware("310P", "ascend310p", ASCEND310P, 8, _310P),
         Hardware(
             "300I Duo",
@@ -134,13 +157,14 @@ HARDWARE: Mapping[str, Hardware] = {
 @dataclass(frozen=True, slots=True)
 class NodeSpec:
     """One server of a case: its chips as the DeviceInfo lists them (ids), its address, and
-    its SuperPoD where the hardware has one."""
+    its SuperPoD and rack where the hardware has them."""
 
     free: tuple[int, ...]
     unhealthy: tuple[int, ...] = ()
     network_unhealthy: tuple[int, ...] = ()
     address: str = ""
     super_pod: int | None = None
+    rack: int | None = None
 
     def used(self, capacity: int) -> tuple[int, ...]:
         """Chips neither free nor unhealthy: a bound pod holds them."""
@@ -212,6 +236,7 @@ class Case:
                     ],
                     **({"address": n.address} if n.address else {}),
                     **({"super_pod": n.super_pod} if n.super_pod is not None else {}),
+                    **({"rack": n.rack} if n.rack is not None else {}),
                 }
                 for i, n in enumerate(self.nodes)
             ],
@@ -258,6 +283,7 @@ def case_from_json(raw: Mapping[str, Any]) -> Case:
             ids(n["network_unhealthy"]),
             n.get("address", ""),
             n.get("super_pod"),
+            n.get("rack"),
         )
         for n in raw["nodes"]
     )
@@ -417,12 +443,18 @@ def _a3(draw: _Draw, policy: str) -> Case:
     return draw.case(nodes, job, f"one pod of {npu}")
 
 
-def _super_pod(draw: _Draw) -> Case:
-    """An Atlas A3 SuperPoD: ``sp-block`` jobs of whole servers over two physical SuperPoDs,
-    or one pod asking ``sp-block`` chips."""
+def _super_pod(draw: _Draw, policy: str | None = None) -> Case:
+    """An Atlas A3 SuperPoD (by its ``accelerator-type`` selector) or an Atlas 850 one (by
+    ``huawei.com/schedule_policy: chip8-node8-sp``, ``policy/chip8node8sp``): ``sp-block`` jobs
+    of whole servers over two physical SuperPoDs, or one pod asking ``sp-block`` chips."""
     rng = draw.rng
     capacity = draw.hardware.chips
-    selector = {ACCELERATOR_TYPE_LABEL: draw.hardware.labels[ACCELERATOR_TYPE_LABEL]}
+    if policy is None:
+        selector = {ACCELERATOR_TYPE_LABEL: draw.hardware.labels[ACCELERATOR_TYPE_LABEL]}
+        routing: dict[str, str] = {}
+    else:
+        selector, routing = {}, {SCHEDULE_POLICY_ANNOTATION: policy}
+    resource = draw.hardware.resource
     count = rng.randint(2, 10)
     nodes = [
         replace(draw.node(whole=rng.random() < 0.7, sick=0.0), super_pod=i % 2)
@@ -430,7 +462,15 @@ def _super_pod(draw: _Draw) -> Case:
     ]
     if rng.random() < 0.3:
         npu = rng.choice((2, 4, capacity))
-        job = JobSpec(1, npu, annotations={SP_BLOCK_ANNOTATION: str(npu)}, selector=selector)
+        # The 850's ``sp-block`` defaults to the job's NPUs (``plugin/job.go`` setSpBlock).
+        block = {} if routing and rng.random() < 0.3 else {SP_BLOCK_ANNOTATION: str(npu)}
+        job = JobSpec(
+            1,
+            npu,
+            annotations={**routing, **block},
+            selector=selector,
+            resource=resource,
+        )
         return draw.case(nodes, job, f"one pod of {npu}, sp-block {npu}", exclusive=True)
     pods = rng.choice((1, 2, 2, 4))
     block = capacity * rng.choice((1, 2)) if pods % 2 == 0 else capacity
@@ -440,11 +480,70 @@ def _super_pod(draw: _Draw) -> Case:
         pods,
         capacity,
         labels=labels,
-        annotations={SP_BLOCK_ANNOTATION: str(block)},
+        annotations={**routing, SP_BLOCK_ANNOTATION: str(block)},
         selector=selector,
+        resource=resource,
     )
     note = f"gang {pods}x{capacity}, sp-block {block}" + (", soft" if soft else "")
     return draw.case(nodes, job, note, exclusive=True)
+
+
+def _racks_950(draw: _Draw) -> Case:
+    """An Atlas 950 SuperPoD (``chip8-node8-ra64-sp``, ``policy/chip8node8ra64sp``): servers
+    in racks of up to 8 in one or two SuperPoDs (each DeviceInfo's ``SuperPodID`` and
+    ``RackID``); a gang of whole servers by ``sp-block`` and ``ra-block`` (ra-blocks of 1, 2, 4
+    or 8 servers, sp-blocks of whole ra-blocks), or one pod asking ``sp-block`` chips."""
+    rng = draw.rng
+    nodes = [
+        replace(draw.node(whole=rng.random() < 0.8, sick=0.0), super_pod=sp, rack=rack)
+        for sp in range(rng.choice((1, 1, 2)))
+        for rack in range(rng.randint(1, 3))
+        for _ in range(rng.randint(1, 8))
+    ]
+    annotations = {SCHEDULE_POLICY_ANNOTATION: "chip8-node8-ra64-sp"}
+    # Without ``sp-block`` a job is one block of all its NPUs (``plugin/job.go`` setSpBlock).
+    stated = rng.random() < 0.7
+    if rng.random() < 0.25:
+        npu = rng.choice((1, 2, 4, 8))
+        if stated:
+            annotations[SP_BLOCK_ANNOTATION] = str(npu)
+        job = JobSpec(1, npu, annotations=annotations, resource=NPU.resource)
+        return draw.case(nodes, job, f"one pod of {npu}, sp-block {npu}", exclusive=True)
+    ra = rng.choice((1, 1, 2, 4, 8))
+    pods = ra * rng.choice((1, 2, 3))
+    block = rng.choice([b for b in range(ra, pods + 1, ra) if pods % b == 0])
+    if stated or block != pods:
+        annotations[SP_BLOCK_ANNOTATION] = str(8 * block)
+    if ra > 1 or rng.random() < 0.5:
+        annotations[RA_BLOCK_ANNOTATION] = str(8 * ra)
+    job = JobSpec(pods, 8, annotations=annotations, resource=NPU.resource)
+    return draw.case(
+        nodes, job, f"gang {pods}x8, sp-block {8 * block}, ra-block {8 * ra}", exclusive=True
+    )
+
+
+def _npu_base(draw: _Draw, policy: str, sizes: Sequence[int]) -> Case:
+    """Atlas 350 servers (``huawei.com/npu``, routed by ``huawei.com/schedule_policy`` only:
+    ``chip1-node8/16`` the base handler, ``chip4-node8/16`` meshes of 4,
+    ``policy/chip4nodex``): one pod of any size (some out of range), or a gang, with or
+    without an ``accelerator-type`` selector."""
+    rng = draw.rng
+    capacity = draw.hardware.chips
+    annotations = {SCHEDULE_POLICY_ANNOTATION: policy}
+    selector = (
+        {ACCELERATOR_TYPE_LABEL: draw.hardware.labels[ACCELERATOR_TYPE_LABEL]}
+        if rng.random() < 0.5
+        else {}
+    )
+    if rng.random() < 0.25:
+        pods = rng.choice((2, 3))
+        npu = capacity if rng.random() < 0.7 else rng.choice([s for s in sizes if s < capacity])
+        job = JobSpec(pods, npu, annotations=annotations, selector=selector, resource=NPU.resource)
+        return draw.case(_spread(draw, pods, 0.6, network=0.3), job, f"gang {pods}x{npu}")
+    npu = rng.choice(sizes)
+    nodes = draw.nodes(rng.randint(1, 5), network=0.1)
+    job = JobSpec(1, npu, annotations=annotations, selector=selector, resource=NPU.resource)
+    return draw.case(nodes, job, f"one pod of {npu}")
 
 
 def _tor(draw: _Draw) -> Case:
@@ -551,6 +650,13 @@ GENERATORS: Mapping[str, tuple[Callable[[_Draw], Case], int]] = {
     "A3 x8": (lambda d: _a3(d, "chip2-node8"), 2),
     "A3 SuperPoD x16": (_super_pod, 2),
     "A3 SuperPoD x8": (_super_pod, 1),
+    "850 x8": (lambda d: _base(d, "850-Atlas-8p-8", None, (1, 2, 3, 4, 8, 9)), 2),
+    "350 x8": (lambda d: _npu_base(d, "chip1-node8", (1, 2, 3, 4, 8, 9)), 2),
+    "350 x16": (lambda d: _npu_base(d, "chip1-node16", (1, 2, 4, 8, 10, 16, 17)), 2),
+    "350 4p x8": (lambda d: _npu_base(d, "chip4-node8", (1, 2, 3, 4, 5, 8, 9)), 2),
+    "350 4p x16": (lambda d: _npu_base(d, "chip4-node16", (1, 2, 3, 4, 6, 8, 12, 16)), 2),
+    "850 SuperPoD": (lambda d: _super_pod(d, "chip8-node8-sp"), 2),
+    "950 SuperPoD": (_racks_950, 3),
     "910B x8 ToR": (_tor, 2),
     "310P": (_inference_310p, 2),
     "300I Duo": (_inference_duo, 2),

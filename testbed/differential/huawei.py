@@ -234,6 +234,7 @@ def node_objects(case: Case, key: str, i: int, node: NodeSpec) -> tuple[Obj, Obj
         update_time=int(time.time()),
         super_pod_id=node.super_pod,
         server_index=i if node.super_pod is not None else None,
+        rack_id=node.rack,
         kind=kind,
     )
     configmap: Obj = {

@@ -110,12 +110,13 @@ def network(case: Case) -> locality.Network:
         super_pods={
             node_name(i): n.super_pod for i, n in enumerate(case.nodes) if n.super_pod is not None
         },
+        racks={node_name(i): n.rack for i, n in enumerate(case.nodes) if n.rack is not None},
     )
 
 
 def _network_job(case: Case) -> bool:
     job = case.job
-    return job.pods > 1 or "sp-block" in job.annotations or "tor-affinity" in job.labels
+    return job.pods > 1 or locality.picks_lone_node(job.annotations) or "tor-affinity" in job.labels
 
 
 def _roles(case: Case, job: Job) -> str:
@@ -470,15 +471,17 @@ def huawei_reasons(case: Case, theirs: Outcome) -> tuple[dict[str, str], dict[in
 
 
 def _names(text: str) -> str:
-    """A refusal with the job's and task's names left out (``job<ns/pg>``, ``task<p0>``: our
-    names are the case's, upstream's the PodGroup's)."""
-    return re.sub(r"(job|task)<[^>]*>", r"\1<>", text)
+    """A refusal with the job's and task's names left out (``job<ns/pg>``, ``task<p0>``, a
+    bare ``differential/<name>``: our names are the case's, upstream's the PodGroup's)."""
+    return re.sub(r"differential/[\w.-]+", "<>", re.sub(r"(job|task)<[^>]*>", r"\1<>", text))
 
 
 def _refusals(case: Case, theirs: Outcome, decision: Decision, ours: Outcome) -> Verdict:
     """Both refuse: the same reason. A job refused by its own checks (upstream's
     ``JobValidateFailed``) must be refused by ours in the same words; a node the plugin refused
-    must be refused by ours in its words."""
+    must be refused by ours in its words: by our filter of the job's first pod, or, for a gang
+    whose earlier pods took chips before a later one found no node (Volcano's predicate
+    reasons are the failing task's), among our reasons for that later pod."""
     conditions, per_node = huawei_reasons(case, theirs)
     invalid = conditions.get("JobValidateFailed")
     if invalid is not None:
@@ -488,6 +491,8 @@ def _refusals(case: Case, theirs: Outcome, decision: Decision, ours: Outcome) ->
         return Verdict(AGREE, ours=ours)
     for index, reason in sorted(per_node.items()):
         mine = decision.rejected.get(node_name(index))
+        if mine is None and case.job.pods > 1 and f" {reason.strip()}" in decision.reason:
+            continue
         if mine is None:
             return Verdict(
                 "refusal",

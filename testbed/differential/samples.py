@@ -7,7 +7,7 @@ asks (an admin labels the servers a job selects).
 
 Left out: the 310P dynamic vNPU samples (``huawei.com/npu-core``: Huawei's shipped
 configuration sets ``presetVirtualDevice: "true"``, static vNPUs, under which the plugin does
-not cut chips) and the Atlas 950 SuperPoD sample (no 950 servers in these cases).
+not cut chips).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ SAMPLES: Mapping[str, tuple[str, int]] = {
     "910-2x8-pangu-fault-grace.mindcluster-deploy.yaml": ("910 x8", 2),
     "910-2x8-preempt-tidal-priorityclass.doc.mind-cluster.yaml": ("910 x8", 2),
     "910-8chips-a800-pytorch.mindcluster-deploy.yaml": ("910 x8", 1),
+    "950-superpod-sp-block-8.mindcluster-deploy.yaml": ("950 SuperPoD", 1),
     "910b-16chips-module-910b-16.mindxdl-deploy.yaml": ("910B x16", 1),
     "910b-8chips-gpt3-fault-tolerance-reset-cm.mindcluster-deploy.yaml": ("910B x8", 1),
     "910b-8x8-module-910b-8-st-kwok.mind-cluster.yaml": ("910B x8", 8),
@@ -72,10 +73,11 @@ def sample_case(sample: str) -> Case:
     plain_notes = (plain_pods[0]["metadata"].get("annotations") or {}) if plain_pods else {}
     members = int((podgroup.get("spec") or {}).get("minMember", len(expanded.pods)))
     super_pod = 0 if hardware.super_pod else None
+    rack = 0 if hardware.racks else None
     # A server more for each pod without NPUs: the NPU pods' podAntiAffinity on the job's
     # name keeps them off its node too.
     nodes = tuple(
-        NodeSpec(listed(range(hardware.chips), hardware.kind), super_pod=super_pod)
+        NodeSpec(listed(range(hardware.chips), hardware.kind), super_pod=super_pod, rack=rack)
         for _ in range(count + plain)
     )
     job = JobSpec(

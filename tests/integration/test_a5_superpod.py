@@ -17,7 +17,13 @@ import pytest
 from contract.annotations import REAL_ANNOTATION
 from contract.chip_names import NPU
 from contract.deviceinfo import DeviceInfo
-from contract.groups import PODGROUP_APIS, VOLCANO, podgroups
+from contract.groups import (
+    COSCHEDULING,
+    COSCHEDULING_GROUP_LABEL,
+    PODGROUP_APIS,
+    VOLCANO,
+    podgroups,
+)
 from scheduler_core.engine.rescheduling import RA_BLOCK_STAGE, SUPER_POD_STAGE
 from scheduler_core.service.server import SchedulerService
 from scheduler_core.service.verbs.extender import Extender
@@ -297,3 +303,26 @@ def test_a_volcano_jobs_ra_block_on_its_pod_group_alone_is_the_jobs(
     nodes = sorted(store.get_pod("vcjob", n)["spec"].get("nodeName") or "" for n in names)
     assert nodes == placed, volcano.reasons
     assert refusal in str(volcano.reasons)
+
+
+def test_a_one_pod_950_job_without_sp_block_goes_to_the_least_idle_node_with_a_rack() -> None:
+    # A PodGroup of one 1-NPU pod under chip8-node8-ra64-sp, no sp-block: upstream defaults
+    # sp-block to the job's NPUs (plugin/job.go setSpBlock) and keeps the least idle nodes
+    # (chip8node8ra64sp/score.go selectNodeForStandaloneJob); the filter passes only that node,
+    # not every node Volcano would then draw among. Found by the differential against
+    # Huawei's plugin in the real Volcano (benchmarks/differential.py, "950 SuperPoD").
+    store = npu_cluster({"a0": (0, 0), "a1": (0, 0)})
+    npu_server(store, "b0", 1, 0, failed=2)  # 7 idle NPUs
+    store.apis.add(PODGROUP_APIS[COSCHEDULING])
+    group = {"metadata": {"namespace": "ns", "name": "one"}, "spec": {"minMember": 1}}
+    store.create_object(podgroups(COSCHEDULING), group)
+    pod = pod_object("ns", "one-0", None, 1, resource=NPU.resource)
+    pod["metadata"]["labels"] = {COSCHEDULING_GROUP_LABEL: "one"}
+    pod["metadata"]["annotations"][POLICY] = "chip8-node8-ra64-sp"
+    store.put("Pod", pod)
+    extender = Extender(store)
+    SchedulerService(store, extender).refresh()
+    passing = extender.filter(
+        {"Pod": store.get_pod("ns", "one-0"), "NodeNames": ["a0", "a1", "b0"]}
+    )
+    assert passing.NodeNames == ["b0"], passing

@@ -104,3 +104,35 @@ def test_an_850_fault_restart_keeps_its_healthy_block_and_a_950_one_is_placed_af
         fault_nodes=frozenset({"b"}),
     )
     assert afresh.nodes == ("e", "f")  # ra-block 16: the one rack with two free nodes
+
+
+def test_a_one_pod_950_job_takes_the_least_idle_node_with_a_rack() -> None:
+    # chip8node8ra64sp/score.go selectNodeForStandaloneJob keeps only the least idle of the
+    # nodes passing the predicate before its rack strategies: a 1-NPU job goes to the node of
+    # 3 free NPUs, not into the smallest rack's first whole node. Found by the differential
+    # against Huawei's plugin (benchmarks/differential.py, group "950 SuperPoD").
+    network = locality.Network(
+        super_pods={"a0": 0, "a1": 0, "b0": 1, "b1": 1, "b2": 1},
+        racks={"a0": 0, "a1": 0, "b0": 0, "b1": 0, "b2": 0},
+    )
+    idle = {"a0": 8, "a1": 8, "b0": 8, "b1": 3, "b2": 8}
+    annotations = {POLICY: "chip8-node8-ra64-sp", "sp-block": "1"}
+    ask = locality.Ask("ns/one", 1, 8, 1, {}, annotations)
+    choice = locality.choose(ask, list(idle), network, locality.Settings(), idle=idle)
+    assert choice.nodes == ("b1",)
+    # A gang is not narrowed: the one-rack strategy takes the rack of exactly its nodes.
+    gang = locality.Ask("ns/two", 2, 8, 8, {}, {POLICY: "chip8-node8-ra64-sp"})
+    assert set(locality.choose(gang, list(idle), network, locality.Settings()).nodes) == {
+        "a0",
+        "a1",
+    }
+
+
+def test_a_super_pod_policy_job_of_one_pod_is_placed_by_its_handler_without_sp_block() -> None:
+    # sp-block defaults to the job's NPUs (plugin/job.go setSpBlock), so an 850 or 950 job of
+    # one pod without it still goes through the SuperPoD choice, not the scheduler's draw.
+    assert locality.picks_lone_node({POLICY: "chip8-node8-ra64-sp"})
+    assert locality.picks_lone_node({POLICY: "chip8-node8-sp"})
+    assert locality.picks_lone_node({"sp-block": "16"})
+    assert not locality.picks_lone_node({POLICY: "chip1-node8"})
+    assert not locality.picks_lone_node({})

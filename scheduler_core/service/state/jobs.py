@@ -32,7 +32,6 @@ from contract.annotations import (
     SETTING_ANNOTATIONS,
     SKIP_ASCEND_PLUGIN_ANNOTATION,
     SKIP_ENABLED,
-    SP_BLOCK_ANNOTATION,
     SUPER_POD_AFFINITY_LABEL,
     TASK_SPEC_ANNOTATION,
     TOR_AFFINITY_LABEL,
@@ -42,6 +41,7 @@ from contract.chip_names import InvalidInput
 from contract.groups import COSCHEDULING, KUEUE_TOTAL_ANNOTATION, OWN, VOLCANO, GroupRef
 from contract.objects import Obj
 from contract.pods import PodView
+from scheduler_core.engine import locality
 from scheduler_core.engine.rescheduling import POD_RESCHEDULING_LABEL, PROCESS_RECOVER_LABEL
 
 # The labels that are job settings, merged over the PodGroup and every pod of the job.
@@ -171,11 +171,10 @@ class JobDirectory:
         annotations.update({k: v for k, v in info.annotations.items()})
         # A group of several pods is a gang; this project's own label makes one even of one
         # pod (its network settings checked as a gang's, as they always were), and so does a
-        # SuperPoD job (sp-block) of one pod: its node is chosen as upstream's SuperPoD
-        # handler chooses a one-task job's (ascend-for-volcano ``superpod/frame.go``: the
-        # least idle node of the SuperPoD it picks; ``gangs.reserve``), not left to the
+        # SuperPoD job of one pod: its node is chosen as upstream's SuperPoD handler chooses a
+        # one-task job's (``locality.picks_lone_node``; ``gangs.reserve``), not left to the
         # scheduler's draw among equal scores.
-        many = size > 1 or group.source == OWN or SP_BLOCK_ANNOTATION in annotations
+        many = size > 1 or group.source == OWN or locality.picks_lone_node(annotations)
         return JobSettings(
             group.name if many else None,
             size,
