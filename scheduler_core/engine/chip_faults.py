@@ -2,15 +2,18 @@
 decide it. Pure: a node's decoded DeviceInfo in, its faults out; a job's silencing
 annotations and the clock in, the chips that fail under that job out.
 
-- A chip listed ``-Unhealthy`` (``-NetworkUnhealthy``) stops the pods on it, as Huawei's
-  Volcano plugin reads the lists (Ascend/mind-cluster component/ascend-for-volcano/internal/
-  rescheduling/node.go ``createFaultCardHandlers``), unless every fault entry of that kind on
-  it has a handling that leaves a running pod alone: ``NotHandleFault`` and
+- A chip listed ``-Unhealthy`` stops the pods on it, as Huawei's Volcano plugin reads the
+  list (Ascend/mind-cluster v26.1.0 component/ascend-for-volcano/internal/rescheduling/task.go
+  ``getTaskUseFaultCardHealthState``), unless every fault entry on it has a handling that
+  leaves a running pod alone: ``NotHandleFault`` and
   ``SubHealthFault`` (the device plugin keeps such a chip healthy, component/
   ascend-device-plugin/pkg/device/ascendcommon.go ``isHealthy``), and ``PreSeparateNPU``,
   which does not evict: the job restarts only if it fails (ascend-for-volcano internal/
   rescheduling/job.go ``IsNormalJobNeedRestart``, ``isFaultJobCanRestarted``). A listed chip
-  with no entry (an older device plugin) stays failed.
+  with no entry (an older device plugin) stays failed. A chip listed only
+  ``-NetworkUnhealthy`` takes no new pod of a distributed job but stops no running one: the
+  plugin's fault cards note it (``rescheduling/node.go``) and no task fails by it (checked
+  beside the plugin itself: ``testbed/differential/faults.py``).
 - A chip with a (non-network) ``PreSeparateNPU`` fault takes no new pod: ClusterD adds it to
   ``CardUnHealthy`` while no pod uses it (component/clusterd/pkg/application/faultmanager/
   cmprocess/preseparate/preseparate_fault_processor.go), as the device plugin does.
@@ -92,11 +95,10 @@ def handling(fault: ChipFault) -> str:
 def node_faults(info: DeviceInfo) -> NodeFaults:
     """The faults of a node's DeviceInfo (module docstring)."""
     failed = set()
-    for listed, network in ((info.unhealthy, False), (info.network_unhealthy, True)):
-        for chip in listed:
-            kinds = {handling(f) for f in info.faults if f.chip == chip and f.network == network}
-            if not kinds or not kinds <= KEEPS_RUNNING:
-                failed.add(chip)
+    for chip in info.unhealthy:
+        kinds = {handling(f) for f in info.faults if f.chip == chip and not f.network}
+        if not kinds or not kinds <= KEEPS_RUNNING:
+            failed.add(chip)
     pre = frozenset(f.chip for f in info.faults if not f.network and handling(f) == PRE_SEPARATE)
     codes = tuple(c for f in info.faults if f.chip in failed for c in _codes(f))
     return NodeFaults(

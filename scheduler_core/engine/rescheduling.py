@@ -2,8 +2,8 @@
 ``internal/rescheduling``). Pure.
 
 A running job labelled ``fault-scheduling: grace|force`` whose pod sits on a failed chip
-(``-Unhealthy`` or, the job being distributed, ``-NetworkUnhealthy``) or on a node that no
-longer publishes a valid DeviceInfo is a *fault job*. Like upstream, a pod's chips come only
+(``-Unhealthy``: ``chip_faults``) or on a node that no longer publishes a valid DeviceInfo is
+a *fault job*. Like upstream, a pod's chips come only
 from its ``huawei.com/AscendReal`` annotation. Every pod of the job is deleted so the job
 restarts: ``force`` at once (grace 0, UID precondition); ``grace`` with each pod's own grace
 period, then at once if pods remain ``grace-over-time`` (900 s) after the fault was seen.

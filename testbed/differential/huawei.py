@@ -197,8 +197,11 @@ def _meta(
     return meta
 
 
-def node_objects(case: Case, key: str, i: int, node: NodeSpec) -> tuple[Obj, Obj, Obj | None]:
-    """The Node, its DeviceInfo ConfigMap and the pod holding its used chips (None: none)."""
+def node_objects(
+    case: Case, key: str, i: int, node: NodeSpec, *, update_time: int | None = None
+) -> tuple[Obj, Obj, Obj | None]:
+    """The Node, its DeviceInfo ConfigMap (``update_time``: its ``UpdateTime``, else now) and
+    the pod holding its used chips (None: none)."""
     spec = case.spec
     kind = spec.kind
     name = f"{key}-n{i}"
@@ -231,7 +234,7 @@ def node_objects(case: Case, key: str, i: int, node: NodeSpec) -> tuple[Obj, Obj
         free=frozenset(node.free),
         unhealthy=frozenset(node.unhealthy),
         network_unhealthy=frozenset(node.network_unhealthy),
-        update_time=int(time.time()),
+        update_time=int(time.time()) if update_time is None else update_time,
         super_pod_id=node.super_pod,
         server_index=i if node.super_pod is not None else None,
         rack_id=node.rack,

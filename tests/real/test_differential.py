@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from testbed.differential.cases import generate
+from testbed.differential.faults import FAULT_CASES, run_faults
 from testbed.differential.huawei import huawei_volcano, our_volcano
 from testbed.differential.known import KNOWN, Known, minimal_cases
 from testbed.differential.ours import judge
@@ -113,4 +114,19 @@ def test_huaweis_volcano_jobs_applied_as_yaml_go_through_our_side_as_our_engine_
             print(f"{sample}: {verdict.kind}, {outcome.to_json()}")
             if not verdict.agrees:
                 differing.append(f"{sample}: {verdict.kind}: {verdict.detail}")
+    assert not differing, "\n".join(differing)
+
+
+def test_huaweis_plugin_and_our_engine_delete_the_same_pods_after_a_chip_fault() -> None:
+    """Fault reactions (``testbed/differential/faults.py``): a job running on chips Huawei's
+    plugin gave it, then a chip of one of its nodes listed failed in the DeviceInfo: the
+    plugin in the real Volcano and our engine delete the same ranks, for force and grace,
+    job- and pod-level (the master or not), unlabelled and ``off`` jobs, a chip the job does
+    not hold, and a chip listed only network-unhealthy (which stops no running pod)."""
+    with huawei_volcano() as runner:
+        verdicts = run_faults(runner)
+    for verdict in verdicts.values():
+        print(f"{verdict.case}: {verdict.detail}")
+    assert len(verdicts) == len(FAULT_CASES)
+    differing = [f"{v.case}: {v.detail}" for v in verdicts.values() if not v.agrees]
     assert not differing, "\n".join(differing)

@@ -50,9 +50,16 @@ def test_the_handling_rules_over_the_level_and_an_entry_less_chip_stays_failed()
     fault = ChipFault(2, False, "SeparateNPU", ("80E01801",), handling="SubHealthFault")
     faults = node_faults(info(fault, unhealthy={2, 5}))
     assert faults.failed == {5} and faults.sub_healthy
-    # a card entry says nothing of the chip's network list
-    network = ChipFault(4, False, "NotHandleFault", ("80E01801",))
-    assert node_faults(info(network, unhealthy=set(), network=frozenset({4}))).failed == {4}
+
+
+def test_a_chip_listed_only_network_unhealthy_stops_no_running_pod() -> None:
+    # ascend-for-volcano v26.1.0 rescheduling/task.go getTaskUseFaultCardHealthState reads the
+    # -Unhealthy list only; the real plugin deleted no pod for it (testbed/differential/
+    # faults.py, case force-network-unhealthy). It still keeps new distributed pods off it.
+    link = ChipFault(4, True, "SeparateNPU", ("81078603",))
+    faults = node_faults(info(link, unhealthy=set(), network=frozenset({4})))
+    assert faults.failed == frozenset()
+    assert node_faults(info(link, unhealthy={4}, network=frozenset({4}))).failed == {4}
 
 
 def restart_request(since_ms: int | None) -> ChipFault:

@@ -54,7 +54,7 @@ def find_faults(
 def node(
     name: str, unhealthy: frozenset[int] = frozenset(), net: frozenset[int] = frozenset()
 ) -> frozenset[int]:
-    """What a node's DeviceInfo reports failed: unhealthy and network-unhealthy chips."""
+    """The chips that fail a pod on a node (``chip_faults.node_faults``), in two sets."""
     return unhealthy | net
 
 
@@ -72,9 +72,7 @@ def test_a_pod_on_a_failed_chip_makes_its_job_a_fault_job_with_rank_ids_chip_plu
     assert fault.previous == {0: "a", 1: "b"}
 
 
-def test_network_faults_and_vanished_nodes_count_and_jobs_without_the_label_are_left_alone() -> (
-    None
-):
+def test_failed_chips_and_vanished_nodes_count_and_jobs_without_the_label_are_left_alone() -> None:
     nodes = {"a": node("a", net=frozenset({0})), "b": node("b")}
     (fault,) = find_faults({"ns/job": (GRACE, pods("a", "b", "gone"))}, nodes, {"gone"})
     assert fault.nodes == ("a", "gone")

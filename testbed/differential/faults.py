@@ -1,0 +1,264 @@
+"""Fault reactions beside Huawei's plugin: a job running on its chips, then a chip of one of its
+nodes listed failed in that node's DeviceInfo; which of its pods each side deletes.
+
+Huawei's side: the job placed by its plugin in the real Volcano (``huawei.VolcanoCases``), its
+pods then made to look as a kubelet and the device plugin leave them (phase ``Running``, the
+chips in ``huawei.com/AscendReal``: ascend-for-volcano ``internal/rescheduling/task.go``
+getUseCardName reads only that), the DeviceInfo of its nodes without the chips it took, then
+the fault written with a later ``UpdateTime`` (the plugin copies a DeviceInfo only when that
+grows: ``plugin/node.go`` updateNPUNodeDeviceInfos). The plugin reacts in the first session
+that sees it (``rescheduling/frame.go`` Execute, from ``OnSessionOpen``); a pod deleted, or
+being deleted (``grace``: Volcano's evictor leaves it Terminating with no kubelet), counts.
+
+Ours: the engine's decision on the same running job and DeviceInfo (``chip_faults.node_faults``,
+``rescheduling.find_faults``, ``deletions`` at the moment of the fault), as the service's fault
+controller takes it (``scheduler_core/service/state/fault_restarts.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from contract.annotations import REAL_ANNOTATION
+from contract.deviceinfo import DeviceInfo, chip_list
+from scheduler_core.engine import chip_faults, rescheduling
+from testbed.control_plane import wait_until
+from testbed.differential.cases import HARDWARE, Case, JobSpec, NodeSpec, listed
+from testbed.differential.huawei import (
+    CASE_LABEL,
+    CONFIGMAPS,
+    DECIDE_SECONDS,
+    PODGROUPS,
+    PODS,
+    SETTLE_SESSIONS,
+    Outcome,
+    VolcanoCases,
+    _Running,
+    node_objects,
+)
+
+FAULT_SCHEDULING = "fault-scheduling"
+WINDOW_SESSIONS = 5  # sessions watched after the fault (pod-level widens at 12: not reached)
+
+
+@dataclass(frozen=True, slots=True)
+class FaultCase:
+    """A job on all-free servers and, once it runs, chip ``chip`` of the node of rank ``rank``
+    (``hccl/rankIndex``) listed ``-Unhealthy`` (``network``: ``-NetworkUnhealthy``); ``chip``
+    None: the first chip that pod holds."""
+
+    name: str
+    hardware: str
+    servers: int
+    job: JobSpec
+    rank: int = 0
+    chip: int | None = None
+    network: bool = False
+    note: str = ""
+
+    @property
+    def case(self) -> Case:
+        spec = HARDWARE[self.hardware]
+        free = listed(range(spec.chips), spec.kind)
+        nodes = tuple(NodeSpec(free) for _ in range(self.servers))
+        return Case(self.name, self.hardware, nodes, self.job, note=self.note)
+
+
+@dataclass(frozen=True, slots=True)
+class FaultOutcome:
+    """Where the job's pods ran (in pod order: node, chips), their ranks (``hccl/rankIndex``,
+    which Huawei's plugin writes as it binds), the chip that failed, the ranks deleted."""
+
+    placements: tuple[tuple[int, tuple[int, ...]], ...]
+    ranks: tuple[int, ...]
+    chip: int
+    deleted: frozenset[int] = field(default_factory=frozenset)
+    reason: str = ""  # why nothing was compared (the job was not placed)
+
+
+def _job(pods: int, npu: int, **labels: str) -> JobSpec:
+    return JobSpec(pods, npu, labels=labels)
+
+
+# The cases: the recovery modes a MindCluster user sets on a job, and faults its pods do and do
+# not sit on (MindCluster ``docs``: fault-scheduling, pod-rescheduling; ascend-for-volcano
+# ``rescheduling/job.go`` isNormalTaskCanBeDelete, isMasterRank).
+FAULT_CASES: tuple[FaultCase, ...] = (
+    FaultCase("force-job", "910 x8", 3, _job(2, 8, **{FAULT_SCHEDULING: "force"}), rank=1),
+    FaultCase("grace-job", "910 x8", 3, _job(2, 8, **{FAULT_SCHEDULING: "grace"}), rank=1),
+    FaultCase(
+        "force-pod-level",
+        "910B x8",
+        3,
+        _job(2, 8, **{FAULT_SCHEDULING: "force", rescheduling.POD_RESCHEDULING_LABEL: "on"}),
+        rank=1,
+    ),
+    FaultCase(
+        "force-pod-level-master",
+        "910B x8",
+        3,
+        _job(2, 8, **{FAULT_SCHEDULING: "force", rescheduling.POD_RESCHEDULING_LABEL: "on"}),
+        rank=0,
+    ),
+    FaultCase("unlabelled", "910 x8", 3, _job(2, 8), rank=1),
+    FaultCase("off", "910 x8", 3, _job(2, 8, **{FAULT_SCHEDULING: "off"}), rank=0),
+    FaultCase("force-one-pod", "910B x8", 2, _job(1, 8, **{FAULT_SCHEDULING: "force"})),
+    FaultCase(
+        "force-chip-not-held",
+        "910B x8",
+        1,
+        _job(1, 4, **{FAULT_SCHEDULING: "force"}),
+        chip=7,  # the 4-chip pod takes 0-3
+    ),
+    FaultCase(
+        "force-network-unhealthy",
+        "910B x8",
+        3,
+        _job(2, 8, **{FAULT_SCHEDULING: "force"}),
+        rank=1,
+        network=True,
+    ),
+)
+
+
+def _device_info(
+    case: Case, key: str, i: int, node: NodeSpec, update_time: int
+) -> tuple[str, dict[str, object]]:
+    """The path and body of node ``i``'s DeviceInfo ConfigMap as ``node`` describes it."""
+    _, configmap, _ = node_objects(case, key, i, node, update_time=update_time)
+    return f"{CONFIGMAPS}/{configmap['metadata']['name']}", configmap
+
+
+def run_fault(runner: VolcanoCases, fault: FaultCase) -> FaultOutcome:
+    """Huawei's reaction (module docstring)."""
+    running_case = _Running(fault.case, runner._key())
+    try:
+        runner._set_up(running_case)
+        runner.wait_sessions(SETTLE_SESSIONS)
+        runner._submit(running_case)
+        deadline = time.monotonic() + DECIDE_SECONDS
+        while running_case.outcome is None and time.monotonic() < deadline:
+            runner._observe([running_case])
+            time.sleep(0.05)
+        placed = running_case.outcome or Outcome(False, reason="undecided")
+        if not placed.placed:
+            return FaultOutcome((), (), -1, reason=f"not placed: {placed.reason}"[:500])
+        taken, stamp = _run(runner, running_case, placed.placements)
+        ranks = placed.ranks if -1 not in placed.ranks else tuple(range(len(placed.placements)))
+        node, chips = placed.placements[ranks.index(fault.rank)]
+        chip = chips[0] if fault.chip is None else fault.chip
+        spec = fault.case.nodes[node]
+        # A network-unhealthy chip stays on the free list (the device plugin lists it there).
+        gone = taken[node] if fault.network else taken[node] | {chip}
+        failed = replace(
+            spec,
+            free=tuple(c for c in spec.free if c not in gone),
+            unhealthy=() if fault.network else (chip,),
+            network_unhealthy=(chip,) if fault.network else (),
+        )
+        path, body = _device_info(fault.case, running_case.key, node, failed, stamp + 1)
+        runner.admin.request("PUT", path, body)
+        deleted = _deleted(runner, running_case.key, ranks)
+        return FaultOutcome(placed.placements, ranks, chip, deleted)
+    finally:
+        runner.clean([running_case.key])
+
+
+def _run(
+    runner: VolcanoCases, running_case: _Running, placements: Sequence[tuple[int, Sequence[int]]]
+) -> tuple[dict[int, set[int]], int]:
+    """The placed job made to run as a kubelet and the device plugin would leave it: its pods
+    ``Running`` with their chips in ``AscendReal``, its chips off its nodes' free lists, its
+    PodGroup ``Running`` (Volcano's own status, ``GetRunningJobs`` reads it). The chips taken
+    by node, and the ``UpdateTime`` written."""
+    case, key, admin = running_case.case, running_case.key, runner.admin
+    for i, (_, chips) in enumerate(placements):
+        pod = f"{PODS}/{key}-p{i}"
+        real = {REAL_ANNOTATION: chip_list(chips, case.spec.kind)}
+        admin.patch(pod, {"metadata": {"annotations": real}})
+        admin.patch(f"{pod}/status", {"status": {"phase": "Running"}})
+    stamp = int(time.time()) + 1
+    taken: dict[int, set[int]] = {}
+    for node, chips in placements:
+        taken.setdefault(node, set()).update(chips)
+    for node, chips in taken.items():
+        spec = case.nodes[node]
+        left = replace(spec, free=tuple(c for c in spec.free if c not in chips))
+        path, body = _device_info(case, key, node, left, stamp)
+        admin.request("PUT", path, body)
+
+    def group_runs() -> bool:
+        group = admin.get(f"{PODGROUPS}/{key}-pg")
+        return (group.get("status") or {}).get("phase") == "Running"
+
+    wait_until(group_runs, 30, f"the PodGroup of {case.name} Running")
+    return taken, stamp
+
+
+def _deleted(runner: VolcanoCases, key: str, ranks: Sequence[int]) -> frozenset[int]:
+    """The ranks whose pods are gone or being deleted within ``WINDOW_SESSIONS`` sessions."""
+    start = runner.sessions()
+    deleted: set[int] = set()
+    while runner.sessions() < start + WINDOW_SESSIONS:
+        found = runner.admin.get(PODS, labelSelector=f"{CASE_LABEL}={key}")["items"]
+        pods = {p["metadata"]["name"]: p for p in found}
+        for i, rank in enumerate(ranks):
+            pod = pods.get(f"{key}-p{i}")
+            if pod is None or pod["metadata"].get("deletionTimestamp"):
+                deleted.add(rank)
+        time.sleep(0.1)
+    return frozenset(deleted)
+
+
+def our_deletions(fault: FaultCase, theirs: FaultOutcome) -> frozenset[int]:
+    """The ranks our engine deletes for the same running job and fault."""
+    case = fault.case
+    spec = case.spec
+    labels = dict(case.job.labels)
+    pods = tuple(
+        rescheduling.JobPod("differential", f"p{i}", f"u{i}", f"n{node}", rank, chips)
+        for i, ((node, chips), rank) in enumerate(zip(theirs.placements, theirs.ranks, strict=True))
+    )
+    node, _ = theirs.placements[theirs.ranks.index(fault.rank)]
+    listed_chip = frozenset({theirs.chip})
+    info = DeviceInfo(
+        frozenset(),
+        frozenset() if fault.network else listed_chip,
+        listed_chip if fault.network else frozenset(),
+        kind=spec.kind,
+    )
+    failed = {f"n{node}": chip_faults.node_faults(info).failed}
+    recovery, _ = rescheduling.recovery_of(labels, dict(case.job.annotations), case.job.npu)
+    found = rescheduling.find_faults(
+        {"job": (labels.get(FAULT_SCHEDULING, ""), pods)},
+        lambda _job: failed,
+        (),
+        {"job": recovery},
+    )
+    ranks = {p.name: p.rank for p in pods}
+    return frozenset(
+        ranks[d.name] for f in found for d in rescheduling.deletions(f, 0.0, 0.0, 900.0)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FaultVerdict:
+    case: str
+    agrees: bool
+    detail: str
+
+
+def judge_fault(fault: FaultCase, theirs: FaultOutcome) -> FaultVerdict:
+    if theirs.reason:
+        return FaultVerdict(fault.name, False, theirs.reason)
+    ours = our_deletions(fault, theirs)
+    detail = f"Huawei deletes ranks {sorted(theirs.deleted)}, ours {sorted(ours)}"
+    return FaultVerdict(fault.name, ours == theirs.deleted, detail)
+
+
+def run_faults(
+    runner: VolcanoCases, faults: Sequence[FaultCase] = FAULT_CASES
+) -> Mapping[str, FaultVerdict]:
+    return {f.name: judge_fault(f, run_fault(runner, f)) for f in faults}
