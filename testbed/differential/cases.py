@@ -463,11 +463,11 @@ def _super_pod(draw: _Draw, policy: str | None = None) -> Case:
     if rng.random() < 0.3:
         npu = rng.choice((2, 4, capacity))
         # The 850's ``sp-block`` defaults to the job's NPUs (``plugin/job.go`` setSpBlock).
-        block = {} if routing and rng.random() < 0.3 else {SP_BLOCK_ANNOTATION: str(npu)}
+        stated = {} if routing and rng.random() < 0.3 else {SP_BLOCK_ANNOTATION: str(npu)}
         job = JobSpec(
             1,
             npu,
-            annotations={**routing, **block},
+            annotations={**routing, **stated},
             selector=selector,
             resource=resource,
         )

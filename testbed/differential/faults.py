@@ -21,8 +21,17 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from contract.annotations import REAL_ANNOTATION
+from contract.annotations import (
+    RA_BLOCK_ANNOTATION,
+    REAL_ANNOTATION,
+    SP_BLOCK_ANNOTATION,
+)
+from contract.annotations import (
+    SCHEDULE_POLICY_ANNOTATION as POLICY,
+)
+from contract.chip_names import ASCEND910, NPU
 from contract.deviceinfo import DeviceInfo, chip_list
+from contract.groups import KUBEFLOW_REPLICA_TYPE
 from scheduler_core.engine import chip_faults, rescheduling
 from testbed.control_plane import wait_until
 from testbed.differential.cases import HARDWARE, Case, JobSpec, NodeSpec, listed
@@ -62,7 +71,9 @@ class FaultCase:
     def case(self) -> Case:
         spec = HARDWARE[self.hardware]
         free = listed(range(spec.chips), spec.kind)
-        nodes = tuple(NodeSpec(free) for _ in range(self.servers))
+        super_pod = 0 if spec.super_pod else None
+        rack = 0 if spec.racks else None
+        nodes = tuple(NodeSpec(free, super_pod=super_pod, rack=rack) for _ in range(self.servers))
         return Case(self.name, self.hardware, nodes, self.job, note=self.note)
 
 
@@ -78,45 +89,94 @@ class FaultOutcome:
     reason: str = ""  # why nothing was compared (the job was not placed)
 
 
-def _job(pods: int, npu: int, **labels: str) -> JobSpec:
-    return JobSpec(pods, npu, labels=labels)
+def _job(
+    pods: int,
+    npu: int,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> JobSpec:
+    resource = NPU.resource if annotations and POLICY in annotations else ASCEND910.resource
+    return JobSpec(pods, npu, labels=labels or {}, annotations=annotations or {}, resource=resource)
+
+
+FORCE_POD_LEVEL = {FAULT_SCHEDULING: "force", rescheduling.POD_RESCHEDULING_LABEL: "on"}
 
 
 # The cases: the recovery modes a MindCluster user sets on a job, and faults its pods do and do
 # not sit on (MindCluster ``docs``: fault-scheduling, pod-rescheduling; ascend-for-volcano
 # ``rescheduling/job.go`` isNormalTaskCanBeDelete, isMasterRank).
 FAULT_CASES: tuple[FaultCase, ...] = (
-    FaultCase("force-job", "910 x8", 3, _job(2, 8, **{FAULT_SCHEDULING: "force"}), rank=1),
-    FaultCase("grace-job", "910 x8", 3, _job(2, 8, **{FAULT_SCHEDULING: "grace"}), rank=1),
+    FaultCase("force-job", "910 x8", 3, _job(2, 8, {FAULT_SCHEDULING: "force"}), rank=1),
+    FaultCase("grace-job", "910 x8", 3, _job(2, 8, {FAULT_SCHEDULING: "grace"}), rank=1),
     FaultCase(
         "force-pod-level",
         "910B x8",
         3,
-        _job(2, 8, **{FAULT_SCHEDULING: "force", rescheduling.POD_RESCHEDULING_LABEL: "on"}),
+        _job(2, 8, FORCE_POD_LEVEL),
         rank=1,
     ),
     FaultCase(
         "force-pod-level-master",
         "910B x8",
         3,
-        _job(2, 8, **{FAULT_SCHEDULING: "force", rescheduling.POD_RESCHEDULING_LABEL: "on"}),
+        _job(2, 8, FORCE_POD_LEVEL),
         rank=0,
     ),
+    FaultCase(
+        "grace-pod-level",
+        "910 x8",
+        3,
+        _job(2, 8, {**FORCE_POD_LEVEL, FAULT_SCHEDULING: "grace"}),
+        rank=1,
+    ),
+    FaultCase(
+        "force-pod-level-worker-rank-0",
+        "910B x8",
+        3,
+        _job(2, 8, {**FORCE_POD_LEVEL, KUBEFLOW_REPLICA_TYPE: "worker"}),
+        rank=0,
+    ),
+    FaultCase(
+        "force-process-level",
+        "910B x8",
+        3,
+        _job(2, 8, {FAULT_SCHEDULING: "force", rescheduling.PROCESS_RECOVER_LABEL: "on"}),
+        rank=1,
+    ),
+    FaultCase(
+        "force-a3-super-pod-pod-level",
+        "A3 SuperPoD x16",
+        3,
+        _job(2, 16, FORCE_POD_LEVEL, {SP_BLOCK_ANNOTATION: "16"}),
+        rank=1,
+    ),
+    FaultCase(
+        "force-950-pod-level",
+        "950 SuperPoD",
+        3,
+        _job(
+            2,
+            8,
+            FORCE_POD_LEVEL,
+            {POLICY: "chip8-node8-ra64-sp", SP_BLOCK_ANNOTATION: "16", RA_BLOCK_ANNOTATION: "8"},
+        ),
+        rank=1,
+    ),
     FaultCase("unlabelled", "910 x8", 3, _job(2, 8), rank=1),
-    FaultCase("off", "910 x8", 3, _job(2, 8, **{FAULT_SCHEDULING: "off"}), rank=0),
-    FaultCase("force-one-pod", "910B x8", 2, _job(1, 8, **{FAULT_SCHEDULING: "force"})),
+    FaultCase("off", "910 x8", 3, _job(2, 8, {FAULT_SCHEDULING: "off"}), rank=0),
+    FaultCase("force-one-pod", "910B x8", 2, _job(1, 8, {FAULT_SCHEDULING: "force"})),
     FaultCase(
         "force-chip-not-held",
         "910B x8",
         1,
-        _job(1, 4, **{FAULT_SCHEDULING: "force"}),
+        _job(1, 4, {FAULT_SCHEDULING: "force"}),
         chip=7,  # the 4-chip pod takes 0-3
     ),
     FaultCase(
         "force-network-unhealthy",
         "910B x8",
         3,
-        _job(2, 8, **{FAULT_SCHEDULING: "force"}),
+        _job(2, 8, {FAULT_SCHEDULING: "force"}),
         rank=1,
         network=True,
     ),
@@ -183,9 +243,9 @@ def _run(
     taken: dict[int, set[int]] = {}
     for node, chips in placements:
         taken.setdefault(node, set()).update(chips)
-    for node, chips in taken.items():
+    for node, held in taken.items():
         spec = case.nodes[node]
-        left = replace(spec, free=tuple(c for c in spec.free if c not in chips))
+        left = replace(spec, free=tuple(c for c in spec.free if c not in held))
         path, body = _device_info(case, key, node, left, stamp)
         admin.request("PUT", path, body)
 
@@ -217,8 +277,11 @@ def our_deletions(fault: FaultCase, theirs: FaultOutcome) -> frozenset[int]:
     case = fault.case
     spec = case.spec
     labels = dict(case.job.labels)
+    worker = labels.get(KUBEFLOW_REPLICA_TYPE) == "worker"  # every pod carries the job's labels
     pods = tuple(
-        rescheduling.JobPod("differential", f"p{i}", f"u{i}", f"n{node}", rank, chips)
+        rescheduling.JobPod(
+            "differential", f"p{i}", f"u{i}", f"n{node}", rank, chips, worker=worker
+        )
         for i, ((node, chips), rank) in enumerate(zip(theirs.placements, theirs.ranks, strict=True))
     )
     node, _ = theirs.placements[theirs.ranks.index(fault.rank)]
