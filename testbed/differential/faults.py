@@ -31,10 +31,10 @@ from contract.annotations import (
 )
 from contract.chip_names import ASCEND910, NPU
 from contract.deviceinfo import DeviceInfo, chip_list
-from contract.groups import KUBEFLOW_REPLICA_TYPE
+from contract.groups import KUBEFLOW_REPLICA_TYPE, VOLCANO_TASK_INDEX
 from scheduler_core.engine import chip_faults, rescheduling
 from testbed.control_plane import wait_until
-from testbed.differential.cases import HARDWARE, Case, JobSpec, NodeSpec, listed
+from testbed.differential.cases import HARDWARE, Case, JobSpec, NodeSpec, Obj, listed
 from testbed.differential.huawei import (
     CASE_LABEL,
     CONFIGMAPS,
@@ -45,10 +45,13 @@ from testbed.differential.huawei import (
     Outcome,
     VolcanoCases,
     _Running,
+    job_objects,
     node_objects,
 )
+from testbed.rest import RestError
 
 FAULT_SCHEDULING = "fault-scheduling"
+TASK_INDEX_ENV = "VC_TASK_INDEX"
 WINDOW_SESSIONS = 5  # sessions watched after the fault (pod-level widens at 12: not reached)
 
 
@@ -87,6 +90,8 @@ class FaultOutcome:
     chip: int
     deleted: frozenset[int] = field(default_factory=frozenset)
     reason: str = ""  # why nothing was compared (the job was not placed)
+    # Where the deleted pods went once made again (pod index → node; -1: not placed).
+    moved: Mapping[int, int] = field(default_factory=dict)
 
 
 def _job(
@@ -106,8 +111,8 @@ FORCE_POD_LEVEL = {FAULT_SCHEDULING: "force", rescheduling.POD_RESCHEDULING_LABE
 # not sit on (MindCluster ``docs``: fault-scheduling, pod-rescheduling; ascend-for-volcano
 # ``rescheduling/job.go`` isNormalTaskCanBeDelete, isMasterRank).
 FAULT_CASES: tuple[FaultCase, ...] = (
-    FaultCase("force-job", "910 x8", 3, _job(2, 8, {FAULT_SCHEDULING: "force"}), rank=1),
-    FaultCase("grace-job", "910 x8", 3, _job(2, 8, {FAULT_SCHEDULING: "grace"}), rank=1),
+    FaultCase("force-job", "910 x8", 4, _job(2, 8, {FAULT_SCHEDULING: "force"}), rank=1),
+    FaultCase("grace-job", "910 x8", 4, _job(2, 8, {FAULT_SCHEDULING: "grace"}), rank=1),
     FaultCase(
         "force-pod-level",
         "910B x8",
@@ -118,7 +123,7 @@ FAULT_CASES: tuple[FaultCase, ...] = (
     FaultCase(
         "force-pod-level-master",
         "910B x8",
-        3,
+        4,
         _job(2, 8, FORCE_POD_LEVEL),
         rank=0,
     ),
@@ -191,13 +196,39 @@ def _device_info(
     return f"{CONFIGMAPS}/{configmap['metadata']['name']}", configmap
 
 
-def run_fault(runner: VolcanoCases, fault: FaultCase) -> FaultOutcome:
-    """Huawei's reaction (module docstring)."""
+def run_fault(runner: VolcanoCases, fault: FaultCase, *, seconds: float = 0.0) -> FaultOutcome:
+    """What decides in ``runner``'s Volcano does on the fault (module docstring): the ranks
+    deleted within ``WINDOW_SESSIONS`` sessions and ``seconds``, and where those pods go once
+    made again."""
     running_case = _Running(fault.case, runner._key())
+    key = running_case.key
     try:
         runner._set_up(running_case)
         runner.wait_sessions(SETTLE_SESSIONS)
-        runner._submit(running_case)
+        if (sees := runner.sees) is not None:
+            count = len(fault.case.nodes)
+            wait_until(lambda: sees(count), 60, f"the service sees the {count} nodes")
+        podgroup, pods = job_objects(fault.case, key)
+        # A controller's PodGroup: upstream keeps a restarted job's healthy ranks on their
+        # nodes only for a job it can name (factory.go addPreferPreviousNodeScore).
+        podgroup["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "name": key,
+                "uid": f"00000000-0000-4000-8000-{abs(hash(key)) % 10**12:012d}",
+                "controller": True,
+            }
+        ]
+        for i, pod in enumerate(pods):
+            # The task index Volcano's job controller gives each pod (annotation
+            # ``volcano.sh/task-index``; its env plugin's ``VC_TASK_INDEX``), which both sides
+            # read as the pod's rank where no ``hccl/rankIndex`` is written yet (ascend-for-
+            # volcano ``plugin/job.go``; contract/groups.py), so a pod made again keeps its rank.
+            pod["metadata"]["annotations"][VOLCANO_TASK_INDEX] = str(i)
+            pod["spec"]["containers"][0]["env"] = [{"name": TASK_INDEX_ENV, "value": str(i)}]
+            runner.admin.create(PODS, pod)
+        runner.admin.create(PODGROUPS, podgroup)
         deadline = time.monotonic() + DECIDE_SECONDS
         while running_case.outcome is None and time.monotonic() < deadline:
             runner._observe([running_case])
@@ -218,12 +249,85 @@ def run_fault(runner: VolcanoCases, fault: FaultCase) -> FaultOutcome:
             unhealthy=() if fault.network else (chip,),
             network_unhealthy=(chip,) if fault.network else (),
         )
-        path, body = _device_info(fault.case, running_case.key, node, failed, stamp + 1)
+        path, body = _device_info(fault.case, key, node, failed, stamp + 1)
         runner.admin.request("PUT", path, body)
-        deleted = _deleted(runner, running_case.key, ranks)
-        return FaultOutcome(placed.placements, ranks, chip, deleted)
+        deleted = _deleted(runner, key, ranks, seconds)
+        again = [i for i, rank in enumerate(ranks) if rank in deleted]
+        moved = _placed_again(
+            runner,
+            running_case,
+            placements=placed.placements,
+            again=again,
+            failed=(node, failed),
+            pods=pods,
+        )
+        return FaultOutcome(placed.placements, ranks, chip, deleted, moved=moved)
     finally:
-        runner.clean([running_case.key])
+        runner.clean([key])
+
+
+def _placed_again(
+    runner: VolcanoCases,
+    running_case: _Running,
+    *,
+    placements: Sequence[tuple[int, Sequence[int]]],
+    again: Sequence[int],
+    failed: tuple[int, NodeSpec],
+    pods: Sequence[Obj],
+) -> dict[int, int]:
+    """The pods ``again`` (indexes) gone as a kubelet ends them, their chips free again but
+    the failed one, then made again as first created, as a job controller makes them: where
+    each is bound (-1: not within ``DECIDE_SECONDS``)."""
+    if not again:
+        return {}
+    case, key, admin = running_case.case, running_case.key, runner.admin
+    names = {f"{key}-p{i}" for i in again}
+    for name in names:
+        try:
+            admin.request("DELETE", f"{PODS}/{name}", query={"gracePeriodSeconds": "0"})
+        except RestError as gone:
+            if gone.status != 404:
+                raise
+    listed = f"{CASE_LABEL}={key}"
+
+    def ended() -> bool:
+        return not names & {
+            p["metadata"]["name"] for p in admin.get(PODS, labelSelector=listed)["items"]
+        }
+
+    wait_until(ended, 30, f"the deleted pods of {case.name} gone")
+    held: dict[int, set[int]] = {}
+    for i, (node, chips) in enumerate(placements):
+        if i not in again:
+            held.setdefault(node, set()).update(chips)
+    stamp = int(time.time()) + 10
+    for node in {n for n, _ in placements}:
+        spec = failed[1] if node == failed[0] else case.nodes[node]
+        keep = held.get(node, set()) | set(spec.unhealthy)
+        every = listed_chips(case)
+        path, body = _device_info(
+            case, key, node, replace(spec, free=tuple(c for c in every if c not in keep)), stamp
+        )
+        admin.request("PUT", path, body)
+    for pod in pods:
+        if pod["metadata"]["name"] in names:
+            admin.create(PODS, pod)
+    resource = case.spec.resource
+    deadline = time.monotonic() + DECIDE_SECONDS
+    where: dict[int, int] = {}
+    while time.monotonic() < deadline and len(where) < len(again):
+        for pod in admin.get(PODS, labelSelector=listed)["items"]:
+            name = pod["metadata"]["name"]
+            bound = pod["spec"].get("nodeName")
+            if name in names and bound and resource in (pod["metadata"].get("annotations") or {}):
+                where[int(name.rsplit("-p", 1)[1])] = int(bound.rsplit("-n", 1)[1])
+        time.sleep(0.1)
+    return {i: where.get(i, -1) for i in again}
+
+
+def listed_chips(case: Case) -> tuple[int, ...]:
+    """Every chip of a server of the case, as a DeviceInfo lists them."""
+    return listed(range(case.spec.chips), case.spec.kind)
 
 
 def _run(
@@ -257,11 +361,14 @@ def _run(
     return taken, stamp
 
 
-def _deleted(runner: VolcanoCases, key: str, ranks: Sequence[int]) -> frozenset[int]:
-    """The ranks whose pods are gone or being deleted within ``WINDOW_SESSIONS`` sessions."""
-    start = runner.sessions()
+def _deleted(
+    runner: VolcanoCases, key: str, ranks: Sequence[int], seconds: float
+) -> frozenset[int]:
+    """The ranks whose pods are gone or being deleted within ``WINDOW_SESSIONS`` sessions and
+    ``seconds``."""
+    start, until = runner.sessions(), time.monotonic() + seconds
     deleted: set[int] = set()
-    while runner.sessions() < start + WINDOW_SESSIONS:
+    while runner.sessions() < start + WINDOW_SESSIONS or time.monotonic() < until:
         found = runner.admin.get(PODS, labelSelector=f"{CASE_LABEL}={key}")["items"]
         pods = {p["metadata"]["name"]: p for p in found}
         for i, rank in enumerate(ranks):
@@ -313,12 +420,30 @@ class FaultVerdict:
     detail: str
 
 
-def judge_fault(fault: FaultCase, theirs: FaultOutcome) -> FaultVerdict:
-    if theirs.reason:
-        return FaultVerdict(fault.name, False, theirs.reason)
-    ours = our_deletions(fault, theirs)
-    detail = f"Huawei deletes ranks {sorted(theirs.deleted)}, ours {sorted(ours)}"
-    return FaultVerdict(fault.name, ours == theirs.deleted, detail)
+def judge_fault(fault: FaultCase, seen: FaultOutcome) -> FaultVerdict:
+    """``seen`` (what decided in Volcano) agrees with our engine: the same ranks deleted, and
+    each pod made again on its old node unless that node failed under it, else on a node of
+    none of the job's other pods and not the failed one (``locality._after_fault``: healthy
+    ranks return, the faulty ones move to the best other node; nodes of equal score tie)."""
+    if seen.reason:
+        return FaultVerdict(fault.name, False, seen.reason)
+    ours = our_deletions(fault, seen)
+    detail = f"deletes ranks {sorted(seen.deleted)}, ours {sorted(ours)}"
+    if ours != seen.deleted:
+        return FaultVerdict(fault.name, False, detail)
+    failed_node = seen.placements[seen.ranks.index(fault.rank)][0]
+    for i, node in sorted(seen.moved.items()):
+        old = seen.placements[i][0]
+        others = {n for j, (n, _) in enumerate(seen.placements) if j != i}
+        if old not in (failed_node, node):  # a healthy node the pod did not return to
+            why = f"pod p{i} made again on n{node}, not on its healthy node n{old}"
+        elif old == failed_node and (node in others | {failed_node} or node < 0):
+            why = f"pod p{i} (on failed n{old}) made again on n{node}; the job's nodes {others}"
+        else:
+            continue
+        return FaultVerdict(fault.name, False, f"{detail}; {why}")
+    moves = ", ".join(f"p{i}: n{seen.placements[i][0]}→n{n}" for i, n in sorted(seen.moved.items()))
+    return FaultVerdict(fault.name, True, f"{detail}; again {moves or 'none'}")
 
 
 def run_faults(
