@@ -12,7 +12,9 @@ Volcano (seconds: for checking a change of the engine against Huawei's recorded 
 ``--through ours`` runs the cases through our own side in the same Volcano instead (the
 service and the in-process adapter, as the chart's ``volcano.adapter`` installs them) and
 compares that with our engine: every disagreement is then the Volcano path deciding otherwise
-than ``place``, and none is known.
+than ``place``, and none is known. ``--faults`` runs the fault reactions instead
+(``testbed/differential/faults.py``: a running job, a chip failed in DeviceInfo, which ranks
+are deleted and where they go again), through Huawei's plugin or ``--through ours``.
 Exit status 1 when a disagreement no known difference explains was found.
 """
 
@@ -26,6 +28,7 @@ import time
 from pathlib import Path
 
 from testbed.differential.cases import GENERATORS, Case, case_from_json, generate
+from testbed.differential.faults import OUR_PASS, run_faults
 from testbed.differential.huawei import huawei_volcano, our_volcano
 from testbed.differential.known import minimal_cases
 from testbed.differential.run import (
@@ -57,6 +60,9 @@ def main() -> int:
         default="huawei",
         help="what decides in Volcano: Huawei's plugin, or our adapter and service",
     )
+    parser.add_argument(
+        "--faults", action="store_true", help="the fault reactions instead of placements"
+    )
     parser.add_argument("--out", type=Path, help="disagreements JSON (differential-<seed>.json)")
     parser.add_argument("--record", type=Path, help="every case and Huawei's outcome (JSON)")
     parser.add_argument(
@@ -72,6 +78,15 @@ def main() -> int:
         return 1 if any(not r.verdict.agrees and r.known is None for r in results) else 0
     # SIGTERM ends the run through its context managers, which stop the processes it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    volcano = huawei_volcano if args.through == "huawei" else our_volcano
+    if args.faults:
+        with volcano(batch=args.batch) as runner:
+            verdicts = run_faults(runner, seconds=0.0 if args.through == "huawei" else OUR_PASS)
+        for verdict in verdicts.values():
+            print(f"{verdict.case}: {'agree' if verdict.agrees else 'DISAGREE'}: {verdict.detail}")
+        agreed = sum(v.agrees for v in verdicts.values())
+        print(f"\n{agreed} of {len(verdicts)} fault cases agree")
+        return 0 if agreed == len(verdicts) else 1
     cases: list[Case]
     if args.replay:
         cases = [case_from_json(r["case"]) for r in json.loads(args.replay.read_text())]
@@ -82,7 +97,6 @@ def main() -> int:
         if not args.no_minimal:
             cases += minimal_cases()
     started = time.monotonic()
-    volcano = huawei_volcano if args.through == "huawei" else our_volcano
     with volcano(batch=args.batch) as runner:
         ready = time.monotonic()
         results = run_cases(runner, cases, known=args.through == "huawei")

@@ -53,6 +53,9 @@ from testbed.rest import RestError
 FAULT_SCHEDULING = "fault-scheduling"
 TASK_INDEX_ENV = "VC_TASK_INDEX"
 WINDOW_SESSIONS = 5  # sessions watched after the fault (pod-level widens at 12: not reached)
+# Our service acts in its maintenance pass (each second) after its DeviceInfo watch: watched
+# this long too (its pod-level stages count seconds, 12 before the whole job: not reached).
+OUR_PASS = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,6 +450,7 @@ def judge_fault(fault: FaultCase, seen: FaultOutcome) -> FaultVerdict:
 
 
 def run_faults(
-    runner: VolcanoCases, faults: Sequence[FaultCase] = FAULT_CASES
+    runner: VolcanoCases, faults: Sequence[FaultCase] = FAULT_CASES, *, seconds: float = 0.0
 ) -> Mapping[str, FaultVerdict]:
-    return {f.name: judge_fault(f, run_fault(runner, f)) for f in faults}
+    """Every case run in ``runner``'s Volcano and judged (``seconds``: ``run_fault``'s)."""
+    return {f.name: judge_fault(f, run_fault(runner, f, seconds=seconds)) for f in faults}

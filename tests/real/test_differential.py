@@ -13,12 +13,12 @@ our own side in Volcano, as the last test here).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import pytest
 
 from testbed.differential.cases import generate
-from testbed.differential.faults import FAULT_CASES, run_faults
+from testbed.differential.faults import FAULT_CASES, OUR_PASS, FaultVerdict, run_faults
 from testbed.differential.huawei import huawei_volcano, our_volcano
 from testbed.differential.known import KNOWN, Known, minimal_cases
 from testbed.differential.ours import judge
@@ -121,10 +121,23 @@ def test_huaweis_plugin_and_our_engine_delete_the_same_pods_after_a_chip_fault()
     """Fault reactions (``testbed/differential/faults.py``): a job running on chips Huawei's
     plugin gave it, then a chip of one of its nodes listed failed in the DeviceInfo: the
     plugin in the real Volcano and our engine delete the same ranks, for force and grace,
-    job- and pod-level (the master or not), unlabelled and ``off`` jobs, a chip the job does
-    not hold, and a chip listed only network-unhealthy (which stops no running pod)."""
+    job-, pod- and process-level (the master or not; A3 and 950 SuperPoD jobs), unlabelled
+    and ``off`` jobs, a chip the job does not hold, and a chip listed only network-unhealthy
+    (which stops no running pod); the pods made again go back to their healthy nodes and
+    off the failed one."""
     with huawei_volcano() as runner:
-        verdicts = run_faults(runner)
+        _agree(run_faults(runner))
+
+
+def test_our_volcano_path_reacts_to_a_chip_fault_as_our_engine() -> None:
+    """The same fault cases through our own side in the same Volcano v1.12.0 (the service and
+    the adapter): its fault controller deletes the ranks our engine names, and the pods made
+    again go where Huawei's plugin puts them (healthy ranks back on their nodes)."""
+    with our_volcano() as runner:
+        _agree(run_faults(runner, seconds=OUR_PASS))
+
+
+def _agree(verdicts: Mapping[str, FaultVerdict]) -> None:
     for verdict in verdicts.values():
         print(f"{verdict.case}: {verdict.detail}")
     assert len(verdicts) == len(FAULT_CASES)
