@@ -55,6 +55,9 @@ class Network:
     multi_job_tors: frozenset[int] = frozenset()  # ToRs under a job that spans several
     sub_healthy: frozenset[str] = frozenset()  # nodes whose chip or switch is sub-healthy
     racks: Mapping[str, int] = field(default_factory=dict)  # node → RackID (Atlas 950)
+    # node → (SuperPodID, RackID) as last offered, kept while a node is left out: the rack a
+    # failed node's ranks go back to (upstream keeps it with the fault job's nodes).
+    last_places: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def tors_of(self, nodes: Iterable[str]) -> set[int]:
         return {t for n in nodes if (t := self.tor_of(n)) is not None}
@@ -289,8 +292,14 @@ def _racks(
 
 def _racks_refill(ask: Ask, candidates: Sequence[str], network: Network, refill: Refill) -> Choice:
     """An Atlas 950 pod-level fault job's missing ranks, back in their racks
-    (``racks.refill``)."""
-    previous = [_where(n, network) for n in refill.previous]
+    (``racks.refill``). A rank's old node may be left out now (its chip failed, its node
+    down): its rack is the one it was last offered in, as upstream reads it from the fault
+    job's own record of its nodes (``chip8node8ra64sp/reschedule.go`` getSameRackNodes)."""
+    previous = [
+        _where(n, network)
+        or (racks.Where(*network.last_places[n]) if n in network.last_places else None)
+        for n in refill.previous
+    ]
     free = {n: w for n in candidates if (w := _where(n, network)) is not None}
     places = [w for w in previous if w is not None]
     if len(places) < len(previous):

@@ -254,6 +254,10 @@ def run_fault(runner: VolcanoCases, fault: FaultCase, *, seconds: float = 0.0) -
         )
         path, body = _device_info(fault.case, key, node, failed, stamp + 1)
         runner.admin.request("PUT", path, body)
+        if not fault.network:  # the kubelet's count drops with the device plugin's report
+            healthy = str(fault.case.spec.chips - 1)
+            allocatable = {"status": {"allocatable": {fault.case.spec.resource: healthy}}}
+            runner.admin.patch(f"/api/v1/nodes/{key}-n{node}/status", allocatable)
         deleted = _deleted(runner, key, ranks, seconds)
         again = [i for i, rank in enumerate(ranks) if rank in deleted]
         moved = _placed_again(

@@ -78,6 +78,8 @@ from testbed.volcano_service import CONFIGMAP, KEY, our_service, service_metrics
 log = logging.getLogger(__name__)
 
 NAMESPACE = "differential"
+# The workloads a sample's YAML may create, each made into pods by its own controller.
+WORKLOADS = frozenset({"Job", "Deployment", "StatefulSet"})
 CASE_LABEL = "differential.ascend-npu.io/case"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 PODGROUPS = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{NAMESPACE}/podgroups"
@@ -427,14 +429,20 @@ class VolcanoCases:
     # ---- a job applied as its YAML has it -----------------------------------------------
 
     def run_applied(self, case: Case, documents: Sequence[Obj], timeout: float = 60.0) -> Outcome:
-        """``case``'s nodes alone in the cluster, then ``documents`` (one Volcano Job and the
-        objects it refers to) created as written, for Volcano's own job controller to make
-        the PodGroup and pods: the NPU pods' placement once all are bound with their chips,
-        in rank order (``hccl/rankIndex``, else by name). The objects are deleted after."""
+        """``case``'s nodes alone in the cluster, then ``documents`` (one workload, a Volcano
+        Job, a Deployment or a StatefulSet, and the objects it refers to) created as written,
+        for its own controller (Volcano's job controller; Kubernetes' with Volcano's PodGroup
+        controller: ``kubernetes_controllers``) to make the PodGroup and pods: the NPU pods'
+        placement once all are bound with their chips, in rank order (``hccl/rankIndex``, else
+        by name). The objects are deleted after."""
         running_case = _Running(case, self._key())
-        (job,) = [d for d in documents if d["kind"] == "Job"]
-        name = str(job["metadata"]["name"])
-        selector = {"labelSelector": f"volcano.sh/job-name={name}"}
+        (workload,) = [d for d in documents if d["kind"] in WORKLOADS]
+        if workload["kind"] == "Job":
+            labels = {"volcano.sh/job-name": str(workload["metadata"]["name"])}
+        else:
+            labels = dict(workload["spec"]["selector"]["matchLabels"])
+            self.kubernetes_controllers()
+        selector = {"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))}
         try:
             self._set_up(running_case)
             self.wait_sessions(SETTLE_SESSIONS)
@@ -455,16 +463,22 @@ class VolcanoCases:
                 time.sleep(0.1)
             return outcome
         finally:
-            jobs = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NAMESPACE}/jobs"
-            self.admin.request("DELETE", f"{jobs}/{name}")
-            # No garbage collector runs here: the job's pods and PodGroup go by hand.
+            # No garbage collector runs here: what the controllers made goes by hand.
+            for document in documents:
+                path = self.admin.path(document["apiVersion"], document["kind"], "", NAMESPACE)
+                self.admin.request("DELETE", f"{path}/{document['metadata']['name']}")
+            if workload["kind"] == "Deployment":
+                replica_sets = self.admin.path("apps/v1", "ReplicaSet", "", NAMESPACE)
+                self.admin.request("DELETE", replica_sets, query=selector)
             self.admin.request("DELETE", PODS, query={**selector, "gracePeriodSeconds": "0"})
             self.admin.request("DELETE", PODGROUPS)
-            for document in documents:
-                if document["kind"] == "ConfigMap":
-                    path = self.admin.path("v1", "ConfigMap", "", NAMESPACE)
-                    self.admin.request("DELETE", f"{path}/{document['metadata']['name']}")
             self.clean([running_case.key])
+
+    def kubernetes_controllers(self) -> None:
+        """Kubernetes' Deployment, ReplicaSet and StatefulSet controllers (kube-controller-
+        manager with those alone: no node lifecycle, no garbage collector), once."""
+        if "kube-controller-manager" not in self.plane.processes:
+            self.plane.start_controller_manager("--controllers=deployment,replicaset,statefulset")
 
     def ensure_priority_class(self, name: str) -> None:
         """A PriorityClass a sample's job names (its documentation has the user create it;

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from contract.annotations import RANK_INDEX_ANNOTATION, TASK_SPEC_ANNOTATION
 from testbed.differential.cases import HARDWARE, Case, JobSpec, NodeSpec, Obj, listed
+from testbed.differential.huawei import WORKLOADS
 from tests.huawei_jobs import documents, expand, npu_request
 
 # Sample → (hardware group, servers), as tests/e2e/test_huawei_jobs.py's CLUSTERS.
@@ -120,13 +121,14 @@ REFUSED_AS_WRITTEN: Mapping[str, str] = {
 }
 
 
-def volcano_jobs() -> list[str]:
-    """The samples that are Volcano Jobs the API server takes as written (the rest need the
-    Ascend Operator or Kubernetes' own controllers, or are ``REFUSED_AS_WRITTEN``)."""
+def applied_samples() -> list[str]:
+    """The samples whose workload is a Volcano Job, a Deployment or a StatefulSet that the
+    API server takes as written (the rest are AscendJobs, which need Huawei's Ascend Operator,
+    or ``REFUSED_AS_WRITTEN``)."""
     return [
         s
         for s in SAMPLES
-        if s not in REFUSED_AS_WRITTEN and any(d["kind"] == "Job" for d in documents(s))
+        if s not in REFUSED_AS_WRITTEN and any(d["kind"] in WORKLOADS for d in documents(s))
     ]
 
 

@@ -23,7 +23,12 @@ from testbed.differential.huawei import huawei_volcano, our_volcano
 from testbed.differential.known import KNOWN, Known, minimal_cases
 from testbed.differential.ours import judge
 from testbed.differential.run import Result, run_cases, summary
-from testbed.differential.samples import applied_documents, sample_case, sample_cases, volcano_jobs
+from testbed.differential.samples import (
+    applied_documents,
+    applied_samples,
+    sample_case,
+    sample_cases,
+)
 
 SEED, CASES = 11, 300
 
@@ -90,17 +95,19 @@ def test_our_volcano_path_decides_as_our_engine() -> None:
 
 
 @pytest.mark.parametrize("extender", [False, True], ids=["v1.12.0-adapter", "v1.15.0-extender"])
-def test_huaweis_volcano_jobs_applied_as_yaml_go_through_our_side_as_our_engine_places(
+def test_huaweis_sample_workloads_applied_as_yaml_go_through_our_side_as_our_engine_places(
     extender: bool,
 ) -> None:
-    """Huawei's sample Volcano Jobs of every product they name (910 x8, cards, 910B x8 and
-    x16), each alone on its servers, created as their YAML has them for Volcano's own job
-    controller to expand, placed through our service in the real Volcano, v1.12.0 through our
-    adapter and v1.15.0 through its own extender plugin: every pod bound with its chips, as
-    our engine places the sample's job (the comparison's rules; and the first test of this
-    module puts our engine beside Huawei's plugin)."""
-    samples = volcano_jobs()
-    assert len(samples) >= 9, samples
+    """Huawei's sample Volcano Jobs, Deployment and StatefulSet of every product they name
+    (910 x8, cards, 910B x8 and x16), each alone on its servers, created as their YAML has
+    them for their own controllers to expand (Volcano's job controller; Kubernetes' Deployment,
+    ReplicaSet and StatefulSet controllers with Volcano's PodGroup controller), placed through
+    our service in the real Volcano, v1.12.0 through our adapter and v1.15.0 through its own
+    extender plugin: every pod bound with its chips, as our engine places the sample's job
+    (the comparison's rules; and the first test of this module puts our engine beside
+    Huawei's plugin)."""
+    samples = applied_samples()
+    assert len(samples) >= 11, samples
     differing = []
     with our_volcano(extender=extender) as runner:
         for sample in samples:

@@ -12,7 +12,7 @@ from chip_topology.routing import PRODUCTS, policy_network, product_for_job, pro
 from contract import deviceinfo
 from contract.chip_names import NPU
 from contract.deviceinfo import DeviceInfo
-from scheduler_core.engine import locality
+from scheduler_core.engine import locality, racks
 from scheduler_core.engine.superpod import SuperPodInvalid
 
 POLICY = "huawei.com/schedule_policy"
@@ -136,3 +136,25 @@ def test_a_super_pod_policy_job_of_one_pod_is_placed_by_its_handler_without_sp_b
     assert locality.picks_lone_node({"sp-block": "16"})
     assert not locality.picks_lone_node({POLICY: "chip1-node8"})
     assert not locality.picks_lone_node({})
+
+
+def test_a_950_rank_goes_back_into_the_rack_of_its_node_when_that_node_is_left_out() -> None:
+    # The failed node is no longer offered (its DeviceInfo and the kubelet disagree, or it is
+    # down), so the view has no rack for it; its rank still goes back into that rack, as
+    # upstream reads the rack from the fault job's own record of its nodes. Found through the
+    # real Volcano (testbed/differential/faults.py, force-950-pod-level): the rank waited for
+    # the whole-job stage.
+    network = locality.Network(
+        super_pods={"a1": 0, "b0": 0}, racks={"a1": 0, "b0": 1}, last_places={"a0": (0, 0)}
+    )
+    ask = locality.Ask("ns/j", 1, 8, 8, {}, {POLICY: "chip8-node8-ra64-sp", "ra-block": "8"})
+    refill = locality.Refill(racks.SAME_RACK, (1,), ("a0",))
+    choice = locality.choose(
+        ask, ["b0", "a1"], network, locality.Settings(), running={"a2": {}}, refill=refill
+    )
+    assert choice.nodes == ("a1",)
+    unknown = locality.Network(super_pods={"a1": 0}, racks={"a1": 0})
+    with pytest.raises(locality.Unplaceable, match="rack of a rank it places again is unknown"):
+        locality.choose(
+            ask, ["a1"], unknown, locality.Settings(), running={"a2": {}}, refill=refill
+        )

@@ -26,6 +26,9 @@ class TorState:
         self.sub_healthy: set[str] = set()  # nodes a chip or switch of reports sub-health
         self._super_pods: dict[str, int] = {}
         self._racks: dict[str, int] = {}  # node → RackID (Atlas 950 SuperPoD)
+        # node → (SuperPodID, RackID) last offered, not forgotten while it is left out (one
+        # entry a node the cluster had: ``locality.Network.last_places``).
+        self._last_places: dict[str, tuple[int, int]] = {}
         self._topology: Topology | None = None
         self.stale = True  # built again before it is next read
         self._network = locality.Network()
@@ -45,6 +48,8 @@ class TorState:
                 self._super_pods[name] = view.super_pod
             if view.rack is not None:
                 self._racks[name] = view.rack
+                if view.super_pod is not None:
+                    self._last_places[name] = (view.super_pod, view.rack)
             if view.sub_healthy:
                 self.sub_healthy.add(name)
         self.stale |= where != self._where(name)
@@ -95,6 +100,7 @@ class TorState:
             states,
             sub_healthy=frozenset(self.sub_healthy),
             racks=dict(self._racks),
+            last_places=dict(self._last_places),
         )
         spans = _spans(network, pods, reservations)
         self._network = dataclasses.replace(network, multi_job_tors=spans)
