@@ -456,6 +456,8 @@ class VolcanoCases:
                 )
             deadline = time.monotonic() + timeout
             while (outcome := self._applied(case, running_case.key, selector)) is None:
+                if workload["kind"] == "StatefulSet":
+                    self._start_bound(selector)
                 if time.monotonic() > deadline:
                     pods = self.admin.get(PODS, **selector)["items"]
                     seen = {p["metadata"]["name"]: p.get("status") for p in pods}
@@ -473,6 +475,19 @@ class VolcanoCases:
             self.admin.request("DELETE", PODS, query={**selector, "gracePeriodSeconds": "0"})
             self.admin.request("DELETE", PODGROUPS)
             self.clean([running_case.key])
+
+    def _start_bound(self, selector: Mapping[str, str]) -> None:
+        """The kubelet's part for bound pods: Running and Ready (no kubelet runs here; a
+        StatefulSet makes its next pod only once the one before is Running and Ready,
+        ``pkg/controller/statefulset/stateful_set_control.go`` under OrderedReady)."""
+        for pod in self.admin.get(PODS, **selector)["items"]:
+            if pod["spec"].get("nodeName") and (pod.get("status") or {}).get("phase") != "Running":
+                ready = [
+                    {"type": kind, "status": "True"}
+                    for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+                ]
+                status = {"status": {"phase": "Running", "conditions": ready}}
+                self.admin.patch(f"{PODS}/{pod['metadata']['name']}/status", status)
 
     def kubernetes_controllers(self) -> None:
         """Kubernetes' Deployment, ReplicaSet and StatefulSet controllers (kube-controller-
