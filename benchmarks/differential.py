@@ -15,6 +15,7 @@ compares that with our engine: every disagreement is then the Volcano path decid
 than ``place``, and none is known. ``--faults`` runs the fault reactions instead
 (``testbed/differential/faults.py``: a running job, a chip failed in DeviceInfo, which ranks
 are deleted and where they go again), through Huawei's plugin or ``--through ours``.
+``--nslb 2.0`` runs switch affinity 2.0's ToR cases in a Volcano whose plugin is set so.
 Exit status 1 when a disagreement no known difference explains was found.
 """
 
@@ -25,11 +26,14 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
+from functools import partial
 from pathlib import Path
 
-from testbed.differential.cases import GENERATORS, Case, case_from_json, generate
+from testbed.differential.cases import GENERATORS, NSLB2_GROUP, Case, case_from_json, generate
 from testbed.differential.faults import OUR_PASS, run_faults
-from testbed.differential.huawei import huawei_volcano, our_volcano
+from testbed.differential.huawei import VolcanoCases, huawei_volcano, our_volcano
 from testbed.differential.known import minimal_cases
 from testbed.differential.run import (
     rejudge,
@@ -41,7 +45,7 @@ from testbed.differential.run import (
 from testbed.differential.samples import sample_cases
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -63,11 +67,33 @@ def main() -> int:
     parser.add_argument(
         "--faults", action="store_true", help="the fault reactions instead of placements"
     )
+    parser.add_argument(
+        "--nslb",
+        choices=("1.0", "2.0"),
+        default="1.0",
+        help="switch affinity's version: 2.0 runs only its own ToR cases, in a Volcano so set",
+    )
     parser.add_argument("--out", type=Path, help="disagreements JSON (differential-<seed>.json)")
     parser.add_argument("--record", type=Path, help="every case and Huawei's outcome (JSON)")
     parser.add_argument(
         "--rejudge", type=Path, help="a record or disagreements file, compared again, no Volcano"
     )
+    return parser
+
+
+def _faults(volcano: Callable[..., ContextManager[VolcanoCases]], through: str, batch: int) -> int:
+    """The fault cases through ``volcano``'s runner, each printed; 1 when one differs."""
+    with volcano(batch=batch) as runner:
+        verdicts = run_faults(runner, seconds=0.0 if through == "huawei" else OUR_PASS)
+    for verdict in verdicts.values():
+        print(f"{verdict.case}: {'agree' if verdict.agrees else 'DISAGREE'}: {verdict.detail}")
+    agreed = sum(v.agrees for v in verdicts.values())
+    print(f"\n{agreed} of {len(verdicts)} fault cases agree")
+    return 0 if agreed == len(verdicts) else 1
+
+
+def main() -> int:
+    parser = _parser()
     args = parser.parse_args()
     out = args.out or Path(f"differential-{args.seed}.json")
     if args.rejudge:
@@ -79,22 +105,21 @@ def main() -> int:
     # SIGTERM ends the run through its context managers, which stop the processes it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     volcano = huawei_volcano if args.through == "huawei" else our_volcano
+    if args.nslb == "2.0":
+        if args.through != "huawei" or args.faults:
+            parser.error("--nslb 2.0 is Huawei's plugin beside our engine, placements only")
+        volcano = partial(huawei_volcano, nslb="2.0")
     if args.faults:
-        with volcano(batch=args.batch) as runner:
-            verdicts = run_faults(runner, seconds=0.0 if args.through == "huawei" else OUR_PASS)
-        for verdict in verdicts.values():
-            print(f"{verdict.case}: {'agree' if verdict.agrees else 'DISAGREE'}: {verdict.detail}")
-        agreed = sum(v.agrees for v in verdicts.values())
-        print(f"\n{agreed} of {len(verdicts)} fault cases agree")
-        return 0 if agreed == len(verdicts) else 1
+        return _faults(volcano, args.through, args.batch)
     cases: list[Case]
     if args.replay:
         cases = [case_from_json(r["case"]) for r in json.loads(args.replay.read_text())]
     else:
-        cases = generate(args.seed, args.cases, args.groups)
-        if not args.no_samples:
+        groups = [NSLB2_GROUP] if args.nslb == "2.0" else args.groups
+        cases = generate(args.seed, args.cases, groups)
+        if args.nslb == "1.0" and not args.no_samples:
             cases += sample_cases()
-        if not args.no_minimal:
+        if args.nslb == "1.0" and not args.no_minimal:
             cases += minimal_cases()
     started = time.monotonic()
     with volcano(batch=args.batch) as runner:

@@ -211,6 +211,9 @@ class Case:
     note: str = ""  # what the generator meant to try
     # Labels the servers carry beyond their hardware's (a sample's selector: ``host-arch``).
     node_labels: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
+    # Switch affinity's version (init-params ``nslb-version``): a 2.0 case runs in a Volcano
+    # configured so (``huawei.huawei_volcano(nslb=...)``), never beside 1.0 ones.
+    nslb: str = "1.0"
 
     @property
     def spec(self) -> Hardware:
@@ -226,6 +229,7 @@ class Case:
             "exclusive": self.exclusive,
             "note": self.note,
             **({"node_labels": dict(self.node_labels)} if self.node_labels else {}),
+            **({"nslb": self.nslb} if self.nslb != "1.0" else {}),
             "nodes": [
                 {
                     "name": self.node_name(i),
@@ -309,6 +313,7 @@ def case_from_json(raw: Mapping[str, Any]) -> Case:
         bool(raw.get("exclusive", False)),
         raw.get("note", ""),
         dict(raw.get("node_labels", {})),
+        str(raw.get("nslb", "1.0")),
     )
 
 
@@ -546,9 +551,9 @@ def _npu_base(draw: _Draw, policy: str, sizes: Sequence[int]) -> Case:
     return draw.case(nodes, job, f"one pod of {npu}")
 
 
-def _tor(draw: _Draw) -> Case:
+def _tor(draw: _Draw, nslb: str = "1.0") -> Case:
     """910B x8 servers under ToRs of ``basic-tor-node-cm`` (``TOR_LAYOUT``), a gang of whole
-    servers with ``tor-affinity`` (normal or large model)."""
+    servers with ``tor-affinity`` (normal or large model), under switch affinity ``nslb``."""
     rng = draw.rng
     count = rng.randint(3, 8)
     slots = rng.sample(range(len(TOR_LAYOUT.addresses)), count)
@@ -564,7 +569,7 @@ def _tor(draw: _Draw) -> Case:
         labels={TOR_AFFINITY_LABEL: schema},
         selector={ACCELERATOR_TYPE_LABEL: "module-910b-8"},
     )
-    return draw.case(nodes, job, f"gang {pods}x8, {schema}", exclusive=True)
+    return draw.case(nodes, job, f"gang {pods}x8, {schema}", exclusive=True, nslb=nslb)
 
 
 def _inference_310p(draw: _Draw) -> Case:
@@ -634,6 +639,7 @@ class TorLayout:
 
 TOR_LAYOUT = TorLayout()
 
+NSLB2_GROUP = "910B x8 ToR NSLB 2.0"
 # Generators by hardware group, and how often each is drawn.
 GENERATORS: Mapping[str, tuple[Callable[[_Draw], Case], int]] = {
     "910 x8": (_ring_910, 6),
@@ -658,18 +664,21 @@ GENERATORS: Mapping[str, tuple[Callable[[_Draw], Case], int]] = {
     "850 SuperPoD": (lambda d: _super_pod(d, "chip8-node8-sp"), 2),
     "950 SuperPoD": (_racks_950, 3),
     "910B x8 ToR": (_tor, 2),
+    NSLB2_GROUP: (lambda d: _tor(d, "2.0"), 2),
     "310P": (_inference_310p, 2),
     "300I Duo": (_inference_duo, 2),
     "310": (_inference_310, 2),
 }
-_HARDWARE_OF = {"910 x8 2x4": "910 x8", "910B x8 ToR": "910B x8"}
+_HARDWARE_OF = {"910 x8 2x4": "910 x8", "910B x8 ToR": "910B x8", NSLB2_GROUP: "910B x8"}
+_DEFAULT_GROUPS = [g for g in GENERATORS if g != NSLB2_GROUP]
 
 
 def generate(seed: int, count: int, groups: Sequence[str] | None = None) -> list[Case]:
     """``count`` cases drawn from ``seed`` (the same seed gives the same cases), each from a
-    generator chosen by weight (``groups``: only these)."""
+    generator chosen by weight (``groups``: only these; by default all but switch affinity
+    2.0's, which need a Volcano of their own)."""
     rng = random.Random(seed)
-    names = [g for g in GENERATORS if groups is None or g in groups]
+    names = [g for g in GENERATORS if g in groups] if groups else _DEFAULT_GROUPS
     weights = [GENERATORS[g][1] for g in names]
     cases = []
     for i in range(count):

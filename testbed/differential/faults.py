@@ -206,6 +206,7 @@ def run_fault(runner: VolcanoCases, fault: FaultCase, *, seconds: float = 0.0) -
     running_case = _Running(fault.case, runner._key())
     key = running_case.key
     try:
+        runner.settled()
         runner._set_up(running_case)
         runner.wait_sessions(SETTLE_SESSIONS)
         if (sees := runner.sees) is not None:

@@ -403,6 +403,13 @@ class VolcanoCases:
     def _create(self, path: str, body: Obj) -> None:
         self.admin.create(path, body)
 
+    def settled(self) -> None:
+        """Before a case's nodes are made: what decides sees none of the cases before (our
+        service's view follows deletions through its watch; counting the next case's nodes
+        while the last ones still show would let a job in before its nodes are seen)."""
+        if (sees := self.sees) is not None:
+            wait_until(lambda: sees(0), 60, "the service sees the last cases' nodes gone")
+
     def _set_up(self, running_case: _Running) -> None:
         case, key = running_case.case, running_case.key
         for i, node in enumerate(case.nodes):
@@ -444,6 +451,7 @@ class VolcanoCases:
             self.kubernetes_controllers()
         selector = {"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))}
         try:
+            self.settled()
             self._set_up(running_case)
             self.wait_sessions(SETTLE_SESSIONS)
             if (sees := self.sees) is not None:
@@ -554,6 +562,7 @@ class VolcanoCases:
     def _run_batch(self, cases: Sequence[Case]) -> list[_Running]:
         batch = [_Running(c, self._key()) for c in cases]
         try:
+            self.settled()
             for running_case in batch:
                 self._set_up(running_case)
             self.wait_sessions(SETTLE_SESSIONS)
@@ -692,11 +701,14 @@ def _volcano_for_cases(
 
 
 @contextmanager
-def huawei_volcano(workdir: Path | None = None, *, batch: int = 12) -> Iterator[VolcanoCases]:
-    """Huawei's plugin in vc-scheduler, ready for the first case: the plugin's first session
-    refuses every job by design (``IsFirstSession``), so a few sessions pass."""
+def huawei_volcano(
+    workdir: Path | None = None, *, batch: int = 12, nslb: str = "1.0"
+) -> Iterator[VolcanoCases]:
+    """Huawei's plugin in vc-scheduler (switch affinity ``nslb``: the cases' ``Case.nslb``),
+    ready for the first case: the plugin's first session refuses every job by design
+    (``IsFirstSession``), so a few sessions pass."""
     with _volcano_for_cases(workdir) as (plane, volcano):
-        conf = scheduler_configuration(huawei_scheduler_configuration(volcano.build))
+        conf = scheduler_configuration(huawei_scheduler_configuration(volcano.build), nslb=nslb)
         volcano.start_scheduler(conf, plugins=True, period=PERIOD, extra=LOG_FLAGS)
         open_queue(plane)
         runner = VolcanoCases(plane, volcano, batch=batch)
@@ -733,7 +745,7 @@ def our_volcano(
         open_queue(plane)
 
         def sees(nodes: int) -> bool:
-            return service_metrics(service.metrics_url).get(NPU_NODES) == nodes
+            return service_metrics(service.metrics_url).get(NPU_NODES, 0) == nodes
 
         runner = VolcanoCases(plane, volcano, batch=batch, sees=sees)
         runner.wait_sessions(3)

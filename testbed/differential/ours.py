@@ -30,6 +30,7 @@ Nothing else counts as agreement.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -155,7 +156,7 @@ def decide(case: Case) -> Decision:
             ask,
             candidates,
             network(case),
-            SETTINGS,
+            dataclasses.replace(SETTINGS, nslb_version=case.nslb),
             idle={n: len(session.usable(n)) for n in candidates} if case.job.pods == 1 else None,
         )
     except (TorInvalid, SuperPodInvalid, locality.Unplaceable) as refused:

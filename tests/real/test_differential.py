@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from testbed.differential.cases import generate
+from testbed.differential.cases import NSLB2_GROUP, generate
 from testbed.differential.faults import FAULT_CASES, OUR_PASS, FaultVerdict, run_faults
 from testbed.differential.huawei import huawei_volcano, our_volcano
 from testbed.differential.known import KNOWN, Known, minimal_cases
@@ -31,6 +31,7 @@ from testbed.differential.samples import (
 )
 
 SEED, CASES = 11, 300
+NSLB2_CASES = 40
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +123,19 @@ def test_huaweis_sample_workloads_applied_as_yaml_go_through_our_side_as_our_eng
             if not verdict.agrees:
                 differing.append(f"{sample}: {verdict.kind}: {verdict.detail}")
     assert not differing, "\n".join(differing)
+
+
+def test_switch_affinity_2_0_decides_as_huaweis_plugin() -> None:
+    """ToR affinity under ``nslb-version: "2.0"`` (shared ToRs: ``scheduler_core/engine/
+    tor_share.py``), in a Volcano whose plugin is set so: gangs of whole 910B servers, normal
+    and large-model schemas, each alone on its ToRs."""
+    cases = generate(SEED, NSLB2_CASES, [NSLB2_GROUP])
+    with huawei_volcano(nslb="2.0") as runner:
+        found = run_cases(runner, cases)
+    print(summary(found))
+    unknown = [r for r in found if not r.verdict.agrees and r.known is None]
+    assert not unknown, "disagreements no known difference explains:\n" + _listed(unknown)
+    assert sum(r.huawei.placed for r in found) >= len(found) // 2
 
 
 def test_huaweis_plugin_and_our_engine_delete_the_same_pods_after_a_chip_fault() -> None:
