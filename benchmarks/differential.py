@@ -14,7 +14,8 @@ service and the in-process adapter, as the chart's ``volcano.adapter`` installs 
 compares that with our engine: every disagreement is then the Volcano path deciding otherwise
 than ``place``, and none is known. ``--faults`` runs the fault reactions instead
 (``testbed/differential/faults.py``: a running job, a chip failed in DeviceInfo, which ranks
-are deleted and where they go again), through Huawei's plugin or ``--through ours``.
+are deleted and where they go again): the fixed cases and ``--cases`` seeded ones, through
+Huawei's plugin or ``--through ours``.
 ``--nslb 2.0`` runs switch affinity 2.0's ToR cases in a Volcano whose plugin is set so.
 Exit status 1 when a disagreement no known difference explains was found.
 """
@@ -26,13 +27,19 @@ import json
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager as ContextManager
 from functools import partial
 from pathlib import Path
 
 from testbed.differential.cases import GENERATORS, NSLB2_GROUP, Case, case_from_json, generate
-from testbed.differential.faults import OUR_PASS, run_faults
+from testbed.differential.faults import (
+    FAULT_CASES,
+    OUR_PASS,
+    FaultCase,
+    generate_faults,
+    run_faults,
+)
 from testbed.differential.huawei import VolcanoCases, huawei_volcano, our_volcano
 from testbed.differential.known import minimal_cases
 from testbed.differential.run import (
@@ -81,10 +88,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _faults(volcano: Callable[..., ContextManager[VolcanoCases]], through: str, batch: int) -> int:
+def _faults(
+    volcano: Callable[..., ContextManager[VolcanoCases]],
+    faults: Sequence[FaultCase],
+    through: str,
+    batch: int,
+) -> int:
     """The fault cases through ``volcano``'s runner, each printed; 1 when one differs."""
     with volcano(batch=batch) as runner:
-        verdicts = run_faults(runner, seconds=0.0 if through == "huawei" else OUR_PASS)
+        verdicts = run_faults(runner, faults, seconds=0.0 if through == "huawei" else OUR_PASS)
     for verdict in verdicts.values():
         print(f"{verdict.case}: {'agree' if verdict.agrees else 'DISAGREE'}: {verdict.detail}")
     agreed = sum(v.agrees for v in verdicts.values())
@@ -110,7 +122,8 @@ def main() -> int:
             parser.error("--nslb 2.0 is Huawei's plugin beside our engine, placements only")
         volcano = partial(huawei_volcano, nslb="2.0")
     if args.faults:
-        return _faults(volcano, args.through, args.batch)
+        faults = [*FAULT_CASES, *generate_faults(args.seed, args.cases)]
+        return _faults(volcano, faults, args.through, args.batch)
     cases: list[Case]
     if args.replay:
         cases = [case_from_json(r["case"]) for r in json.loads(args.replay.read_text())]

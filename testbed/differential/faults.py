@@ -17,11 +17,13 @@ controller takes it (``scheduler_core/service/state/fault_restarts.py``).
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from contract.annotations import (
+    ACCELERATOR_TYPE_LABEL,
     RA_BLOCK_ANNOTATION,
     REAL_ANNOTATION,
     SP_BLOCK_ANNOTATION,
@@ -32,7 +34,7 @@ from contract.annotations import (
 from contract.chip_names import ASCEND910, NPU
 from contract.deviceinfo import DeviceInfo, chip_list
 from contract.groups import KUBEFLOW_REPLICA_TYPE, VOLCANO_TASK_INDEX
-from scheduler_core.engine import chip_faults, rescheduling
+from scheduler_core.engine import chip_faults, locality, rescheduling
 from testbed.control_plane import wait_until
 from testbed.differential.cases import HARDWARE, Case, JobSpec, NodeSpec, Obj, listed
 from testbed.differential.huawei import (
@@ -189,6 +191,78 @@ FAULT_CASES: tuple[FaultCase, ...] = (
         network=True,
     ),
 )
+
+
+# Hardware of whole-server gangs a seeded fault case may run on: (group, policy annotations).
+_FAULT_HARDWARE: tuple[tuple[str, Mapping[str, str]], ...] = (
+    ("910 x8", {}),
+    ("910B x8", {}),
+    ("910B x16", {}),
+    ("A3 x16", {POLICY: "chip2-node16"}),
+    ("850 x8", {}),
+    ("350 x8", {POLICY: "chip1-node8"}),
+    ("A3 SuperPoD x16", {SP_BLOCK_ANNOTATION: "16"}),
+    ("950 SuperPoD", {POLICY: "chip8-node8-ra64-sp", SP_BLOCK_ANNOTATION: "8"}),
+)
+
+
+def generate_faults(seed: int, count: int) -> list[FaultCase]:
+    """``count`` fault cases drawn from ``seed``: a gang of one to three pods of a whole server
+    each (pods sharing a server restart together by upstream's rule and ours alike, but where
+    they go again depends on the gang rule that differs: not drawn), one or two spare servers,
+    a recovery mode (none, ``off``, ``force``, ``grace``; pod- or process-level; a Kubeflow
+    worker at rank 0), and the fault: a chip of any rank's node (its first, or any),
+    sometimes listed only network-unhealthy."""
+    rng = random.Random(seed)
+    cases = []
+    for i in range(count):
+        group, routing = rng.choice(_FAULT_HARDWARE)
+        spec = HARDWARE[group]
+        pods = rng.choice((1, 2, 2, 3))
+        labels: dict[str, str] = {}
+        mode = rng.choice(("force", "force", "grace", "off", ""))
+        if mode:
+            labels[FAULT_SCHEDULING] = mode
+        level = rng.choice(("job", "job", "pod", "process"))
+        if level == "pod":
+            labels[rescheduling.POD_RESCHEDULING_LABEL] = "on"
+        elif level == "process":
+            labels[rescheduling.PROCESS_RECOVER_LABEL] = "on"
+        if rng.random() < 0.15:
+            labels[KUBEFLOW_REPLICA_TYPE] = "worker"
+        annotations = dict(routing)
+        if group == "950 SuperPoD" and pods > 1:
+            annotations[SP_BLOCK_ANNOTATION] = str(8 * pods)
+        network = rng.random() < 0.15
+        chip = rng.randrange(spec.chips) if rng.random() < 0.2 else None
+        resource = NPU.resource if spec.kind is NPU else ASCEND910.resource
+        # The servers' ``accelerator-type`` as the job's selector, as Huawei's samples select.
+        selector = {k: v for k, v in spec.labels.items() if k == ACCELERATOR_TYPE_LABEL}
+        job = JobSpec(
+            pods,
+            spec.chips,
+            labels=labels,
+            annotations=annotations,
+            selector=selector,
+            resource=resource,
+        )
+        rank = rng.randrange(pods)
+        note = f"{pods} x {spec.chips}, {mode or 'unlabelled'} {level}-level, rank {rank}"
+        cases.append(
+            FaultCase(
+                f"f{seed}-{i}",
+                group,
+                pods + rng.choice((1, 2)),
+                job,
+                rank=rank,
+                chip=chip,
+                network=network,
+                note=note
+                + (", network" if network else "")
+                + ("" if chip is None else f", chip {chip}"),
+            )
+        )
+    return cases
 
 
 def _device_info(
@@ -432,7 +506,8 @@ def judge_fault(fault: FaultCase, seen: FaultOutcome) -> FaultVerdict:
     """``seen`` (what decided in Volcano) agrees with our engine: the same ranks deleted, and
     each pod made again on its old node unless that node failed under it, else on a node of
     none of the job's other pods and not the failed one (``locality._after_fault``: healthy
-    ranks return, the faulty ones move to the best other node; nodes of equal score tie)."""
+    ranks return, the faulty ones move to the best other node; nodes of equal score tie); a
+    job its handler places afresh, on distinct nodes, none the failed one."""
     if seen.reason:
         return FaultVerdict(fault.name, False, seen.reason)
     ours = our_deletions(fault, seen)
@@ -440,13 +515,26 @@ def judge_fault(fault: FaultCase, seen: FaultOutcome) -> FaultVerdict:
     if ours != seen.deleted:
         return FaultVerdict(fault.name, False, detail)
     failed_node = seen.placements[seen.ranks.index(fault.rank)][0]
+    # A 950 SuperPoD job restarting whole is placed afresh by its rack strategies, on both
+    # sides (``chip8node8ra64sp/reschedule.go`` selectNodesForFaultJob acts only under
+    # pod-level rescheduling; ``locality._racks``): no rank is kept on its node.
+    afresh = locality.network_rules(fault.job.annotations).whole is not None and len(
+        seen.deleted
+    ) == len(seen.ranks)
+    placed_on = [n for n in seen.moved.values() if n >= 0]
+    if afresh and len(set(placed_on)) != len(placed_on):
+        return FaultVerdict(fault.name, False, f"{detail}; pods made again share a node")
     for i, node in sorted(seen.moved.items()):
         old = seen.placements[i][0]
-        others = {n for j, (n, _) in enumerate(seen.placements) if j != i}
-        if old not in (failed_node, node):  # a healthy node the pod did not return to
+        others = set() if afresh else {n for j, (n, _) in enumerate(seen.placements) if j != i}
+        if node < 0:
+            why = f"pod p{i} not placed again"
+        elif old == failed_node or afresh:
+            if node not in others | {failed_node}:
+                continue
+            why = f"pod p{i} (on n{old}, n{failed_node} failed) made again on n{node}"
+        elif node != old:
             why = f"pod p{i} made again on n{node}, not on its healthy node n{old}"
-        elif old == failed_node and (node in others | {failed_node} or node < 0):
-            why = f"pod p{i} (on failed n{old}) made again on n{node}; the job's nodes {others}"
         else:
             continue
         return FaultVerdict(fault.name, False, f"{detail}; {why}")

@@ -18,7 +18,13 @@ from collections.abc import Iterator, Mapping
 import pytest
 
 from testbed.differential.cases import NSLB2_GROUP, generate
-from testbed.differential.faults import FAULT_CASES, OUR_PASS, FaultVerdict, run_faults
+from testbed.differential.faults import (
+    FAULT_CASES,
+    OUR_PASS,
+    FaultVerdict,
+    generate_faults,
+    run_faults,
+)
 from testbed.differential.huawei import huawei_volcano, our_volcano
 from testbed.differential.known import KNOWN, Known, minimal_cases
 from testbed.differential.ours import judge
@@ -32,6 +38,8 @@ from testbed.differential.samples import (
 
 SEED, CASES = 11, 300
 NSLB2_CASES = 40
+# The fault cases: the fixed ones and a dozen seeded (``faults.generate_faults``).
+FAULTS = [*FAULT_CASES, *generate_faults(SEED, 12)]
 
 
 @pytest.fixture(scope="module")
@@ -144,10 +152,10 @@ def test_huaweis_plugin_and_our_engine_delete_the_same_pods_after_a_chip_fault()
     plugin in the real Volcano and our engine delete the same ranks, for force and grace,
     job-, pod- and process-level (the master or not; A3 and 950 SuperPoD jobs), unlabelled
     and ``off`` jobs, a chip the job does not hold, and a chip listed only network-unhealthy
-    (which stops no running pod); the pods made again go back to their healthy nodes and
-    off the failed one."""
+    (which stops no running pod), and a dozen seeded cases over the products; the pods made
+    again go back to their healthy nodes and off the failed one."""
     with huawei_volcano() as runner:
-        _agree(run_faults(runner))
+        _agree(run_faults(runner, FAULTS))
 
 
 def test_our_volcano_path_reacts_to_a_chip_fault_as_our_engine() -> None:
@@ -155,12 +163,12 @@ def test_our_volcano_path_reacts_to_a_chip_fault_as_our_engine() -> None:
     the adapter): its fault controller deletes the ranks our engine names, and the pods made
     again go where Huawei's plugin puts them (healthy ranks back on their nodes)."""
     with our_volcano() as runner:
-        _agree(run_faults(runner, seconds=OUR_PASS))
+        _agree(run_faults(runner, FAULTS, seconds=OUR_PASS))
 
 
 def _agree(verdicts: Mapping[str, FaultVerdict]) -> None:
     for verdict in verdicts.values():
         print(f"{verdict.case}: {verdict.detail}")
-    assert len(verdicts) == len(FAULT_CASES)
+    assert len(verdicts) == len(FAULTS)
     differing = [f"{v.case}: {v.detail}" for v in verdicts.values() if not v.agrees]
     assert not differing, "\n".join(differing)
