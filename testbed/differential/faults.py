@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -43,7 +44,6 @@ from testbed.differential.huawei import (
     DECIDE_SECONDS,
     PODGROUPS,
     PODS,
-    SETTLE_SESSIONS,
     Outcome,
     VolcanoCases,
     _Running,
@@ -280,12 +280,7 @@ def run_fault(runner: VolcanoCases, fault: FaultCase, *, seconds: float = 0.0) -
     running_case = _Running(fault.case, runner._key())
     key = running_case.key
     try:
-        runner.settled()
-        runner._set_up(running_case)
-        runner.wait_sessions(SETTLE_SESSIONS)
-        if (sees := runner.sees) is not None:
-            count = len(fault.case.nodes)
-            wait_until(lambda: sees(count), 60, f"the service sees the {count} nodes")
+        runner.set_up([running_case])
         podgroup, pods = job_objects(fault.case, key)
         # A controller's PodGroup: upstream keeps a restarted job's healthy ranks on their
         # nodes only for a job it can name (factory.go addPreferPreviousNodeScore).
@@ -294,7 +289,7 @@ def run_fault(runner: VolcanoCases, fault: FaultCase, *, seconds: float = 0.0) -
                 "apiVersion": "batch.volcano.sh/v1alpha1",
                 "kind": "Job",
                 "name": key,
-                "uid": f"00000000-0000-4000-8000-{abs(hash(key)) % 10**12:012d}",
+                "uid": str(uuid.uuid4()),
                 "controller": True,
             }
         ]

@@ -410,6 +410,17 @@ class VolcanoCases:
         if (sees := self.sees) is not None:
             wait_until(lambda: sees(0), 60, "the service sees the last cases' nodes gone")
 
+    def set_up(self, batch: Sequence[_Running]) -> None:
+        """The batch's nodes made once the last cases' are gone, a few sessions ended over
+        them, and what decides seeing them all."""
+        self.settled()
+        for running_case in batch:
+            self._set_up(running_case)
+        self.wait_sessions(SETTLE_SESSIONS)
+        if (sees := self.sees) is not None:
+            count = sum(len(r.case.nodes) for r in batch)
+            wait_until(lambda: sees(count), 60, f"the service sees the {count} nodes")
+
     def _set_up(self, running_case: _Running) -> None:
         case, key = running_case.case, running_case.key
         for i, node in enumerate(case.nodes):
@@ -451,12 +462,7 @@ class VolcanoCases:
             self.kubernetes_controllers()
         selector = {"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))}
         try:
-            self.settled()
-            self._set_up(running_case)
-            self.wait_sessions(SETTLE_SESSIONS)
-            if (sees := self.sees) is not None:
-                count = len(case.nodes)
-                wait_until(lambda: sees(count), 60, f"the service sees the {count} nodes")
+            self.set_up([running_case])
             for document in documents:
                 self.admin.create(
                     self.admin.path(document["apiVersion"], document["kind"], "", NAMESPACE),
@@ -562,13 +568,7 @@ class VolcanoCases:
     def _run_batch(self, cases: Sequence[Case]) -> list[_Running]:
         batch = [_Running(c, self._key()) for c in cases]
         try:
-            self.settled()
-            for running_case in batch:
-                self._set_up(running_case)
-            self.wait_sessions(SETTLE_SESSIONS)
-            if (sees := self.sees) is not None:
-                nodes = sum(len(r.case.nodes) for r in batch)
-                wait_until(lambda: sees(nodes), 60, f"the service sees the {nodes} nodes")
+            self.set_up(batch)
             for running_case in batch:
                 self._submit(running_case)
             deadline = time.monotonic() + DECIDE_SECONDS
