@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # The demo needs only the runtime's dependencies (about 200 MB); the tests add their tools.
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo demo-real test testbed manifests lint typecheck unit quick bench clean image image-tools browser
+.PHONY: demo demo-real test testbed manifests lint typecheck unit quick bench clean image vc-scheduler-image image-tools browser
 
 $(DEMO_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -55,6 +55,11 @@ browser:
 # The container image for amd64 and arm64 (docs/image.md), without a Docker daemon; as root.
 image: $(STAMP) image-tools
 	$(BIN)/python -m image.build
+
+# Volcano v1.12.0's vc-scheduler with the in-process adapter, for the chart's
+# volcano.adapterImage (amd64; docs/image.md); as root.
+vc-scheduler-image: $(STAMP) image-tools testbed
+	$(BIN)/python -m image.vc_scheduler
 
 # The tests wait on processes (control planes, clusters, schedulers) far more than they compute:
 # they run on workers sized to that waiting, not to the cores (docs/testing.md has the times), a

@@ -64,6 +64,10 @@ SP_BLOCK_ANNOTATION = "sp-block"
 SCHEDULE_POLICY_ANNOTATION = "huawei.com/schedule_policy"
 SP_FIT_ANNOTATION = "sp-fit"  # "idlest": a MindIE job takes the SuperPoDs with most free first
 MINDIE_LABELS = ("app", "jobID")  # both set: a MindIE inference job
+
+# On Volcano's scheduler Deployment: the image its containers ran before the Volcano merge set
+# the adapter's (JSON {"from": ..., "to": ...}), so that the remove Job puts it back.
+SCHEDULER_IMAGE_ANNOTATION = "ascend.npu/vc-scheduler-image"
 FAULT_SCHEDULING_LABEL = "fault-scheduling"
 FAULT_RETRY_LABEL = "fault-retry-times"  # restarts of the job when one of its pods fails
 ACCELERATOR_TYPE_LABEL = "accelerator-type"  # nodeSelector and node label

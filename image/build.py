@@ -233,6 +233,15 @@ def _compile(root: Path, folder: Path) -> None:
 
 
 def debian_rootfs(platform: Platform, dest: Path) -> None:
+    debian_extract(platform, DEBIAN_PACKAGES, dest)
+    (dest / "etc" / "passwd").write_text(PASSWD)
+    (dest / "etc" / "group").write_text(GROUP)
+    _compile(dest, dest / "usr" / "lib" / f"python{PYTHON}")
+
+
+def debian_extract(platform: Platform, packages: Sequence[str], dest: Path) -> None:
+    """``packages`` of bookworm for ``platform`` and what they depend on, extracted without a
+    maintainer script run, what a container does not use pruned, symlinks made relative."""
     # No mirror given: mmdebstrap takes deb.debian.org with bookworm-updates and -security.
     _run(
         "mmdebstrap",
@@ -240,7 +249,7 @@ def debian_rootfs(platform: Platform, dest: Path) -> None:
             "mmdebstrap",
             "--variant=extract",
             f"--architectures={platform.arch}",
-            f"--include={','.join(DEBIAN_PACKAGES)}",
+            f"--include={','.join(packages)}",
             f"--extract-hook={STATUS_HOOK}",
             SUITE,
             str(dest),
@@ -256,9 +265,6 @@ def debian_rootfs(platform: Platform, dest: Path) -> None:
                 else:
                     path.unlink()
     relative_symlinks(dest)
-    (dest / "etc" / "passwd").write_text(PASSWD)
-    (dest / "etc" / "group").write_text(GROUP)
-    _compile(dest, dest / "usr" / "lib" / f"python{PYTHON}")
 
 
 def relative_symlinks(root: Path) -> None:

@@ -25,6 +25,12 @@ ConfigMap out again. Changing the Deployment restarts Volcano's scheduler once; 
 Volcano that rewrites its Deployment drops them (run merge again). The token is as secret as
 Volcano's ConfigMap: whoever may read that ConfigMap may call the verbs.
 
+With the adapter's entry, ``--scheduler-image`` sets the vc-scheduler image that carries its
+``.so`` (``python -m image.vc_scheduler``: a Go plugin loads only into the binary it was built
+beside) on the Deployment's scheduler container and on every container of the same image (Huawei's
+init container), noting the image it replaced in an annotation of the Deployment; ``remove``
+puts that image back where ours still runs.
+
 ``merge`` first checks which Volcano runs (the scheduler container's image tag, or
 ``--volcano-version``): before v1.13.0 Volcano's extender plugin has no ``allocateFuncVerb``,
 ``deallocateFuncVerb`` or ``managedResources`` (volcano-sh/volcano v1.12.0
@@ -57,6 +63,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from contract.annotations import SCHEDULER_IMAGE_ANNOTATION
 from contract.objects import Obj
 from infra.kube.client import KubernetesGateway, api_client
 from infra.kube.port import Conflict, KubeError, NotFound
@@ -76,6 +83,7 @@ CA_DIRECTORY = "/etc/ascend-npu-ca"
 CA_VOLUME = "ascend-npu-scheduler-ca"
 CERT_DIR = "SSL_CERT_DIR"
 GO_CERT_DIR = "/etc/ssl/certs"  # kept first: Go reads SSL_CERT_DIR instead of its defaults
+FROM_TO = ("from", "to")  # SCHEDULER_IMAGE_ANNOTATION's keys
 
 
 class BadConfiguration(ValueError):
@@ -340,6 +348,59 @@ def untrusting(deployment: Obj, container: str) -> Obj:
     return changed
 
 
+def _images(spec: Obj) -> list[Obj]:
+    return [*spec.get("initContainers", []), *spec.get("containers", [])]
+
+
+def _noted(deployment: Obj) -> tuple[str, str] | None:
+    """(the image before, ours) as ``imaged`` noted them; None when not (or not readably)."""
+    text = (deployment["metadata"].get("annotations") or {}).get(SCHEDULER_IMAGE_ANNOTATION)
+    try:
+        noted = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    if not isinstance(noted, dict) or not all(isinstance(noted.get(k), str) for k in FROM_TO):
+        return None
+    return str(noted["from"]), str(noted["to"])
+
+
+def imaged(deployment: Obj, container: str, image: str) -> Obj:
+    """The Deployment with ``container`` running ``image``, and every other container or init
+    container that ran the same image (Huawei's init container does: its ``sh``); the image
+    they ran noted for ``unimaged``, the first one when merged again (a copy)."""
+    changed = copy.deepcopy(deployment)
+    spec = changed["spec"]["template"]["spec"]
+    current = str(_container(spec, container).get("image", ""))
+    noted = _noted(changed)
+    if current == image and (noted is None or noted[1] == image):
+        return changed
+    before = noted[0] if noted is not None and noted[1] == current else current
+    for each in _images(spec):
+        if each.get("image") == current:
+            each["image"] = image
+    annotations = changed["metadata"].setdefault("annotations", {})
+    annotations[SCHEDULER_IMAGE_ANNOTATION] = json.dumps({"from": before, "to": image})
+    return changed
+
+
+def unimaged(deployment: Obj) -> Obj:
+    """The Deployment running again the image ``imaged`` replaced, where it still runs ours (an
+    image changed since is the user's and stays; a copy)."""
+    changed = copy.deepcopy(deployment)
+    noted = _noted(changed)
+    annotations = changed["metadata"].get("annotations") or {}
+    if SCHEDULER_IMAGE_ANNOTATION not in annotations:
+        return changed
+    del annotations[SCHEDULER_IMAGE_ANNOTATION]
+    if not annotations:
+        del changed["metadata"]["annotations"]
+    if noted is not None:
+        for each in _images(changed["spec"]["template"]["spec"]):
+            if each.get("image") == noted[1]:
+                each["image"] = noted[0]
+    return changed
+
+
 def _container(spec: Obj, name: str) -> Obj:
     for container in spec.get("containers", []):
         if container.get("name") == name:
@@ -392,14 +453,13 @@ def _trust(
             gateway.update_configmap(body)
         except NotFound:
             gateway.create_configmap(body)
+    container = args.scheduler_container
     if args.action == "merge":
-        changed = (
-            deployment
-            if ca is None
-            else trusting(deployment, args.scheduler_container, args.ca_configmap)
-        )
+        changed = deployment if ca is None else trusting(deployment, container, args.ca_configmap)
+        if args.scheduler_image:
+            changed = imaged(changed, container, args.scheduler_image)
     else:
-        changed = untrusting(deployment, args.scheduler_container)
+        changed = unimaged(untrusting(deployment, container))
     if changed != deployment:
         try:
             # Carries the resourceVersion read: a concurrent change is retried on.
@@ -408,12 +468,9 @@ def _trust(
             if failed.status == 409:
                 return False
             raise KubeError(f"update deployment {namespace}/{name}: HTTP {failed.status}") from None
-        log.info(
-            "%s/%s: the CA %s",
-            namespace,
-            name,
-            "mounted" if args.action == "merge" else "unmounted",
-        )
+        image = _container(changed["spec"]["template"]["spec"], container).get("image")
+        trust = "unmounted" if args.action == "remove" else "mounted" if ca else "not given"
+        log.info("%s/%s: updated (the CA %s; running %s)", namespace, name, trust, image)
     if args.action == "remove":
         core = client.CoreV1Api(apps.api_client)
         try:
@@ -435,6 +492,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except BadConfiguration as bad:
         print(f"error: {bad}", file=sys.stderr)
+        return 2
+    if args.scheduler_image and not (args.action == "merge" and entry.adapter):
+        print(
+            f"error: --scheduler-image is for merging the {ADAPTER} entry: the image carries "
+            "its .so, which no other vc-scheduler loads",
+            file=sys.stderr,
+        )
         return 2
     if token is not None:
         entry = entry.with_token(token)
@@ -502,6 +566,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--volcano-version",
         help="merge: the Volcano version its scheduler runs (default: its image's tag); "
         "before v1.13.0 merge refuses",
+    )
+    parser.add_argument(
+        "--scheduler-image",
+        help=f"merge with the {ADAPTER} entry: the vc-scheduler image carrying its .so "
+        "(python -m image.vc_scheduler), set on the scheduler Deployment; remove puts the "
+        "image before it back",
     )
     parser.add_argument("--kubeconfig", type=Path, help="in-cluster when not given")
     args = parser.parse_args(argv)

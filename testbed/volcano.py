@@ -121,7 +121,7 @@ def install_crds(plane: ControlPlane, build: VolcanoBuild) -> None:
     wait_until(established, 60, "Volcano's CRDs established")
 
 
-def _healthz(port: int) -> bool:
+def healthz(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
             return bool(answer.status == 200)
@@ -182,7 +182,7 @@ class Volcano:
         self.write_configuration(configuration)
         port = free_port()
         self.metrics_port = free_port()
-        kubeconfig = self._account() if account else self.plane.admin
+        kubeconfig = self.account() if account else self.plane.admin
         command = [
             str(self.build.scheduler),
             f"--kubeconfig={kubeconfig}",
@@ -215,7 +215,7 @@ class Volcano:
             command.append(f"--plugins-dir={self.workdir / 'no-plugins'}")
         return self._start(name, command, port, environment)
 
-    def _account(self) -> Path:
+    def account(self) -> Path:
         """A kubeconfig of Volcano's scheduler's ServiceAccount, which is made with its
         ClusterRole and binding as Huawei's installation of Volcano makes them (the only
         installation YAML in the snapshots), for either version."""
@@ -252,7 +252,7 @@ class Volcano:
             old.stop()
         process = Process(name, command, self.workdir, environment)
         self.processes[name] = process
-        process.wait_healthy(lambda: _healthz(port))
+        process.wait_healthy(lambda: healthz(port))
         return process
 
     def stop(self) -> None:
@@ -305,6 +305,7 @@ __all__ = [
     "Volcano",
     "VolcanoBuild",
     "charts_adapter_entry",
+    "healthz",
     "huawei_scheduler_configuration",
     "install_crds",
     "open_queue",

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from contract.annotations import SCHEDULER_IMAGE_ANNOTATION
 from testbed.control_plane import ControlPlane, binary, running, wait_until
 from testbed.manifests import CHART, helm_template
 from testbed.rest import Obj, RestError
@@ -285,16 +286,28 @@ def test_the_volcano_path_merges_into_the_users_configuration_and_uninstall_take
         assert entry == ours("volcano.httpTimeout=3s", token=token), "the same token kept"
         assert certificates(plane) == installed, "the same certificates, byte for byte"
 
+        # Volcano v1.12's way: the adapter's entry instead, on the image that carries it.
+        image = "registry.example/ascend-npu-vc-scheduler:v1.12.0-0.1.0"
+        adapter = ("--set", "volcano.adapter=true", "--set", f"volcano.adapterImage={image}")
+        helm(plane, "upgrade", RELEASE, str(CHART), "--reuse-values", *adapter)
+        names = [p["name"] for p in volcano_plugins(plane)[0]]
+        assert names == [*(p["name"] for p in users["tiers"][0]["plugins"]), "ascend-npu-adapter"]
+        (scheduler,) = admin.get(VOLCANO_SCHEDULER)["spec"]["template"]["spec"]["containers"]
+        assert scheduler["image"] == image
+
         rendered = helm_template("schedulerPath=volcano")
         helm(plane, "uninstall", RELEASE, "--wait")
         assert yaml.safe_load(admin.get(CONFIGMAP)["data"][KEY]) == users
         (scheduler,) = admin.get(VOLCANO_SCHEDULER)["spec"]["template"]["spec"]["containers"]
+        assert scheduler["image"] == "volcanosh/vc-scheduler:v1.13.0", "Volcano's image back"
+        noted = admin.get(VOLCANO_SCHEDULER)["metadata"].get("annotations") or {}
+        assert SCHEDULER_IMAGE_ANNOTATION not in noted
         assert "env" not in scheduler and "volumeMounts" not in scheduler, "taken out again"
         assert "volumes" not in admin.get(VOLCANO_SCHEDULER)["spec"]["template"]["spec"]
         with pytest.raises(RestError):
             admin.get(f"/api/v1/namespaces/{VOLCANO}/configmaps/ascend-npu-scheduler-ca")
-        # certs, merge; certs again (nothing to do), merge again; remove.
-        assert [code for _, code in runner.ran] == [0, 0, 0, 0, 0]
+        # certs, merge; certs again (nothing to do), merge again, twice; remove.
+        assert [code for _, code in runner.ran] == [0] * 7
     wait_until(lambda: not left_behind(plane, rendered), DEADLINE, "the release's objects gone")
 
 

@@ -4,7 +4,8 @@ they need, what it holds; the amd64 image's three entrypoints started from its r
 and answering their probes; arm64's interpreter under qemu-user.
 
 No container engine runs here, so the image runs as a runtime would run it: its layers unpacked
-into a root filesystem, entered with ``unshare`` (a mount namespace of its own) and ``chroot``,
+into a root filesystem, entered with ``unshare`` (a mount namespace of its own) and ``chroot``
+(``testbed/rootfs.py``),
 the root mounted read-only as the manifests set it (``readOnlyRootFilesystem``), ``/dev`` and
 ``/proc`` mounted, a shared folder as ``/tmp``; the image configuration's environment,
 entrypoint and user applied; the host's network (loopback) for the probes.
@@ -42,6 +43,7 @@ from simulation.loopback import LoopbackApiServer, kubeconfig
 from simulation.memory import MemoryCluster
 from simulation.processes import free_port
 from testbed.control_plane import wait_until
+from testbed.rootfs import Mount, entered, mounts_variable
 
 ROOT = Path(__file__).parents[2]
 ARCHES = ("amd64", "arm64")
@@ -58,16 +60,6 @@ PROJECT_PACKAGES = {
     "infra",
     "scheduler_core",
 }
-# As a runtime enters the root filesystem; the arguments: root, shared folder, uid:gid, argv.
-ENTER = """set -e
-root=$1 shared=$2 user=$3; shift 3
-mount --bind "$root" "$root"
-mount --rbind /dev "$root/dev"
-mount -t proc proc "$root/proc"
-mount --bind "$shared" "$root/tmp"
-mount -o remount,bind,ro "$root"
-exec chroot --userspec="$user" "$root" "$@"
-"""
 
 
 def version() -> str:
@@ -261,10 +253,11 @@ class Container:
         environment = dict(e.split("=", 1) for e in self.config["Env"]) | {"HOME": fields[5]}
         with open(self.shared / f"{name}.log", "wb") as log:
             return subprocess.Popen(
-                ["unshare", "--mount", "--propagation", "private", "sh", "-c", ENTER, "sh",
-                 str(self.root), str(self.shared), f"{fields[2]}:{fields[3]}", *argv],
-                env=environment, stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                entered(self.root, f"{fields[2]}:{fields[3]}", argv),
+                env=environment | mounts_variable([Mount(self.shared, "/tmp")]),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
 
     def log(self, name: str) -> str:
         return (self.shared / f"{name}.log").read_text(errors="replace")

@@ -59,9 +59,9 @@ PODS = "/api/v1/namespaces/default/pods"
 
 def huawei_volcano(version: str) -> list[Obj]:
     """Volcano's ConfigMap and scheduler Deployment as Huawei ships them, the Deployment's image
-    at ``version`` (a user on another Volcano keeps Huawei's configuration). The user switching
-    from Huawei's plugin takes its entry out (docs/compatibility.md) and, without ClusterD, sets
-    ``useClusterInfoManager`` false."""
+    (its init container's too) at ``version`` (a user on another Volcano keeps Huawei's
+    configuration). The user switching from Huawei's plugin takes its entry out
+    (docs/compatibility.md) and, without ClusterD, sets ``useClusterInfoManager`` false."""
     shipped = VolcanoBuild("v1.12.0").huawei_configuration()
     found: dict[str, Obj] = {}
     for document in yaml.safe_load_all(shipped.read_text()):
@@ -75,7 +75,8 @@ def huawei_volcano(version: str) -> list[Obj]:
         if configuration["name"] == "init-params":
             configuration["arguments"]["useClusterInfoManager"] = "false"
     configmap = {**configmap, "data": {KEY: yaml.safe_dump(conf, sort_keys=False)}}
-    for container in deployment["spec"]["template"]["spec"]["containers"]:
+    spec = deployment["spec"]["template"]["spec"]
+    for container in [*spec.get("initContainers", []), *spec["containers"]]:
         image = str(container["image"])
         if "vc-scheduler" in image:
             container["image"] = f"{image.rpartition(':')[0]}:{version}"
@@ -92,10 +93,16 @@ def shipped_entry(plane: ControlPlane, url: str) -> Entry:
 
 
 def merge(
-    plane: ControlPlane, url: str, tls: ExtenderTls, workdir: Path, entry: Entry | None = None
+    plane: ControlPlane,
+    url: str,
+    tls: ExtenderTls,
+    workdir: Path,
+    entry: Entry | None = None,
+    *,
+    extra: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """The merge Job's command under the Job's ServiceAccount, with the certs Job's files;
-    the overlay's entry unless ``entry``."""
+    """The merge Job's command under the Job's ServiceAccount, with the certs Job's files
+    and ``extra`` flags; the overlay's entry unless ``entry``."""
     plugin_file = workdir / "extender.yaml"
     plugin_file.write_text(yaml.safe_dump((entry or shipped_entry(plane, url)).as_plugin()))
     command = [
@@ -107,6 +114,7 @@ def merge(
         f"--token-file={tls.token}",
         f"--ca-file={tls.ca}",
         f"--kubeconfig={plane.service_account(NAMESPACE, VOLCANO_CONFIG_ACCOUNT)}",
+        *extra,
     ]
     return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
 

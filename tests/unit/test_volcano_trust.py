@@ -1,10 +1,11 @@
 """The merge Job's credentials for Volcano: the token in the urlPrefix's userinfo (never in a
 log line or an error), the service's CA mounted into Volcano's scheduler and taken out again
-exactly."""
+exactly; the adapter's vc-scheduler image set and the one before it put back."""
 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,9 +15,12 @@ from scheduler_core.volcano_config import (
     NotTrusted,
     bare,
     check_volcano,
+    imaged,
+    main,
     merged,
     removed,
     trusting,
+    unimaged,
     untrusting,
     volcano_version,
 )
@@ -142,3 +146,68 @@ def test_an_image_without_a_version_needs_the_version_declared() -> None:
     check_volcano(latest, "volcano-scheduler", "v1.15.0")
     with pytest.raises(NotTrusted, match=r"runs Volcano v1\.9\.0"):
         check_volcano(with_image("volcanosh/vc-scheduler:v1.15.0"), "volcano-scheduler", "1.9.0")
+
+
+HUAWEIS = "volcanosh/vc-scheduler:v1.12.0"  # Huawei's image, built by its build.sh
+OURS = "registry.example/ascend-npu-vc-scheduler:v1.12.0-0.1.0"
+
+
+def huaweis_deployment() -> dict[str, Any]:
+    """Huawei's shape (build/volcano-v1.12.0.yaml): an init container of the same image."""
+    deployment = copy.deepcopy(DEPLOYMENT)
+    spec = deployment["spec"]["template"]["spec"]
+    spec["containers"][0]["image"] = HUAWEIS
+    spec["initContainers"] = [{"name": "init-log-setup", "image": HUAWEIS}]
+    spec["containers"].append({"name": "sidecar", "image": "busybox:1.36"})
+    return deployment
+
+
+def images(deployment: dict[str, Any]) -> list[str]:
+    spec = deployment["spec"]["template"]["spec"]
+    return [c["image"] for c in [*spec["initContainers"], *spec["containers"]]]
+
+
+def test_the_adapters_image_replaces_the_schedulers_and_the_old_one_comes_back() -> None:
+    before = huaweis_deployment()
+    ours = imaged(before, "volcano-scheduler", OURS)
+    assert images(ours) == [OURS, OURS, "busybox:1.36"], "the scheduler's image, every use"
+    assert images(before) == [HUAWEIS, HUAWEIS, "busybox:1.36"], "a copy"
+    assert imaged(ours, "volcano-scheduler", OURS) == ours, "merged again: no change"
+    # A newer build of ours replaces ours, and remove still goes back to Huawei's.
+    newer = imaged(ours, "volcano-scheduler", OURS + "-1")
+    assert images(newer) == [OURS + "-1", OURS + "-1", "busybox:1.36"]
+    assert unimaged(newer) == before
+    assert unimaged(before) == before, "never merged: nothing to put back"
+
+
+def test_an_image_the_user_set_since_stays_on_remove() -> None:
+    ours = imaged(huaweis_deployment(), "volcano-scheduler", OURS)
+    ours["spec"]["template"]["spec"]["containers"][0]["image"] = "volcanosh/vc-scheduler:v1.13.0"
+    back = unimaged(ours)
+    assert images(back) == [HUAWEIS, "volcanosh/vc-scheduler:v1.13.0", "busybox:1.36"]
+    assert "annotations" not in back["metadata"]
+    # Merged over the user's own image, remove goes back to that one.
+    again = unimaged(imaged(ours, "volcano-scheduler", OURS))
+    assert images(again)[1] == "volcanosh/vc-scheduler:v1.13.0"
+
+
+def test_an_unreadable_note_puts_nothing_back() -> None:
+    ours = imaged(huaweis_deployment(), "volcano-scheduler", OURS)
+    ours["metadata"]["annotations"]["ascend.npu/vc-scheduler-image"] = "{not json"
+    assert images(unimaged(ours)) == [OURS, OURS, "busybox:1.36"]
+
+
+@pytest.mark.parametrize(
+    ("action", "name", "url_key"),
+    [("merge", "extender", "extender.urlPrefix"), ("remove", "ascend-npu-adapter", "urlPrefix")],
+)
+def test_the_image_flag_goes_only_with_merging_the_adapters_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], action: str, name: str, url_key: str
+) -> None:
+    plugin = tmp_path / "extender.yaml"
+    plugin.write_text(f"name: {name}\narguments:\n  {url_key}: {URL}\n")
+    argv = [action, f"--plugin-file={plugin}", f"--scheduler-image={OURS}"]
+    assert main(argv) == 2, "refused before any call (no cluster here)"
+    error = capsys.readouterr().err
+    assert "--scheduler-image is for merging the ascend-npu-adapter entry" in error
+    assert "Traceback" not in error
