@@ -38,18 +38,16 @@ from contract.groups import KUBEFLOW_REPLICA_TYPE, VOLCANO_TASK_INDEX
 from scheduler_core.engine import chip_faults, locality, rescheduling
 from testbed.control_plane import wait_until
 from testbed.differential.cases import HARDWARE, Case, JobSpec, NodeSpec, Obj, listed
-from testbed.differential.huawei import (
+from testbed.differential.huawei import DECIDE_SECONDS, Running, VolcanoCases
+from testbed.differential.objects import (
     CASE_LABEL,
     CONFIGMAPS,
-    DECIDE_SECONDS,
     PODGROUPS,
     PODS,
-    Outcome,
-    VolcanoCases,
-    _Running,
     job_objects,
     node_objects,
 )
+from testbed.differential.outcome import Outcome
 from testbed.rest import RestError
 
 FAULT_SCHEDULING = "fault-scheduling"
@@ -277,7 +275,7 @@ def run_fault(runner: VolcanoCases, fault: FaultCase, *, seconds: float = 0.0) -
     """What decides in ``runner``'s Volcano does on the fault (module docstring): the ranks
     deleted within ``WINDOW_SESSIONS`` sessions and ``seconds``, and where those pods go once
     made again."""
-    running_case = _Running(fault.case, runner._key())
+    running_case = Running(fault.case, runner.key())
     key = running_case.key
     try:
         runner.set_up([running_case])
@@ -304,7 +302,7 @@ def run_fault(runner: VolcanoCases, fault: FaultCase, *, seconds: float = 0.0) -
         runner.admin.create(PODGROUPS, podgroup)
         deadline = time.monotonic() + DECIDE_SECONDS
         while running_case.outcome is None and time.monotonic() < deadline:
-            runner._observe([running_case])
+            runner.observe([running_case])
             time.sleep(0.05)
         placed = running_case.outcome or Outcome(False, reason="undecided")
         if not placed.placed:
@@ -345,7 +343,7 @@ def run_fault(runner: VolcanoCases, fault: FaultCase, *, seconds: float = 0.0) -
 
 def _placed_again(
     runner: VolcanoCases,
-    running_case: _Running,
+    running_case: Running,
     *,
     placements: Sequence[tuple[int, Sequence[int]]],
     again: Sequence[int],
@@ -408,7 +406,7 @@ def listed_chips(case: Case) -> tuple[int, ...]:
 
 
 def _run(
-    runner: VolcanoCases, running_case: _Running, placements: Sequence[tuple[int, Sequence[int]]]
+    runner: VolcanoCases, running_case: Running, placements: Sequence[tuple[int, Sequence[int]]]
 ) -> tuple[dict[int, set[int]], int]:
     """The placed job made to run as a kubelet and the device plugin would leave it: its pods
     ``Running`` with their chips in ``AscendReal``, its chips off its nodes' free lists, its

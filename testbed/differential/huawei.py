@@ -39,29 +39,35 @@ bound. The plugin's own score of each node for each pod is read from vc-schedule
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from contract import deviceinfo
 from contract.annotations import (
     RANK_INDEX_ANNOTATION,
-    REAL_ANNOTATION,
     SUPER_POD_ID_ANNOTATION,
     SUPER_POD_RANK_ANNOTATION,
 )
-from contract.chip_names import chip_name, parse_chip_list
-from contract.go_json import go_json
+from contract.chip_names import parse_chip_list
 from scheduler_core.volcano_config import merged
 from testbed.control_plane import ControlPlane, running, wait_until
-from testbed.differential.cases import TOR_LAYOUT, Case, NodeSpec, Obj
+from testbed.differential.cases import TOR_LAYOUT, Case, Obj
+from testbed.differential.objects import (
+    CASE_LABEL,
+    CONFIGMAPS,
+    NAMESPACE,
+    PODGROUPS,
+    PODS,
+    alone_in_cluster,
+    job_objects,
+    node_objects,
+)
+from testbed.differential.outcome import Outcome, logged_scores
 from testbed.rest import Rest, RestError
 from testbed.volcano import (
     HUAWEI_PLUGIN,
@@ -77,14 +83,8 @@ from testbed.volcano_service import CONFIGMAP, KEY, our_service, service_metrics
 
 log = logging.getLogger(__name__)
 
-NAMESPACE = "differential"
 # The workloads a sample's YAML may create, each made into pods by its own controller.
 WORKLOADS = frozenset({"Job", "Deployment", "StatefulSet"})
-CASE_LABEL = "differential.ascend-npu.io/case"
-GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-PODGROUPS = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{NAMESPACE}/podgroups"
-PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
-CONFIGMAPS = f"/api/v1/namespaces/{deviceinfo.NAMESPACE}/configmaps"
 # Pod annotations the plugin writes that the reports show.
 DETAIL_ANNOTATIONS = (RANK_INDEX_ANNOTATION, SUPER_POD_RANK_ANNOTATION, SUPER_POD_ID_ANNOTATION)
 EXTENDER_VERSION = "v1.15.0"  # the first Volcano built here whose extender plugin allocates
@@ -98,78 +98,6 @@ DECIDE_SECONDS = 10.0  # a job not placed nor refused within this is reported un
 # BatchNodeOrderFn logs each task's NPU scores there ("batchNodeOrderFn Get task:...").
 LOG_FLAGS = ("-v=3", "--vmodule=factory=4")
 NPU_NODES = "ascend_scheduler_npu_nodes"  # the NPU nodes our service sees (its /metrics)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a scheduler did with a case's job: ``placements`` (node index, chips) in the order
-    of the pods' names (rank order), or ``reason`` when refused."""
-
-    placed: bool
-    placements: tuple[tuple[int, tuple[int, ...]], ...] = ()
-    reason: str = ""
-    detail: Mapping[str, str] = field(default_factory=dict)
-    # The plugin's scores of each pod (rank) it scored, in the order it scored them (its
-    # last scoring of a pod), by node index.
-    scores: tuple[tuple[int, Mapping[int, float]], ...] = ()
-    ranks: tuple[int, ...] = ()  # each pod's ``hccl/rankIndex`` as the plugin wrote it (-1: none)
-
-    def to_json(self) -> Obj:
-        answer: Obj = {"placed": self.placed}
-        if self.placed:
-            answer["placements"] = [{"node": n, "chips": list(c)} for n, c in self.placements]
-            if self.ranks:
-                answer["ranks"] = list(self.ranks)
-        else:
-            answer["reason"] = self.reason
-        if self.detail:
-            answer["detail"] = dict(self.detail)
-        if self.scores:
-            answer["scores"] = [
-                {"pod": rank, "scores": {f"n{n}": v for n, v in sorted(by_node.items())}}
-                for rank, by_node in self.scores
-            ]
-        return answer
-
-
-def outcome_from_json(raw: Mapping[str, Any]) -> Outcome:
-    """An outcome as ``Outcome.to_json`` wrote it."""
-    return Outcome(
-        bool(raw["placed"]),
-        tuple((int(p["node"]), tuple(p["chips"])) for p in raw.get("placements", [])),
-        str(raw.get("reason", "")),
-        dict(raw.get("detail", {})),
-        tuple(
-            (int(s["pod"]), {int(n.removeprefix("n")): float(v) for n, v in s["scores"].items()})
-            for s in raw.get("scores", [])
-        ),
-        tuple(int(r) for r in raw.get("ranks", [])),
-    )
-
-
-_SCORES = re.compile(r"batchNodeOrderFn Get task:(\S+) for NPU map\[([^\]]*)\]")
-
-
-def logged_scores(text: str) -> dict[str, dict[int, dict[int, float]]]:
-    """The plugin's NPU scores in a piece of vc-scheduler's log (``plugin/factory.go``
-    BatchNodeOrderFn at level 4: ``batchNodeOrderFn Get task:<pod> for NPU map[<node>:<score>
-    ...]``), by case key, then pod rank (in the order of each pod's last scoring), then node
-    index."""
-    found: dict[str, dict[int, dict[int, float]]] = {}
-    for task, entries in _SCORES.findall(text):
-        key, _, rank = task.rpartition("-p")
-        if not rank.isdigit():
-            continue
-        by_node: dict[int, float] = {}
-        for entry in entries.split():
-            node, _, score = entry.rpartition(":")
-            owner, _, index = node.rpartition("-n")
-            if owner == key and index.isdigit():
-                by_node[int(index)] = float(score)
-        pods = found.setdefault(key, {})
-        pods.pop(int(rank), None)  # the last scoring counts, in its place
-        pods[int(rank)] = by_node
-    return found
 
 
 def scheduler_configuration(conf: str, *, nslb: str = "1.0") -> str:
@@ -187,173 +115,8 @@ def scheduler_configuration(conf: str, *, nslb: str = "1.0") -> str:
     return conf
 
 
-def _meta(
-    name: str,
-    key: str,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-) -> Obj:
-    meta: Obj = {"name": name, "labels": {CASE_LABEL: key, **(labels or {})}}
-    if annotations:
-        meta["annotations"] = dict(annotations)
-    return meta
-
-
-def node_objects(
-    case: Case, key: str, i: int, node: NodeSpec, *, update_time: int | None = None
-) -> tuple[Obj, Obj, Obj | None]:
-    """The Node, its DeviceInfo ConfigMap (``update_time``: its ``UpdateTime``, else now) and
-    the pod holding its used chips (None: none)."""
-    spec = case.spec
-    kind = spec.kind
-    name = f"{key}-n{i}"
-    address = node.address or f"10.80.{i // 250}.{i % 250 + 1}"
-    base = {
-        chip_name(c, kind): {"IP": f"10.70.{i % 250}.{c + 1}", "SuperDeviceID": 0}
-        for c in range(spec.chips)
-    }
-    capacity = {"cpu": "192", "memory": "1536Gi", "pods": "110"}
-    healthy = spec.chips - len(node.unhealthy)
-    # The kubelet's own labels (pkg/kubelet/kubelet_node_status.go): samples keep their pods
-    # apart by podAntiAffinity on kubernetes.io/hostname.
-    kubelet = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}
-    labels = {**kubelet, **spec.labels, **case.node_labels}
-    node_obj: Obj = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": _meta(name, key, labels=labels, annotations={"baseDeviceInfos": go_json(base)}),
-        "status": {
-            "capacity": {**capacity, spec.resource: str(spec.chips)},
-            "allocatable": {**capacity, spec.resource: str(healthy)},
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-            "addresses": [
-                {"type": "InternalIP", "address": address},
-                {"type": "Hostname", "address": name},
-            ],
-        },
-    }
-    info = deviceinfo.DeviceInfo(
-        free=frozenset(node.free),
-        unhealthy=frozenset(node.unhealthy),
-        network_unhealthy=frozenset(node.network_unhealthy),
-        update_time=int(time.time()) if update_time is None else update_time,
-        super_pod_id=node.super_pod,
-        server_index=i if node.super_pod is not None else None,
-        rack_id=node.rack,
-        kind=kind,
-    )
-    configmap: Obj = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _meta(
-            deviceinfo.configmap_name(name),
-            key,
-            labels={deviceinfo.CONSUMER_LABEL[0]: deviceinfo.CONSUMER_LABEL[1]},
-        ),
-        "data": deviceinfo.encode(info),
-    }
-    used = node.used(spec.chips)
-    holder = None
-    if used:
-        chips = deviceinfo.chip_list(used, kind)
-        holder = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": _meta(
-                f"{name}-held",
-                key,
-                annotations={spec.resource: chips, REAL_ANNOTATION: chips},
-            ),
-            "spec": {
-                "nodeName": name,
-                "schedulerName": "differential-holder",
-                "containers": [
-                    {
-                        "name": "held",
-                        "image": "held",
-                        "resources": {
-                            "requests": {spec.resource: str(len(used))},
-                            "limits": {spec.resource: str(len(used))},
-                        },
-                    }
-                ],
-            },
-        }
-    return node_obj, configmap, holder
-
-
-def job_objects(case: Case, key: str) -> tuple[Obj, list[Obj]]:
-    """The PodGroup and the pods of the case's job: NPU pods ``<key>-p<i>``, pods without
-    NPUs ``<key>-q<i>``. ``minResources`` is what Volcano's job controller writes: the requests
-    of the first ``minMember`` pods (``pkg/controllers/job/job_controller_util.go``
-    CalcPGMinResources)."""
-    job = case.job
-    group = f"{key}-pg"
-    npu_members = min(job.pods, max(job.members - job.plain, 0))
-    podgroup: Obj = {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": _meta(group, key, labels=dict(job.labels), annotations=dict(job.annotations)),
-        "spec": {
-            "minMember": job.members,
-            "queue": "default",
-            "minResources": {job.resource: str(max(npu_members, 1) * job.npu)},
-        },
-    }
-    selector = {**job.selector, CASE_LABEL: key}
-
-    def pod(
-        name: str,
-        request: Mapping[str, str],
-        annotations: Mapping[str, str],
-        labels: Mapping[str, str],
-    ) -> Obj:
-        spec: Obj = {
-            "schedulerName": "volcano",
-            "nodeSelector": selector,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "main",
-                    "resources": {"requests": dict(request), "limits": dict(request)},
-                }
-            ],
-        }
-        if job.affinity and name.startswith(f"{key}-p"):
-            spec["affinity"] = copy.deepcopy(dict(job.affinity))
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": _meta(
-                name,
-                key,
-                labels=dict(labels),
-                annotations={**job.annotations, **annotations, GROUP_ANNOTATION: group},
-            ),
-            "spec": spec,
-        }
-
-    plain_labels = job.labels if job.plain_labels is None else job.plain_labels
-    pods = [
-        pod(f"{key}-q{i}", {"cpu": "1"}, job.plain_annotations, plain_labels)
-        for i in range(job.plain)
-    ]
-    for rank in range(job.pods):
-        own = job.pod_annotations[rank] if rank < len(job.pod_annotations) else {}
-        pods.append(pod(f"{key}-p{rank}", {job.resource: str(job.npu)}, own, job.labels))
-    return podgroup, pods
-
-
-def alone_in_cluster(case: Case) -> bool:
-    """Whether the case must run with no other case's nodes: its handler reads every node of
-    the session (``exclusive``), or the job asks more chips than its nodes have free, which the
-    plugin's enqueue check counts over the whole cluster (``npu.go`` getNpuNum)."""
-    free = sum(len(n.free) for n in case.nodes)
-    return case.exclusive or case.job.pods * case.job.npu > free
-
-
 @dataclass
-class _Running:
+class Running:
     """A case on the cluster: its key, when its job was made whole, what was seen of it."""
 
     case: Case
@@ -396,7 +159,7 @@ class VolcanoCases:
         start = self.sessions()
         wait_until(lambda: self.sessions() >= start + count, timeout, f"{count} Volcano sessions")
 
-    def _key(self) -> str:
+    def key(self) -> str:
         self._serial += 1
         return f"d{self._serial}"
 
@@ -410,7 +173,7 @@ class VolcanoCases:
         if (sees := self.sees) is not None:
             wait_until(lambda: sees(0), 60, "the service sees the last cases' nodes gone")
 
-    def set_up(self, batch: Sequence[_Running]) -> None:
+    def set_up(self, batch: Sequence[Running]) -> None:
         """The batch's nodes made once the last cases' are gone, a few sessions ended over
         them, and what decides seeing them all."""
         self.settled()
@@ -421,7 +184,7 @@ class VolcanoCases:
             count = sum(len(r.case.nodes) for r in batch)
             wait_until(lambda: sees(count), 60, f"the service sees the {count} nodes")
 
-    def _set_up(self, running_case: _Running) -> None:
+    def _set_up(self, running_case: Running) -> None:
         case, key = running_case.case, running_case.key
         for i, node in enumerate(case.nodes):
             node_obj, configmap, holder = node_objects(case, key, i, node)
@@ -430,7 +193,7 @@ class VolcanoCases:
                 self._create(PODS, holder)
             self._create("/api/v1/nodes", node_obj)
 
-    def _submit(self, running_case: _Running) -> None:
+    def _submit(self, running_case: Running) -> None:
         podgroup, pods = job_objects(running_case.case, running_case.key)
         for pod in pods:  # the pods first: the job is whole once its PodGroup appears
             self._create(PODS, pod)
@@ -453,7 +216,7 @@ class VolcanoCases:
         controller: ``kubernetes_controllers``) to make the PodGroup and pods: the NPU pods'
         placement once all are bound with their chips, in rank order (``hccl/rankIndex``, else
         by name). The objects are deleted after."""
-        running_case = _Running(case, self._key())
+        running_case = Running(case, self.key())
         (workload,) = [d for d in documents if d["kind"] in WORKLOADS]
         if workload["kind"] == "Job":
             labels = {"volcano.sh/job-name": str(workload["metadata"]["name"])}
@@ -565,15 +328,15 @@ class VolcanoCases:
                 outcomes[running_case.case.name] = running_case.outcome
         return outcomes
 
-    def _run_batch(self, cases: Sequence[Case]) -> list[_Running]:
-        batch = [_Running(c, self._key()) for c in cases]
+    def _run_batch(self, cases: Sequence[Case]) -> list[Running]:
+        batch = [Running(c, self.key()) for c in cases]
         try:
             self.set_up(batch)
             for running_case in batch:
                 self._submit(running_case)
             deadline = time.monotonic() + DECIDE_SECONDS
             while any(r.outcome is None for r in batch):
-                self._observe(batch)
+                self.observe(batch)
                 if time.monotonic() > deadline:
                     self._undecided([r for r in batch if r.outcome is None])
                     break
@@ -583,7 +346,7 @@ class VolcanoCases:
         self._add_scores(batch)
         return batch
 
-    def _add_scores(self, batch: Sequence[_Running]) -> None:
+    def _add_scores(self, batch: Sequence[Running]) -> None:
         """Each outcome with the plugin's scores the log shows for its pods."""
         log = self.volcano.processes["vc-scheduler"].log
         with log.open("rb") as text:
@@ -596,7 +359,7 @@ class VolcanoCases:
             if found and running_case.outcome is not None:
                 running_case.outcome = replace(running_case.outcome, scores=tuple(found.items()))
 
-    def _undecided(self, waiting: Sequence[_Running]) -> None:
+    def _undecided(self, waiting: Sequence[Running]) -> None:
         """Jobs neither placed nor refused by the deadline: what their PodGroup and pods say."""
         for running_case in waiting:
             key = running_case.key
@@ -616,7 +379,7 @@ class VolcanoCases:
                 False, reason="undecided: " + json.dumps(seen).replace(key + "-", "")
             )
 
-    def _observe(self, batch: Sequence[_Running]) -> None:
+    def observe(self, batch: Sequence[Running]) -> None:
         waiting = [r for r in batch if r.outcome is None]
         selector = {"labelSelector": f"{CASE_LABEL} in ({','.join(r.key for r in waiting)})"}
         pods = self.admin.get(PODS, **selector)["items"]
@@ -633,7 +396,7 @@ class VolcanoCases:
             found = by_key.get(running_case.key, [])
             self._decide(running_case, found, groups.get(running_case.key), now)
 
-    def _decide(self, running_case: _Running, pods: list[Obj], group: Obj | None, now: int) -> None:
+    def _decide(self, running_case: Running, pods: list[Obj], group: Obj | None, now: int) -> None:
         case, key = running_case.case, running_case.key
         resource = case.spec.resource
         bound = [p for p in pods if p["spec"].get("nodeName")]

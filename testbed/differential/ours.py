@@ -56,7 +56,7 @@ from scheduler_core.engine.tor import TorInvalid
 from scheduler_core.service.state.jobs import JobSettings
 from scheduler_core.service.wire import _a3_roles
 from testbed.differential.cases import TOR_LAYOUT, Case
-from testbed.differential.huawei import Outcome
+from testbed.differential.outcome import Outcome
 
 SETTINGS = locality.Settings(
     nslb_version="1.0", shared_tor_num=2, reserve_nodes=2, super_pod_size=48

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.differential.cases import Case, Obj, case_from_json
-from testbed.differential.huawei import Outcome, VolcanoCases, outcome_from_json
+from testbed.differential.huawei import VolcanoCases
 from testbed.differential.known import Known, known_difference
 from testbed.differential.ours import AGREE, KINDS, Verdict, judge
+from testbed.differential.outcome import Outcome, outcome_from_json
 
 
 @dataclass(frozen=True)

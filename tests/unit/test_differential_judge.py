@@ -15,14 +15,10 @@ from testbed.differential.cases import (
     generate,
     listed,
 )
-from testbed.differential.huawei import (
-    Outcome,
-    logged_scores,
-    outcome_from_json,
-    scheduler_configuration,
-)
+from testbed.differential.huawei import scheduler_configuration
 from testbed.differential.known import KNOWN, known_difference
 from testbed.differential.ours import decide, equally_good_chips, judge, outcome
+from testbed.differential.outcome import Outcome, logged_scores, outcome_from_json
 from testbed.differential.samples import sample_cases
 
 SHIPPED = """configurations:
