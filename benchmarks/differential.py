@@ -16,7 +16,9 @@ than ``place``, and none is known. ``--faults`` runs the fault reactions instead
 (``testbed/differential/faults.py``: a running job, a chip failed in DeviceInfo, which ranks
 are deleted and where they go again): the fixed cases and ``--cases`` seeded ones, through
 Huawei's plugin or ``--through ours``.
-``--nslb 2.0`` runs switch affinity 2.0's ToR cases in a Volcano whose plugin is set so.
+``--nslb 2.0`` runs switch affinity 2.0's ToR cases in a Volcano whose plugin is set so;
+``--vnpu`` the dynamic vNPU cases (310P, ``huawei.com/npu-core``) in one whose plugin cuts vNPUs
+(``presetVirtualDevice: "false"``).
 Exit status 1 when a disagreement no known difference explains was found.
 """
 
@@ -32,7 +34,14 @@ from contextlib import AbstractContextManager as ContextManager
 from functools import partial
 from pathlib import Path
 
-from testbed.differential.cases import GENERATORS, NSLB2_GROUP, Case, case_from_json, generate
+from testbed.differential.cases import (
+    GENERATORS,
+    NSLB2_GROUP,
+    VNPU_GROUP,
+    Case,
+    case_from_json,
+    generate,
+)
 from testbed.differential.faults import (
     FAULT_CASES,
     OUR_PASS,
@@ -80,6 +89,11 @@ def _parser() -> argparse.ArgumentParser:
         default="1.0",
         help="switch affinity's version: 2.0 runs only its own ToR cases, in a Volcano so set",
     )
+    parser.add_argument(
+        "--vnpu",
+        action="store_true",
+        help="only the dynamic vNPU cases, in a Volcano whose plugin cuts vNPUs",
+    )
     parser.add_argument("--out", type=Path, help="disagreements JSON (differential-<seed>.json)")
     parser.add_argument("--record", type=Path, help="every case and Huawei's outcome (JSON)")
     parser.add_argument(
@@ -121,6 +135,11 @@ def main() -> int:
         if args.through != "huawei" or args.faults:
             parser.error("--nslb 2.0 is Huawei's plugin beside our engine, placements only")
         volcano = partial(huawei_volcano, nslb="2.0")
+    own = args.nslb == "2.0" or args.vnpu  # a Volcano of their own, their own cases only
+    if args.vnpu:
+        if args.through != "huawei" or args.faults or args.nslb == "2.0":
+            parser.error("--vnpu is Huawei's plugin beside our engine, placements only")
+        volcano = partial(huawei_volcano, preset=False)
     if args.faults:
         faults = [*FAULT_CASES, *generate_faults(args.seed, args.cases)]
         return _faults(volcano, faults, args.through, args.batch)
@@ -128,11 +147,11 @@ def main() -> int:
     if args.replay:
         cases = [case_from_json(r["case"]) for r in json.loads(args.replay.read_text())]
     else:
-        groups = [NSLB2_GROUP] if args.nslb == "2.0" else args.groups
+        groups = [NSLB2_GROUP] if args.nslb == "2.0" else [VNPU_GROUP] if args.vnpu else args.groups
         cases = generate(args.seed, args.cases, groups)
-        if args.nslb == "1.0" and not args.no_samples:
+        if not own and not args.no_samples:
             cases += sample_cases()
-        if args.nslb == "1.0" and not args.no_minimal:
+        if not own and not args.no_minimal:
             cases += minimal_cases()
     started = time.monotonic()
     with volcano(batch=args.batch) as runner:

@@ -58,7 +58,7 @@ REQUESTS_910 = {
 }
 # B4 with 10 AI cores is the one 910 request that may name a CPU level and a DVPP.
 B4, B4_DVPP_CORES = "910B4", 10
-NOT_ENOUGH = "dynamic vnpu task<{task}> CheckNodeNPUByDyTask node <{node}> resource not enough"
+NOT_ENOUGH = "dynamic vnpu task<{task}> CheckNodeNPUByDyTask node {node} resource not enough"
 IN_FLIGHT = "{task} is using {node}, and not rewrite"
 BIG_VGROUPS, MANY_VGROUPS = 3, 4  # a segmented 310P chip: no ≥ 4 cores at 3, no ≥ 2 at 4
 
@@ -74,14 +74,23 @@ class Resource:
     dvpp: str = DVPP_NULL
 
 
-def validate_cores(task: str, cores: int, labels: Mapping[str, str]) -> None:
-    """``ascend310p/vnpu.go`` validation: 1, 2, 4 or a multiple of 8 AI cores, and no DVPP
-    label on 1 or 2 cores."""
-    if cores not in (1, 2, 4) and (cores <= 0 or cores % 8):
-        raise VnpuInvalid(f"{task} req err {cores}")
+def validate_cores(spec: str, cores: int, labels: Mapping[str, str]) -> None:
+    """``ascend310p/vnpu/job.go`` validDyVNPUJob: 1, 2, 4 or a multiple of 8 or of 10 AI
+    cores (whole chips of 310P's 8 or 10: a size a node's chips cannot take is refused there,
+    ``task_resource``), and no DVPP label on 1 or 2 cores; in the words of its
+    ``TaskValidateHelper`` (``common/util/job.go`` TaskValidResult), naming the task by its
+    ``volcano.sh/task-spec`` (``spec``), as upstream does."""
+    if cores not in (1, 2, 4) and (cores <= 0 or (cores % 8 and cores % 10)):
+        raise VnpuInvalid(
+            f"expected: task req npu should be [1,2,4,8,10], actual: task<{spec}> req npu: "
+            f"{cores}, "
+        )
     dvpp = labels.get(VNPU_DVPP_LABEL, DVPP_NULL)
     if cores in (1, 2) and dvpp != DVPP_NULL:
-        raise VnpuInvalid(f"{task} req {cores} ai-core, but dvpp label is:{dvpp}")
+        raise VnpuInvalid(
+            f"expected: , actual: task<{spec}> has error: {spec} req {cores} ai-core, but "
+            f"dvpp label is:{dvpp}, "
+        )
 
 
 def validate_910(task: str, cores: int, labels: Mapping[str, str], chip_type: str) -> None:
@@ -144,7 +153,9 @@ def task_resource(
         if dvpp == DVPP_NO:
             return _of("vir04_3c_ndvpp")
         return _of("vir04" if high else "vir04_3c")
-    return Resource(0, 0)  # VOL-v5: no template, a zero resource that fits nowhere useful
+    # v26.1.0 frame.go GetTaskResource (VOL-v5 made it a zero resource, which passed the
+    # predicate and was bound without a chip).
+    raise VnpuInvalid(f"task<{task}> get virTemplate is null")
 
 
 def template_910(cores: int, dvpp: str, chip_type: str) -> str | None:
@@ -189,7 +200,6 @@ class VPod:
 
     key: str
     choice: CoreChoice
-    dvpp: str = DVPP_NULL  # its vnpu-dvpp label
     created: bool = True  # its AscendReal is written: the vNPU exists
     vgroup: int | None = None
 
@@ -214,7 +224,7 @@ class VNode:
     cores_per_chip: int
     cpus_per_chip: int
     chips: tuple[VChip, ...]
-    idle: int  # Volcano's Idle[npu-core]: capacity minus what its pods request
+    idle: int  # Volcano's Idle[npu-core]: allocatable minus what its pods request
     in_flight: frozenset[str] = frozenset()  # templates given and not yet created
     pods: frozenset[str] = frozenset()  # the pods replayed
     chip_type: str = CHIP_310P  # what picks its templates: Ascend310P, 910B3, Ascend910A3-20
@@ -237,13 +247,17 @@ def node_model(
     chip_type: str,
     cores_per_chip: int,
     capacity: int,
+    allocatable: int,
     free: Iterable[int],
     unhealthy: Iterable[int],
     pods: Sequence[VPod],
     requested: int,
 ) -> VNode:
     """``setNodeVNPUInfo``: every free chip fully free, then every pod replayed onto its
-    chip (a chip only pods name joins the model; unhealthy ones are left out)."""
+    chip (a chip only pods name joins the model; unhealthy ones are left out). The chips come
+    from ``capacity``; the idle AI cores the score reads are Volcano's ``Idle``:
+    ``allocatable`` less what the node's pods request (``internal/npu/vnpu/node.go``
+    orderVNodesByFreeResource)."""
     per_chip_cpus = cpus_per_chip(chip_type, cores_per_chip)
     if capacity <= 0 or capacity % cores_per_chip:
         raise VnpuInvalid(f"{name}: npu-core {capacity} is not whole chips of {cores_per_chip}")
@@ -253,7 +267,7 @@ def node_model(
         cores_per_chip,
         per_chip_cpus,
         tuple(VChip(c, cores_per_chip, per_chip_cpus) for c in sorted(set(free) - sick)),
-        max(capacity - requested, 0),
+        max(allocatable - requested, 0),
         chip_type=chip_type,
     )
     return _replay(base, pods, sick)
@@ -282,7 +296,9 @@ def _replay(node: VNode, pods: Sequence[VPod], sick: frozenset[int] = frozenset(
             chip,
             cores=max(chip.cores - t.cores, 0),
             cpus=max(chip.cpus - t.cpus, 0),
-            dvpp=_dvpp_after(chip.dvpp, pod.dvpp),
+            # The template's media engine, not the pod's label (plugin/vnode.go
+            # addNPUResourceVNPUCard: UpdateDVPP(podVResource.DVPP)).
+            dvpp=_dvpp_after(chip.dvpp, t.dvpp),
             segmented=True,
             stable=chip.stable and pod.created,
             vgroups=chip.vgroups | ({pod.vgroup} if pod.vgroup is not None else set()),
@@ -343,24 +359,25 @@ class Verdict:
 
 
 def check(node: VNode, task: str, want: Resource) -> Verdict:
-    """``CheckNodeNPUByDyTask``: the in-flight rule, then the resources, downgrading a
-    ``high`` request once."""
-    if node.in_flight:
-        template = template_of(want, node.chip_type)
+    """``CheckNodeNPUByDyTask``: the resources, downgrading a ``high`` request once, then the
+    in-flight rule on what the node would give (``internal/npu/vnpu/vdynamic.go``)."""
+    given, downgraded = want, False
+    if not _meets(node, want):
+        lower = downgrade(want) if node.is_310p else None  # 310P only, as upstream
+        if lower is None or not _meets(node, lower):
+            return Verdict(None, reason=NOT_ENOUGH.format(task=task, node=node.name))
+        given, downgraded = lower, True
+    if node.in_flight:  # IsNodeHasDifferentUnFinishedTask
+        template = template_of(given, node.chip_type)
         if template is None:
             return Verdict(
                 None,
-                reason=f"util.VResource{{Aicore:{want.cores}, Aicpu:{want.cpus}, "
-                f'DVPP:"{want.dvpp}"}} not get template',
+                reason=f"util.VResource{{Aicore:{given.cores}, Aicpu:{given.cpus}, "
+                f'DVPP:"{given.dvpp}"}} not get template',
             )
         if node.in_flight != {template}:
             return Verdict(None, reason=IN_FLIGHT.format(task=task, node=node.name))
-    if _meets(node, want):
-        return Verdict(want)
-    lower = downgrade(want) if node.is_310p else None  # 310P only, as CheckNodeNPUByDyTask
-    if lower is not None and _meets(node, lower):
-        return Verdict(lower, downgraded=True)
-    return Verdict(None, reason=NOT_ENOUGH.format(task=task, node=node.name))
+    return Verdict(given, downgraded=downgraded)
 
 
 def scores(idle: Mapping[str, int], downgraded: Iterable[str]) -> dict[str, float]:

@@ -15,7 +15,11 @@ import msgspec
 
 from chip_topology.products import Product
 from chip_topology.routing import product_for_job
-from contract.annotations import ACCELERATOR_TYPE_LABEL, RING_CONTROLLER_LABEL
+from contract.annotations import (
+    ACCELERATOR_TYPE_LABEL,
+    RING_CONTROLLER_LABEL,
+    TASK_SPEC_ANNOTATION,
+)
 from contract.chip_names import ASCEND910, KIND_OF_RESOURCE, NPU, RESOURCE_NAME, InvalidInput
 from contract.node_affinity import EVERYWHERE, PodConstraints
 from contract.objects import Obj
@@ -88,7 +92,8 @@ class PodRequest:
         return not self.dynamic and self.resource not in KIND_OF_RESOURCE
 
     def vnpu_task(self) -> VnpuTask:
-        return VnpuTask(self.name, self.npu, self.labels)
+        spec = self.annotations.get(TASK_SPEC_ANNOTATION, "")
+        return VnpuTask(self.name, self.npu, self.labels, spec)
 
     @property
     def gang_key(self) -> str:

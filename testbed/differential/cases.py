@@ -28,13 +28,18 @@ from contract.annotations import (
     DUO_LABEL,
     INFER_CARD_TYPE_LABEL,
     RA_BLOCK_ANNOTATION,
+    RING_CONTROLLER_LABEL,
     SCHEDULE_POLICY_ANNOTATION,
+    SERVER_TYPE_LABEL,
     SP_BLOCK_ANNOTATION,
     STRATEGY_310_LABEL,
     SUPER_POD_AFFINITY_LABEL,
     TOR_AFFINITY_LABEL,
+    VNPU_DVPP_LABEL,
+    VNPU_LEVEL_LABEL,
 )
 from contract.chip_names import ASCEND310, ASCEND310P, ASCEND910, NPU, ChipKind, chip_name
+from contract.vnpu import CHIP_NAME_LABEL, NPU_CORE_RESOURCE
 
 Obj = dict[str, Any]
 _NO_STRINGS: Mapping[str, str] = {}
@@ -54,10 +59,12 @@ class Hardware:
     labels: Mapping[str, str]
     super_pod: bool = False
     racks: bool = False
+    # AI cores per chip where pods ask for AI cores (dynamic vNPU, ``huawei.com/npu-core``).
+    vnpu_cores: int = 0
 
     @property
     def resource(self) -> str:
-        return self.kind.resource
+        return NPU_CORE_RESOURCE if self.vnpu_cores else self.kind.resource
 
 
 _910 = {"accelerator": "huawei-Ascend910", "host-arch": "huawei-arm"}
@@ -79,6 +86,7 @@ def _npu_type(accelerator_type: str) -> dict[str, str]:
 
 
 _310P = {"accelerator": "huawei-Ascend310P", "host-arch": "huawei-arm"}
+VNPU_GROUP = "310P vNPU"
 _310 = {"accelerator": "huawei-Ascend310", "host-arch": "huawei-arm"}
 
 HARDWARE: Mapping[str, Hardware] = {
@@ -150,6 +158,17 @@ HARDWARE: Mapping[str, Hardware] = {
             {**_310P, INFER_CARD_TYPE_LABEL: "card-300i-duo"},
         ),
         Hardware("310", "chip310x4", ASCEND310, 8, _310),
+        # 310P servers cut into vNPUs as pods ask (the device plugin's labels: ``servertype``
+        # with the AI cores per chip, the chip's name: plugin/vnode.go
+        # setChipPropertiesFromNPUNode reads both).
+        Hardware(
+            VNPU_GROUP,
+            "ascend310p",
+            ASCEND310P,
+            4,
+            {**_310P, SERVER_TYPE_LABEL: "Ascend310P-8", CHIP_NAME_LABEL: "310P3"},
+            vnpu_cores=8,
+        ),
     )
 }
 
@@ -165,10 +184,12 @@ class NodeSpec:
     address: str = ""
     super_pod: int | None = None
     rack: int | None = None
+    # vNPUs made on the node's chips (chip, template), each held by a pod of its own.
+    vnpus: tuple[tuple[int, str], ...] = ()
 
     def used(self, capacity: int) -> tuple[int, ...]:
-        """Chips neither free nor unhealthy: a bound pod holds them."""
-        gone = set(self.free) | set(self.unhealthy)
+        """Chips neither free nor unhealthy nor cut into vNPUs: a bound pod holds them."""
+        gone = set(self.free) | set(self.unhealthy) | {c for c, _ in self.vnpus}
         return tuple(c for c in range(capacity) if c not in gone)
 
 
@@ -241,6 +262,7 @@ class Case:
                     **({"address": n.address} if n.address else {}),
                     **({"super_pod": n.super_pod} if n.super_pod is not None else {}),
                     **({"rack": n.rack} if n.rack is not None else {}),
+                    **({"vnpus": [f"{c}-{t}" for c, t in n.vnpus]} if n.vnpus else {}),
                 }
                 for i, n in enumerate(self.nodes)
             ],
@@ -288,6 +310,7 @@ def case_from_json(raw: Mapping[str, Any]) -> Case:
             n.get("address", ""),
             n.get("super_pod"),
             n.get("rack"),
+            tuple((int(c), t) for c, _, t in (v.partition("-") for v in n.get("vnpus", []))),
         )
         for n in raw["nodes"]
     )
@@ -639,6 +662,62 @@ class TorLayout:
 
 TOR_LAYOUT = TorLayout()
 
+# What a chip's vNPUs may be (templates that fit its 8 AI cores and 7 AI CPUs together, the
+# media engine given once): the generator cuts a chip in one of these ways.
+CUTS = (
+    ("vir01",),
+    ("vir02_1c",),
+    ("vir04_3c",),
+    ("vir04",),
+    ("vir04_4c_dvpp",),
+    ("vir04_3c_ndvpp",),
+    ("vir02_1c", "vir02_1c"),
+    ("vir04_3c", "vir02_1c"),
+    ("vir04", "vir01"),
+    ("vir02", "vir02", "vir02_1c"),
+    ("vir04_4c_dvpp", "vir02_1c"),
+    ("vir01", "vir01", "vir01", "vir01"),
+)
+
+
+def _vnpu_node(draw: _Draw) -> NodeSpec:
+    """A 310P server of four chips: each free, unhealthy, held whole or cut into vNPUs."""
+    rng = draw.rng
+    free: list[int] = []
+    sick: list[int] = []
+    cut: list[tuple[int, str]] = []
+    for chip in range(draw.hardware.chips):
+        roll = rng.random()
+        if roll < 0.06:
+            sick.append(chip)
+        elif roll < 0.5:
+            free.append(chip)
+        elif roll >= 0.62:
+            cut += [(chip, t) for t in rng.choice(CUTS)]
+    return NodeSpec(listed(free, draw.hardware.kind), tuple(sick), vnpus=tuple(cut))
+
+
+def _vnpu(draw: _Draw) -> Case:
+    """Dynamic vNPU on 310P servers: one pod of 1, 2 or 4 AI cores (a template of the CPU
+    level and media engine its labels ask) or of whole chips (8, 16), some sizes and labels
+    upstream refuses."""
+    rng = draw.rng
+    nodes = tuple(_vnpu_node(draw) for _ in range(rng.randint(1, 3)))
+    cores = rng.choice((1, 2, 2, 4, 4, 4, 8, 8, 16, 3, 10))
+    labels = {RING_CONTROLLER_LABEL: "ascend-310P"}
+    if cores in (2, 4) and rng.random() < 0.5:
+        labels[VNPU_LEVEL_LABEL] = "high"
+    if cores == 4 and rng.random() < 0.6:
+        labels[VNPU_DVPP_LABEL] = rng.choice(("yes", "no", "null"))
+    if cores in (1, 2) and rng.random() < 0.1:
+        labels[VNPU_DVPP_LABEL] = "yes"  # refused on 1 or 2 AI cores
+    job = JobSpec(1, cores, labels=labels, resource=NPU_CORE_RESOURCE)
+    how = ",".join(
+        f"{k.split('-')[-1]}={v}" for k, v in labels.items() if k != RING_CONTROLLER_LABEL
+    )
+    return draw.case(nodes, job, f"one pod of {cores} AI cores {how}".rstrip())
+
+
 NSLB2_GROUP = "910B x8 ToR NSLB 2.0"
 # Generators by hardware group, and how often each is drawn.
 GENERATORS: Mapping[str, tuple[Callable[[_Draw], Case], int]] = {
@@ -668,15 +747,18 @@ GENERATORS: Mapping[str, tuple[Callable[[_Draw], Case], int]] = {
     "310P": (_inference_310p, 2),
     "300I Duo": (_inference_duo, 2),
     "310": (_inference_310, 2),
+    VNPU_GROUP: (_vnpu, 4),
 }
 _HARDWARE_OF = {"910 x8 2x4": "910 x8", "910B x8 ToR": "910B x8", NSLB2_GROUP: "910B x8"}
-_DEFAULT_GROUPS = [g for g in GENERATORS if g != NSLB2_GROUP]
+# Each needs a Volcano of its own: switch affinity 2.0, dynamic vNPU (presetVirtualDevice off).
+OWN_VOLCANO = (NSLB2_GROUP, VNPU_GROUP)
+_DEFAULT_GROUPS = [g for g in GENERATORS if g not in OWN_VOLCANO]
 
 
 def generate(seed: int, count: int, groups: Sequence[str] | None = None) -> list[Case]:
     """``count`` cases drawn from ``seed`` (the same seed gives the same cases), each from a
     generator chosen by weight (``groups``: only these; by default all but switch affinity
-    2.0's, which need a Volcano of their own)."""
+    2.0's and dynamic vNPU's, which need a Volcano of their own: ``OWN_VOLCANO``)."""
     rng = random.Random(seed)
     names = [g for g in GENERATORS if g in groups] if groups else _DEFAULT_GROUPS
     weights = [GENERATORS[g][1] for g in names]

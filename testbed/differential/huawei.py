@@ -54,6 +54,7 @@ from contract.annotations import (
     SUPER_POD_RANK_ANNOTATION,
 )
 from contract.chip_names import parse_chip_list
+from contract.vnpu import parse_core_choice
 from scheduler_core.volcano_config import merged
 from testbed.control_plane import ControlPlane, running, wait_until
 from testbed.differential.cases import TOR_LAYOUT, Case, Obj
@@ -100,14 +101,16 @@ LOG_FLAGS = ("-v=3", "--vmodule=factory=4")
 NPU_NODES = "ascend_scheduler_npu_nodes"  # the NPU nodes our service sees (its /metrics)
 
 
-def scheduler_configuration(conf: str, *, nslb: str = "1.0") -> str:
+def scheduler_configuration(conf: str, *, nslb: str = "1.0", preset: bool = True) -> str:
     """Huawei's shipped ``volcano-scheduler.conf`` with the plugin's built name and the
-    DeviceInfo read as written."""
+    DeviceInfo read as written; switch affinity ``nslb``; without ``preset``, vNPUs cut as
+    pods ask (``presetVirtualDevice: "false"``: Huawei ships ``"true"``, static vNPUs only)."""
     conf = SHIPPED_NAME.sub(HUAWEI_PLUGIN, conf)
     for key, value in (
         ("useClusterInfoManager", "false"),
         ("self-maintain-available-card", "false"),
         ("nslb-version", nslb),
+        ("presetVirtualDevice", "true" if preset else "false"),
     ):
         conf, count = re.subn(rf'"{key}":\s*"[^"]*"', f'"{key}":"{value}"', conf)
         if count != 1:
@@ -187,9 +190,9 @@ class VolcanoCases:
     def _set_up(self, running_case: Running) -> None:
         case, key = running_case.case, running_case.key
         for i, node in enumerate(case.nodes):
-            node_obj, configmap, holder = node_objects(case, key, i, node)
+            node_obj, configmap, holders = node_objects(case, key, i, node)
             self._create(CONFIGMAPS, configmap)
-            if holder is not None:
+            for holder in holders:
                 self._create(PODS, holder)
             self._create("/api/v1/nodes", node_obj)
 
@@ -405,19 +408,23 @@ class VolcanoCases:
                 return  # bound before the annotation shows: read again
             placements = []
             ordered = sorted(bound, key=lambda p: int(p["metadata"]["name"].rsplit("-p", 1)[1]))
-            for pod in ordered:
-                index = int(pod["spec"]["nodeName"].rsplit("-n", 1)[1])
-                chips = parse_chip_list(
-                    pod["metadata"]["annotations"][resource], kind=case.spec.kind
-                )
-                placements.append((index, tuple(chips)))
             notes = [p["metadata"].get("annotations") or {} for p in ordered]
-            ranks = tuple(int(n.get(RANK_INDEX_ANNOTATION, "-1")) for n in notes)
             detail = {
                 f"p{i}": ",".join(f"{k}={n[k]}" for k in DETAIL_ANNOTATIONS if k in n)
                 for i, n in enumerate(notes)
                 if any(k in n for k in DETAIL_ANNOTATIONS)
             }
+            for rank, pod in enumerate(ordered):
+                index = int(pod["spec"]["nodeName"].rsplit("-n", 1)[1])
+                written = notes[rank][resource]
+                if case.spec.vnpu_cores:  # 1-vir02_1c (a vNPU of chip 1) or 0,1 (whole chips)
+                    choice = parse_core_choice(written)
+                    chips, template = choice.chips, choice.template or ""
+                    detail[f"p{rank}.template"] = template
+                else:
+                    chips = tuple(parse_chip_list(written, kind=case.spec.kind))
+                placements.append((index, tuple(chips)))
+            ranks = tuple(int(n.get(RANK_INDEX_ANNOTATION, "-1")) for n in notes)
             running_case.outcome = Outcome(True, tuple(placements), detail=detail, ranks=ranks)
             return
         if bound or group is None:
@@ -465,13 +472,15 @@ def _volcano_for_cases(
 
 @contextmanager
 def huawei_volcano(
-    workdir: Path | None = None, *, batch: int = 12, nslb: str = "1.0"
+    workdir: Path | None = None, *, batch: int = 12, nslb: str = "1.0", preset: bool = True
 ) -> Iterator[VolcanoCases]:
-    """Huawei's plugin in vc-scheduler (switch affinity ``nslb``: the cases' ``Case.nslb``),
-    ready for the first case: the plugin's first session refuses every job by design
-    (``IsFirstSession``), so a few sessions pass."""
+    """Huawei's plugin in vc-scheduler (switch affinity ``nslb``: the cases' ``Case.nslb``;
+    ``preset``: ``presetVirtualDevice``, off for dynamic vNPU cases), ready for the first case:
+    the plugin's first session refuses every job by design (``IsFirstSession``), so a few
+    sessions pass."""
     with _volcano_for_cases(workdir) as (plane, volcano):
-        conf = scheduler_configuration(huawei_scheduler_configuration(volcano.build), nslb=nslb)
+        shipped = huawei_scheduler_configuration(volcano.build)
+        conf = scheduler_configuration(shipped, nslb=nslb, preset=preset)
         volcano.start_scheduler(conf, plugins=True, period=PERIOD, extra=LOG_FLAGS)
         open_queue(plane)
         runner = VolcanoCases(plane, volcano, batch=batch)

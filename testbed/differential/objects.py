@@ -13,6 +13,7 @@ from contract import deviceinfo
 from contract.annotations import REAL_ANNOTATION
 from contract.chip_names import chip_name
 from contract.go_json import go_json
+from contract.vnpu import CORE_SPECS, NPU_CORE_ANNOTATION, TEMPLATES_310P, CoreChoice
 from testbed.differential.cases import Case, NodeSpec, Obj
 
 NAMESPACE = "differential"
@@ -37,9 +38,11 @@ def meta(
 
 def node_objects(
     case: Case, key: str, i: int, node: NodeSpec, *, update_time: int | None = None
-) -> tuple[Obj, Obj, Obj | None]:
+) -> tuple[Obj, Obj, list[Obj]]:
     """The Node, its DeviceInfo ConfigMap (``update_time``: its ``UpdateTime``, else now) and
-    the pod holding its used chips (None: none)."""
+    the pods holding its used chips: one for the chips held whole, one for each vNPU. A vNPU
+    node offers AI cores (``huawei.com/npu-core``: its chips' cores at capacity, the healthy
+    ones' allocatable)."""
     spec = case.spec
     kind = spec.kind
     name = f"{key}-n{i}"
@@ -49,7 +52,8 @@ def node_objects(
         for c in range(spec.chips)
     }
     capacity = {"cpu": "192", "memory": "1536Gi", "pods": "110"}
-    healthy = spec.chips - len(node.unhealthy)
+    unit = spec.vnpu_cores or 1
+    healthy = (spec.chips - len(node.unhealthy)) * unit
     # The kubelet's own labels (pkg/kubelet/kubelet_node_status.go): samples keep their pods
     # apart by podAntiAffinity on kubernetes.io/hostname.
     kubelet = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}
@@ -59,7 +63,7 @@ def node_objects(
         "kind": "Node",
         "metadata": meta(name, key, labels=labels, annotations={"baseDeviceInfos": go_json(base)}),
         "status": {
-            "capacity": {**capacity, spec.resource: str(spec.chips)},
+            "capacity": {**capacity, spec.resource: str(spec.chips * unit)},
             "allocatable": {**capacity, spec.resource: str(healthy)},
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
             "addresses": [
@@ -89,33 +93,51 @@ def node_objects(
         "data": deviceinfo.encode(info),
     }
     used = node.used(spec.chips)
-    holder = None
-    if used:
+    holders: list[Obj] = []
+    if used and spec.vnpu_cores:  # whole chips of npu-core, as a scheduler chose them
+        real = deviceinfo.chip_list(used, kind)
+        held = {NPU_CORE_ANNOTATION: str(CoreChoice(used)), REAL_ANNOTATION: real}
+        cores = {spec.resource: len(used) * spec.vnpu_cores}
+        holders.append(_holder(f"{name}-held", key, name, held, cores))
+    elif used:
         chips = deviceinfo.chip_list(used, kind)
-        holder = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": meta(
-                f"{name}-held",
-                key,
-                annotations={spec.resource: chips, REAL_ANNOTATION: chips},
-            ),
-            "spec": {
-                "nodeName": name,
-                "schedulerName": "differential-holder",
-                "containers": [
-                    {
-                        "name": "held",
-                        "image": "held",
-                        "resources": {
-                            "requests": {spec.resource: str(len(used))},
-                            "limits": {spec.resource: str(len(used))},
-                        },
-                    }
-                ],
-            },
-        }
-    return node_obj, configmap, holder
+        held = {spec.resource: chips, REAL_ANNOTATION: chips}
+        holders.append(_holder(f"{name}-held", key, name, held, {spec.resource: len(used)}))
+    for v, (chip, template) in enumerate(node.vnpus):
+        # The vNPU the agent made, one vGroup each (its AscendReal:
+        # <chip kind>-<core spec>-<vdev id>-<chip>_<vgroup>).
+        group = sum(1 for c, _ in node.vnpus[:v] if c == chip)
+        real = f"{kind.name}-{CORE_SPECS[template]}-{100 + v}-{chip}_{group}"
+        held = {NPU_CORE_ANNOTATION: f"{chip}-{template}", REAL_ANNOTATION: real}
+        cores = {spec.resource: TEMPLATES_310P[template].cores}
+        holders.append(_holder(f"{name}-v{v}", key, name, held, cores))
+    return node_obj, configmap, holders
+
+
+def _holder(
+    name: str, key: str, node: str, annotations: Mapping[str, str], requests: Mapping[str, int]
+) -> Obj:
+    """A pod bound to ``node`` asking ``requests``, holding what its annotations say (created
+    bound: no scheduler of the case's sees it as its own)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta(name, key, annotations=annotations),
+        "spec": {
+            "nodeName": node,
+            "schedulerName": "differential-holder",
+            "containers": [
+                {
+                    "name": "held",
+                    "image": "held",
+                    "resources": {
+                        "requests": {r: str(n) for r, n in requests.items()},
+                        "limits": {r: str(n) for r, n in requests.items()},
+                    },
+                }
+            ],
+        },
+    }
 
 
 def job_objects(case: Case, key: str) -> tuple[Obj, list[Obj]]:
@@ -184,5 +206,7 @@ def alone_in_cluster(case: Case) -> bool:
     """Whether the case must run with no other case's nodes: its handler reads every node of
     the session (``exclusive``), or the job asks more chips than its nodes have free, which the
     plugin's enqueue check counts over the whole cluster (``npu.go`` getNpuNum)."""
+    if case.spec.vnpu_cores:  # the enqueue check skips npu-core jobs (npu.go HandlerStart)
+        return case.exclusive
     free = sum(len(n.free) for n in case.nodes)
     return case.exclusive or case.job.pods * case.job.npu > free

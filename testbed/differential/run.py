@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from testbed.differential import vnpu
 from testbed.differential.cases import Case, Obj, case_from_json
 from testbed.differential.huawei import VolcanoCases
 from testbed.differential.known import Known, known_difference
@@ -38,7 +39,7 @@ class Result:
 def compare(case: Case, huawei: Outcome, *, known: bool = True) -> Result:
     """``known``: a disagreement may be a known difference between Huawei's plugin and our
     engine; without it (our own side through Volcano against our engine) none is."""
-    verdict = judge(case, huawei)
+    verdict = (vnpu.judge if case.spec.vnpu_cores else judge)(case, huawei)
     difference = known_difference(case, verdict) if known and not verdict.agrees else None
     return Result(case, huawei, verdict, difference)
 

@@ -286,11 +286,11 @@ def test_a_high_level_task_is_downgraded_where_the_ai_cpus_run_short() -> None:
 def test_a_vnpu_request_upstream_refuses_fails_every_node_with_its_message() -> None:
     c = vnpu_nodes(4)
     assert set(c.filter(c.pod("p", NPU_CORE, 3)).FailedAndUnresolvableNodes.values()) == {
-        "p req err 3"
+        "expected: task req npu should be [1,2,4,8,10], actual: task<> req npu: 3, "
     }
     dvpp = c.pod("q", NPU_CORE, 1, {"vnpu-dvpp": "yes"})
     assert set(c.filter(dvpp).FailedAndUnresolvableNodes.values()) == {
-        "q req 1 ai-core, but dvpp label is:yes"
+        "expected: , actual: task<> has error:  req 1 ai-core, but dvpp label is:yes, "
     }
     other = c.pod("r", NPU_CORE, 5, {"ring-controller.atlas": "ascend-910b"})
     assert c.filter(other).FailedAndUnresolvableNodes["v0"] == (

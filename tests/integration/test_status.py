@@ -167,7 +167,10 @@ def test_status_draws_an_inference_nodes_cards_and_a_vnpu_nodes_ai_cores() -> No
         },
         {
             "metadata": {"name": "v0", "labels": {"servertype": "Ascend310P-8"}},
-            "status": {"capacity": {"huawei.com/npu-core": "16"}},
+            "status": {
+                "capacity": {"huawei.com/npu-core": "16"},
+                "allocatable": {"huawei.com/npu-core": "16"},
+            },
         },
     ]
     infos = {

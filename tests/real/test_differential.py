@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from testbed.differential.cases import NSLB2_GROUP, generate
+from testbed.differential.cases import NSLB2_GROUP, VNPU_GROUP, generate
 from testbed.differential.faults import (
     FAULT_CASES,
     OUR_PASS,
@@ -38,6 +38,7 @@ from testbed.differential.samples import (
 
 SEED, CASES = 11, 300
 NSLB2_CASES = 40
+VNPU_CASES = 80
 # The fault cases: the fixed ones and a dozen seeded (``faults.generate_faults``).
 FAULTS = [*FAULT_CASES, *generate_faults(SEED, 12)]
 
@@ -144,6 +145,23 @@ def test_switch_affinity_2_0_decides_as_huaweis_plugin() -> None:
     unknown = [r for r in found if not r.verdict.agrees and r.known is None]
     assert not unknown, "disagreements no known difference explains:\n" + _listed(unknown)
     assert sum(r.huawei.placed for r in found) >= len(found) // 2
+
+
+def test_dynamic_vnpu_decides_as_huaweis_plugin() -> None:
+    """310P servers cut into vNPUs as pods ask (``huawei.com/npu-core``), in a Volcano whose
+    plugin is set to (``presetVirtualDevice: "false"``; Huawei ships ``"true"``, under which
+    it refuses every such job): chips free, unhealthy, held whole or already cut; one pod of
+    1, 2 or 4 AI cores at either CPU level and media engine, or of whole chips, and sizes and
+    labels upstream refuses. The node, the template and a chip as good, or the refusal in
+    upstream's words (``testbed/differential/vnpu.py``)."""
+    cases = generate(SEED, VNPU_CASES, [VNPU_GROUP])
+    with huawei_volcano(preset=False) as runner:
+        found = run_cases(runner, cases)
+    print(summary(found))
+    differing = [r for r in found if not r.verdict.agrees]
+    assert not differing, "disagreements:\n" + _listed(differing)
+    placed = sum(r.huawei.placed for r in found)
+    assert len(found) // 3 <= placed <= len(found) - len(found) // 10, "both kinds met"
 
 
 def test_huaweis_plugin_and_our_engine_delete_the_same_pods_after_a_chip_fault() -> None:

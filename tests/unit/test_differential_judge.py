@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from chip_topology.routing import product_by_name
 from contract.chip_names import ASCEND910
+from contract.vnpu import NPU_CORE_RESOURCE
+from testbed.differential import vnpu
 from testbed.differential.cases import (
+    VNPU_GROUP,
     Case,
     JobSpec,
     NodeSpec,
@@ -36,7 +39,7 @@ def _910(free: list[int]) -> NodeSpec:
 
 
 def test_cases_and_outcomes_survive_json() -> None:
-    for case in [*generate(3, 60), *sample_cases()]:
+    for case in [*generate(3, 60), *generate(3, 20, [VNPU_GROUP]), *sample_cases()]:
         assert case_from_json(case.to_json()) == case
     placed = Outcome(True, ((1, (4, 5)),), scores=((0, {1: 261.0, 0: 200.0}),), ranks=(0,))
     assert outcome_from_json(placed.to_json()) == placed
@@ -112,3 +115,28 @@ def test_every_known_difference_has_a_smallest_case_our_engine_decides() -> None
     assert len(set(names)) == len(names)
     for known in KNOWN:
         assert outcome(decide(known.minimal)) is not None
+
+
+def _vnpu_case(nodes: list[NodeSpec], cores: int) -> Case:
+    job = JobSpec(
+        1, cores, labels={"ring-controller.atlas": "ascend-310P"}, resource=NPU_CORE_RESOURCE
+    )
+    return Case("v", VNPU_GROUP, tuple(nodes), job)
+
+
+def _on(node: int, chip: int, template: str) -> Outcome:
+    return Outcome(True, ((node, (chip,)),), detail={"p0.template": template})
+
+
+def test_vnpu_equally_idle_nodes_and_chips_as_free_are_upstreams_draw_nothing_else() -> None:
+    # Two all-free nodes are equally idle, their four chips equally free: any is upstream's.
+    free = NodeSpec((0, 1, 2, 3))
+    assert vnpu.judge(_vnpu_case([free, free], 2), _on(1, 3, "vir02_1c")).agrees
+    # Chip 0 cut (4 cores, 5 CPUs free): the best fit; a fully free chip is not as good, nor
+    # is another template, nor a node more idle than the one with the cut chip.
+    cut = NodeSpec((1, 2, 3), vnpus=((0, "vir04_3c"),))
+    case = _vnpu_case([cut], 2)
+    assert vnpu.judge(case, _on(0, 0, "vir02_1c")).agrees
+    assert vnpu.judge(case, _on(0, 2, "vir02_1c")).kind == "chips"
+    assert vnpu.judge(case, _on(0, 0, "vir02")).kind == "chips"
+    assert vnpu.judge(_vnpu_case([free, cut], 2), _on(0, 1, "vir02_1c")).kind == "nodes"

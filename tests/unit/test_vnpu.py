@@ -3,6 +3,8 @@ model's invariants."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +20,7 @@ def node(free: list[int], pods: list[VPod] = (), name: str = "n") -> vnpu.VNode:
         chip_type="Ascend310P",
         cores_per_chip=8,
         capacity=32,
+        allocatable=32,
         free=free,
         unhealthy=(),
         pods=list(pods),
@@ -49,11 +52,24 @@ def test_a_bad_dvpp_label_and_a_whole_card_request() -> None:
 
 
 def test_validation_messages_are_upstreams() -> None:
-    with pytest.raises(VnpuInvalid, match=r"^task2 req err 3$"):
-        vnpu.validate_cores("task2", 3, {})
-    with pytest.raises(VnpuInvalid, match=r"^task03 req 1 ai-core, but dvpp label is:dvpp$"):
-        vnpu.validate_cores("task03", 1, {"vnpu-dvpp": "dvpp"})
-    vnpu.validate_cores("t", 16, {"vnpu-dvpp": "yes"})
+    # v26.1.0's TaskValidateHelper words, the task named by its volcano.sh/task-spec.
+    size = "expected: task req npu should be [1,2,4,8,10], actual: task<worker> req npu: 3, "
+    with pytest.raises(VnpuInvalid, match=f"^{re.escape(size)}$"):
+        vnpu.validate_cores("worker", 3, {})
+    dvpp = "expected: , actual: task<w> has error: w req 1 ai-core, but dvpp label is:dvpp, "
+    with pytest.raises(VnpuInvalid, match=f"^{re.escape(dvpp)}$"):
+        vnpu.validate_cores("w", 1, {"vnpu-dvpp": "dvpp"})
+    for cores in (16, 10, 20, 30):  # multiples of 8 or of 10: whole chips of 310P-8 or -10
+        vnpu.validate_cores("t", cores, {"vnpu-dvpp": "yes"})
+
+
+def test_a_size_no_template_or_whole_chip_fits_is_refused_on_the_node() -> None:
+    # frame.go GetTaskResource: 10 AI cores on chips of 8, 8 on chips of 10 (found beside
+    # Huawei's plugin: VOL-v5's zero resource passed and bound a pod with no chip).
+    for cores, per_chip in ((10, 8), (8, 10), (12, 8)):
+        with pytest.raises(VnpuInvalid, match=r"^task<t> get virTemplate is null$"):
+            vnpu.task_resource(cores, {}, per_chip, 7, task="t")
+    assert vnpu.task_resource(20, {}, 10, 7) == Resource(20, 14)
 
 
 def test_a_2_core_task_takes_the_best_fitting_chip_beside_a_running_vnpu() -> None:
@@ -93,8 +109,32 @@ def test_one_template_in_flight_per_node() -> None:
     assert vnpu.choose(model, Resource(2, 1)) == CoreChoice((1,), "vir02_1c")
 
 
+def test_the_in_flight_rule_judges_the_template_after_the_downgrade() -> None:
+    # vdynamic.go CheckNodeNPUByDyTask: resources (a high request downgraded where AI CPUs run
+    # short) first, then IsNodeHasDifferentUnFinishedTask on what the node would give. Chip 0:
+    # a vir02_1c being made (in flight); chip 1: a vir04 and a vir02 leave (2, 1) free, so a
+    # high 2-core request gets vir02_1c there, the template in flight.
+    pending = VPod("ns/a", CoreChoice((0,), "vir02_1c"), created=False)
+    made = [
+        VPod(f"ns/{k}", CoreChoice((1,), t), vgroup=g)
+        for k, t, g in (("b", "vir04", 0), ("c", "vir02", 1))
+    ]
+    model = vnpu.node_model(
+        "n", chip_type="Ascend310P", cores_per_chip=8, capacity=16, allocatable=16, free=[],
+        unhealthy=(), pods=[pending, *made], requested=0,
+    )  # fmt: skip
+    verdict = vnpu.check(model, "t", Resource(2, 2))
+    assert verdict.downgraded and verdict.resource == Resource(2, 1)
+    # Where it still does not fit, the resources are named, not the vNPU in flight.
+    full = vnpu.check(model, "t", Resource(4, 3))
+    assert full.reason == "dynamic vnpu task<t> CheckNodeNPUByDyTask node n resource not enough"
+
+
 def test_dvpp_rules() -> None:
-    with_dvpp = VPod("ns/a", CoreChoice((0,), "vir04_4c_dvpp"), dvpp="yes", vgroup=0)
+    # The media engine a vNPU takes is its template's, whatever its pod's labels say
+    # (plugin/vnode.go addNPUResourceVNPUCard: UpdateDVPP(podVResource.DVPP)); found beside
+    # Huawei's plugin, which left such a chip to a null request where we took it.
+    with_dvpp = VPod("ns/a", CoreChoice((0,), "vir04_4c_dvpp"), vgroup=0)
     model = node([], [with_dvpp])
     assert vnpu.check(model, "t", Resource(4, 4, "yes")).resource is None  # engine taken
     assert vnpu.check(model, "t", Resource(1, 1)).resource is None  # null rejects "no"

@@ -151,6 +151,7 @@ def b3_node(free: list[int], pods: list[VPod] = (), name: str = "b3") -> vnpu.VN
         chip_type="910B3",
         cores_per_chip=20,
         capacity=20 * 8,
+        allocatable=20 * 8,
         free=free,
         unhealthy=(),
         pods=list(pods),
@@ -198,7 +199,8 @@ def _service(model: vnpu.VNode) -> VnpuNodes:
 
 def test_a_910_task_and_a_310p_node_refuse_each_other_for_good() -> None:
     p310 = vnpu.node_model(
-        "p", chip_type="Ascend310P", cores_per_chip=8, capacity=32, free=[0, 1, 2, 3],
+        "p", chip_type="Ascend310P", cores_per_chip=8, capacity=32, allocatable=32,
+        free=[0, 1, 2, 3],
         unhealthy=(), pods=[], requested=0,
     )  # fmt: skip
     nodes = _service(p310)
@@ -229,8 +231,12 @@ def test_taking_counts_the_vnpu_so_a_chip_is_never_given_twice() -> None:
     assert str(nodes.take(task, "ns/b", "ub", "b3", 0.0)) == "1-vir10_3c_32g"
     third = nodes.take(task, "ns/c", "uc", "b3", 0.0)
     assert isinstance(third, str) and "resource not enough" in third
+    # Both chips wait for their vNPUs: no chip for another size either, and the resources
+    # are judged before the in-flight rule (vdynamic.go CheckNodeNPUByDyTask).
     five = VnpuTask("f", 5, {"ring-controller.atlas": "ascend-910b"})
-    assert nodes.take(five, "ns/d", "ud", "b3", 0.0) == "f is using b3, and not rewrite"
+    assert nodes.take(five, "ns/d", "ud", "b3", 0.0) == (
+        "dynamic vnpu task<f> CheckNodeNPUByDyTask node b3 resource not enough"
+    )
 
 
 def test_the_chip_type_comes_from_the_chip_name_label_or_the_a3_servertype() -> None:

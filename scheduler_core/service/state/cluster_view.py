@@ -264,7 +264,8 @@ def _view(
         state = f"{name}: its DeviceInfo lists {info.kind.name} chips, the node offers {resource}"
     elif resource == NPU_CORE_RESOURCE:
         capacity = _quantity(node, "capacity", resource)
-        state = vnode_of(node, capacity, info, vpods, requested)
+        allocatable = _quantity(node, "allocatable", resource)
+        state = vnode_of(node, capacity, info, vpods, requested, allocatable=allocatable)
     else:
         state = _node_state(
             node,

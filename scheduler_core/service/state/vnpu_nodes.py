@@ -16,7 +16,6 @@ from contract.annotations import (
     REAL_ANNOTATION,
     RING_CONTROLLER_LABEL,
     SERVER_TYPE_LABEL,
-    VNPU_DVPP_LABEL,
 )
 from contract.chip_names import ASCEND310P, ChipKind, InvalidInput, quoted
 from contract.deviceinfo import DeviceInfo
@@ -25,9 +24,6 @@ from contract.pods import PodView
 from contract.vnpu import (
     A3_SERVER_PREFIX,
     CHIP_NAME_LABEL,
-    DVPP_NO,
-    DVPP_NULL,
-    DVPP_YES,
     NPU_CORE_ANNOTATION,
     NPU_CORE_RESOURCE,
     VNPU_KIND_OF_RING,
@@ -58,13 +54,7 @@ def vpod_of(pod: PodView) -> VPod | None:
             vgroup = parse_virtual_name(real).vgroup
         except InvalidInput:
             vgroup = None
-    return VPod(pod.key, choice, _dvpp(pod.labels), bool(real), vgroup)
-
-
-def _dvpp(labels: Mapping[str, str]) -> str:
-    """The pod's ``vnpu-dvpp`` as the node model counts it (anything unknown: null)."""
-    dvpp = labels.get(VNPU_DVPP_LABEL, DVPP_NULL)
-    return dvpp if dvpp in (DVPP_YES, DVPP_NO) else DVPP_NULL
+    return VPod(pod.key, choice, bool(real), vgroup)
 
 
 def chip_type_of(labels: Mapping[str, str], kind: ChipKind) -> str:
@@ -82,7 +72,13 @@ def chip_type_of(labels: Mapping[str, str], kind: ChipKind) -> str:
 
 
 def vnode_of(
-    node: Obj, capacity: int, info: DeviceInfo, pods: Iterable[VPod], requested: int
+    node: Obj,
+    capacity: int,
+    info: DeviceInfo,
+    pods: Iterable[VPod],
+    requested: int,
+    *,
+    allocatable: int,
 ) -> VNode | str:
     """``setNodeVNPUInfo``: the node's model, or why it is not a vNPU node. Its chips per
     AI core count come from the label ``servertype`` the agent writes (``Ascend310P-8``,
@@ -106,6 +102,7 @@ def vnode_of(
             chip_type=chip_type_of(labels, info.kind),
             cores_per_chip=cores,
             capacity=capacity,
+            allocatable=allocatable,
             free=info.free,
             unhealthy=info.unhealthy,
             pods=sorted(pods, key=lambda p: p.key),
@@ -133,6 +130,7 @@ class VnpuTask:
     name: str
     cores: int
     labels: Mapping[str, str]
+    spec: str = ""  # its ``volcano.sh/task-spec``, which upstream's job checks name it by
 
     @property
     def kind(self) -> ChipKind:
@@ -215,7 +213,7 @@ class VnpuNodes:
         the chip type of the session's first vNPU node), a refusal final for that node."""
         is_310p = task.kind is ASCEND310P
         if is_310p:
-            vnpu.validate_cores(task.name, task.cores, task.labels)
+            vnpu.validate_cores(task.spec, task.cores, task.labels)
         found: dict[str, vnpu.Verdict] = {}
         for name in names:
             node = self.node(name)
@@ -273,6 +271,6 @@ class VnpuNodes:
         choice = vnpu.choose(node, verdict.resource)
         if choice is None:
             return NOT_FOUND.format(cores=verdict.resource.cores)
-        pod = VPod(key, choice, _dvpp(task.labels), created=False)
+        pod = VPod(key, choice, created=False)
         self.give(key, GivenVnpu(uid, name, pod, task.cores, now))
         return choice
