@@ -477,6 +477,18 @@ def _names(text: str) -> str:
     return re.sub(r"differential/[\w.-]+", "<>", re.sub(r"(job|task)<[^>]*>", r"\1<>", text))
 
 
+def job_refusal(conditions: Mapping[str, str], reason: str, ours: Outcome) -> Verdict | None:
+    """Where upstream's job checks refused the job (``JobValidateFailed``): agreement when our
+    ``reason`` carries its words; None where they passed it."""
+    invalid = conditions.get("JobValidateFailed")
+    if invalid is None:
+        return None
+    core = _names(invalid.split(": ", 1)[-1].strip().rstrip(",").strip())
+    if core and core not in _names(reason):
+        return Verdict("refusal", f"Huawei: {invalid!r}; ours: {reason!r}", ours)
+    return Verdict(AGREE, ours=ours)
+
+
 def _refusals(case: Case, theirs: Outcome, decision: Decision, ours: Outcome) -> Verdict:
     """Both refuse: the same reason. A job refused by its own checks (upstream's
     ``JobValidateFailed``) must be refused by ours in the same words; a node the plugin refused
@@ -484,12 +496,8 @@ def _refusals(case: Case, theirs: Outcome, decision: Decision, ours: Outcome) ->
     whose earlier pods took chips before a later one found no node (Volcano's predicate
     reasons are the failing task's), among our reasons for that later pod."""
     conditions, per_node = huawei_reasons(case, theirs)
-    invalid = conditions.get("JobValidateFailed")
-    if invalid is not None:
-        core = _names(invalid.split(": ", 1)[-1].strip().rstrip(",").strip())
-        if core and core not in _names(decision.reason):
-            return Verdict("refusal", f"Huawei: {invalid!r}; ours: {decision.reason!r}", ours)
-        return Verdict(AGREE, ours=ours)
+    if (checked := job_refusal(conditions, decision.reason, ours)) is not None:
+        return checked
     for index, reason in sorted(per_node.items()):
         mine = decision.rejected.get(node_name(index))
         if mine is None and case.job.pods > 1 and f" {reason.strip()}" in decision.reason:

@@ -26,7 +26,7 @@ from scheduler_core.engine.vnpu import VChip, VNode, VnpuInvalid
 from scheduler_core.service.state.vnpu_nodes import VnpuNodes, VnpuTask, vnode_of, vpod_of
 from testbed.differential.cases import Case
 from testbed.differential.objects import node_objects
-from testbed.differential.ours import AGREE, Verdict, _names, huawei_reasons, node_name
+from testbed.differential.ours import AGREE, Verdict, huawei_reasons, job_refusal, node_name
 from testbed.differential.outcome import Outcome
 
 TASK = "p0"  # the pod's name as both sides' messages carry it (the case's key taken out)
@@ -107,15 +107,11 @@ def judge(case: Case, theirs: Outcome) -> Verdict:
 
 def _refusal(case: Case, theirs: Outcome, ours: Outcome) -> Verdict:
     conditions, per_node = huawei_reasons(case, theirs)
-    invalid = conditions.get("JobValidateFailed")
-    if invalid is not None:
-        core = _names(invalid.split(": ", 1)[-1].strip().rstrip(",").strip())
-        if core and core not in _names(ours.reason):
-            return Verdict("refusal", f"Huawei: {invalid!r}; ours: {ours.reason!r}", ours)
-        return Verdict(AGREE, ours=ours)
+    if (checked := job_refusal(conditions, ours.reason, ours)) is not None:
+        return checked
     for index, reason in sorted(per_node.items()):
         mine = ours.detail.get(node_name(index))
-        if mine is None or _names(reason.strip()) != _names(mine.strip()):
+        if mine is None or reason.strip() != mine.strip():
             return Verdict("refusal", f"n{index}: Huawei {reason!r}; ours {mine!r}", ours)
     return Verdict(AGREE, ours=ours)
 
