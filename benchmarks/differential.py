@@ -18,7 +18,7 @@ are deleted and where they go again): the fixed cases and ``--cases`` seeded one
 Huawei's plugin or ``--through ours``.
 ``--nslb 2.0`` runs switch affinity 2.0's ToR cases in a Volcano whose plugin is set so;
 ``--vnpu`` the dynamic vNPU cases (310P, ``huawei.com/npu-core``) in one whose plugin cuts vNPUs
-(``presetVirtualDevice: "false"``).
+(``presetVirtualDevice: "false"``), or ``--through ours``.
 Exit status 1 when a disagreement no known difference explains was found.
 """
 
@@ -137,9 +137,10 @@ def main() -> int:
         volcano = partial(huawei_volcano, nslb="2.0")
     own = args.nslb == "2.0" or args.vnpu  # a Volcano of their own, their own cases only
     if args.vnpu:
-        if args.through != "huawei" or args.faults or args.nslb == "2.0":
-            parser.error("--vnpu is Huawei's plugin beside our engine, placements only")
-        volcano = partial(huawei_volcano, preset=False)
+        if args.faults or args.nslb == "2.0":
+            parser.error("--vnpu is placements only, under switch affinity 1.0")
+        if args.through == "huawei":  # ours reads no presetVirtualDevice: each node's agent
+            volcano = partial(huawei_volcano, preset=False)
     if args.faults:
         faults = [*FAULT_CASES, *generate_faults(args.seed, args.cases)]
         return _faults(volcano, faults, args.through, args.batch)

@@ -164,6 +164,18 @@ def test_dynamic_vnpu_decides_as_huaweis_plugin() -> None:
     assert len(found) // 3 <= placed <= len(found) - len(found) // 10, "both kinds met"
 
 
+def test_our_volcano_path_cuts_vnpus_as_our_engine() -> None:
+    """The same dynamic vNPU cases through our own side in Volcano v1.12.0 (the service and
+    the adapter, which reads no ``presetVirtualDevice``: each node's agent decides): the vNPU
+    the adapter carries in Volcano's Binding is the one our engine cuts."""
+    cases = generate(SEED, VNPU_CASES, [VNPU_GROUP])
+    with our_volcano() as runner:
+        found = run_cases(runner, cases, known=False)
+    print(summary(found))
+    differing = [r for r in found if not r.verdict.agrees]
+    assert not differing, "disagreements:\n" + _listed(differing)
+
+
 def test_huaweis_plugin_and_our_engine_delete_the_same_pods_after_a_chip_fault() -> None:
     """Fault reactions (``testbed/differential/faults.py``): a job running on chips Huawei's
     plugin gave it, then a chip of one of its nodes listed failed in the DeviceInfo: the
