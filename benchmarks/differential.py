@@ -17,8 +17,8 @@ than ``place``, and none is known. ``--faults`` runs the fault reactions instead
 are deleted and where they go again): the fixed cases and ``--cases`` seeded ones, through
 Huawei's plugin or ``--through ours``.
 ``--nslb 2.0`` runs switch affinity 2.0's ToR cases in a Volcano whose plugin is set so;
-``--vnpu`` the dynamic vNPU cases (310P, ``huawei.com/npu-core``) in one whose plugin cuts vNPUs
-(``presetVirtualDevice: "false"``), or ``--through ours``.
+``--vnpu ["310P vNPU" | "910B vNPU"]`` one chip's dynamic vNPU cases (``huawei.com/npu-core``) in
+one whose plugin cuts vNPUs (``presetVirtualDevice: "false"``), or ``--through ours``.
 Exit status 1 when a disagreement no known difference explains was found.
 """
 
@@ -37,6 +37,7 @@ from pathlib import Path
 from testbed.differential.cases import (
     GENERATORS,
     NSLB2_GROUP,
+    VNPU_910B_GROUP,
     VNPU_GROUP,
     Case,
     case_from_json,
@@ -91,8 +92,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--vnpu",
-        action="store_true",
-        help="only the dynamic vNPU cases, in a Volcano whose plugin cuts vNPUs",
+        nargs="?",
+        const=VNPU_GROUP,
+        choices=(VNPU_GROUP, VNPU_910B_GROUP),
+        help="only one chip's dynamic vNPU cases, in a Volcano whose plugin cuts vNPUs "
+        f"(default {VNPU_GROUP!r})",
     )
     parser.add_argument("--out", type=Path, help="disagreements JSON (differential-<seed>.json)")
     parser.add_argument("--record", type=Path, help="every case and Huawei's outcome (JSON)")
@@ -148,7 +152,7 @@ def main() -> int:
     if args.replay:
         cases = [case_from_json(r["case"]) for r in json.loads(args.replay.read_text())]
     else:
-        groups = [NSLB2_GROUP] if args.nslb == "2.0" else [VNPU_GROUP] if args.vnpu else args.groups
+        groups = [NSLB2_GROUP] if args.nslb == "2.0" else [args.vnpu] if args.vnpu else args.groups
         cases = generate(args.seed, args.cases, groups)
         if not own and not args.no_samples:
             cases += sample_cases()

@@ -39,7 +39,13 @@ from contract.annotations import (
     VNPU_LEVEL_LABEL,
 )
 from contract.chip_names import ASCEND310, ASCEND310P, ASCEND910, NPU, ChipKind, chip_name
-from contract.vnpu import CHIP_NAME_LABEL, NPU_CORE_RESOURCE
+from contract.vnpu import (
+    CHIP_NAME_LABEL,
+    NPU_CORE_RESOURCE,
+    TEMPLATES_310P,
+    TEMPLATES_910,
+    Template,
+)
 
 Obj = dict[str, Any]
 _NO_STRINGS: Mapping[str, str] = {}
@@ -59,8 +65,14 @@ class Hardware:
     labels: Mapping[str, str]
     super_pod: bool = False
     racks: bool = False
-    # AI cores per chip where pods ask for AI cores (dynamic vNPU, ``huawei.com/npu-core``).
+    # AI cores per chip where pods ask for AI cores (dynamic vNPU, ``huawei.com/npu-core``),
+    # and what picks the chips' templates (``Ascend310P``, a 910B chip name).
     vnpu_cores: int = 0
+    vnpu_chip: str = ""
+
+    @property
+    def templates(self) -> Mapping[str, Template]:
+        return TEMPLATES_310P if self.vnpu_chip == "Ascend310P" else TEMPLATES_910[self.vnpu_chip]
 
     @property
     def resource(self) -> str:
@@ -87,6 +99,7 @@ def _npu_type(accelerator_type: str) -> dict[str, str]:
 
 _310P = {"accelerator": "huawei-Ascend310P", "host-arch": "huawei-arm"}
 VNPU_GROUP = "310P vNPU"
+VNPU_910B_GROUP = "910B vNPU"
 _310 = {"accelerator": "huawei-Ascend310", "host-arch": "huawei-arm"}
 
 HARDWARE: Mapping[str, Hardware] = {
@@ -168,6 +181,22 @@ HARDWARE: Mapping[str, Hardware] = {
             4,
             {**_310P, SERVER_TYPE_LABEL: "Ascend310P-8", CHIP_NAME_LABEL: "310P3"},
             vnpu_cores=8,
+            vnpu_chip="Ascend310P",
+        ),
+        # Atlas 800I A2 (910B3, 20 AI cores a chip) cut as pods ask: the 910 vNPU handler
+        # (``internal/npu/ascend910/vnpu``), its chip type the chip name label.
+        Hardware(
+            VNPU_910B_GROUP,
+            "module910bx8",
+            ASCEND910,
+            8,
+            {
+                **_910x("module-910b-8"),
+                SERVER_TYPE_LABEL: "Ascend910B-20",
+                CHIP_NAME_LABEL: "910B3",
+            },
+            vnpu_cores=20,
+            vnpu_chip="910B3",
         ),
     )
 }
@@ -680,8 +709,19 @@ CUTS = (
 )
 
 
-def _vnpu_node(draw: _Draw) -> NodeSpec:
-    """A 310P server of four chips: each free, unhealthy, held whole or cut into vNPUs."""
+# A 910B3 chip's cuts (20 AI cores, 6 AI CPUs).
+CUTS_910B3 = (
+    ("vir05_1c_16g",),
+    ("vir10_3c_32g",),
+    ("vir05_1c_16g", "vir05_1c_16g"),
+    ("vir10_3c_32g", "vir05_1c_16g"),
+    ("vir10_3c_32g", "vir10_3c_32g"),
+    ("vir05_1c_16g", "vir05_1c_16g", "vir05_1c_16g", "vir05_1c_16g"),
+)
+
+
+def _vnpu_node(draw: _Draw, cuts: Sequence[tuple[str, ...]] = CUTS) -> NodeSpec:
+    """A server whose chips are each free, unhealthy, held whole or cut into vNPUs."""
     rng = draw.rng
     free: list[int] = []
     sick: list[int] = []
@@ -693,7 +733,7 @@ def _vnpu_node(draw: _Draw) -> NodeSpec:
         elif roll < 0.5:
             free.append(chip)
         elif roll >= 0.62:
-            cut += [(chip, t) for t in rng.choice(CUTS)]
+            cut += [(chip, t) for t in rng.choice(cuts)]
     return NodeSpec(listed(free, draw.hardware.kind), tuple(sick), vnpus=tuple(cut))
 
 
@@ -716,6 +756,20 @@ def _vnpu(draw: _Draw) -> Case:
         f"{k.split('-')[-1]}={v}" for k, v in labels.items() if k != RING_CONTROLLER_LABEL
     )
     return draw.case(nodes, job, f"one pod of {cores} AI cores {how}".rstrip())
+
+
+def _vnpu_910b(draw: _Draw) -> Case:
+    """Dynamic vNPU on 910B3 servers (``ring-controller.atlas: ascend-910b``): one pod of 5 or
+    10 AI cores or of whole chips (20, 40), some sizes upstream refuses, a few with a CPU level
+    or media engine label it refuses there."""
+    rng = draw.rng
+    nodes = tuple(_vnpu_node(draw, CUTS_910B3) for _ in range(rng.randint(1, 3)))
+    cores = rng.choice((5, 5, 10, 10, 20, 20, 40, 6, 15))
+    labels = {RING_CONTROLLER_LABEL: "ascend-910b"}
+    if rng.random() < 0.1:
+        labels[rng.choice((VNPU_LEVEL_LABEL, VNPU_DVPP_LABEL))] = rng.choice(("high", "yes"))
+    job = JobSpec(1, cores, labels=labels, resource=NPU_CORE_RESOURCE)
+    return draw.case(nodes, job, f"one pod of {cores} AI cores")
 
 
 NSLB2_GROUP = "910B x8 ToR NSLB 2.0"
@@ -748,10 +802,13 @@ GENERATORS: Mapping[str, tuple[Callable[[_Draw], Case], int]] = {
     "300I Duo": (_inference_duo, 2),
     "310": (_inference_310, 2),
     VNPU_GROUP: (_vnpu, 4),
+    VNPU_910B_GROUP: (_vnpu_910b, 4),
 }
 _HARDWARE_OF = {"910 x8 2x4": "910 x8", "910B x8 ToR": "910B x8", NSLB2_GROUP: "910B x8"}
 # Each needs a Volcano of its own: switch affinity 2.0, dynamic vNPU (presetVirtualDevice off).
-OWN_VOLCANO = (NSLB2_GROUP, VNPU_GROUP)
+# (The plugin takes one vNPU template set a session, the first vNPU node's: each vNPU chip a
+# Volcano of its own.)
+OWN_VOLCANO = (NSLB2_GROUP, VNPU_GROUP, VNPU_910B_GROUP)
 _DEFAULT_GROUPS = [g for g in GENERATORS if g not in OWN_VOLCANO]
 
 

@@ -13,7 +13,7 @@ from contract import deviceinfo
 from contract.annotations import REAL_ANNOTATION
 from contract.chip_names import chip_name
 from contract.go_json import go_json
-from contract.vnpu import CORE_SPECS, NPU_CORE_ANNOTATION, TEMPLATES_310P, CoreChoice
+from contract.vnpu import CORE_SPECS, NPU_CORE_ANNOTATION, CoreChoice
 from testbed.differential.cases import Case, NodeSpec, Obj
 
 NAMESPACE = "differential"
@@ -109,7 +109,7 @@ def node_objects(
         group = sum(1 for c, _ in node.vnpus[:v] if c == chip)
         real = f"{kind.name}-{CORE_SPECS[template]}-{100 + v}-{chip}_{group}"
         held = {NPU_CORE_ANNOTATION: f"{chip}-{template}", REAL_ANNOTATION: real}
-        cores = {spec.resource: TEMPLATES_310P[template].cores}
+        cores = {spec.resource: spec.templates[template].cores}
         holders.append(_holder(f"{name}-v{v}", key, name, held, cores))
     return node_obj, configmap, holders
 

@@ -71,8 +71,8 @@ def decide(case: Case) -> Outcome:
         return Outcome(False, reason=str(invalid))
     refused = {n: v.reason for n, v in verdicts.items() if v.resource is None}
     scores = state.scores(task, names)
-    if not scores:
-        return Outcome(False, reason="no node fits", detail=refused)
+    if not scores:  # a 910 request each node's chip type refuses (upstream: the job's check)
+        return Outcome(False, reason=" | ".join(sorted(set(refused.values()))), detail=refused)
     best = max(scores.values())
     chosen = min(n for n, s in scores.items() if s == best)
     choice = state.take(task, TASK, "uid", chosen, 0.0)

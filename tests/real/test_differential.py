@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from testbed.differential.cases import NSLB2_GROUP, VNPU_GROUP, generate
+from testbed.differential.cases import NSLB2_GROUP, VNPU_910B_GROUP, VNPU_GROUP, generate
 from testbed.differential.faults import (
     FAULT_CASES,
     OUR_PASS,
@@ -38,7 +38,7 @@ from testbed.differential.samples import (
 
 SEED, CASES = 11, 300
 NSLB2_CASES = 40
-VNPU_CASES = 80
+VNPU_CASES = 60  # a chip
 # The fault cases: the fixed ones and a dozen seeded (``faults.generate_faults``).
 FAULTS = [*FAULT_CASES, *generate_faults(SEED, 12)]
 
@@ -147,14 +147,16 @@ def test_switch_affinity_2_0_decides_as_huaweis_plugin() -> None:
     assert sum(r.huawei.placed for r in found) >= len(found) // 2
 
 
-def test_dynamic_vnpu_decides_as_huaweis_plugin() -> None:
-    """310P servers cut into vNPUs as pods ask (``huawei.com/npu-core``), in a Volcano whose
-    plugin is set to (``presetVirtualDevice: "false"``; Huawei ships ``"true"``, under which
-    it refuses every such job): chips free, unhealthy, held whole or already cut; one pod of
-    1, 2 or 4 AI cores at either CPU level and media engine, or of whole chips, and sizes and
-    labels upstream refuses. The node, the template and a chip as good, or the refusal in
-    upstream's words (``testbed/differential/vnpu.py``)."""
-    cases = generate(SEED, VNPU_CASES, [VNPU_GROUP])
+@pytest.mark.parametrize("group", [VNPU_GROUP, VNPU_910B_GROUP])
+def test_dynamic_vnpu_decides_as_huaweis_plugin(group: str) -> None:
+    """310P and 910B3 servers cut into vNPUs as pods ask (``huawei.com/npu-core``), each chip
+    in a Volcano of its own whose plugin is set to (``presetVirtualDevice: "false"``; Huawei
+    ships ``"true"``, under which it refuses every such job): chips free, unhealthy, held
+    whole or already cut; one pod of a template's AI cores (on 310P at either CPU level and
+    media engine) or of whole chips, and sizes and labels upstream refuses. The node, the
+    template and a chip as good, or the refusal in upstream's words
+    (``testbed/differential/vnpu.py``)."""
+    cases = generate(SEED, VNPU_CASES, [group])
     with huawei_volcano(preset=False) as runner:
         found = run_cases(runner, cases)
     print(summary(found))
@@ -164,11 +166,12 @@ def test_dynamic_vnpu_decides_as_huaweis_plugin() -> None:
     assert len(found) // 3 <= placed <= len(found) - len(found) // 10, "both kinds met"
 
 
-def test_our_volcano_path_cuts_vnpus_as_our_engine() -> None:
+@pytest.mark.parametrize("group", [VNPU_GROUP, VNPU_910B_GROUP])
+def test_our_volcano_path_cuts_vnpus_as_our_engine(group: str) -> None:
     """The same dynamic vNPU cases through our own side in Volcano v1.12.0 (the service and
     the adapter, which reads no ``presetVirtualDevice``: each node's agent decides): the vNPU
     the adapter carries in Volcano's Binding is the one our engine cuts."""
-    cases = generate(SEED, VNPU_CASES, [VNPU_GROUP])
+    cases = generate(SEED, VNPU_CASES, [group])
     with our_volcano() as runner:
         found = run_cases(runner, cases, known=False)
     print(summary(found))

@@ -10,6 +10,7 @@ from contract.chip_names import ASCEND910
 from contract.vnpu import NPU_CORE_RESOURCE
 from testbed.differential import vnpu
 from testbed.differential.cases import (
+    VNPU_910B_GROUP,
     VNPU_GROUP,
     Case,
     JobSpec,
@@ -39,7 +40,8 @@ def _910(free: list[int]) -> NodeSpec:
 
 
 def test_cases_and_outcomes_survive_json() -> None:
-    for case in [*generate(3, 60), *generate(3, 20, [VNPU_GROUP]), *sample_cases()]:
+    vnpu_cases = generate(3, 20, [VNPU_GROUP, VNPU_910B_GROUP])
+    for case in [*generate(3, 60), *vnpu_cases, *sample_cases()]:
         assert case_from_json(case.to_json()) == case
     placed = Outcome(True, ((1, (4, 5)),), scores=((0, {1: 261.0, 0: 200.0}),), ranks=(0,))
     assert outcome_from_json(placed.to_json()) == placed
