@@ -478,8 +478,8 @@ def _lower(item: tuple[str, str]) -> str:
     return item[0].lower()
 
 
-def missing() -> str | None:
-    """Why the build cannot run here, or None."""
+def missing(*, python: bool = True) -> str | None:
+    """Why the build cannot run here, or None (``python``: it compiles ``.pyc`` too)."""
     absent = [tool for tool in TOOLS if shutil.which(tool) is None]
     if absent:
         return (
@@ -488,7 +488,7 @@ def missing() -> str | None:
         )
     if os.geteuid() != 0:
         return "run as root: mmdebstrap extracts the packages with their owners"
-    if f"{sys.version_info[0]}.{sys.version_info[1]}" != PYTHON:
+    if python and f"{sys.version_info[0]}.{sys.version_info[1]}" != PYTHON:
         return f"run with Python {PYTHON}: it compiles the image's .pyc for {SUITE}'s python3"
     return None
 
@@ -600,12 +600,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lock", action="store_true", help="regenerate image/requirements.lock")
     parser.add_argument("--cache", type=Path, default=None, help=f"default: {cache_root()}")
     args = parser.parse_args(argv)
+    if not args.lock:
+        push = "Push both architectures: skopeo copy --all"
+        return finish(partial(build, args.cache), NAME, push)
     try:
-        if args.lock:
-            lock()
-            _say(f"wrote {LOCK.relative_to(ROOT)}")
-            return 0
-        built = build(args.cache)
+        lock()
+    except (MissingTool, BuildError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2 if isinstance(error, MissingTool) else 1
+    _say(f"wrote {LOCK.relative_to(ROOT)}")
+    return 0
+
+
+def finish(make: Callable[[], Image], name: str, push: str) -> int:
+    """A build command's end: ``make`` run, what it made printed with how to ``push`` it as
+    ``name``; exit status 2 when a tool is missing, 1 when a step fails."""
+    try:
+        built = make()
     except MissingTool as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -613,10 +624,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(built.summary)
-    print(f"OCI layout: {built.layout}, the index tagged {built.reference}")
+    print(f"OCI layout: {built.layout}, tagged {built.reference}")
     print(
-        f"Push both architectures: skopeo copy --all oci:{built.layout}:{built.reference} "
-        f"docker://REGISTRY/{NAME}:{built.reference}",
+        f"{push} oci:{built.layout}:{built.reference} docker://REGISTRY/{name}:{built.reference}",
         flush=True,
     )
     return 0

@@ -37,7 +37,6 @@ when a tool is missing or the user is not root, 1 when a step fails.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -151,20 +150,11 @@ def configuration(tag: str, stages: list[build.Stage]) -> dict[str, Any]:
     }
 
 
-def missing() -> str | None:
-    absent = [tool for tool in build.TOOLS if shutil.which(tool) is None]
-    if absent:
-        return f"missing {', '.join(absent)}: apt-get install -y mmdebstrap"
-    if os.geteuid() != 0:
-        return "run as root: mmdebstrap extracts the packages with their owners"
-    return None
-
-
 def build_image(cache: Path | None = None, say: Callable[[str], None] | None = None) -> build.Image:
     """The image, from the cache when its inputs are unchanged."""
     cache = cache or build.cache_root()
     tell = say or _say
-    reason = missing()
+    reason = build.missing(python=False)
     if reason is not None:
         raise build.MissingTool(reason)
     tag = f"{VOLCANO}-{build.project().version}"
@@ -230,22 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cache", type=Path, default=None, help=f"default: {build.cache_root()}")
     args = parser.parse_args(argv)
-    try:
-        built = build_image(args.cache)
-    except build.MissingTool as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except build.BuildError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(built.summary)
-    print(f"OCI layout: {built.layout}, tagged {built.reference}")
-    print(
-        f"Push: skopeo copy oci:{built.layout}:{built.reference} "
-        f"docker://REGISTRY/{NAME}:{built.reference}",
-        flush=True,
-    )
-    return 0
+    return build.finish(partial(build_image, args.cache), NAME, "Push: skopeo copy")
 
 
 if __name__ == "__main__":

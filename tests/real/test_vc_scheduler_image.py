@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from image import layout, vc_scheduler
+from image import build, layout, vc_scheduler
 from simulation.processes import free_port
 from testbed.cluster import NAMESPACE, deployed
 from testbed.control_plane import ControlPlane, scratch, wait_until
@@ -48,6 +48,7 @@ from tests.real.test_volcano import (
     JOBS,
     NODES,
     VOLCANO_CONFIG_ACCOUNT,
+    VOLCANO_CONFIG_FLAGS,
     assert_legal_and_once,
     bound,
     calls,
@@ -67,7 +68,7 @@ DEPLOYMENTS = f"/apis/apps/v1/namespaces/{VOLCANO}/deployments/{DEPLOYMENT}"
 
 @pytest.fixture(scope="module")
 def image() -> layout.Manifest:
-    reason = vc_scheduler.missing()
+    reason = build.missing(python=False)
     if reason is not None:
         pytest.skip(f"the vc-scheduler image cannot be built here: {reason}")
     built = vc_scheduler.build_image()
@@ -147,10 +148,9 @@ def test_huaweis_deployment_runs_the_image_the_chart_sets_and_places_through_the
             workdir,
             NODES,
             overlay="volcano",
-            service_flags=(f"--volcano-config={VOLCANO}/volcano-scheduler-configmap:"
-                           "volcano-scheduler.conf",),
+            service_flags=VOLCANO_CONFIG_FLAGS,
         ) as cluster,
-    ):  # fmt: skip
+    ):
         entry = charts_adapter_entry(cluster.service_url)
         flag = f"--scheduler-image={OURS}"
         done = merge(plane, cluster.service_url, cluster.tls, workdir, entry, extra=(flag,))

@@ -53,6 +53,8 @@ CONFIGMAP, KEY, DEPLOYMENT = (
 # One server for the 1 x 8 job, one a pod for the 2 x 8 and the 2 x 4 gangs (a gang takes a pod
 # a server: docs/compatibility.md).
 NODES = 5
+# The service reading Volcano's configuration (Huawei's init-params), as the chart runs it.
+VOLCANO_CONFIG_FLAGS = (f"--volcano-config={VOLCANO}/{CONFIGMAP}:{KEY}",)
 JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs"
 PODS = "/api/v1/namespaces/default/pods"
 
@@ -328,7 +330,7 @@ def test_the_real_volcano_places_huawei_jobs_through_the_merged_extender(
             workdir,
             NODES,
             overlay="volcano",
-            service_flags=(f"--volcano-config={VOLCANO}/{CONFIGMAP}:{KEY}",),
+            service_flags=VOLCANO_CONFIG_FLAGS,
         ) as cluster,
     ):
         done = merge(plane, cluster.service_url, cluster.tls, workdir)
@@ -386,7 +388,7 @@ def test_volcano_1_12_places_npu_jobs_with_chips_through_the_in_process_adapter(
             workdir,
             NODES,
             overlay="volcano",
-            service_flags=(f"--volcano-config={VOLCANO}/{CONFIGMAP}:{KEY}",),
+            service_flags=VOLCANO_CONFIG_FLAGS,
         ) as cluster,
     ):
         # The chart's Volcano path with volcano.adapter: its merge Job writes the adapter's
