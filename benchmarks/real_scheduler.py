@@ -35,12 +35,13 @@ import shutil
 import signal
 import ssl
 import statistics
+import sys
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -56,8 +57,8 @@ from benchmarks.pod_watch import PodWatch
 from contract.annotations import CHIPS_ANNOTATION
 from contract.chip_names import RESOURCE_NAME
 from contract.deviceinfo import DeviceInfo
-from simulation.processes import free_port, service_process_with
-from testbed.cluster import extender_configuration, npu_pod
+from simulation.processes import free_port, service_command_with, serving
+from testbed.cluster import ExtenderTls, extender_configuration, npu_pod
 from testbed.control_plane import ControlPlane, Process, scratch, wait_until
 from testbed.rest import Obj
 from testbed.volcano_service import parse_metrics
@@ -213,11 +214,22 @@ class CountingProxy:
     """Forwards the extender's verbs to the service, noting how many node names each
     ``/filter`` carries (``NodeNames`` when nodeCacheCapable, else ``Nodes.items``)."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, tls: ExtenderTls | None = None) -> None:
+        """kube-scheduler calls the proxy over plain HTTP; the proxy calls ``target`` over
+        HTTPS with kube-scheduler's client certificate when ``tls`` is given."""
         self.names_per_filter: list[int] = []
         parsed = urllib.parse.urlsplit(target)
         host, port = parsed.hostname or "127.0.0.1", parsed.port or 80
         counts = self.names_per_filter
+        context = None
+        if tls is not None:
+            context = ssl.create_default_context(cafile=tls.ca)
+            context.load_cert_chain(tls.client.cert, tls.client.key)
+
+        def connect() -> http.client.HTTPConnection:
+            if context is None:
+                return http.client.HTTPConnection(host, port, timeout=30)
+            return http.client.HTTPSConnection(host, port, timeout=30, context=context)
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -230,7 +242,7 @@ class CountingProxy:
                     if names is None:
                         names = (args.get("Nodes") or {}).get("items") or []
                     counts.append(len(names))
-                upstream = http.client.HTTPConnection(host, port, timeout=30)
+                upstream = connect()
                 try:
                     upstream.request("POST", self.path, body, {"Content-Type": "application/json"})
                     answer = upstream.getresponse()
@@ -442,6 +454,7 @@ def place(
     sizes: list[int],
     service: str | None,
     service_pid: int,
+    floor_pid: int | None = None,
     latency_pods: int,
     rate: float,
     timeout: float,
@@ -464,6 +477,8 @@ def place(
         pids = {name: plane.processes[name].pid for name in ("etcd", "kube-apiserver")}
         pids["kube-scheduler"] = process.pid
         pids["scheduler-service"] = service_pid
+        if floor_pid is not None:
+            pids["floor-extender"] = floor_pid
         pids["benchmark"] = os.getpid()
         run = backlog(plane, process, ns, sizes, pids=pids, timeout=timeout)
         after = scheduler_metrics(plane, process.name)
@@ -507,6 +522,7 @@ class Scale:
     setup_seconds: float
     extender: Run
     plain: Run
+    floor: Run  # (c): kube-scheduler with an extender that decides nothing
     names_per_filter: list[int]  # from the counting run
     feasible_to_find: int  # kube-scheduler's numFeasibleNodesToFind at this size
 
@@ -521,6 +537,10 @@ class Scale:
             "plain_over_extender": round(
                 self.plain.pods_per_second / self.extender.pods_per_second, 3
             ),
+            "floor_over_plain": round(self.floor.pods_per_second / self.plain.pods_per_second, 3),
+            "extender_over_floor": round(
+                self.extender.pods_per_second / self.floor.pods_per_second, 3
+            ),
             "names_per_filter": {
                 "calls": len(names),
                 "min": min(names, default=0),
@@ -529,7 +549,7 @@ class Scale:
             },
             "feasible_nodes_to_find": self.feasible_to_find,
         }
-        for run in (self.extender, self.plain):
+        for run in (self.extender, self.plain, self.floor):
             fields = asdict(run)
             del fields["placed"]
             out[run.mode] = {
@@ -539,6 +559,64 @@ class Scale:
                 out[run.mode]["service_ms"] = {k: round(v, 2) for k, v in run.service_ms.items()}
             out[run.mode]["cpu_ms"] = {k: round(v, 2) for k, v in run.cpu_ms.items()}
         return out
+
+
+@dataclass(frozen=True)
+class Extender:
+    pid: int
+    url: str  # the verbs, as kube-scheduler calls them
+    probes: str  # /readyz and /metrics (the service's), over plain HTTP
+
+
+@contextmanager
+def extender_process(
+    command: Callable[[int, int], list[str]], tls: ExtenderTls | None, log: Path
+) -> Iterator[Extender]:
+    """An extender as its own process, ``command(port, probe_port)``: over HTTPS with
+    ``tls`` (its probes then on the second port), else plain HTTP on the first."""
+    port, probe_port = free_port(), free_port()
+    probed = probe_port if tls is not None else port
+    with (
+        log.open("a") as output,
+        serving(command(port, probe_port), probed, output) as (
+            process,
+            probes,
+        ),
+    ):
+        verbs = f"https://127.0.0.1:{port}" if tls is not None else probes
+        yield Extender(process.pid, verbs, probes)
+
+
+def service_command(admin: Path, tls: ExtenderTls | None) -> Callable[[int, int], list[str]]:
+    """The scheduler service with the admin's kubeconfig: as the chart runs it over HTTPS
+    (kube-scheduler's client certificate required, probes and ``/metrics`` apart), or
+    ``--insecure`` over plain HTTP."""
+
+    def command(port: int, probe_port: int) -> list[str]:
+        if tls is None:
+            return service_command_with(admin, port)
+        listen = f"--metrics-listen=127.0.0.1:{probe_port}"
+        return service_command_with(admin, port, listen, *tls.service_flags(), insecure=False)
+
+    return command
+
+
+def floor_command(admin: Path, tls: ExtenderTls | None) -> Callable[[int, int], list[str]]:
+    """``benchmarks.floor_extender`` with the admin's kubeconfig, over HTTPS as the service
+    (the same certificates) or plain HTTP."""
+
+    def command(port: int, probe_port: int) -> list[str]:
+        served = [sys.executable, "-m", "benchmarks.floor_extender", "--kubeconfig", str(admin)]
+        served += ["--port", str(port)]
+        if tls is None:
+            return served
+        return [
+            *served,
+            *("--probe-port", str(probe_port), "--tls-cert-file", str(tls.server.cert)),
+            *("--tls-private-key-file", str(tls.server.key), "--client-ca-file", str(tls.ca)),
+        ]
+
+    return command
 
 
 def measure(
@@ -551,57 +629,81 @@ def measure(
     rate: float = 10.0,
     timeout: float = 600,
     client_qps: float | None = None,
+    https: bool = True,
 ) -> Scale:
-    """Both runs (and the counting run) on a control plane of ``nodes`` nodes of its own.
-    ``client_qps``: kube-scheduler's client rate limit (``clientConnection.qps``, burst twice
-    that) in both runs; unset, its default (50, burst 100), as the overlay ships it."""
+    """The three runs (and the counting run) on a control plane of ``nodes`` nodes of its
+    own. ``client_qps``: kube-scheduler's client rate limit (``clientConnection.qps``, burst
+    twice that) in every run; unset, its default (50, burst 100). ``https``: kube-scheduler
+    calls the extenders over HTTPS with its client certificate, as the chart ships it; else
+    over plain HTTP."""
     sizes = pod_sizes(pods, seed)
     workdir = scratch("rs")
     plane = ControlPlane(workdir, admission_plugins_off=("TaintNodesByCondition",))
+    tls = ExtenderTls.make(workdir / "extender-tls") if https else None
     try:
         plane.start(controllers=False)
         started = time.monotonic()
         names = populate(plane, nodes)
-        port = free_port()
         log = workdir / "scheduler-service.log"
         with (
             heartbeats(plane, names),
-            service_process_with(plane.admin, port, log) as (service_process, url),
+            extender_process(service_command(plane.admin, tls), tls, log) as service,
         ):
             wait_until(
-                lambda: scrape(url).get("ascend_scheduler_npu_nodes") == nodes,
+                lambda: scrape(service.probes).get("ascend_scheduler_npu_nodes") == nodes,
                 120,
                 f"the service sees {nodes} NPU nodes",
             )
             setup = time.monotonic() - started
 
-            def run(configuration: dict[str, Any], mode: str, count: int, paced: int) -> Run:
-                service = url if mode == "extender" else None
+            def run(
+                configuration: dict[str, Any],
+                mode: str,
+                count: int,
+                paced: int,
+                floor_pid: int | None = None,
+            ) -> Run:
                 return place(
                     plane,
-                    service_pid=service_process.pid,
+                    service_pid=service.pid,
+                    floor_pid=floor_pid,
                     configuration=configuration,
                     mode=mode,
                     sizes=sizes[:count],
-                    service=service,
+                    service=service.probes if mode == "extender" else None,
                     latency_pods=paced,
                     rate=rate,
                     timeout=timeout,
                 )
 
-            shipped = extender_configuration(url, leader_elect=False)
-            if client_qps is not None:
-                shipped["clientConnection"] = {"qps": client_qps, "burst": int(2 * client_qps)}
+            def calling(url: str) -> dict[str, Any]:
+                configuration = extender_configuration(url, tls=tls, leader_elect=False)
+                if client_qps is not None:
+                    limit = {"qps": client_qps, "burst": int(2 * client_qps)}
+                    configuration["clientConnection"] = limit
+                return configuration
+
+            shipped = calling(service.url)
             extender = run(shipped, "extender", pods, latency_pods)
-            proxy = CountingProxy(url)
+            proxy = CountingProxy(service.url, tls)
             try:
-                run(extender_configuration(proxy.url, leader_elect=False), "counted", count_pods, 0)
+                counted = extender_configuration(proxy.url, leader_elect=False)
+                run(counted, "counted", count_pods, 0)
             finally:
                 proxy.stop()
             plain_configuration = {k: v for k, v in shipped.items() if k != "extenders"}
             plain = run(plain_configuration, "resource-only", pods, latency_pods)
+            floor_log = workdir / "floor-extender.log"
+            with extender_process(floor_command(plane.admin, tls), tls, floor_log) as floor:
+                floored = run(calling(floor.url), "floor", pods, latency_pods, floor.pid)
         return Scale(
-            nodes, setup, extender, plain, proxy.names_per_filter, feasible_nodes_to_find(nodes)
+            nodes,
+            setup,
+            extender,
+            plain,
+            floored,
+            proxy.names_per_filter,
+            feasible_nodes_to_find(nodes),
         )
     finally:
         plane.stop()
@@ -615,16 +717,37 @@ def table(scales: list[Scale]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for scale in scales:
-        ratio = scale.extender.pods_per_second / scale.plain.pods_per_second
+        plain = scale.plain.pods_per_second
         for run, label, shown in (
-            (scale.extender, "(a) with extender", f"(a)/(b) {ratio:.2f}"),
-            (scale.plain, "(b) resource fit only", f"(b)/(a) {1 / ratio:.2f}"),
+            (
+                scale.extender,
+                "(a) with extender",
+                f"(a)/(b) {scale.extender.pods_per_second / plain:.2f}",
+            ),
+            (scale.plain, "(b) resource fit only", ""),
+            (
+                scale.floor,
+                "(c) extender deciding nothing",
+                f"(c)/(b) {scale.floor.pods_per_second / plain:.2f}",
+            ),
         ):
             rows.append(
                 f"| {scale.nodes:,} | {label} | {run.pods_per_second:.1f} | {run.p50_ms:.0f} / "
                 f"{run.p99_ms:.0f} ms | {run.algorithm_ms:.1f} | {shown} |"
             )
     return "\n".join(rows)
+
+
+def _flags(args: argparse.Namespace) -> Iterator[str]:
+    """The command line's options as given (``--out`` aside)."""
+    for key, value in vars(args).items():
+        flag = f"--{key.replace('_', '-')}"
+        if key == "out" or value is None or value is False:
+            continue
+        if value is True:
+            yield flag
+        else:
+            yield f"{flag} {' '.join(map(str, value)) if isinstance(value, list) else value}"
 
 
 def main() -> None:
@@ -640,6 +763,11 @@ def main() -> None:
         type=float,
         help="kube-scheduler's clientConnection.qps in both runs (default: its own, 50)",
     )
+    parser.add_argument(
+        "--plain-http",
+        action="store_true",
+        help="kube-scheduler calls the extenders over plain HTTP (default: HTTPS, as shipped)",
+    )
     parser.add_argument("--out", type=Path, default=DATA)
     args = parser.parse_args()
     scales = []
@@ -652,6 +780,7 @@ def main() -> None:
             latency_pods=args.latency_pods,
             rate=args.rate,
             client_qps=args.client_qps,
+            https=not args.plain_http,
         )
         scales.append(scale)
         summary = scale.summary()
@@ -664,7 +793,7 @@ def main() -> None:
             f"{statistics.median(names):.0f} (min {min(names)}, max {max(names)}, "
             f"{len(names)} calls); numFeasibleNodesToFind = {scale.feasible_to_find}"
         )
-        for run in (scale.extender, scale.plain):
+        for run in (scale.extender, scale.plain, scale.floor):
             print(
                 f"{scale.nodes:,} nodes, {run.mode}: CPU ms per pod "
                 + ", ".join(f"{name} {ms:.1f}" for name, ms in run.cpu_ms.items())
@@ -676,12 +805,8 @@ def main() -> None:
             + ", ".join(f"{verb} {ms:.1f} ms" for verb, ms in service.items())
         )
     results = {
-        "command": "python -m benchmarks.real_scheduler "
-        + " ".join(
-            f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
-            for k, v in vars(args).items()
-            if k != "out" and v is not None
-        ),
+        "command": "python -m benchmarks.real_scheduler " + " ".join(_flags(args)),
+        "https": not args.plain_http,
         "seed": args.seed,
         "scales": [s.summary() for s in scales],
     }

@@ -88,7 +88,7 @@ def service_process(
     """The scheduler service as its own process against the API server at ``api_url``: the
     process and the service's URL, once it is ready."""
     port = free_port()
-    with _serving(service_command(api_url, workdir, port, *flags), port) as served:
+    with serving(service_command(api_url, workdir, port, *flags), port) as served:
         yield served
 
 
@@ -101,15 +101,17 @@ def service_process_with(
     it is ready."""
     with (
         log.open("a") as output,
-        _serving(service_command_with(config_file, port, *flags), port, output) as served,
+        serving(service_command_with(config_file, port, *flags), port, output) as served,
     ):
         yield served
 
 
 @contextmanager
-def _serving(
+def serving(
     command: list[str], port: int, output: IO[str] | None = None
 ) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``command`` as a process serving HTTP on ``127.0.0.1:port`` (its output to ``output``,
+    else a pipe): the process and its URL once its ``/readyz`` answers; ended after."""
     sink: IO[str] | int = subprocess.PIPE if output is None else output
     process = subprocess.Popen(command, stdout=sink, stderr=sink, text=True)
     url = f"http://127.0.0.1:{port}"
