@@ -35,6 +35,7 @@ import shutil
 import signal
 import ssl
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -523,6 +524,7 @@ class Scale:
     extender: Run
     plain: Run
     floor: Run  # (c): kube-scheduler with an extender that decides nothing
+    go_floor: Run  # (d): the same in Go (benchmarks/floor_extender_go)
     names_per_filter: list[int]  # from the counting run
     feasible_to_find: int  # kube-scheduler's numFeasibleNodesToFind at this size
 
@@ -538,6 +540,9 @@ class Scale:
                 self.plain.pods_per_second / self.extender.pods_per_second, 3
             ),
             "floor_over_plain": round(self.floor.pods_per_second / self.plain.pods_per_second, 3),
+            "go_floor_over_plain": round(
+                self.go_floor.pods_per_second / self.plain.pods_per_second, 3
+            ),
             "extender_over_floor": round(
                 self.extender.pods_per_second / self.floor.pods_per_second, 3
             ),
@@ -549,7 +554,7 @@ class Scale:
             },
             "feasible_nodes_to_find": self.feasible_to_find,
         }
-        for run in (self.extender, self.plain, self.floor):
+        for run in (self.extender, self.plain, self.floor, self.go_floor):
             fields = asdict(run)
             del fields["placed"]
             out[run.mode] = {
@@ -614,6 +619,39 @@ def floor_command(admin: Path, tls: ExtenderTls | None) -> Callable[[int, int], 
             *served,
             *("--probe-port", str(probe_port), "--tls-cert-file", str(tls.server.cert)),
             *("--tls-private-key-file", str(tls.server.key), "--client-ca-file", str(tls.ca)),
+        ]
+
+    return command
+
+
+GO_FLOOR = Path(__file__).parent / "floor_extender_go"
+
+
+def go_floor_command(
+    plane: ControlPlane, tls: ExtenderTls | None, binary: Path
+) -> Callable[[int, int], list[str]]:
+    """``benchmarks/floor_extender_go`` built to ``binary``, binding as the admin, over HTTPS
+    as the service (the same certificates) or plain HTTP."""
+    kubeconfig = yaml.safe_load(plane.admin.read_text())
+    user, cluster = kubeconfig["users"][0]["user"], kubeconfig["clusters"][0]["cluster"]
+    subprocess.run(
+        ["go", "build", "-o", str(binary), "."],
+        cwd=GO_FLOOR,
+        env={**os.environ, "GOFLAGS": "-buildvcs=false"},
+        check=True,
+    )
+
+    def command(port: int, probe_port: int) -> list[str]:
+        served = [str(binary), f"--listen=127.0.0.1:{port}", f"--api={cluster['server']}"]
+        served += [f"--api-ca-file={cluster['certificate-authority']}"]
+        served += [f"--api-cert-file={user['client-certificate']}"]
+        served += [f"--api-key-file={user['client-key']}"]
+        if tls is None:
+            return served
+        return [
+            *served,
+            *(f"--probe-listen=127.0.0.1:{probe_port}", f"--tls-cert-file={tls.server.cert}"),
+            *(f"--tls-private-key-file={tls.server.key}", f"--client-ca-file={tls.ca}"),
         ]
 
     return command
@@ -696,12 +734,16 @@ def measure(
             floor_log = workdir / "floor-extender.log"
             with extender_process(floor_command(plane.admin, tls), tls, floor_log) as floor:
                 floored = run(calling(floor.url), "floor", pods, latency_pods, floor.pid)
+            built = go_floor_command(plane, tls, workdir / "floor-extender-go")
+            with extender_process(built, tls, floor_log) as floor:
+                go_floored = run(calling(floor.url), "go-floor", pods, latency_pods, floor.pid)
         return Scale(
             nodes,
             setup,
             extender,
             plain,
             floored,
+            go_floored,
             proxy.names_per_filter,
             feasible_nodes_to_find(nodes),
         )
@@ -729,6 +771,11 @@ def table(scales: list[Scale]) -> str:
                 scale.floor,
                 "(c) extender deciding nothing",
                 f"(c)/(b) {scale.floor.pods_per_second / plain:.2f}",
+            ),
+            (
+                scale.go_floor,
+                "(d) the same in Go",
+                f"(d)/(b) {scale.go_floor.pods_per_second / plain:.2f}",
             ),
         ):
             rows.append(
@@ -793,7 +840,7 @@ def main() -> None:
             f"{statistics.median(names):.0f} (min {min(names)}, max {max(names)}, "
             f"{len(names)} calls); numFeasibleNodesToFind = {scale.feasible_to_find}"
         )
-        for run in (scale.extender, scale.plain, scale.floor):
+        for run in (scale.extender, scale.plain, scale.floor, scale.go_floor):
             print(
                 f"{scale.nodes:,} nodes, {run.mode}: CPU ms per pod "
                 + ", ".join(f"{name} {ms:.1f}" for name, ms in run.cpu_ms.items())
