@@ -8,8 +8,12 @@ node count: etcd and kube-apiserver of the test bed (no controller manager, no
 4 or 8 chips (seeded), all created at once from threads:
 
 - (a) with the extender, as shipped (``daemonset/overlays/kube-scheduler``: filter and bind by
-  the service, ``nodeCacheCapable``);
-- (b) the same profile without extenders: the resource fit alone, kube-scheduler binding.
+  the service, ``nodeCacheCapable``, over HTTPS with kube-scheduler's client certificate;
+  ``--plain-http`` calls every extender over plain HTTP);
+- (b) the same profile without extenders: the resource fit alone, kube-scheduler binding;
+- (c) the same profile with an extender that decides nothing, on the service's own HTTP server
+  and client (``benchmarks/floor_extender.py``), and (d) the same in Go
+  (``benchmarks/floor_extender_go``): what calling any extender costs on this machine.
 
 Printed: throughput, pods bound per second for a backlog of ``--pods`` pods created while
 kube-scheduler is paused (SIGSTOP; Python cannot create pods as fast as kube-scheduler binds

@@ -1,13 +1,15 @@
 """benchmarks/real_scheduler.py at a small size: the real kube-scheduler places seeded 1/2/4/8-chip
-pods on node objects with their DeviceInfo, with the shipped extender and without it. Every pod
-binds both ways; with the extender each carries legal chips (one HCCS ring for up to 4, no chip
-twice on a node). No timing is asserted: the benchmark reports it.
+pods on node objects with their DeviceInfo, with the shipped extender (over HTTPS, kube-scheduler's
+client certificate), without it, and with the two extenders that decide nothing (Python and Go).
+Every pod binds every way; with the extender each carries legal chips (one HCCS ring for up to 4,
+no chip twice on a node). No timing is asserted: the benchmark reports it.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from benchmarks.floor_extender import CHIPS
 from benchmarks.real_scheduler import Bound, Scale, measure, pod_sizes
 
 NODES, PODS, SEED = 50, 40, 11
@@ -43,6 +45,12 @@ def test_every_pod_binds_without_the_extender(scale: Scale) -> None:
     placed = scale.plain.placed
     assert len(placed) == PODS
     assert all(b.node and not b.chips for b in placed.values()), "kube-scheduler bound them"
+
+
+def test_every_pod_binds_through_both_extenders_that_decide_nothing(scale: Scale) -> None:
+    for run in (scale.floor, scale.go_floor):
+        assert len(run.placed) == PODS, run.mode
+        assert {b.chips for b in run.placed.values()} == {CHIPS}, f"{run.mode} bound them"
 
 
 def test_the_extender_is_asked_about_every_node_below_100(scale: Scale) -> None:
