@@ -53,13 +53,36 @@ def gang_request(gang: str, size: int) -> PodRequest:
     return PodRequest("ns", f"{gang}-0", "uid", 8, "module910x8", gang, size, gang_stated=True)
 
 
+def test_the_member_asked_about_counts_before_the_watch_shows_it() -> None:
+    """The call read the pod; a watch that lags must not make it a missing member (seen in
+    tests/real/test_pod_rescheduling.py: a resubmitted rank refused as "3 of 4 pods exist",
+    then left for kube-scheduler's 5-minute flush)."""
+    session = Session([node(n, FULL) for n in "abc"])
+    request = gang_request("job", 3)
+    answers = [
+        Gangs(ttl=60, hold_limit=100, hold_share=1).reserve(
+            request,
+            session=session,
+            network=locality.Network(),
+            settings=locality.Settings(),
+            pods=GangPods(pending={"ns/job": names}),
+            fault=None,
+            excluded=(),
+            now=0.0,
+        )
+        for names in (["job-1", "job-2"], [request.name, "job-1"])
+    ]
+    assert not isinstance(answers[0], NotReserved), "its two mates and itself: all 3 exist"
+    assert answers[1] == NotReserved("gang ns/job: 2 of 3 pods exist; waiting for the rest")
+
+
 def test_a_waiting_gang_holds_a_node_for_each_member_that_exists_oldest_first() -> None:
     gangs = Gangs(ttl=60, hold_limit=100, hold_share=1)
     nodes = [node(n, FULL) for n in "abcd"] + [node("e", [0])]
     session = Session(nodes)
     for gang, size, now in (("ns/old", 3, 0.0), ("ns/new", 3, 5.0)):
         request = gang_request(gang.split("/")[1], size)
-        pods = GangPods(pending={gang: ["one", "two"]})  # 2 of its 3 pods exist
+        pods = GangPods(pending={gang: [request.name, "two"]})  # 2 of its 3 pods exist
         answer = gangs.reserve(
             request,
             session=session,

@@ -358,7 +358,7 @@ class Gangs:
             running = (
                 {} if moving is None else {r: n for r, n in running.items() if r not in moving}
             )
-        pending = len(pods.pending.get(gang, []))
+        pending = _pending(pods.pending.get(gang, []), request)
         present = pending + len(running)
         if present < request.gang_size:
             why = f"gang {gang}: {present} of {request.gang_size} pods exist; waiting for the rest"
@@ -520,3 +520,11 @@ class Gangs:
                     del reservation.bound[task]
                     found = True
         return found
+
+
+def _pending(waiting: Collection[str], request: PodRequest) -> int:
+    """A gang's unbound members: the watch's, and the pod asked about, which exists (the call
+    read it) even when the watch has not shown it yet. Uncounted, it would be refused as a
+    missing member, and kube-scheduler retries an unschedulable pod on a cluster event or its
+    5-minute flush, not on our watch."""
+    return len(waiting) + (request.name not in waiting)
