@@ -1,6 +1,7 @@
 """Who may call which verb: each caller's credential is good for its own verbs only
 (docs/security.md). kube-scheduler's client certificate (its CN an allowed name) calls
-``/filter``, ``/prioritize``, ``/preempt`` and ``/bind``; Volcano's token, over TLS, calls
+``/filter``, ``/prioritize``, ``/preempt`` and ``/bind`` (the extender's) and ``/place``,
+``/reserve`` and ``/unreserve`` (the AscendNPU plugin's); Volcano's token, over TLS, calls
 ``/volcano/*``; either calls ``/debug/compare`` and the NPU map, which an operator reaches with
 one or the other; ``/healthz``, ``/readyz``, ``/leader`` and ``/metrics`` stay open to probes
 and monitoring. Apart from the routes (``routes``) so that what a stolen credential can do is
@@ -20,6 +21,7 @@ from typing import Any
 from contract.chip_names import quoted
 from infra.http import Caller, Response, error
 from scheduler_core.service.routes import COMPARE, VERBS
+from scheduler_core.service.verbs.plugin import PluginVerbs
 from scheduler_core.service.verbs.volcano import VolcanoVerbs
 from scheduler_core.service.views.npu_map import PATHS as MAP_PATHS
 
@@ -32,9 +34,9 @@ VERB_NOT_ALLOWED = "verb_not_allowed"  # a good credential, for another caller's
 # ``/debug/compare`` and the NPU map (an operator uses either). A stolen token binds nothing
 # through ``/bind``, a stolen certificate allocates nothing through ``/volcano/allocateFunc``.
 SHARED_VERBS = frozenset({COMPARE})
-CERTIFICATE_VERBS = frozenset(VERBS) | SHARED_VERBS
+CERTIFICATE_VERBS = frozenset(VERBS) | frozenset(PluginVerbs.VERBS) | SHARED_VERBS
 TOKEN_VERBS = frozenset(f"volcano/{v}" for v in VolcanoVerbs.VERBS) | SHARED_VERBS
-CERTIFICATE_SAYS = "/filter, /prioritize, /preempt, /bind"
+CERTIFICATE_SAYS = "/filter, /prioritize, /preempt, /bind, /place, /reserve, /unreserve"
 TOKEN_SAYS = "/volcano/*"
 
 

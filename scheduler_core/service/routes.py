@@ -24,6 +24,7 @@ from infra.http import PROMETHEUS_TEXT, Response, error
 from infra.kube.port import KubeError
 from scheduler_core.service.state.informers import ClusterInformers
 from scheduler_core.service.verbs.extender import BindRefused, Extender
+from scheduler_core.service.verbs.plugin import PluginVerbs
 from scheduler_core.service.verbs.volcano import VolcanoVerbs
 from scheduler_core.service.views.metrics import Metrics
 from scheduler_core.service.views.npu_map import PATHS as MAP_PATHS
@@ -34,7 +35,9 @@ log = logging.getLogger(__name__)
 
 VERBS = ("filter", "prioritize", "preempt", "bind")
 TYPED_VERBS = frozenset({"filter", "prioritize"})
-KNOWN_VERBS = frozenset(VERBS) | {f"volcano/{v}" for v in VolcanoVerbs.VERBS}
+KNOWN_VERBS = (
+    frozenset(VERBS) | frozenset(PluginVerbs.VERBS) | {f"volcano/{v}" for v in VolcanoVerbs.VERBS}
+)
 COMPARE = "debug/compare"  # POST: this replica's view against a fresh read (guarded)
 # Seconds between two /debug/compare calls a replica answers: each LISTs every pod, node and
 # ConfigMap, which a caller looping on it would turn into load on the API server.
@@ -77,6 +80,7 @@ class Routes:
     ) -> None:
         self._extender = extender
         self._volcano = volcano
+        self._plugin = PluginVerbs(extender)
         self._informers = informers
         self._metrics = metrics
         self._npu_map = npu_map
@@ -102,6 +106,10 @@ class Routes:
             if verb.startswith("volcano/"):
                 answer = self._volcano.handle(verb.removeprefix("volcano/"), body)
                 failed = bool(getattr(answer, "error_message", ""))
+                return answer
+            if verb in PluginVerbs.VERBS:
+                answer = self._plugin.handle(verb, body)
+                failed = bool(getattr(answer, "Error", ""))  # a place without nodes is no failure
                 return answer
             if verb == "filter":
                 answer = extender.filter(body, best=extender.filter_best)

@@ -158,7 +158,8 @@ def test_the_token_lets_in_as_bearer_and_as_basics_password(
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 TOKEN_CALLS = "which calls /volcano/*, /debug/compare and the NPU map only"
 CERTIFICATE_CALLS = (
-    "which calls /filter, /prioritize, /preempt, /bind, /debug/compare and the NPU map only"
+    "which calls /filter, /prioritize, /preempt, /bind, /place, /reserve, /unreserve, "
+    "/debug/compare and the NPU map only"
 )
 
 

@@ -41,6 +41,10 @@ class NodeFits:
         if facts.taints:
             self._tainted[name] = facts
 
+    def names(self) -> list[str]:
+        """Every NPU node's name."""
+        return list(self._facts)
+
     def misfit(self, pod: PodConstraints, node: str) -> str | None:
         """Why the pod may not go to ``node``; "" when it may, None when the node is not
         known (not an NPU node)."""

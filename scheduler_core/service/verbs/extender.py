@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from contract.annotations import PREDICATE_TIME
@@ -41,6 +41,7 @@ from scheduler_core.service.verbs.kinds import (
     Kind,
     NoNpu,
     StaticVnpu,
+    Verdicts,
     about,
 )
 from scheduler_core.service.wire import (
@@ -65,6 +66,8 @@ BIND_REFUSED = "NPUBindRefused"
 # The schedulers NPU pods choose: the kube-scheduler overlay's profile
 # (its KubeSchedulerConfiguration) and Volcano's.
 DEFAULT_PROFILES = frozenset({"ascend-npu-scheduler", "volcano"})
+# kube-scheduler's minFeasibleNodesToFind: also the fewest nodes a sampled filter asks at once.
+MIN_FEASIBLE = 100
 NOMINATION_GRACE = 30.0  # seconds a nominated pod waits for its node before preempting again
 # The handler kinds a call is timed by (``ascend_scheduler_decision_seconds{kind}``); ``none``
 # for a call that chose no handler (a malformed body, a Volcano session verb).
@@ -90,6 +93,17 @@ class NotLive(BadPod):
 class BindRefused(Exception):
     """``/bind`` for a pod this service did not place there: not the live pod (UID), another
     scheduler's, asking no NPUs, or a node that did not pass this service's filter for it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A filter's verdicts: the passing nodes, the failed (preemption may help) and the never
+    (it cannot), and how many of the names asked were looked at."""
+
+    passing: list[str]
+    failed: dict[str, str]
+    never: dict[str, str]
+    asked: int
 
 
 class Extender:
@@ -203,34 +217,67 @@ class Extender:
         the other passing nodes are left out of the answer, in neither failure map (the pod
         schedules: kube-scheduler records no reason for them)."""
         pod, candidates = extender_args(args)
-        names = candidates.names
+        decided = self.decide(pod, candidates.names, any_rank=any_rank, best=best)
+        return candidates.answer(decided.passing, decided.failed, decided.never)
+
+    def decide(
+        self,
+        pod: Obj,
+        names: list[str],
+        *,
+        any_rank: bool = False,
+        best: bool = False,
+        enough: int | None = None,
+    ) -> Decided:
+        """``filter``'s verdicts on ``names``. ``enough``: the names are asked in their order
+        only until that many pass (kube-scheduler's sampling, for the plugin's ``place``); the
+        rest are in no map, and ``asked`` says how many were."""
         try:
             request = pod_request(self.live(pod), self.state.job_of)
             if any_rank and request.rank is not None:
                 request = replace(request, rank=None)
         except NotLive as gone:
             every = dict.fromkeys(names, str(gone))
-            return (
-                candidates.answer([], {}, every)
-                if gone.lasting
-                else candidates.answer([], every, {})
-            )
+            lasting = gone.lasting
+            return Decided([], {} if lasting else every, every if lasting else {}, len(names))
         except Unready as later:
-            return candidates.answer([], dict.fromkeys(names, str(later)), {})
+            return Decided([], dict.fromkeys(names, str(later)), {}, len(names))
         except BadPod as bad:
-            return candidates.answer([], {}, dict.fromkeys(names, str(bad)))
+            return Decided([], {}, dict.fromkeys(names, str(bad)), len(names))
         kind = self._kind(request)
         with self.state.lock:
-            # The rules kube-scheduler's NodeAffinity and TaintToleration plugins applied
-            # before calling: an honest caller sends no node they rule out.
-            misfits = self.state.fits.misfits(request.constraints, names) if request.npu else {}
-            fitting = [n for n in names if n not in misfits] if misfits else names
-            passing, failed, never = kind.filter(request, fitting)
+            decided = self._verdicts(request, kind, names, enough)
+            passing = decided.passing
             if best and len(passing) > 1:
                 passing = _best(kind.prioritize(request, passing))
             if request.npu:  # only NPU pods are ever bound here
                 self.passes.record(request.uid, passing, self.state.clock())
-        return candidates.answer(passing, failed, {**never, **misfits} if misfits else never)
+        return replace(decided, passing=passing)
+
+    def _verdicts(
+        self, request: PodRequest, kind: Kind, names: list[str], enough: int | None
+    ) -> Decided:
+        """The kind's verdicts, under the lock; with ``enough``, asked in chunks of what is
+        still wanted (at least ``MIN_FEASIBLE``: each ask has a cost of its own)."""
+        size = len(names) if enough is None else max(enough, MIN_FEASIBLE)
+        passing, failed, never = self._chunk(request, kind, names[:size])
+        asked = min(size, len(names))
+        while enough is not None and len(passing) < enough and asked < len(names):
+            size = max(enough - len(passing), MIN_FEASIBLE)
+            found, refused, ruled_out = self._chunk(request, kind, names[asked : asked + size])
+            asked += size
+            passing += found
+            failed |= refused
+            never |= ruled_out
+        return Decided(passing, failed, never, min(asked, len(names)))
+
+    def _chunk(self, request: PodRequest, kind: Kind, names: list[str]) -> Verdicts:
+        # The rules kube-scheduler's NodeAffinity and TaintToleration plugins applied before
+        # calling: an honest caller sends no node they rule out.
+        misfits = self.state.fits.misfits(request.constraints, names) if request.npu else {}
+        fitting = [n for n in names if n not in misfits] if misfits else names
+        passing, failed, never = kind.filter(request, fitting)
+        return passing, failed, {**never, **misfits} if misfits else never
 
     def prioritize(self, args: Mapping[str, Any] | ExtenderArgs) -> list[HostPriority]:
         pod, candidates = extender_args(args)
@@ -308,17 +355,37 @@ class Extender:
         )
         if not uid:
             raise BadRequest("PodUID is required: a bind names the very pod it binds")
-        try:
-            pod = self._live_pod(namespace, name, uid)
-            request = pod_request(pod, self.state.job_of)
-        except (KubeError, BadPod) as failed:
-            return ExtenderBindingResult(f"bind {namespace}/{name}: {failed}")
-        self._may_bind(pod, request, uid, node)
+        request = self._bindable(namespace, name, uid, node, "bind")
+        if isinstance(request, str):
+            return ExtenderBindingResult(request)
 
         def write(annotations: dict[str, str]) -> None:
             self.state.gateway.bind_pod(namespace, name, uid, node, annotations)
 
         return ExtenderBindingResult(self._give(request, node, write, ("bind", "bound", "to")))
+
+    def hold(self, namespace: str, name: str, uid: str, node: str) -> tuple[str, dict[str, str]]:
+        """The kube-scheduler plugin's reserve: ``bind``'s checks and choice (BindRefused as
+        there), nothing written: the annotations are answered for the plugin's Binding to
+        carry, and the chips stay assumed until the pod is seen bound with them, gone, or
+        given back by ``release``. An error or "", and the annotations."""
+        request = self._bindable(namespace, name, uid, node, "reserve")
+        if isinstance(request, str):
+            return request, {}
+        carried: dict[str, str] = {}
+        return self._give(request, node, carried.update, ("reserve", "reserved", "on")), carried
+
+    def _bindable(
+        self, namespace: str, name: str, uid: str, node: str, verb: str
+    ) -> PodRequest | str:
+        """The live pod's request, checked (``_may_bind``), or why it could not be read."""
+        try:
+            pod = self._live_pod(namespace, name, uid)
+            request = pod_request(pod, self.state.job_of)
+        except (KubeError, BadPod) as failed:
+            return f"{verb} {namespace}/{name}: {failed}"
+        self._may_bind(pod, request, uid, node)
+        return request
 
     def _live_pod(self, namespace: str, name: str, uid: str) -> PodView:
         """The cluster's pod ``namespace/name``: the watch cache's view when it shows ``uid``,
