@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # The demo needs only the runtime's dependencies (about 200 MB); the tests add their tools.
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo demo-real test testbed manifests lint typecheck unit quick bench clean image vc-scheduler-image image-tools browser
+.PHONY: demo demo-real test testbed manifests lint typecheck unit quick bench clean image vc-scheduler-image kube-scheduler-image image-tools browser
 
 $(DEMO_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,8 @@ demo-real: $(STAMP) testbed
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	@unformatted="$$(gofmt -l kube_scheduler_plugin volcano_adapter benchmarks/floor_extender_go)"; \
+	  test -z "$$unformatted" || { echo "gofmt -w these: $$unformatted"; exit 1; }
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict agent chip_drivers chip_topology contract deviceplugin_api dra_driver image infra scheduler_core simulation testbed tests benchmarks
@@ -60,6 +62,9 @@ image: $(STAMP) image-tools
 # volcano.adapterImage (amd64; docs/image.md); as root.
 vc-scheduler-image: $(STAMP) image-tools testbed
 	$(BIN)/python -m image.vc_scheduler
+
+kube-scheduler-image: $(STAMP) testbed
+	$(BIN)/python -m image.kube_scheduler
 
 # The tests wait on processes (control planes, clusters, schedulers) far more than they compute:
 # they run on workers sized to that waiting, not to the cores (docs/testing.md has the times), a

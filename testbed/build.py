@@ -9,6 +9,11 @@ and ``go mod tidy``; for Kubernetes also the ``replace`` block that points its ~
 modules at their published versions, as every project that builds ``k8s.io/kubernetes`` as a
 dependency does: ``k8s.io/kubernetes vX.Y.Z`` ↔ ``k8s.io/api v0.Y.Z``).
 
+``kube-scheduler-ascend`` (the project's ``kube_scheduler_plugin/``: kube-scheduler with the
+AscendNPU plugin) is built after Kubernetes, in a copy of its module (``.testbed/src``: the
+same go.mod and go.sum, so the same pins as kube-scheduler); its stamp adds a digest of the
+plugin's sources.
+
 Volcano (``[volcano]``) is built last, by ``testbed/volcano_build.py``, from source snapshots
 and the Go module proxy; ``volcano`` builds every pinned version, ``volcano-<version>`` one.
 
@@ -20,8 +25,10 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -37,6 +44,9 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTBED = ROOT / "testbed"
 BIN = ROOT / ".testbed" / "bin"
 STAMPS = ROOT / ".testbed" / "stamps"
+SRC = ROOT / ".testbed" / "src"
+PLUGIN_SOURCE = ROOT / "kube_scheduler_plugin"
+PLUGIN_SCHEDULER = "kube-scheduler-ascend"
 
 
 @dataclass(frozen=True)
@@ -84,11 +94,13 @@ def required(component: Component) -> str | None:
     return found.group(1) if found else None
 
 
-def _go(component: Component, *args: str) -> None:
+def _go(component: Component, *args: str, cwd: Path | None = None, cgo: bool | None = None) -> None:
     environment = {**os.environ, "GOFLAGS": "-buildvcs=false"}
+    if cgo is not None:
+        environment["CGO_ENABLED"] = "1" if cgo else "0"
     done = subprocess.run(
         ["go", *args],
-        cwd=component.home,
+        cwd=cwd or component.home,
         env=environment,
         capture_output=True,
         text=True,
@@ -193,6 +205,50 @@ def build(component: Component) -> None:
     print(f"testbed: built {names} in {time.monotonic() - started:.0f} s", flush=True)
 
 
+def module_root(component: Component) -> Path:
+    """Where the Go module cache holds the component's module (its LICENSE, its sources)."""
+    listed = subprocess.run(
+        ["go", "mod", "download", "-json", f"{component.module}@{component.version}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return Path(json.loads(listed.stdout)["Dir"])
+
+
+def _plugin_stamp(kubernetes: Component) -> str:
+    sources = sorted(PLUGIN_SOURCE.glob("*.go"))
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in sources)).hexdigest()
+    return _stamp(kubernetes).rstrip("\n") + f" static {digest}\n"
+
+
+def build_plugin_scheduler(kubernetes: Component) -> None:
+    """``kube-scheduler-ascend`` from ``kube_scheduler_plugin/`` and the Kubernetes module."""
+    binary, stamp = BIN / PLUGIN_SCHEDULER, STAMPS / PLUGIN_SCHEDULER
+    if binary.exists() and stamp.exists() and stamp.read_text() == _plugin_stamp(kubernetes):
+        print(f"testbed: {PLUGIN_SCHEDULER} {kubernetes.version} is built", flush=True)
+        return
+    print(f"testbed: building {PLUGIN_SCHEDULER} (kube_scheduler_plugin/)", flush=True)
+    started = time.monotonic()
+    module = SRC / PLUGIN_SCHEDULER
+    shutil.rmtree(module, ignore_errors=True)
+    module.mkdir(parents=True)
+    BIN.mkdir(parents=True, exist_ok=True)
+    STAMPS.mkdir(parents=True, exist_ok=True)
+    gomod = (kubernetes.home / "go.mod").read_text()
+    name = f"module ascend-npu-k8s/{PLUGIN_SCHEDULER}"
+    (module / "go.mod").write_text(re.sub(r"^module \S+", name, gomod, count=1, flags=re.M))
+    shutil.copy(kubernetes.home / "go.sum", module / "go.sum")
+    for source in PLUGIN_SOURCE.glob("*.go"):
+        shutil.copy(source, module / source.name)
+    ldflags = f"-ldflags={_ldflags(kubernetes)}"
+    # Static, as the upstream kube-scheduler is built: its image (image.kube_scheduler) holds
+    # nothing else.
+    _go(kubernetes, "build", "-trimpath", ldflags, "-o", str(binary), ".", cwd=module, cgo=False)
+    stamp.write_text(_plugin_stamp(kubernetes))
+    print(f"testbed: built {PLUGIN_SCHEDULER} in {time.monotonic() - started:.0f} s", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m testbed.build", description=__doc__)
     parser.add_argument("names", nargs="*", help="components to build (default: all)")
@@ -205,6 +261,8 @@ def main() -> None:
         parser.error(f"unknown component(s): {', '.join(sorted(unknown))}")
     for component in chosen:
         build(component)
+        if component.module == "k8s.io/kubernetes" and component.unavailable is None:
+            build_plugin_scheduler(component)
     try:
         for volcano in versions:
             volcano_build.build(volcano)

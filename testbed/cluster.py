@@ -29,6 +29,7 @@ import yaml
 from contract.chip_names import RESOURCE_NAME
 from scheduler_core.certs import CLIENT_NAME, VALIDITY, Bundle, issue
 from simulation.processes import Part, free_port, ready, service_command_with
+from testbed.build import PLUGIN_SCHEDULER
 from testbed.certs import KeyPair
 from testbed.control_plane import ControlPlane, Process, wait_until
 from testbed.manifests import MANIFESTS, kustomize
@@ -73,9 +74,9 @@ def npu_pod(chips: int, labels: dict[str, str], annotations: dict[str, str] | No
     }
 
 
-def shipped_kube_scheduler_configuration() -> dict[str, Any]:
-    """The KubeSchedulerConfiguration the kube-scheduler overlay ships (its ConfigMap)."""
-    rendered = kustomize(MANIFESTS / "overlays" / "kube-scheduler")
+def shipped_kube_scheduler_configuration(overlay: str = "kube-scheduler") -> dict[str, Any]:
+    """The KubeSchedulerConfiguration a kube-scheduler overlay ships (its ConfigMap)."""
+    rendered = kustomize(MANIFESTS / "overlays" / overlay)
     (configmap,) = [
         d
         for d in rendered
@@ -156,6 +157,32 @@ def extender_configuration(
         }
     if node_cache is not None:
         extender["nodeCacheCapable"] = node_cache
+    if leader_elect is not None:
+        configuration["leaderElection"]["leaderElect"] = leader_elect
+    return configuration
+
+
+PLUGIN = "AscendNPU"  # kube_scheduler_plugin/'s name in a profile
+PLUGIN_OVERLAY = "kube-scheduler-plugin"
+
+
+def plugin_configuration(
+    url: str, *, tls: ExtenderTls | None = None, leader_elect: bool | None = None
+) -> dict[str, Any]:
+    """The configuration the kube-scheduler-plugin overlay ships for ``kube-scheduler-ascend``
+    (the AscendNPU plugin in the extender's place) with the plugin calling the service at
+    ``url``: over HTTPS with ``tls``'s client certificate (the shipped paths replaced by these
+    files), or plain HTTP without ``tls`` (``--insecure``)."""
+    configuration = copy.deepcopy(shipped_kube_scheduler_configuration(PLUGIN_OVERLAY))
+    (profile,) = configuration["profiles"]
+    (entry,) = [c for c in profile["pluginConfig"] if c["name"] == PLUGIN]
+    args = entry["args"]
+    args["urlPrefix"] = url
+    for key in ("caFile", "certFile", "keyFile"):
+        del args[key]
+    if tls is not None:
+        args |= {"caFile": str(tls.ca), "certFile": str(tls.client.cert)}
+        args["keyFile"] = str(tls.client.key)
     if leader_elect is not None:
         configuration["leaderElection"]["leaderElect"] = leader_elect
     return configuration
@@ -244,7 +271,8 @@ def deployed(
     service_flags: tuple[str, ...] = (),
 ) -> Iterator[Deployed]:
     """The overlay applied, ``nodes`` simulated 910 nodes, the scheduler service and (for
-    the kube-scheduler overlay) kube-scheduler as shipped; stops what it started."""
+    the kube-scheduler overlay) kube-scheduler as shipped (for kube-scheduler-plugin,
+    kube-scheduler-ascend with the overlay's plugin); stops what it started."""
     apply(plane, kustomize(MANIFESTS / "overlays" / overlay))
     scheduler_kubeconfig = plane.service_account(NAMESPACE, SCHEDULER_ACCOUNT)
     root = workdir / "nodes"
@@ -276,13 +304,17 @@ def deployed(
             tls,
         )
         service.wait_healthy(lambda: ready(running.metrics_url))
-        if overlay == "kube-scheduler":
-            configuration = extender_configuration(
-                running.service_url, tls=tls, node_cache=node_cache
+        if overlay in ("kube-scheduler", PLUGIN_OVERLAY):
+            plugin = overlay == PLUGIN_OVERLAY
+            configuration = (
+                plugin_configuration(running.service_url, tls=tls)
+                if plugin
+                else extender_configuration(running.service_url, tls=tls, node_cache=node_cache)
             )
             running.kube_scheduler = kube_scheduler = plane.start_scheduler(
                 configuration,
                 kubeconfig=plane.service_account(NAMESPACE, KUBE_SCHEDULER_ACCOUNT),
+                program=PLUGIN_SCHEDULER if plugin else "kube-scheduler",
             )
         yield running
     finally:

@@ -283,11 +283,13 @@ class ControlPlane:
         configuration: dict[str, Any],
         name: str = "kube-scheduler",
         kubeconfig: Path | None = None,
+        program: str = "kube-scheduler",
     ) -> Process:
         """kube-scheduler with ``configuration`` (a KubeSchedulerConfiguration), its client
         connection's kubeconfig set to this control plane as ``kubeconfig``'s user (default:
         the user ``system:kube-scheduler`` of the cluster's default RBAC); its other client
-        settings (``qps``, ``burst``) kept."""
+        settings (``qps``, ``burst``) kept. ``program``: the binary, kube-scheduler or the
+        project's ``kube-scheduler-ascend`` (the same with the AscendNPU plugin)."""
         kubeconfig = kubeconfig or self.user("kube-scheduler", "system:kube-scheduler")
         connection = {**configuration.get("clientConnection", {}), "kubeconfig": str(kubeconfig)}
         configuration = {**configuration, "clientConnection": connection}
@@ -295,7 +297,7 @@ class ControlPlane:
         path.write_text(yaml.safe_dump(configuration))
         port = free_port()
         command = [
-            str(binary("kube-scheduler")),
+            str(binary(program)),
             f"--config={path}",
             f"--authentication-kubeconfig={kubeconfig}",
             f"--authorization-kubeconfig={kubeconfig}",

@@ -68,6 +68,16 @@ LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "npu-pod-policy",
         ),
     ),
+    # The kube-scheduler overlay with kube-scheduler-ascend: its kustomization patches the
+    # overlay's ConfigMap with this one, its image and the annotation policy.
+    "overlays/kube-scheduler-plugin": (
+        (
+            "schedulerPath=kube-scheduler",
+            "kubeScheduler.plugin=true",
+            "kubeScheduler.pluginImage=ascend-npu-k8s-kube-scheduler",
+        ),
+        ("kube-scheduler-config",),
+    ),
     "overlays/volcano": (("schedulerPath=volcano",), ("volcano-extender", "npu-pod-policy")),
     "overlays/volcano/uninstall": (("schedulerPath=volcano",), ("volcano-extender",)),
     "overlays/dra": (

@@ -968,6 +968,7 @@ def test_a_binding_refusal_names_the_foreign_annotation() -> None:
 
 
 VOLCANO_SCHEDULER = "system:serviceaccount:volcano-system:volcano-scheduler"
+KUBE_SCHEDULER = "system:serviceaccount:kube-system:ascend-npu-kube-scheduler"
 
 
 def volcano_binding(annotations: dict[str, str]) -> Any:
@@ -985,14 +986,24 @@ def volcano_binding(annotations: dict[str, str]) -> Any:
             "kube-scheduler",
             False,
         ),
+        ("kube-scheduler-ascend, on its path", KUBE_SCHEDULER, "kube-scheduler-plugin", True),
+        ("kube-scheduler, behind the extender", KUBE_SCHEDULER, "kube-scheduler", False),
+        ("kube-scheduler, on Volcano's path", KUBE_SCHEDULER, "volcano", False),
+        (
+            "Volcano's scheduler, on the plugin's path",
+            VOLCANO_SCHEDULER,
+            "kube-scheduler-plugin",
+            False,
+        ),
     ],
 )
-def test_volcanos_bindings_carry_the_pods_annotations_on_its_path_only(
+def test_a_schedulers_bindings_carry_our_annotations_on_its_path_only(
     what: str, user: str, path: str, allowed: bool
 ) -> None:
     """Volcano's scheduler binds with every annotation of its copy of the pod (the rank
-    written at creation, our chips): on the Volcano path its Bindings may carry them; nobody
-    else's, and not on another path (kustomize's overlay as applied)."""
+    written at creation, our chips), kube-scheduler-ascend with the chips the service held
+    (kube_scheduler_plugin/plugin.go Bind): on its own path a scheduler's Bindings may carry
+    them; nobody else's, and not on another path (kustomize's overlay as applied)."""
     overlay = policies_of(kustomize(OVERLAYS / path))
     carried = volcano_binding({**CHOSEN, RANK: "1"})
     verdict = admit(
@@ -1006,7 +1017,19 @@ def test_volcanos_bindings_carry_the_pods_annotations_on_its_path_only(
     assert not admit("ascend-npu-annotations", changed, overlay).allowed, what
 
 
-def test_the_volcano_overlay_and_the_charts_volcano_path_ship_one_annotation_policy() -> None:
+@pytest.mark.parametrize(
+    ("overlay", "values"),
+    [
+        ("volcano", ("schedulerPath=volcano",)),
+        (
+            "kube-scheduler-plugin",
+            ("kubeScheduler.plugin=true", "kubeScheduler.pluginImage=registry.example/ks:1"),
+        ),
+    ],
+)
+def test_each_overlay_and_the_charts_path_ship_one_annotation_policy(
+    overlay: str, values: tuple[str, ...]
+) -> None:
     def words(value: Any) -> Any:  # kustomize and Helm fold the expressions' lines apart
         if isinstance(value, dict):
             return {k: words(v) for k, v in value.items()}
@@ -1014,7 +1037,7 @@ def test_the_volcano_overlay_and_the_charts_volcano_path_ship_one_annotation_pol
             return [words(v) for v in value]
         return " ".join(value.split()) if isinstance(value, str) else value
 
-    chart = [d for d in yaml.safe_load_all(helm_template("schedulerPath=volcano")) if d]
-    overlay = kustomize(OVERLAYS / "volcano")
+    chart = [d for d in yaml.safe_load_all(helm_template(*values)) if d]
+    applied = kustomize(OVERLAYS / overlay)
     policy = "ascend-npu-annotations"
-    assert words(policies_of(overlay)[policy]) == words(policies_of(chart)[policy])
+    assert words(policies_of(applied)[policy]) == words(policies_of(chart)[policy])

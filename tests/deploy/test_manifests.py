@@ -19,9 +19,11 @@ import yaml
 from contract import clusterd, nodeinfo
 from contract.groups import PODGROUP_APIS
 from contract.objects import PLACED_RESOURCES
+from image.kube_scheduler import image_tag
 from infra.kube.port import KubeGateway
 from scheduler_core.certs import CLIENT_NAME, VALIDITY, SecretNames, contents, issue
 from scheduler_core.service.verbs.volcano import VolcanoVerbs
+from testbed.cluster import PLUGIN
 from testbed.manifests import helm_template, kustomize
 
 ROOT = Path(__file__).parents[2]
@@ -173,7 +175,7 @@ def manifest_files() -> list[str]:
     return sorted(p.name for p in BASE.glob("*.yaml") if p.name != "kustomization.yaml")
 
 
-OVERLAYS = ("kube-scheduler", "volcano", "dra")
+OVERLAYS = ("kube-scheduler", "kube-scheduler-plugin", "volcano", "dra")
 # The Kubernetes each overlay needs at least (DRA's resource.k8s.io/v1 came with 1.34).
 OVERLAY_KUBERNETES = {"dra": "1.34"}
 # Kinds newer than their overlay's least version (the chart installs them only where served):
@@ -483,6 +485,15 @@ def test_reset_files_add_exactly_a_cluster_wide_get_of_configmaps_to_the_agent()
 
 # KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1), the fields this project may
 # set, from the documented API (kube-scheduler's config/v1 types); a map is a nested struct.
+PLUGIN_ENTRY = {"name": str, "weight": int}
+PLUGIN_ARGS = {
+    "urlPrefix": str,
+    "caFile": str,
+    "certFile": str,
+    "keyFile": str,
+    "httpTimeout": str,
+    "managedResources": [str],
+}
 SCHEDULER_CONFIGURATION: dict[str, Any] = {
     "apiVersion": str,
     "kind": str,
@@ -500,7 +511,19 @@ SCHEDULER_CONFIGURATION: dict[str, Any] = {
     "percentageOfNodesToScore": int,
     "podInitialBackoffSeconds": int,
     "podMaxBackoffSeconds": int,
-    "profiles": [{"schedulerName": str, "percentageOfNodesToScore": int}],
+    "profiles": [
+        {
+            "schedulerName": str,
+            "percentageOfNodesToScore": int,
+            # kubescheduler.config.k8s.io/v1 Plugins: a PluginSet per extension point.
+            "plugins": {
+                point: {"enabled": [PLUGIN_ENTRY], "disabled": [PLUGIN_ENTRY]}
+                for point in ("preFilter", "filter", "reserve", "bind", "multiPoint")
+            },
+            # The args are the plugin's: kube_scheduler_plugin/plugin.go Args.
+            "pluginConfig": [{"name": str, "args": PLUGIN_ARGS}],
+        }
+    ],
     "extenders": [
         {
             "urlPrefix": str,
@@ -573,6 +596,46 @@ def test_the_kube_scheduler_configuration_wires_every_extender_verb() -> None:
     assert extender["managedResources"] == [
         {"name": resource, "ignoredByScheduler": False} for resource in PLACED_RESOURCES
     ], "every resource the extender chooses chips or AI cores for; the kubelet counts them"
+
+
+def test_the_plugin_overlay_runs_kube_scheduler_ascend_with_the_extenders_settings() -> None:
+    """kube-scheduler-plugin: kube-scheduler-ascend's image, and the AscendNPU plugin in the
+    extender's place (its PreFilter, Reserve and Bind; the DefaultBinder after it), calling
+    the same Service with the same client certificate for the same resources."""
+    rendered = kustomize(MANIFESTS / "overlays" / "kube-scheduler-plugin")
+    (config_map,) = [
+        d
+        for d in rendered
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "ascend-npu-kube-scheduler-config"
+    ]
+    config = yaml.safe_load(config_map["data"]["kube-scheduler.yaml"])
+    conforms(config, SCHEDULER_CONFIGURATION, "KubeSchedulerConfiguration")
+    assert "extenders" not in config
+    (profile,) = config["profiles"]
+    ours = [{"name": PLUGIN}]
+    assert profile["plugins"] == {
+        "preFilter": {"enabled": ours},
+        "reserve": {"enabled": ours},
+        "bind": {"disabled": [{"name": "*"}], "enabled": [*ours, {"name": "DefaultBinder"}]},
+    }
+    (entry,) = profile["pluginConfig"]
+    source = (ROOT / "kube_scheduler_plugin" / "plugin.go").read_text()
+    arguments = re.search(r"type Args struct \{(.*?)\n\}", source, re.S)
+    assert arguments is not None
+    tags = set(re.findall(r'json:"(\w+)"', arguments.group(1)))
+    assert tags == set(PLUGIN_ARGS), "the args documented are the plugin's"
+    (extender,) = kube_scheduler_configuration()["extenders"]
+    args = entry["args"]
+    assert entry["name"] == PLUGIN
+    assert args["urlPrefix"] == extender["urlPrefix"]
+    assert {k: args[k] for k in ("caFile", "certFile", "keyFile")} == extender["tlsConfig"]
+    assert args["managedResources"] == list(PLACED_RESOURCES)
+    deployments = {d["metadata"]["name"]: d for d in rendered if d["kind"] == "Deployment"}
+    (container,) = deployments["ascend-npu-kube-scheduler"]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    # The tag names the kube-scheduler it is built from: the test bed's (image.kube_scheduler).
+    assert container["image"] == f"ascend-npu-k8s-kube-scheduler:{image_tag()}"
 
 
 def volcano_plugin() -> Any:

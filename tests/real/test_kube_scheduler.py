@@ -2,6 +2,8 @@
 real kustomize and applied, kube-scheduler (the pinned upstream binary) with the overlay's own
 KubeSchedulerConfiguration under the overlay's ServiceAccount, the scheduler service beside it,
 and pods made by the real Job, StatefulSet and Deployment controllers of kube-controller-manager.
+The same with the kube-scheduler-plugin overlay: kube-scheduler-ascend (built from the pinned
+Kubernetes module with ``kube_scheduler_plugin/``) with the AscendNPU plugin.
 
 Each container must see exactly the chips the extender chose (the agent's handshake behind the
 kubelet's random device IDs), and no chip may be given twice.
@@ -15,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from contract.annotations import CHIPS_ANNOTATION, GANG_LABEL, GANG_SIZE_ANNOTATION
-from testbed.cluster import Deployed, deployed, npu_pod, wait_pods
+from testbed.cluster import PLUGIN_OVERLAY, Deployed, deployed, npu_pod, wait_pods
 from testbed.control_plane import running
 from testbed.rest import Obj
 
@@ -44,14 +46,21 @@ def check_chips(cluster: Deployed, pods: list[Obj]) -> None:
             assert owner == key, f"chip {chip} of {node} given twice"
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["node-cache", "node-list"])
+@pytest.fixture(
+    scope="module",
+    params=[("kube-scheduler", True), ("kube-scheduler", False), (PLUGIN_OVERLAY, None)],
+    ids=["node-cache", "node-list", "plugin"],
+)
 def cluster(request: pytest.FixtureRequest) -> Iterator[Deployed]:
-    """As shipped (``nodeCacheCapable: true``: node names go to the extender), and without
-    the node cache (kube-scheduler's default: whole Node objects, read back as a NodeList),
-    each on a control plane of its own."""
+    """As shipped (``nodeCacheCapable: true``: node names go to the extender), without the
+    node cache (kube-scheduler's default: whole Node objects, read back as a NodeList), and
+    the kube-scheduler-plugin overlay (kube-scheduler-ascend: the AscendNPU plugin asks the
+    service and binds with the chips itself, its Bindings let through by the overlay's
+    annotation policy), each on a control plane of its own."""
+    overlay, node_cache = request.param
     with (
         running("ks") as plane,
-        deployed(plane, plane.workdir, nodes=6, node_cache=request.param) as cluster,
+        deployed(plane, plane.workdir, 6, overlay=overlay, node_cache=node_cache) as cluster,
     ):
         yield cluster
 
@@ -128,6 +137,21 @@ def test_a_gang_of_whole_nodes_starts_together(cluster: Deployed) -> None:
     pods = wait_pods(plane, ns, "job=big", 2)
     check_chips(cluster, pods)
     assert len({p["spec"]["nodeName"] for p in pods}) == 2, "8 × 2 chips: two whole nodes"
+
+
+def test_a_pod_asking_no_npu_is_bound_by_kube_scheduler_without_chips(cluster: Deployed) -> None:
+    """Not the extender's (managedResources) nor the plugin's (its PreFilter skips it, the
+    DefaultBinder after it binds)."""
+    plane = cluster.plane
+    ns = plane.rest().ensure_namespace("no-npu")
+    template = npu_pod(1, {"app": "web"})
+    (container,) = template["spec"]["containers"]
+    container["resources"] = {"limits": {"cpu": "100m"}}
+    template["metadata"]["name"] = "web"
+    plane.rest().create(f"/api/v1/namespaces/{ns}/pods", template)
+    (pod,) = wait_pods(plane, ns, "app=web", 1)
+    assert pod["spec"]["nodeName"]
+    assert CHIPS_ANNOTATION not in (pod["metadata"].get("annotations") or {})
 
 
 def _restartable(pod_template: Obj) -> Obj:

@@ -13,19 +13,26 @@ from collections.abc import Iterator
 
 import pytest
 
-from testbed.cluster import Deployed, deployed, npu_pod, wait_pods
+from testbed.cluster import PLUGIN_OVERLAY, Deployed, deployed, npu_pod, wait_pods
 from testbed.control_plane import running, wait_until
 from tests.real.test_kube_scheduler import check_chips
 
 NODES = 2
 
 
-@pytest.fixture(params=[True, False], ids=["node-cache", "node-list"])
+@pytest.fixture(
+    params=[("kube-scheduler", True), ("kube-scheduler", False), (PLUGIN_OVERLAY, None)],
+    ids=["node-cache", "node-list", "plugin"],
+)
 def cluster(request: pytest.FixtureRequest) -> Iterator[Deployed]:
-    """With the node cache the victims go to the extender by UID, without it as pods."""
+    """With the node cache the victims go to the extender by UID, without it as pods. With
+    the plugin (kube-scheduler-ascend) there is no preempt verb: its PreFilter answers
+    UnschedulableAndUnresolvable where no node could ever serve the pod, which keeps every
+    node out of preemption's candidates, and Unschedulable where chips are only taken."""
+    overlay, node_cache = request.param
     with (
         running("pre") as plane,
-        deployed(plane, plane.workdir, nodes=NODES, node_cache=request.param) as cluster,
+        deployed(plane, plane.workdir, NODES, overlay=overlay, node_cache=node_cache) as cluster,
     ):
         yield cluster
 

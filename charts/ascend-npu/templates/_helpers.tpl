@@ -58,12 +58,16 @@ newer than the API server, and may be one minor older: Kubernetes' version skew 
 kubeScheduler.digest, repository:version@digest (the runtime pulls the digest, the tag names it).
 */}}
 {{- define "ascend-npu.kubeSchedulerImage" -}}
+{{- if .Values.kubeScheduler.plugin -}}
+{{- .Values.kubeScheduler.pluginImage | required "kubeScheduler.plugin needs kubeScheduler.pluginImage: kube-scheduler-ascend's image, built by `python -m image.kube_scheduler` and pushed to your registry (docs/scheduler.md, \"The kube-scheduler plugin\")" -}}
+{{- else -}}
 {{- if and (not .Values.kubeScheduler.tag) (eq .Capabilities.KubeVersion.Version "v1.20.0") -}}
 {{- fail "kubeScheduler.tag is empty and the cluster's version is unknown (helm template without --kube-version assumes v1.20.0): pass --kube-version <your API server's version>, or --set kubeScheduler.tag=v1.x.y (not newer than the API server)" -}}
 {{- end -}}
 {{- $version := .Values.kubeScheduler.tag | default (regexFind "^v[0-9]+\\.[0-9]+\\.[0-9]+" .Capabilities.KubeVersion.Version) -}}
 {{ .Values.kubeScheduler.repository }}:{{ $version }}
 {{- with .Values.kubeScheduler.digest }}@{{ . }}{{ end }}
+{{- end -}}
 {{- end -}}
 
 {{/*

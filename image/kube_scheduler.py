@@ -1,0 +1,176 @@
+"""``python -m image.kube_scheduler``: kube-scheduler-ascend (kube-scheduler with the AscendNPU
+plugin, ``kube_scheduler_plugin/``) as an image for amd64, for the chart's
+``kubeScheduler.plugin`` (``kubeScheduler.pluginImage``) and the ``kube-scheduler-plugin``
+overlay.
+
+An out-of-tree plugin is compiled into the scheduler (``app.WithPlugin``, as
+kubernetes-sigs/scheduler-plugins builds its schedulers), so the image carries a whole
+kube-scheduler: the test bed's build of ``kube-scheduler-ascend`` from the pinned Kubernetes
+module (``testbed.build``, which builds it when missing: ``make testbed``), static (no cgo), so
+that the image needs nothing else. One layer: ``/usr/local/bin/kube-scheduler`` (the chart's
+Deployment runs ``kube-scheduler --config=...`` as the upstream image's), ``/etc/passwd`` naming
+the chart's user 10001, and the licences of Kubernetes and the project under
+``/usr/share/doc``. The tag is ``<Kubernetes version>-<project version>``: kube-scheduler must
+not be newer than the API server.
+
+amd64 only, as the Volcano scheduler's image (``image.vc_scheduler``). Stages are cached beside
+the project image's (``~/.cache/ascend-npu-k8s/image``). Exit status 1 when a step fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from image import build, layout
+from testbed import build as testbed
+
+RECIPE = Path(__file__).resolve()
+NAME = "ascend-npu-k8s-kube-scheduler"
+PLATFORM = build.PLATFORMS[0]
+assert PLATFORM.arch == "amd64"
+USER = 10001  # the chart's runAsUser for kube-scheduler
+PASSWD = (
+    "root:x:0:0:root:/root:/sbin/nologin\n"
+    f"kube-scheduler:x:{USER}:{USER}:kube-scheduler:/nonexistent:/sbin/nologin\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n"
+)
+GROUP = f"root:x:0:\nkube-scheduler:x:{USER}:\nnogroup:x:65534:\n"
+BINARY = "usr/local/bin/kube-scheduler"
+
+
+def kubernetes() -> testbed.Component:
+    (found,) = [c for c in testbed.components() if c.module == "k8s.io/kubernetes"]
+    return found
+
+
+def image_tag() -> str:
+    return f"{kubernetes().version}-{build.project().version}"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    scheduler: Path
+    licences: tuple[tuple[str, Path], ...]  # (folder under /usr/share/doc, LICENSE)
+
+    def digest(self) -> str:
+        files = [self.scheduler, *(path for _, path in self.licences)]
+        return build.fingerprint(*(x for f in files for x in (f.name, f.read_bytes())))
+
+
+def inputs() -> Inputs:
+    """The test bed's kube-scheduler-ascend, built first when missing or stale."""
+    component = kubernetes()
+    testbed.build_plugin_scheduler(component)
+    return Inputs(
+        testbed.BIN / testbed.PLUGIN_SCHEDULER,
+        (
+            ("kubernetes", testbed.module_root(component) / "LICENSE"),
+            (build.NAME, build.ROOT / "LICENSE"),
+        ),
+    )
+
+
+def tree(made: Inputs, dest: Path) -> None:
+    binary = dest / BINARY
+    binary.parent.mkdir(parents=True)
+    shutil.copyfile(made.scheduler, binary)
+    binary.chmod(0o755)
+    (dest / "etc").mkdir()
+    (dest / "etc" / "passwd").write_text(PASSWD)
+    (dest / "etc" / "group").write_text(GROUP)
+    (dest / "tmp").mkdir(mode=0o1777)
+    for folder, licence in made.licences:
+        doc = dest / "usr" / "share" / "doc" / folder
+        doc.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(licence, doc / "copyright")
+
+
+def configuration(tag: str, stages: list[build.Stage]) -> dict[str, Any]:
+    created = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    return {
+        "created": created,
+        "architecture": PLATFORM.arch,
+        "os": "linux",
+        "config": {
+            "User": str(USER),
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+            "Entrypoint": [f"/{BINARY}"],
+            "WorkingDir": "/",
+            "Labels": {
+                "org.opencontainers.image.title": NAME,
+                "org.opencontainers.image.description": (
+                    f"kube-scheduler {kubernetes().version} with the AscendNPU plugin"
+                ),
+                "org.opencontainers.image.licenses": "Apache-2.0",
+                "org.opencontainers.image.version": tag,
+            },
+        },
+        "history": [{"created": created, "created_by": s.created_by} for s in stages],
+    }
+
+
+def build_image(cache: Path | None = None, say: Callable[[str], None] | None = None) -> build.Image:
+    """The image, from the cache when its inputs are unchanged."""
+    cache = cache or build.cache_root()
+    tell = say or _say
+    tag = image_tag()
+    recipe = build.fingerprint(RECIPE.read_bytes(), (RECIPE.parent / "build.py").read_bytes())
+    made = inputs()
+    stages = [
+        build.stage(
+            cache,
+            "kube-scheduler",
+            build.fingerprint(recipe, made.digest()),
+            f"kube-scheduler-ascend {kubernetes().version} as /{BINARY}",
+            partial(tree, made),
+            say=tell,
+        )
+    ]
+    key = build.fingerprint(*(s.layer.digest for s in stages))
+    images = cache / f"ks-image-{key[:16]}"
+    if (images / "summary.txt").is_file():
+        tell("image: cached")
+    else:
+        work = Path(tempfile.mkdtemp(prefix=".ks-image-", dir=cache))
+        layout.write(
+            work / "oci",
+            tag,
+            [(build.oci_platform(PLATFORM), configuration(tag, stages), [s.layer for s in stages])],
+        )
+        size = stages[0].layer.size / 1e6
+        summary = (
+            f"{NAME} {tag} for {PLATFORM.arch}: {size:.1f} MB compressed; /{BINARY}, user {USER}"
+        )
+        (work / "summary.txt").write_text(summary + "\n")
+        for old in cache.glob("ks-image-*"):
+            shutil.rmtree(old, ignore_errors=True)
+        work.rename(images)
+        tell(f"image: written ({images})")
+    return build.Image(images / "oci", tag, (images / "summary.txt").read_text().rstrip("\n"))
+
+
+def _say(message: str) -> None:
+    print(f"kube-scheduler image: {message}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m image.kube_scheduler",
+        description="Build kube-scheduler with the AscendNPU plugin (docs/image.md).",
+    )
+    parser.add_argument("--cache", type=Path, default=None, help=f"default: {build.cache_root()}")
+    args = parser.parse_args(argv)
+    return build.finish(partial(build_image, args.cache), NAME, "Push: skopeo copy")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

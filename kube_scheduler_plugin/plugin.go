@@ -1,0 +1,340 @@
+/*
+Copyright 2026 The ascend-npu-k8s Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// The AscendNPU plugin: kube-scheduler's framework calls it in the scheduling cycle and it
+// asks the scheduler service, which decides; it decides nothing itself. Two calls a pod, both
+// in the cycle, both on one kept-alive connection:
+//
+//   - PreFilter posts the pod to <urlPrefix>/place: the service's filter over every NPU node
+//     it knows, answered with the nodes of its best score only (as --filter-answers best does
+//     for the extender). Those become the PreFilterResult, so kube-scheduler's own filters
+//     and scores run on them alone and choose among them, as they choose among our ties
+//     behind the extender.
+//   - Reserve posts the pod and the node kube-scheduler chose to <urlPrefix>/reserve: the
+//     service chooses the chips there and holds them, and answers the annotations.
+//
+// Bind posts the Binding with those annotations itself, through kube-scheduler's own client
+// (the API server copies a Binding's annotations onto the pod: pkg/registry/core/pod/storage
+// assignPod), as the in-tree DefaultBinder posts it without them
+// (pkg/scheduler/framework/plugins/defaultbinder). Unreserve, after a Reserve whose pod did
+// not bind, posts <urlPrefix>/unreserve so that the chips come back at once.
+//
+// Against the extender (pkg/scheduler/extender.go): no list of node names goes over the wire,
+// no Python process posts the Binding, and the client is ours, so its idle connections are
+// not capped at Go's default two (the extender's makeTransport), which under a backlog made
+// kube-scheduler open a TLS connection for about one pod in three (docs/results.md).
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+)
+
+// Name is the plugin's name in the profile (KubeSchedulerConfiguration plugins and pluginConfig).
+const Name = "AscendNPU"
+
+const stateKey fwk.StateKey = Name
+
+// predicateTime is the annotation the device plugin orders a node's pending pods by
+// (contract/annotations.py PREDICATE_TIME).
+const predicateTime = "predicate-time"
+
+// answerLimit bounds what is read of an answer: a /place answer names at most every node.
+const answerLimit = 32 << 20
+
+// Args are the plugin's pluginConfig args.
+type Args struct {
+	// URLPrefix is the service's verbs' URL, e.g. https://ascend-npu-scheduler.kube-system.svc:8888.
+	URLPrefix string `json:"urlPrefix"`
+	// CAFile, CertFile and KeyFile: the CA the service's certificate is checked against and
+	// kube-scheduler's client certificate (the CN the service lets call these verbs).
+	CAFile   string `json:"caFile"`
+	CertFile string `json:"certFile"`
+	KeyFile  string `json:"keyFile"`
+	// HTTPTimeout bounds each call (default 5s, the extender's httpTimeout in the chart).
+	HTTPTimeout metav1.Duration `json:"httpTimeout"`
+	// ManagedResources: a pod asking none of them is not the plugin's (Skip).
+	ManagedResources []string `json:"managedResources"`
+}
+
+// AscendNPU is the plugin.
+type AscendNPU struct {
+	handle  fwk.Handle
+	client  *http.Client
+	prefix  string
+	managed []v1.ResourceName
+	nodes   sync.Map // node name → *sync.Mutex (writing)
+}
+
+var (
+	_ fwk.PreFilterPlugin = &AscendNPU{}
+	_ fwk.ReservePlugin   = &AscendNPU{}
+	_ fwk.BindPlugin      = &AscendNPU{}
+)
+
+// New builds the plugin from its args (runtime.Unknown for an out-of-tree plugin).
+func New(_ context.Context, configuration runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+	var args Args
+	if configuration != nil {
+		if err := frameworkruntime.DecodeInto(configuration, &args); err != nil {
+			return nil, fmt.Errorf("%s args: %w", Name, err)
+		}
+	}
+	if args.URLPrefix == "" {
+		return nil, fmt.Errorf("%s args: urlPrefix is required", Name)
+	}
+	if len(args.ManagedResources) == 0 {
+		return nil, fmt.Errorf("%s args: managedResources is required", Name)
+	}
+	timeout := args.HTTPTimeout.Duration
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	transport, err := newTransport(args)
+	if err != nil {
+		return nil, fmt.Errorf("%s args: %w", Name, err)
+	}
+	managed := make([]v1.ResourceName, 0, len(args.ManagedResources))
+	for _, name := range args.ManagedResources {
+		managed = append(managed, v1.ResourceName(name))
+	}
+	return &AscendNPU{
+		handle:  handle,
+		client:  &http.Client{Transport: transport, Timeout: timeout},
+		prefix:  strings.TrimRight(args.URLPrefix, "/"),
+		managed: managed,
+	}, nil
+}
+
+// newTransport: TLS with the client certificate when the prefix is https (as the extender's
+// tlsConfig), and enough idle connections that none is closed between two calls of a cycle.
+func newTransport(args Args) (*http.Transport, error) {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 8
+	if !strings.HasPrefix(args.URLPrefix, "https://") {
+		return transport, nil
+	}
+	config := &tls.Config{MinVersion: tls.VersionTLS12}
+	if args.CAFile != "" {
+		pem, err := os.ReadFile(args.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("caFile %s holds no certificate", args.CAFile)
+		}
+		config.RootCAs = pool
+	}
+	if args.CertFile != "" || args.KeyFile != "" {
+		pair, err := tls.LoadX509KeyPair(args.CertFile, args.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		config.Certificates = []tls.Certificate{pair}
+	}
+	transport.TLSClientConfig = config
+	return transport, nil
+}
+
+// Name is the plugin's name.
+func (pl *AscendNPU) Name() string { return Name }
+
+// decision is what the cycle learned of the service: the chips' annotations once reserved.
+type decision struct {
+	annotations map[string]string
+}
+
+func (d *decision) Clone() fwk.StateData { return d }
+
+func (pl *AscendNPU) asksNPU(pod *v1.Pod) bool {
+	for i := range pod.Spec.Containers {
+		for _, name := range pl.managed {
+			if quantity, ok := pod.Spec.Containers[i].Resources.Limits[name]; ok && !quantity.IsZero() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+type placeAnswer struct {
+	NodeNames    []string `json:"NodeNames"`
+	Reason       string   `json:"Reason"`
+	Unresolvable bool     `json:"Unresolvable"`
+}
+
+// PreFilter asks the service for the nodes of its best score. A pod asking no NPU is not
+// ours (Skip: kube-scheduler's own plugins place it).
+func (pl *AscendNPU) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if !pl.asksNPU(pod) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	var answer placeAnswer
+	if err := pl.post(ctx, "place", map[string]any{"Pod": pod}, &answer); err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	if len(answer.NodeNames) == 0 {
+		code := fwk.Unschedulable
+		if answer.Unresolvable {
+			code = fwk.UnschedulableAndUnresolvable
+		}
+		return nil, fwk.NewStatus(code, answer.Reason)
+	}
+	state.Write(stateKey, &decision{})
+	return &fwk.PreFilterResult{NodeNames: sets.New(answer.NodeNames...)}, nil
+}
+
+// PreFilterExtensions: none (the service's answer does not change with the nominated pods
+// kube-scheduler adds or removes in its dry runs).
+func (pl *AscendNPU) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+type reserveAnswer struct {
+	Annotations map[string]string `json:"Annotations"`
+	Error       string            `json:"Error"`
+}
+
+// Reserve has the service choose and hold the chips on the node kube-scheduler chose.
+func (pl *AscendNPU) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	held, err := read(state)
+	if err != nil {
+		return nil // not ours: PreFilter skipped it
+	}
+	var answer reserveAnswer
+	if err := pl.post(ctx, "reserve", map[string]any{"Pod": pod, "Node": nodeName}, &answer); err != nil {
+		return fwk.AsStatus(err)
+	}
+	if answer.Error != "" {
+		return fwk.NewStatus(fwk.Unschedulable, answer.Error)
+	}
+	held.annotations = answer.Annotations
+	return nil
+}
+
+// Unreserve gives the chips back when the pod did not bind (a later plugin refused it, or the
+// Binding failed).
+func (pl *AscendNPU) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	if _, err := read(state); err != nil {
+		return
+	}
+	// The cycle's context may be done already; the give-back has its own deadline.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pl.client.Timeout)
+	defer cancel()
+	var answer reserveAnswer
+	if err := pl.post(ctx, "unreserve", map[string]any{"Pod": pod, "Node": nodeName}, &answer); err != nil {
+		klog.FromContext(ctx).Error(err, "unreserve", "pod", klog.KObj(pod), "node", nodeName)
+	}
+}
+
+// Bind posts the Binding with the chips' annotations; Skip for a pod not ours, which the
+// DefaultBinder after this plugin binds.
+//
+// One node's Bindings go out one at a time, each with predicate-time stamped just before it,
+// as the service's own /bind writes them (scheduler_core/service/verbs/extender.py _give):
+// the kubelet admits pods in the order their Bindings reach it, and the device plugin gives
+// an Allocate the chips of the pending pod with the oldest predicate-time and its count.
+// kube-scheduler binds in goroutines of their own, so two pods reserved on one node in turn
+// could otherwise land in the other order, each to run on the chips the other records.
+func (pl *AscendNPU) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	held, err := read(state)
+	if err != nil {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	annotations := make(map[string]string, len(held.annotations))
+	for key, value := range held.annotations {
+		annotations[key] = value
+	}
+	writing := pl.writing(nodeName)
+	writing.Lock()
+	defer writing.Unlock()
+	if _, stamped := annotations[predicateTime]; stamped {
+		annotations[predicateTime] = strconv.FormatInt(time.Now().UnixNano(), 10)
+	}
+	binding := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: annotations,
+		},
+		Target: v1.ObjectReference{Kind: "Node", Name: nodeName},
+	}
+	if err := pl.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return fwk.AsStatus(err)
+	}
+	return nil
+}
+
+// writing is the node's lock for its Bindings (one a node, kept: a few bytes per node).
+func (pl *AscendNPU) writing(node string) *sync.Mutex {
+	lock, _ := pl.nodes.LoadOrStore(node, &sync.Mutex{})
+	return lock.(*sync.Mutex)
+}
+
+func read(state fwk.CycleState) (*decision, error) {
+	data, err := state.Read(stateKey)
+	if err != nil {
+		return nil, err
+	}
+	held, ok := data.(*decision)
+	if !ok {
+		return nil, fmt.Errorf("%s: cycle state of type %T", Name, data)
+	}
+	return held, nil
+}
+
+// post sends one verb and decodes its JSON answer; a non-2xx status is an error with the
+// service's message.
+func (pl *AscendNPU) post(ctx context.Context, verb string, body any, into any) error {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	request, err := http.NewRequestWithContext(ctx, http.MethodPost, pl.prefix+"/"+verb, bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	request.Header.Set("Content-Type", "application/json")
+	response, err := pl.client.Do(request)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", Name, verb, err)
+	}
+	defer response.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(response.Body, answerLimit))
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", Name, verb, err)
+	}
+	if response.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %s: %s", Name, verb, response.Status, bytes.TrimSpace(answer))
+	}
+	return json.Unmarshal(answer, into)
+}

@@ -1,0 +1,91 @@
+"""kube-scheduler-ascend's image (``python -m image.kube_scheduler``, docs/image.md), built here
+or taken from its cache: its scheduler is byte for byte the test bed's ``kube-scheduler-ascend``
+(which ``tests/real/test_kube_scheduler.py``, ``test_preemption.py`` and
+``test_scheduler_scale.py`` run with the plugin), static, and runs from the image's root
+filesystem as the chart's user 10001 with the command the chart's Deployment gives it
+(``testbed/rootfs.py``: entered as a runtime would, the root read-only).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from image import kube_scheduler, layout
+from testbed.build import BIN, PLUGIN_SCHEDULER
+from testbed.manifests import helm_template
+from testbed.rootfs import entered, mounts_variable
+
+IMAGE = "registry.example/ascend-npu-k8s-kube-scheduler:v1"
+
+
+@pytest.fixture(scope="module")
+def image() -> layout.Manifest:
+    built = kube_scheduler.build_image()
+    assert built.reference == kube_scheduler.image_tag()
+    manifests = layout.manifests(built.layout, built.reference)
+    assert set(manifests) == {"amd64"}
+    return manifests["amd64"]
+
+
+@pytest.fixture(scope="module")
+def rootfs(image: layout.Manifest) -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix="ksroot", dir="/tmp"))
+    root.chmod(0o755)  # the image's /, which user 10001 walks
+    layout.unpack(image, root)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_image_holds_the_test_beds_scheduler_static(
+    image: layout.Manifest, rootfs: Path
+) -> None:
+    binary = rootfs / kube_scheduler.BINARY
+    assert binary.read_bytes() == (BIN / PLUGIN_SCHEDULER).read_bytes()
+    assert os.access(binary, os.X_OK)
+    shown = subprocess.run(
+        ["readelf", "-l", str(binary)], capture_output=True, text=True, check=True
+    )
+    assert "INTERP" not in shown.stdout, "static: no loader needed"
+    assert image.config["config"]["User"] == "10001"
+    assert "kube-scheduler:x:10001:10001:" in (rootfs / "etc/passwd").read_text()
+    for folder in ("kubernetes", "ascend-npu-k8s"):
+        assert (rootfs / "usr/share/doc" / folder / "copyright").is_file()
+
+
+def test_the_charts_command_runs_from_the_image_as_its_user(
+    image: layout.Manifest, rootfs: Path
+) -> None:
+    """The chart's Deployment with the plugin: its image, user and command (``kube-scheduler``
+    found on the image's PATH), here asked for its version."""
+    values = ("kubeScheduler.plugin=true", f"kubeScheduler.pluginImage={IMAGE}")
+    rendered = [d for d in yaml.safe_load_all(helm_template(*values)) if d]
+    (deployment,) = [
+        d
+        for d in rendered
+        if d["kind"] == "Deployment" and d["metadata"]["name"] == "ascend-npu-kube-scheduler"
+    ]
+    spec = deployment["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    assert container["image"] == IMAGE
+    user = spec["securityContext"]["runAsUser"]
+    command = [container["command"][0], "--version"]
+    (path,) = [e for e in image.config["config"]["Env"] if e.startswith("PATH=")]
+    settings = {"PATH": path.removeprefix("PATH="), **mounts_variable([])}
+    entering = entered(rootfs, f"{user}:{user}", command)
+    done = subprocess.run(
+        ["env", "-i", *(f"{k}={v}" for k, v in settings.items()), *entering],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"Kubernetes {kube_scheduler.kubernetes().version}"
