@@ -1,8 +1,9 @@
 """benchmarks/real_scheduler.py at a small size: the real kube-scheduler places seeded 1/2/4/8-chip
 pods on node objects with their DeviceInfo, with the shipped extender (over HTTPS, kube-scheduler's
-client certificate), without it, and with the two extenders that decide nothing (Python and Go).
-Every pod binds every way; with the extender each carries legal chips (one HCCS ring for up to 4,
-no chip twice on a node). No timing is asserted: the benchmark reports it.
+client certificate), without it, with the two extenders that decide nothing (Python and Go), and
+kube-scheduler-ascend asking the service through its AscendNPU plugin. Every pod binds every way;
+with the extender and with the plugin each carries legal chips (one HCCS ring for up to 4, no
+chip twice on a node). No timing is asserted: the benchmark reports it.
 """
 
 from __future__ import annotations
@@ -24,8 +25,12 @@ def chips(bound: Bound) -> list[int]:
     return [int(chip.rsplit("-", 1)[1]) for chip in bound.chips.split(",")]
 
 
-def test_every_pod_binds_with_the_extender_on_legal_chips(scale: Scale) -> None:
-    placed = scale.extender.placed
+@pytest.mark.parametrize("run", ["extender", "plugin"])
+def test_every_pod_binds_with_the_extender_or_the_plugin_on_legal_chips(
+    scale: Scale, run: str
+) -> None:
+    """The service behind the extender, and asked by kube-scheduler-ascend's plugin."""
+    placed = getattr(scale, run).placed
     assert len(placed) == PODS
     wanted = pod_sizes(PODS, SEED)
     held: dict[tuple[str, int], str] = {}
