@@ -530,30 +530,52 @@ def build(cache: Path | None = None, say: Callable[[str], None] | None = None) -
         )
         for p in PLATFORMS
     }
-    key = fingerprint(*(s.layer.digest for layers in stages.values() for s in layers))
-    images = cache / f"image-{key[:16]}"
-    if (images / "summary.txt").is_file():
-        tell("image: cached")
-    else:
-        work = Path(tempfile.mkdtemp(prefix=".image-", dir=cache))
-        layout.write(
-            work / "oci",
-            version,
-            [
-                (
-                    oci_platform(p),
-                    image_config(p, version, stages[p.arch]),
-                    [s.layer for s in stages[p.arch]],
-                )
-                for p in PLATFORMS
-            ],
+    platforms = [
+        (
+            oci_platform(p),
+            image_config(p, version, stages[p.arch]),
+            [s.layer for s in stages[p.arch]],
         )
-        (work / "summary.txt").write_text(summary(version, stages) + "\n")
-        for old in cache.glob("image-*"):
+        for p in PLATFORMS
+    ]
+    layers = [s for each in stages.values() for s in each]
+    return written(
+        cache,
+        "image",
+        reference=version,
+        stages=layers,
+        platforms=platforms,
+        summary=partial(summary, version, stages),
+        say=tell,
+    )
+
+
+def written(
+    cache: Path,
+    kind: str,
+    *,
+    reference: str,
+    stages: Sequence[Stage],
+    platforms: list[tuple[dict[str, str], dict[str, Any], list[layout.Layer]]],
+    summary: Callable[[], str],
+    say: Callable[[str], None],
+) -> Image:
+    """The OCI layout of ``platforms`` tagged ``reference``, with its summary, in
+    ``cache/<kind>-<key>`` (the key: the layers' digests): taken from there when it is, else
+    written and the kind's older layouts removed."""
+    key = fingerprint(*(s.layer.digest for s in stages))
+    images = cache / f"{kind}-{key[:16]}"
+    if (images / "summary.txt").is_file():
+        say("image: cached")
+    else:
+        work = Path(tempfile.mkdtemp(prefix=f".{kind}-", dir=cache))
+        layout.write(work / "oci", reference, platforms)
+        (work / "summary.txt").write_text(summary() + "\n")
+        for old in cache.glob(f"{kind}-*"):
             shutil.rmtree(old, ignore_errors=True)
         work.rename(images)
-        tell(f"image: written ({images})")
-    return Image(images / "oci", version, (images / "summary.txt").read_text().rstrip("\n"))
+        say(f"image: written ({images})")
+    return Image(images / "oci", reference, (images / "summary.txt").read_text().rstrip("\n"))
 
 
 def _say(message: str) -> None:
@@ -610,6 +632,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if isinstance(error, MissingTool) else 1
     _say(f"wrote {LOCK.relative_to(ROOT)}")
     return 0
+
+
+def command(
+    argv: list[str] | None,
+    module: str,
+    description: str,
+    make: Callable[[Path | None], Image],
+    name: str,
+) -> int:
+    """``python -m image.<module>``: ``--cache``, then ``finish``; ``make`` builds the image
+    ``name`` with that cache."""
+    parser = argparse.ArgumentParser(prog=f"python -m image.{module}", description=description)
+    parser.add_argument("--cache", type=Path, default=None, help=f"default: {cache_root()}")
+    args = parser.parse_args(argv)
+    return finish(partial(make, args.cache), name, "Push: skopeo copy")
 
 
 def finish(make: Callable[[], Image], name: str, push: str) -> int:

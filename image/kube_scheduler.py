@@ -19,10 +19,8 @@ the project image's (``~/.cache/ascend-npu-k8s/image``). Exit status 1 when a st
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,7 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from image import build, layout
+from image import build
 from testbed import build as testbed
 
 RECIPE = Path(__file__).resolve()
@@ -135,27 +133,18 @@ def build_image(cache: Path | None = None, say: Callable[[str], None] | None = N
             say=tell,
         )
     ]
-    key = build.fingerprint(*(s.layer.digest for s in stages))
-    images = cache / f"ks-image-{key[:16]}"
-    if (images / "summary.txt").is_file():
-        tell("image: cached")
-    else:
-        work = Path(tempfile.mkdtemp(prefix=".ks-image-", dir=cache))
-        layout.write(
-            work / "oci",
-            tag,
-            [(build.oci_platform(PLATFORM), configuration(tag, stages), [s.layer for s in stages])],
-        )
-        size = stages[0].layer.size / 1e6
-        summary = (
-            f"{NAME} {tag} for {PLATFORM.arch}: {size:.1f} MB compressed; /{BINARY}, user {USER}"
-        )
-        (work / "summary.txt").write_text(summary + "\n")
-        for old in cache.glob("ks-image-*"):
-            shutil.rmtree(old, ignore_errors=True)
-        work.rename(images)
-        tell(f"image: written ({images})")
-    return build.Image(images / "oci", tag, (images / "summary.txt").read_text().rstrip("\n"))
+    platform = (build.oci_platform(PLATFORM), configuration(tag, stages), [s.layer for s in stages])
+    size = stages[0].layer.size / 1e6
+    told = f"{NAME} {tag} for {PLATFORM.arch}: {size:.1f} MB compressed; /{BINARY}, user {USER}"
+    return build.written(
+        cache,
+        "ks-image",
+        reference=tag,
+        stages=stages,
+        platforms=[platform],
+        summary=lambda: told,
+        say=tell,
+    )
 
 
 def _say(message: str) -> None:
@@ -163,13 +152,8 @@ def _say(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m image.kube_scheduler",
-        description="Build kube-scheduler with the AscendNPU plugin (docs/image.md).",
-    )
-    parser.add_argument("--cache", type=Path, default=None, help=f"default: {build.cache_root()}")
-    args = parser.parse_args(argv)
-    return build.finish(partial(build_image, args.cache), NAME, "Push: skopeo copy")
+    what = "Build kube-scheduler with the AscendNPU plugin (docs/image.md)."
+    return build.command(argv, "kube_scheduler", what, build_image, NAME)
 
 
 if __name__ == "__main__":

@@ -36,10 +36,8 @@ when a tool is missing or the user is not root, 1 when a step fails.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,7 +45,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from image import build, layout
+from image import build
 from testbed import volcano_build
 
 RECIPE = Path(__file__).resolve()
@@ -175,23 +173,17 @@ def build_image(cache: Path | None = None, say: Callable[[str], None] | None = N
             partial(scheduler_tree, made),
         ),
     ]
-    key = build.fingerprint(*(s.layer.digest for s in stages))
-    images = cache / f"vc-image-{key[:16]}"
-    if (images / "summary.txt").is_file():
-        tell("image: cached")
-    else:
-        work = Path(tempfile.mkdtemp(prefix=".vc-image-", dir=cache))
-        layout.write(
-            work / "oci",
-            tag,
-            [(build.oci_platform(PLATFORM), configuration(tag, stages), [s.layer for s in stages])],
-        )
-        (work / "summary.txt").write_text(summary(tag, made, stages) + "\n")
-        for old in cache.glob("vc-image-*"):
-            shutil.rmtree(old, ignore_errors=True)
-        work.rename(images)
-        tell(f"image: written ({images})")
-    return build.Image(images / "oci", tag, (images / "summary.txt").read_text().rstrip("\n"))
+    platform = (build.oci_platform(PLATFORM), configuration(tag, stages), [s.layer for s in stages])
+    told = partial(summary, tag, made, stages)
+    return build.written(
+        cache,
+        "vc-image",
+        reference=tag,
+        stages=stages,
+        platforms=[platform],
+        summary=told,
+        say=tell,
+    )
 
 
 def summary(tag: str, made: Inputs, stages: list[build.Stage]) -> str:
@@ -214,13 +206,8 @@ def _say(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m image.vc_scheduler",
-        description="Build Volcano's scheduler with the in-process adapter (docs/image.md).",
-    )
-    parser.add_argument("--cache", type=Path, default=None, help=f"default: {build.cache_root()}")
-    args = parser.parse_args(argv)
-    return build.finish(partial(build_image, args.cache), NAME, "Push: skopeo copy")
+    what = "Build Volcano's scheduler with the in-process adapter (docs/image.md)."
+    return build.command(argv, "vc_scheduler", what, build_image, NAME)
 
 
 if __name__ == "__main__":
