@@ -392,6 +392,47 @@ def image_config(platform: Platform, version: str, stages: Sequence[Stage]) -> d
     }
 
 
+def scheduler_config(
+    platform: Platform,
+    *,
+    user: int,
+    entrypoint: Sequence[str],
+    title: str,
+    description: str,
+    version: str,
+    stages: Sequence[Stage],
+) -> dict[str, Any]:
+    """The configuration of a scheduler's image (Volcano's, kube-scheduler-ascend's): its
+    entrypoint run as ``user`` from ``/``, the standard PATH."""
+    created = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    return {
+        "created": created,
+        "architecture": platform.arch,
+        "os": "linux",
+        "config": {
+            "User": str(user),
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+            "Entrypoint": list(entrypoint),
+            "WorkingDir": "/",
+            "Labels": {
+                "org.opencontainers.image.title": title,
+                "org.opencontainers.image.description": description,
+                "org.opencontainers.image.licenses": "Apache-2.0",
+                "org.opencontainers.image.version": version,
+            },
+        },
+        "history": [{"created": created, "created_by": s.created_by} for s in stages],
+    }
+
+
+def licences(dest: Path, found: Iterable[tuple[str, Path]]) -> None:
+    """Each ``(folder, LICENSE)`` as ``/usr/share/doc/<folder>/copyright``, Debian's place."""
+    for folder, licence in found:
+        doc = dest / "usr" / "share" / "doc" / folder
+        doc.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(licence, doc / "copyright")
+
+
 def oci_platform(platform: Platform) -> dict[str, str]:
     found = {"architecture": platform.arch, "os": "linux"}
     return {**found, "variant": platform.variant} if platform.variant else found

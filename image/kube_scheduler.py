@@ -23,7 +23,6 @@ import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -86,34 +85,19 @@ def tree(made: Inputs, dest: Path) -> None:
     (dest / "etc" / "passwd").write_text(PASSWD)
     (dest / "etc" / "group").write_text(GROUP)
     (dest / "tmp").mkdir(mode=0o1777)
-    for folder, licence in made.licences:
-        doc = dest / "usr" / "share" / "doc" / folder
-        doc.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(licence, doc / "copyright")
+    build.licences(dest, made.licences)
 
 
 def configuration(tag: str, stages: list[build.Stage]) -> dict[str, Any]:
-    created = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-    return {
-        "created": created,
-        "architecture": PLATFORM.arch,
-        "os": "linux",
-        "config": {
-            "User": str(USER),
-            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-            "Entrypoint": [f"/{BINARY}"],
-            "WorkingDir": "/",
-            "Labels": {
-                "org.opencontainers.image.title": NAME,
-                "org.opencontainers.image.description": (
-                    f"kube-scheduler {kubernetes().version} with the AscendNPU plugin"
-                ),
-                "org.opencontainers.image.licenses": "Apache-2.0",
-                "org.opencontainers.image.version": tag,
-            },
-        },
-        "history": [{"created": created, "created_by": s.created_by} for s in stages],
-    }
+    return build.scheduler_config(
+        PLATFORM,
+        user=USER,
+        entrypoint=[f"/{BINARY}"],
+        title=NAME,
+        description=f"kube-scheduler {kubernetes().version} with the AscendNPU plugin",
+        version=tag,
+        stages=stages,
+    )
 
 
 def build_image(cache: Path | None = None, say: Callable[[str], None] | None = None) -> build.Image:

@@ -40,7 +40,6 @@ import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -117,35 +116,22 @@ def scheduler_tree(made: Inputs, dest: Path) -> None:
     for plugin in made.plugins:
         shutil.copyfile(plugin, plugins / plugin.name)
         (plugins / plugin.name).chmod(0o644)
-    for folder, licence in made.licences:
-        doc = dest / "usr" / "share" / "doc" / folder
-        doc.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(licence, doc / "copyright")
+    build.licences(dest, made.licences)
 
 
 def configuration(tag: str, stages: list[build.Stage]) -> dict[str, Any]:
-    created = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-    return {
-        "created": created,
-        "architecture": PLATFORM.arch,
-        "os": "linux",
-        "config": {
-            "User": str(USER),
-            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-            "Entrypoint": list(ENTRYPOINT),
-            "WorkingDir": "/",
-            "Labels": {
-                "org.opencontainers.image.title": NAME,
-                "org.opencontainers.image.description": (
-                    f"Volcano {VOLCANO} vc-scheduler with the ascend-npu-adapter plugin "
-                    "(and Huawei's volcano-npu plugin)"
-                ),
-                "org.opencontainers.image.licenses": "Apache-2.0",
-                "org.opencontainers.image.version": tag,
-            },
-        },
-        "history": [{"created": created, "created_by": s.created_by} for s in stages],
-    }
+    return build.scheduler_config(
+        PLATFORM,
+        user=USER,
+        entrypoint=ENTRYPOINT,
+        title=NAME,
+        description=(
+            f"Volcano {VOLCANO} vc-scheduler with the ascend-npu-adapter plugin "
+            "(and Huawei's volcano-npu plugin)"
+        ),
+        version=tag,
+        stages=stages,
+    )
 
 
 def build_image(cache: Path | None = None, say: Callable[[str], None] | None = None) -> build.Image:
