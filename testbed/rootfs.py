@@ -21,13 +21,17 @@ its environment the image's and its own ``value`` entries, nothing of this machi
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tempfile
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from image import layout
 from testbed.control_plane import ControlPlane, Process
 
 Obj = dict[str, Any]
@@ -63,6 +67,19 @@ class Mount:
 
     def line(self) -> str:
         return f"{self.source}|{self.target}|{'ro' if self.read_only else 'rw'}"
+
+
+@contextmanager
+def unpacked(image: layout.Manifest, prefix: str) -> Iterator[Path]:
+    """The image's root filesystem unpacked in a folder of ``/tmp`` (``prefix``) that any
+    user may walk, as the image's ``/``; removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    root.chmod(0o755)
+    try:
+        layout.unpack(image, root)
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def entered(root: Path, user: str, argv: Sequence[str]) -> list[str]:

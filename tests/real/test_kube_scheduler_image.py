@@ -9,9 +9,7 @@ filesystem as the chart's user 10001 with the command the chart's Deployment giv
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +19,7 @@ import yaml
 from image import kube_scheduler, layout
 from testbed.build import BIN, PLUGIN_SCHEDULER
 from testbed.manifests import helm_template
-from testbed.rootfs import entered, mounts_variable
+from testbed.rootfs import entered, mounts_variable, unpacked
 
 IMAGE = "registry.example/ascend-npu-k8s-kube-scheduler:v1"
 
@@ -37,11 +35,8 @@ def image() -> layout.Manifest:
 
 @pytest.fixture(scope="module")
 def rootfs(image: layout.Manifest) -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp(prefix="ksroot", dir="/tmp"))
-    root.chmod(0o755)  # the image's /, which user 10001 walks
-    layout.unpack(image, root)
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
+    with unpacked(image, "ksroot") as root:
+        yield root
 
 
 def test_the_image_holds_the_test_beds_scheduler_static(

@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,7 +32,7 @@ from image import build, layout, vc_scheduler
 from simulation.processes import free_port
 from testbed.cluster import NAMESPACE, deployed
 from testbed.control_plane import ControlPlane, scratch, wait_until
-from testbed.rootfs import PodTemplate
+from testbed.rootfs import PodTemplate, unpacked
 from testbed.volcano import NAMESPACE as VOLCANO
 from testbed.volcano import (
     VolcanoBuild,
@@ -79,11 +77,8 @@ def image() -> layout.Manifest:
 
 @pytest.fixture(scope="module")
 def rootfs(image: layout.Manifest) -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp(prefix="vcroot", dir="/tmp"))
-    root.chmod(0o755)  # the image's /, which user 9000 walks
-    layout.unpack(image, root)
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
+    with unpacked(image, "vcroot") as root:
+        yield root
 
 
 def needed_libraries(path: Path) -> list[str]:
