@@ -10,7 +10,8 @@ sockets), pods submitted at once until all run: in one process, then with the AP
 service and the nodes in processes of their own (and the CPU each spends per pod). Targets
 (issue 24): filter + prioritize p99 ≤ 10 ms at 5,000 nodes and ≤ 20 ms at 10,000, at most
 twice the floor; ≥ 200 pods/s end to end; (issue 48) as shipped (``/filter`` alone, answering
-the best-scored nodes), p99 ≤ 10 ms at 5,000 nodes and ≤ 1.2 × the floor.
+the best-scored nodes), p99 ≤ 10 ms at 5,000 nodes and ≤ 1.2 × the floor. Beside them the
+AscendNPU plugin's two calls (``/place`` with the pod alone, ``/reserve``) and their floor.
 """
 
 from __future__ import annotations
@@ -157,6 +158,44 @@ def drive(
     )
 
 
+def drive_plugin(url: str, store: MemoryCluster, pods: int, prefix: str = "r") -> Latency:
+    """kube-scheduler-ascend's calls for ``pods`` pods, one at a time: ``/place`` with the pod
+    alone (the service samples its nodes), then ``/reserve`` on the first node answered.
+    ``filter_p50`` is place's, ``prioritize_p50`` reserve's, ``cycle_p99`` both's."""
+    place_ms, reserve_ms = [], []
+    for i in range(pods):
+        pod = store.get_pod("ns", f"{prefix}{i}")
+        start = time.perf_counter()
+        passing = post(f"{url}/place", {"Pod": pod})["NodeNames"]
+        middle = end = time.perf_counter()
+        if passing:
+            post(f"{url}/reserve", {"Pod": pod, "Node": passing[0]})
+            end = time.perf_counter()
+        place_ms.append((middle - start) * 1e3)
+        reserve_ms.append((end - middle) * 1e3)
+    cycle = [a + b for a, b in zip(place_ms, reserve_ms, strict=True)]
+    return Latency(percentile(place_ms, 50), percentile(reserve_ms, 50), percentile(cycle, 99))
+
+
+def plugin_floor(store: MemoryCluster, names: list[str], pods: int) -> Latency:
+    """The plugin's two calls answered by the same HTTP server deciding nothing: the pod
+    decoded, one node and two annotations answered."""
+
+    def answer(path: str, raw: bytes) -> Response:
+        decode_body(raw)
+        if path == "/place":
+            return json_response(200, {"NodeNames": names[:1], "Reason": ""})
+        notes = {ASCEND910.resource: chip_name(0, KIND_OF_RESOURCE[ASCEND910.resource])}
+        return json_response(200, {"Annotations": {**notes, "predicate-time": "1"}, "Error": ""})
+
+    server = HttpServer("floor", lambda path: Response.text(404, ""), answer)
+    url = server.start("127.0.0.1", 0)
+    try:
+        return drive_plugin(url, store, pods)
+    finally:
+        server.stop()
+
+
 def wire_floor(store: MemoryCluster, names: list[str], pods: int, *, prioritize: bool) -> Latency:
     """The same HTTP server decoding the same bodies and answering every name, deciding
     nothing: what any extender in Python pays before it decides."""
@@ -180,13 +219,15 @@ def extender_latency(nodes: int, pods: int, workdir: Path) -> None:
     store = cluster(nodes, seed=nodes)
     names = [f"node-{i:05d}" for i in range(nodes)]
     for i in range(pods):
-        for prefix in ("p", "q"):
+        for prefix in ("p", "q", "r"):
             store.put("Pod", pod_object("ns", f"{prefix}{i}", None, (1, 1, 2, 4)[i % 4]))
     floor = wire_floor(store, names, pods, prioritize=False)
     floor_both = wire_floor(store, names, pods, prioritize=True)
+    floor_plugin = plugin_floor(store, names, pods)
     flags = ("--log-level", "WARNING")
     with scheduler_process(store, workdir, *flags) as service:
         ours = drive(service.url, store, names, pods, bind=True, prioritize=False)
+        plugin = drive_plugin(service.url, store, pods)
         # A gang of three whose PodGroup states its size waits for its last pod, and every
         # one-pod filter holds chips back for it (a size only a pod claims holds nothing).
         podgroup = {"metadata": {"namespace": "ns", "name": "g"}, "spec": {"minMember": 3}}
@@ -213,6 +254,12 @@ def extender_latency(nodes: int, pods: int, workdir: Path) -> None:
         f" ms, prioritize p50 {both.prioritize_p50:.1f} ms, filter + prioritize p99 "
         f"{both.cycle_p99:.1f} ms (floor {floor_both.cycle_p99:.1f}, "
         f"x{both.cycle_p99 / floor_both.cycle_p99:.1f})"
+    )
+    print(
+        f"          kube-scheduler-ascend's plugin (place samples the nodes): place p50 "
+        f"{plugin.filter_p50:.1f} ms (floor {floor_plugin.filter_p50:.1f}), reserve p50 "
+        f"{plugin.prioritize_p50:.1f} ms, place + reserve p99 {plugin.cycle_p99:.1f} ms (floor "
+        f"{floor_plugin.cycle_p99:.1f}, x{plugin.cycle_p99 / floor_plugin.cycle_p99:.1f})"
     )
     print(
         f"          with a gang waiting{'' if waiting else ' (not seen waiting)'}: filter p50 "
