@@ -360,15 +360,28 @@ def stage(
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
-        for old in cache.glob(f"{kind}-*"):
-            shutil.rmtree(old, ignore_errors=True)
-        work.rename(final)
+        _settle(cache, kind, work, final, "layer.json")
         say(f"{kind}: built in {time.monotonic() - started:.0f} s")
     else:
         say(f"{kind}: cached")
     described = json.loads((final / "layer.json").read_text())
     made = layout.Layer(final / "layer.tar.gz", **described)
     return Stage(final / "tree", made, created_by)
+
+
+def _settle(cache: Path, kind: str, work: Path, final: Path, marker: str) -> None:
+    """``work`` made ``final``, the kind's other folders removed. Two builds of one stage can
+    run at once (the tests' workers each build the image they test): the second to finish
+    keeps the first's, which the first may be reading, and drops its own."""
+    for old in cache.glob(f"{kind}-*"):
+        if old != final:
+            shutil.rmtree(old, ignore_errors=True)
+    try:
+        work.rename(final)
+    except OSError:
+        shutil.rmtree(work, ignore_errors=True)
+        if not (final / marker).is_file():
+            raise
 
 
 def image_config(platform: Platform, version: str, stages: Sequence[Stage]) -> dict[str, Any]:
@@ -612,9 +625,7 @@ def written(
         work = Path(tempfile.mkdtemp(prefix=f".{kind}-", dir=cache))
         layout.write(work / "oci", reference, platforms)
         (work / "summary.txt").write_text(summary() + "\n")
-        for old in cache.glob(f"{kind}-*"):
-            shutil.rmtree(old, ignore_errors=True)
-        work.rename(images)
+        _settle(cache, kind, work, images, "summary.txt")
         say(f"image: written ({images})")
     return Image(images / "oci", reference, (images / "summary.txt").read_text().rstrip("\n"))
 
