@@ -421,6 +421,7 @@ def scheduler_config(
     return {
         "created": created,
         "architecture": platform.arch,
+        **({"variant": platform.variant} if platform.variant else {}),
         "os": "linux",
         "config": {
             "User": str(user),

@@ -1,20 +1,22 @@
 """``python -m image.kube_scheduler``: kube-scheduler-ascend (kube-scheduler with the AscendNPU
-plugin, ``kube_scheduler_plugin/``) as an image for amd64, for the chart's
+plugin, ``kube_scheduler_plugin/``) as an image for amd64 and arm64, for the chart's
 ``kubeScheduler.plugin`` (``kubeScheduler.pluginImage``) and the ``kube-scheduler-plugin``
 overlay.
 
 An out-of-tree plugin is compiled into the scheduler (``app.WithPlugin``, as
 kubernetes-sigs/scheduler-plugins builds its schedulers), so the image carries a whole
 kube-scheduler: the test bed's build of ``kube-scheduler-ascend`` from the pinned Kubernetes
-module (``testbed.build``, which builds it when missing: ``make testbed``), static (no cgo), so
-that the image needs nothing else. One layer: ``/usr/local/bin/kube-scheduler`` (the chart's
+module (``testbed.build``, which builds it when missing: ``make testbed``; arm64's is built by
+Go's cross-compiler here), static (no cgo), so that the image needs nothing else. One layer a
+platform: ``/usr/local/bin/kube-scheduler`` (the chart's
 Deployment runs ``kube-scheduler --config=...`` as the upstream image's), ``/etc/passwd`` naming
 the chart's user 10001, and the licences of Kubernetes and the project under
 ``/usr/share/doc``. The tag is ``<Kubernetes version>-<project version>``: kube-scheduler must
 not be newer than the API server.
 
-amd64 only, as the Volcano scheduler's image (``image.vc_scheduler``). Stages are cached beside
-the project image's (``~/.cache/ascend-npu-k8s/image``). Exit status 1 when a step fails.
+Both platforms in one index, as the project's image (Kunpeng control planes are arm64). Stages
+are cached beside the project image's (``~/.cache/ascend-npu-k8s/image``). Exit status 1 when
+a step fails.
 """
 
 from __future__ import annotations
@@ -32,8 +34,6 @@ from testbed import build as testbed
 
 RECIPE = Path(__file__).resolve()
 NAME = "ascend-npu-k8s-kube-scheduler"
-PLATFORM = build.PLATFORMS[0]
-assert PLATFORM.arch == "amd64"
 USER = 10001  # the chart's runAsUser for kube-scheduler
 PASSWD = (
     "root:x:0:0:root:/root:/sbin/nologin\n"
@@ -63,12 +63,11 @@ class Inputs:
         return build.fingerprint(*(x for f in files for x in (f.name, f.read_bytes())))
 
 
-def inputs() -> Inputs:
-    """The test bed's kube-scheduler-ascend, built first when missing or stale."""
+def inputs(arch: str) -> Inputs:
+    """The test bed's kube-scheduler-ascend for ``arch``, built first when missing or stale."""
     component = kubernetes()
-    testbed.build_plugin_scheduler(component)
     return Inputs(
-        testbed.BIN / testbed.PLUGIN_SCHEDULER,
+        testbed.build_plugin_scheduler(component, arch),
         (
             ("kubernetes", testbed.module_root(component) / "LICENSE"),
             (build.NAME, build.ROOT / "LICENSE"),
@@ -88,9 +87,9 @@ def tree(made: Inputs, dest: Path) -> None:
     build.licences(dest, made.licences)
 
 
-def configuration(tag: str, stages: list[build.Stage]) -> dict[str, Any]:
+def configuration(platform: build.Platform, tag: str, stages: list[build.Stage]) -> dict[str, Any]:
     return build.scheduler_config(
-        PLATFORM,
+        platform,
         user=USER,
         entrypoint=[f"/{BINARY}"],
         title=NAME,
@@ -106,26 +105,33 @@ def build_image(cache: Path | None = None, say: Callable[[str], None] | None = N
     tell = say or _say
     tag = image_tag()
     recipe = build.fingerprint(RECIPE.read_bytes(), (RECIPE.parent / "build.py").read_bytes())
-    made = inputs()
-    stages = [
-        build.stage(
+    stages: dict[str, build.Stage] = {}
+    for platform in build.PLATFORMS:
+        made = inputs(platform.arch)
+        stages[platform.arch] = build.stage(
             cache,
-            "kube-scheduler",
+            f"kube-scheduler-{platform.arch}",
             build.fingerprint(recipe, made.digest()),
-            f"kube-scheduler-ascend {kubernetes().version} as /{BINARY}",
+            f"kube-scheduler-ascend {kubernetes().version} for {platform.arch} as /{BINARY}",
             partial(tree, made),
             say=tell,
         )
+    platforms = [
+        (
+            build.oci_platform(p),
+            configuration(p, tag, [stages[p.arch]]),
+            [stages[p.arch].layer],
+        )
+        for p in build.PLATFORMS
     ]
-    platform = (build.oci_platform(PLATFORM), configuration(tag, stages), [s.layer for s in stages])
-    size = stages[0].layer.size / 1e6
-    told = f"{NAME} {tag} for {PLATFORM.arch}: {size:.1f} MB compressed; /{BINARY}, user {USER}"
+    sizes = ", ".join(f"{a} {s.layer.size / 1e6:.1f} MB" for a, s in stages.items())
+    told = f"{NAME} {tag}: {sizes} compressed; /{BINARY}, user {USER}"
     return build.written(
         cache,
         "ks-image",
         reference=tag,
-        stages=stages,
-        platforms=[platform],
+        stages=list(stages.values()),
+        platforms=platforms,
         summary=lambda: told,
         say=tell,
     )

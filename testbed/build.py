@@ -27,12 +27,14 @@ import argparse
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,10 +96,10 @@ def required(component: Component) -> str | None:
     return found.group(1) if found else None
 
 
-def _go(component: Component, *args: str, cwd: Path | None = None, cgo: bool | None = None) -> None:
-    environment = {**os.environ, "GOFLAGS": "-buildvcs=false"}
-    if cgo is not None:
-        environment["CGO_ENABLED"] = "1" if cgo else "0"
+def _go(
+    component: Component, *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> None:
+    environment = {**os.environ, "GOFLAGS": "-buildvcs=false", **(env or {})}
     done = subprocess.run(
         ["go", *args],
         cwd=cwd or component.home,
@@ -216,24 +218,41 @@ def module_root(component: Component) -> Path:
     return Path(json.loads(listed.stdout)["Dir"])
 
 
-def _plugin_stamp(kubernetes: Component) -> str:
+def _plugin_stamp(kubernetes: Component, arch: str) -> str:
     sources = sorted(PLUGIN_SOURCE.glob("*.go"))
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in sources)).hexdigest()
-    return _stamp(kubernetes).rstrip("\n") + f" static {digest}\n"
+    return _stamp(kubernetes).rstrip("\n") + f" static linux/{arch} {digest}\n"
 
 
-def build_plugin_scheduler(kubernetes: Component) -> None:
-    """``kube-scheduler-ascend`` from ``kube_scheduler_plugin/`` and the Kubernetes module."""
-    binary, stamp = BIN / PLUGIN_SCHEDULER, STAMPS / PLUGIN_SCHEDULER
-    if binary.exists() and stamp.exists() and stamp.read_text() == _plugin_stamp(kubernetes):
-        print(f"testbed: {PLUGIN_SCHEDULER} {kubernetes.version} is built", flush=True)
-        return
-    print(f"testbed: building {PLUGIN_SCHEDULER} (kube_scheduler_plugin/)", flush=True)
+def host_arch() -> str:
+    """This machine's architecture as Go names it."""
+    machine = platform.machine().lower()
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
+
+
+def plugin_scheduler(arch: str | None = None) -> Path:
+    """Where ``kube-scheduler-ascend`` for ``arch`` is built: ``.testbed/bin`` for this
+    machine's (the one the tests run), ``.testbed/bin/linux-<arch>`` for another."""
+    if arch is None or arch == host_arch():
+        return BIN / PLUGIN_SCHEDULER
+    return BIN / f"linux-{arch}" / PLUGIN_SCHEDULER
+
+
+def build_plugin_scheduler(kubernetes: Component, arch: str | None = None) -> Path:
+    """``kube-scheduler-ascend`` from ``kube_scheduler_plugin/`` and the Kubernetes module, for
+    ``arch`` (default: this machine's); its path."""
+    arch = arch or host_arch()
+    binary = plugin_scheduler(arch)
+    stamp = STAMPS / f"{PLUGIN_SCHEDULER}-{arch}"
+    if binary.exists() and stamp.exists() and stamp.read_text() == _plugin_stamp(kubernetes, arch):
+        print(f"testbed: {PLUGIN_SCHEDULER} {kubernetes.version} ({arch}) is built", flush=True)
+        return binary
+    print(f"testbed: building {PLUGIN_SCHEDULER} for {arch} (kube_scheduler_plugin/)", flush=True)
     started = time.monotonic()
     module = SRC / PLUGIN_SCHEDULER
     shutil.rmtree(module, ignore_errors=True)
     module.mkdir(parents=True)
-    BIN.mkdir(parents=True, exist_ok=True)
+    binary.parent.mkdir(parents=True, exist_ok=True)
     STAMPS.mkdir(parents=True, exist_ok=True)
     gomod = (kubernetes.home / "go.mod").read_text()
     name = f"module ascend-npu-k8s/{PLUGIN_SCHEDULER}"
@@ -243,10 +262,12 @@ def build_plugin_scheduler(kubernetes: Component) -> None:
         shutil.copy(source, module / source.name)
     ldflags = f"-ldflags={_ldflags(kubernetes)}"
     # Static, as the upstream kube-scheduler is built: its image (image.kube_scheduler) holds
-    # nothing else.
-    _go(kubernetes, "build", "-trimpath", ldflags, "-o", str(binary), ".", cwd=module, cgo=False)
-    stamp.write_text(_plugin_stamp(kubernetes))
+    # nothing else, and another architecture needs no C cross-compiler.
+    target = {"CGO_ENABLED": "0", "GOOS": "linux", "GOARCH": arch}
+    _go(kubernetes, "build", "-trimpath", ldflags, "-o", str(binary), ".", cwd=module, env=target)
+    stamp.write_text(_plugin_stamp(kubernetes, arch))
     print(f"testbed: built {PLUGIN_SCHEDULER} in {time.monotonic() - started:.0f} s", flush=True)
+    return binary
 
 
 def main() -> None:

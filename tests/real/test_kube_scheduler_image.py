@@ -1,14 +1,16 @@
 """kube-scheduler-ascend's image (``python -m image.kube_scheduler``, docs/image.md), built here
-or taken from its cache: its scheduler is byte for byte the test bed's ``kube-scheduler-ascend``
-(which ``tests/real/test_kube_scheduler.py``, ``test_preemption.py`` and
-``test_scheduler_scale.py`` run with the plugin), static, and runs from the image's root
-filesystem as the chart's user 10001 with the command the chart's Deployment gives it
-(``testbed/rootfs.py``: entered as a runtime would, the root read-only).
+or taken from its cache, for amd64 and arm64: each platform's scheduler is byte for byte the
+test bed's ``kube-scheduler-ascend`` for it (this machine's is the one
+``tests/real/test_kube_scheduler.py``, ``test_preemption.py`` and ``test_scheduler_scale.py``
+run with the plugin), static; this machine's runs from the image's root filesystem as the
+chart's user 10001 with the command the chart's Deployment gives it (``testbed/rootfs.py``:
+entered as a runtime would, the root read-only), arm64's under qemu-user.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +19,7 @@ import pytest
 import yaml
 
 from image import kube_scheduler, layout
-from testbed.build import BIN, PLUGIN_SCHEDULER
+from testbed.build import host_arch, plugin_scheduler
 from testbed.manifests import helm_template
 from testbed.rootfs import entered, mounts_variable, unpacked
 
@@ -25,12 +27,17 @@ IMAGE = "registry.example/ascend-npu-k8s-kube-scheduler:v1"
 
 
 @pytest.fixture(scope="module")
-def image() -> layout.Manifest:
+def images() -> dict[str, layout.Manifest]:
     built = kube_scheduler.build_image()
     assert built.reference == kube_scheduler.image_tag()
     manifests = layout.manifests(built.layout, built.reference)
-    assert set(manifests) == {"amd64"}
-    return manifests["amd64"]
+    assert set(manifests) == {"amd64", "arm64"}
+    return manifests
+
+
+@pytest.fixture(scope="module")
+def image(images: dict[str, layout.Manifest]) -> layout.Manifest:
+    return images[host_arch()]
 
 
 @pytest.fixture(scope="module")
@@ -39,20 +46,44 @@ def rootfs(image: layout.Manifest) -> Iterator[Path]:
         yield root
 
 
-def test_the_image_holds_the_test_beds_scheduler_static(
-    image: layout.Manifest, rootfs: Path
+MACHINES = {"amd64": "Advanced Micro Devices X86-64", "arm64": "AArch64"}
+
+
+@pytest.mark.parametrize("arch", ["amd64", "arm64"])
+def test_each_platform_holds_the_test_beds_scheduler_static(
+    images: dict[str, layout.Manifest], arch: str
 ) -> None:
-    binary = rootfs / kube_scheduler.BINARY
-    assert binary.read_bytes() == (BIN / PLUGIN_SCHEDULER).read_bytes()
-    assert os.access(binary, os.X_OK)
-    shown = subprocess.run(
-        ["readelf", "-l", str(binary)], capture_output=True, text=True, check=True
-    )
-    assert "INTERP" not in shown.stdout, "static: no loader needed"
-    assert image.config["config"]["User"] == "10001"
-    assert "kube-scheduler:x:10001:10001:" in (rootfs / "etc/passwd").read_text()
-    for folder in ("kubernetes", "ascend-npu-k8s"):
-        assert (rootfs / "usr/share/doc" / folder / "copyright").is_file()
+    """Each platform's scheduler is the one ``testbed.build`` built for it (this machine's
+    the one the other tests run), static, for its machine."""
+    with unpacked(images[arch], f"ks{arch}") as root:
+        binary = root / kube_scheduler.BINARY
+        assert binary.read_bytes() == plugin_scheduler(arch).read_bytes()
+        assert os.access(binary, os.X_OK)
+        header = subprocess.run(
+            ["readelf", "-h", "-l", str(binary)], capture_output=True, text=True, check=True
+        )
+        assert f"Machine:                           {MACHINES[arch]}" in header.stdout
+        assert "INTERP" not in header.stdout, "static: no loader needed"
+        assert images[arch].config["config"]["User"] == "10001"
+        assert "kube-scheduler:x:10001:10001:" in (root / "etc/passwd").read_text()
+        for folder in ("kubernetes", "ascend-npu-k8s"):
+            assert (root / "usr/share/doc" / folder / "copyright").is_file()
+
+
+def test_arm64s_scheduler_runs_under_qemu_user(images: dict[str, layout.Manifest]) -> None:
+    qemu = shutil.which("qemu-aarch64-static")
+    if qemu is None:
+        pytest.skip("qemu-user-static is not installed (apt-get install -y qemu-user-static)")
+    with unpacked(images["arm64"], "ksarm64") as root:
+        done = subprocess.run(
+            [qemu, str(root / kube_scheduler.BINARY), "--version"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"Kubernetes {kube_scheduler.kubernetes().version}"
 
 
 def test_the_charts_command_runs_from_the_image_as_its_user(
