@@ -18,15 +18,17 @@ limitations under the License.
 // asks the scheduler service, which decides; it decides nothing itself. Two calls a pod, both
 // in the cycle, both on one kept-alive connection:
 //
-//   - PreFilter posts the pod to <urlPrefix>/place: the service's filter over every NPU node
-//     it knows, answered with the nodes of its best score only (as --filter-answers best does
-//     for the extender). Those become the PreFilterResult, so kube-scheduler's own filters
-//     and scores run on them alone and choose among them, as they choose among our ties
-//     behind the extender.
+//   - PreFilter posts the pod to <urlPrefix>/place: the service's filter over the NPU nodes it
+//     knows, sampled as kube-scheduler samples its own (numFeasibleNodesToFind, from where the
+//     last call stopped), answered with the nodes of its best score only (as --filter-answers
+//     best does for the extender). Those become the PreFilterResult, so kube-scheduler's own
+//     filters and scores run on them alone and choose among them, as they choose among our
+//     ties behind the extender.
 //   - Reserve posts the pod and the node kube-scheduler chose to <urlPrefix>/reserve: the
 //     service chooses the chips there and holds them, and answers the annotations.
 //
-// Bind posts the Binding with those annotations itself, through kube-scheduler's own client
+// PostFilter asks <urlPrefix>/waits before kube-scheduler's own preemption (below). Bind posts
+// the Binding with those annotations itself, through kube-scheduler's own client
 // (the API server copies a Binding's annotations onto the pod: pkg/registry/core/pod/storage
 // assignPod), as the in-tree DefaultBinder posts it without them
 // (pkg/scheduler/framework/plugins/defaultbinder). Unreserve, after a Reserve whose pod did
@@ -99,9 +101,10 @@ type AscendNPU struct {
 }
 
 var (
-	_ fwk.PreFilterPlugin = &AscendNPU{}
-	_ fwk.ReservePlugin   = &AscendNPU{}
-	_ fwk.BindPlugin      = &AscendNPU{}
+	_ fwk.PreFilterPlugin  = &AscendNPU{}
+	_ fwk.PostFilterPlugin = &AscendNPU{}
+	_ fwk.ReservePlugin    = &AscendNPU{}
+	_ fwk.BindPlugin       = &AscendNPU{}
 )
 
 // New builds the plugin from its args (runtime.Unknown for an out-of-tree plugin).
@@ -177,7 +180,9 @@ type decision struct {
 	annotations map[string]string
 }
 
-func (d *decision) Clone() fwk.StateData { return d }
+// Clone copies: Reserve fills the annotations in after PreFilter (preemption's dry runs clone
+// the state before).
+func (d *decision) Clone() fwk.StateData { return &decision{annotations: d.annotations} }
 
 func (pl *AscendNPU) asksNPU(pod *v1.Pod) bool {
 	for i := range pod.Spec.Containers {
@@ -220,6 +225,33 @@ func (pl *AscendNPU) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 // PreFilterExtensions: none (the service's answer does not change with the nominated pods
 // kube-scheduler adds or removes in its dry runs).
 func (pl *AscendNPU) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+type waitsAnswer struct {
+	Reason string `json:"Reason"`
+}
+
+// PostFilter, before kube-scheduler's DefaultPreemption: a pod an earlier preemption
+// nominated to a node evicts nothing more while the service says it waits for that node
+// (<urlPrefix>/waits, the grace the extender's /preempt gives). kube-scheduler lets it preempt
+// again once its victims are gone from its cache (PodEligibleToPreemptOthers,
+// pkg/scheduler/framework/plugins/defaultpreemption), which may be before the service sees
+// their chips free; its dry run then finds no victim on the nominated node and takes one
+// elsewhere (seen on the real kube-scheduler: tests/real/test_preemption.py).
+// UnschedulableAndUnresolvable ends the PostFilter plugins (framework RunPostFilterPlugins);
+// Unschedulable lets DefaultPreemption run.
+func (pl *AscendNPU) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if pod.Status.NominatedNodeName == "" || !pl.asksNPU(pod) {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	var answer waitsAnswer
+	if err := pl.post(ctx, "waits", map[string]any{"Pod": pod}, &answer); err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	if answer.Reason != "" {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, answer.Reason)
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
 
 type reserveAnswer struct {
 	Annotations map[string]string `json:"Annotations"`

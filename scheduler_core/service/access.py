@@ -1,11 +1,11 @@
 """Who may call which verb: each caller's credential is good for its own verbs only
 (docs/security.md). kube-scheduler's client certificate (its CN an allowed name) calls
 ``/filter``, ``/prioritize``, ``/preempt`` and ``/bind`` (the extender's) and ``/place``,
-``/reserve`` and ``/unreserve`` (the AscendNPU plugin's); Volcano's token, over TLS, calls
-``/volcano/*``; either calls ``/debug/compare`` and the NPU map, which an operator reaches with
-one or the other; ``/healthz``, ``/readyz``, ``/leader`` and ``/metrics`` stay open to probes
-and monitoring. Apart from the routes (``routes``) so that what a stolen credential can do is
-read in one place; every refusal is counted by its reason."""
+``/reserve``, ``/unreserve`` and ``/waits`` (the AscendNPU plugin's); Volcano's token, over
+TLS, calls ``/volcano/*``; either calls ``/debug/compare`` and the NPU map, which an operator
+reaches with one or the other; ``/healthz``, ``/readyz``, ``/leader`` and ``/metrics`` stay
+open to probes and monitoring. Apart from the routes (``routes``) so that what a stolen
+credential can do is read in one place; every refusal is counted by its reason."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ VERB_NOT_ALLOWED = "verb_not_allowed"  # a good credential, for another caller's
 SHARED_VERBS = frozenset({COMPARE})
 CERTIFICATE_VERBS = frozenset(VERBS) | frozenset(PluginVerbs.VERBS) | SHARED_VERBS
 TOKEN_VERBS = frozenset(f"volcano/{v}" for v in VolcanoVerbs.VERBS) | SHARED_VERBS
-CERTIFICATE_SAYS = "/filter, /prioritize, /preempt, /bind, /place, /reserve, /unreserve"
+CERTIFICATE_SAYS = "/filter, /prioritize, /preempt, /bind, /place, /reserve, /unreserve, /waits"
 TOKEN_SAYS = "/volcano/*"
 
 

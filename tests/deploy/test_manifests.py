@@ -518,7 +518,7 @@ SCHEDULER_CONFIGURATION: dict[str, Any] = {
             # kubescheduler.config.k8s.io/v1 Plugins: a PluginSet per extension point.
             "plugins": {
                 point: {"enabled": [PLUGIN_ENTRY], "disabled": [PLUGIN_ENTRY]}
-                for point in ("preFilter", "filter", "reserve", "bind", "multiPoint")
+                for point in ("preFilter", "filter", "postFilter", "reserve", "bind", "multiPoint")
             },
             # The args are the plugin's: kube_scheduler_plugin/plugin.go Args.
             "pluginConfig": [{"name": str, "args": PLUGIN_ARGS}],
@@ -600,7 +600,8 @@ def test_the_kube_scheduler_configuration_wires_every_extender_verb() -> None:
 
 def test_the_plugin_overlay_runs_kube_scheduler_ascend_with_the_extenders_settings() -> None:
     """kube-scheduler-plugin: kube-scheduler-ascend's image, and the AscendNPU plugin in the
-    extender's place (its PreFilter, Reserve and Bind; the DefaultBinder after it), calling
+    extender's place (its PreFilter, PostFilter before DefaultPreemption, Reserve and Bind; the
+    DefaultBinder after it), calling
     the same Service with the same client certificate for the same resources."""
     rendered = kustomize(MANIFESTS / "overlays" / "kube-scheduler-plugin")
     (config_map,) = [
@@ -615,6 +616,10 @@ def test_the_plugin_overlay_runs_kube_scheduler_ascend_with_the_extenders_settin
     ours = [{"name": PLUGIN}]
     assert profile["plugins"] == {
         "preFilter": {"enabled": ours},
+        "postFilter": {
+            "disabled": [{"name": "*"}],
+            "enabled": [*ours, {"name": "DefaultPreemption"}],
+        },
         "reserve": {"enabled": ours},
         "bind": {"disabled": [{"name": "*"}], "enabled": [*ours, {"name": "DefaultBinder"}]},
     }

@@ -158,7 +158,7 @@ def test_the_token_lets_in_as_bearer_and_as_basics_password(
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 TOKEN_CALLS = "which calls /volcano/*, /debug/compare and the NPU map only"
 CERTIFICATE_CALLS = (
-    "which calls /filter, /prioritize, /preempt, /bind, /place, /reserve, /unreserve, "
+    "which calls /filter, /prioritize, /preempt, /bind, /place, /reserve, /unreserve, /waits, "
     "/debug/compare and the NPU map only"
 )
 

@@ -124,7 +124,7 @@ def test_only_kube_schedulers_certificate_calls_the_plugins_verbs(
 ) -> None:
     h, url = service
     pod = pending(h.api, "p", 2)
-    for name in ("place", "reserve", "unreserve"):
+    for name in ("place", "reserve", "unreserve", "waits"):
         body = {"Pod": pod, "Node": "n0"}
         status, answer, _ = call(url, pki, path=name, body=body, headers=BEARER)
         assert status == 403 and f"'/{name}' is not for the token" in answer["Error"], answer
@@ -164,3 +164,25 @@ def test_place_samples_as_kube_scheduler_and_every_node_it_answers_may_be_reserv
     assert len(whole) == 100 and sorted(answer) == sorted(whole), "asked in 3 calls"
     uid = pod["metadata"]["uid"]
     assert all(h.extender.passes.passed(uid, node, h.clock()) for node in answer)
+
+
+def test_a_pod_nominated_by_a_preemption_waits_for_its_node_before_preempting_again(
+    service: tuple[Harness, str], pki: Pki
+) -> None:
+    """``waits`` (the plugin's PostFilter, before kube-scheduler's preemption): a pod whose
+    nominated node is still full in this view waits for it for the extender's grace, then
+    may preempt again; no nomination, or a node that can never host it: no wait."""
+    h, url = service
+    for name in ("a", "b"):  # both nodes full
+        pod = pending(h.api, name, 8)
+        node = verb(url, pki, "place", pod)[1]["NodeNames"][0]
+        assert verb(url, pki, "reserve", pod, node)[1]["Error"] == ""
+    pod = pending(h.api, "high", 8)
+    assert verb(url, pki, "waits", pod) == (200, {"Reason": ""}), "not nominated"
+    nominated = {**pod, "status": {**pod["status"], "nominatedNodeName": "n0"}}
+    status, answer = verb(url, pki, "waits", nominated)
+    assert status == 200 and "waiting for n0" in answer["Reason"], answer
+    h.clock.now += 31  # NOMINATION_GRACE
+    assert verb(url, pki, "waits", nominated)[1] == {"Reason": ""}
+    elsewhere = {**pod, "status": {**pod["status"], "nominatedNodeName": "not-an-npu-node"}}
+    assert verb(url, pki, "waits", elsewhere)[1] == {"Reason": ""}, "it can never go there"

@@ -28,7 +28,9 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Deployed]:
     """With the node cache the victims go to the extender by UID, without it as pods. With
     the plugin (kube-scheduler-ascend) there is no preempt verb: its PreFilter answers
     UnschedulableAndUnresolvable where no node could ever serve the pod, which keeps every
-    node out of preemption's candidates, and Unschedulable where chips are only taken."""
+    node out of preemption's candidates, and Unschedulable where chips are only taken; its
+    PostFilter keeps the nominated pod from taking a second victim while the first's chips
+    free (without it, one run in three evicted both low pods)."""
     overlay, node_cache = request.param
     with (
         running("pre") as plane,

@@ -319,16 +319,42 @@ class Extender:
             request = pod_request(self.live(pod), self.state.job_of)
         except BadPod:  # gone, another, unreadable or not ready: nothing placeable now
             return ExtenderPreemptionResult({})  # evict nothing
-        nominated = str((pod.get("status") or {}).get("nominatedNodeName") or "")
+        if self._waits(request, _nominated(pod)):
+            return ExtenderPreemptionResult({})
         kind = self._kind(request)
         with self.state.lock:
-            asked = [*names, nominated] if nominated else names
-            misfits = self.state.fits.misfits(request.constraints, asked) if request.npu else {}
-            _, _, never = kind.filter(request, [n for n in asked if n not in misfits])
+            misfits = self.state.fits.misfits(request.constraints, names) if request.npu else {}
+            _, _, never = kind.filter(request, [n for n in names if n not in misfits])
             never = {**never, **misfits}
-        if nominated and nominated not in never and self._awaiting(request.uid, nominated):
-            return ExtenderPreemptionResult({})
         return ExtenderPreemptionResult({n: victims[n] for n in names if n not in never})
+
+    def waits(self, pod: Obj) -> str:
+        """Why the pod, nominated to a node by an earlier preemption, evicts nothing now (the
+        rule of ``preempt``, for the plugin, whose PostFilter runs before kube-scheduler's
+        preemption); "" when it may preempt."""
+        nominated = _nominated(pod)
+        if not nominated:
+            return ""
+        try:
+            request = pod_request(self.live(pod), self.state.job_of)
+        except BadPod:
+            return ""
+        if not self._waits(request, nominated):
+            return ""
+        return f"waiting for {nominated}, where an earlier preemption made room for it"
+
+    def _waits(self, request: PodRequest, nominated: str) -> bool:
+        """Whether a pod nominated to ``nominated`` is within its grace there, a node that
+        can host it."""
+        if not nominated:
+            return False
+        kind = self._kind(request)
+        with self.state.lock:
+            misfit = self.state.fits.misfit(request.constraints, nominated) if request.npu else ""
+            _, _, never = kind.filter(request, [nominated])
+        if misfit or nominated in never:
+            return False
+        return self._awaiting(request.uid, nominated)
 
     def _awaiting(self, uid: str, node: str) -> bool:
         """Whether a pod nominated to ``node`` is still within its grace there."""
@@ -564,6 +590,11 @@ class Extender:
             if not self._kind(request).release(request):
                 return None
             return written if uid == request.uid else ()
+
+
+def _nominated(pod: Obj) -> str:
+    """The node an earlier preemption nominated the pod to ("" none)."""
+    return str((pod.get("status") or {}).get("nominatedNodeName") or "")
 
 
 def _best(scored: list[HostPriority]) -> list[str]:

@@ -7,6 +7,8 @@ extender and with the same checks as kube-scheduler's extender verbs:
 - ``reserve``: ``bind``'s checks and choice on the node kube-scheduler chose, the chips held,
   nothing written: the annotations are answered for the plugin's Binding to carry.
 - ``unreserve``: the chips ``reserve`` held come back, unless the pod is bound.
+- ``waits``: why a pod nominated by an earlier preemption evicts nothing now (``preempt``'s
+  rule), asked in PostFilter before kube-scheduler's own preemption.
 
 Its bodies are the plugin's own (a v1.Pod as kube-scheduler's client encodes it, a node's
 name), answered as small JSON objects; the caller is kube-scheduler's client certificate, as
@@ -42,20 +44,26 @@ class ReserveAnswer(msgspec.Struct):
     Error: str = ""
 
 
+class WaitsAnswer(msgspec.Struct):
+    Reason: str = ""  # why the pod evicts nothing now ("": it may preempt)
+
+
 class PluginArgs(msgspec.Struct):
     Pod: Any = None
     Node: str = ""
 
 
 class PluginVerbs:
-    VERBS = ("place", "reserve", "unreserve")
+    VERBS = ("place", "reserve", "unreserve", "waits")
 
     def __init__(self, extender: Extender) -> None:
         self._extender = extender
         self._turn = threading.Lock()
         self._next = 0  # where the next place starts: kube-scheduler's nextStartNodeIndex
 
-    def handle(self, verb: str, body: Mapping[str, Any]) -> PlaceAnswer | ReserveAnswer:
+    def handle(
+        self, verb: str, body: Mapping[str, Any]
+    ) -> PlaceAnswer | ReserveAnswer | WaitsAnswer:
         try:
             args = msgspec.convert(body, type=PluginArgs)
         except msgspec.ValidationError as bad:
@@ -63,6 +71,8 @@ class PluginVerbs:
         pod = check_pod(args.Pod)
         if verb == "place":
             return self._place(pod)
+        if verb == "waits":
+            return WaitsAnswer(self._extender.waits(pod))
         if not args.Node:
             raise BadRequest("Node is required")
         if verb == "reserve":
