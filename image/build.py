@@ -386,23 +386,16 @@ def _settle(cache: Path, kind: str, work: Path, final: Path, marker: str) -> Non
 
 def image_config(platform: Platform, version: str, stages: Sequence[Stage]) -> dict[str, Any]:
     """The image configuration but its rootfs (opencontainers/image-spec config.md)."""
-    created = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-    return {
-        "created": created,
-        "architecture": platform.arch,
-        **({"variant": platform.variant} if platform.variant else {}),
-        "os": "linux",
-        "config": {
-            "User": str(USER),
-            "Env": [f"{key}={value}" for key, value in ENV],
-            "Entrypoint": list(ENTRYPOINT),
-            "Cmd": list(CMD),
-            "WorkingDir": "/",
-            "ExposedPorts": {f"{port}/tcp": {} for port in PORTS},
-            "Labels": labels(version),
-        },
-        "history": [{"created": created, "created_by": s.created_by} for s in stages],
+    config = {
+        "User": str(USER),
+        "Env": [f"{key}={value}" for key, value in ENV],
+        "Entrypoint": list(ENTRYPOINT),
+        "Cmd": list(CMD),
+        "WorkingDir": "/",
+        "ExposedPorts": {f"{port}/tcp": {} for port in PORTS},
+        "Labels": labels(version),
     }
+    return _configuration(platform, config, stages)
 
 
 def scheduler_config(
@@ -417,24 +410,32 @@ def scheduler_config(
 ) -> dict[str, Any]:
     """The configuration of a scheduler's image (Volcano's, kube-scheduler-ascend's): its
     entrypoint run as ``user`` from ``/``, the standard PATH."""
+    config = {
+        "User": str(user),
+        "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+        "Entrypoint": list(entrypoint),
+        "WorkingDir": "/",
+        "Labels": {
+            "org.opencontainers.image.title": title,
+            "org.opencontainers.image.description": description,
+            "org.opencontainers.image.licenses": "Apache-2.0",
+            "org.opencontainers.image.version": version,
+        },
+    }
+    return _configuration(platform, config, stages)
+
+
+def _configuration(
+    platform: Platform, config: dict[str, Any], stages: Sequence[Stage]
+) -> dict[str, Any]:
+    """An image configuration around its ``config`` object: the platform, the stages' history."""
     created = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     return {
         "created": created,
         "architecture": platform.arch,
         **({"variant": platform.variant} if platform.variant else {}),
         "os": "linux",
-        "config": {
-            "User": str(user),
-            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-            "Entrypoint": list(entrypoint),
-            "WorkingDir": "/",
-            "Labels": {
-                "org.opencontainers.image.title": title,
-                "org.opencontainers.image.description": description,
-                "org.opencontainers.image.licenses": "Apache-2.0",
-                "org.opencontainers.image.version": version,
-            },
-        },
+        "config": config,
         "history": [{"created": created, "created_by": s.created_by} for s in stages],
     }
 
