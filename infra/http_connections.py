@@ -14,9 +14,12 @@ Capacity: at most ``max_connections`` connections, ``max_per_client`` from one a
 newcomer beyond either is not refused: the connection that matters least is closed instead
 (``_Ranks``), first those already closing, then those that never completed a request (oldest
 first), then idle ones whose requests were unauthenticated, then idle authenticated ones
-(least recently used first), never one whose request is being handled. A flood of idle
-sockets therefore only ever evicts itself: kube-scheduler's kept-alive connection and a
-kubelet's probe, which sends its request as soon as it connects, keep being answered.
+(least recently used first), never one whose request is being handled. Within a rank, one
+whose caller's bytes already wait unread is passed over for a quiet one: the loop accepts
+callers in batches (up to ``BACKLOG`` at once) and reads none of them before all are admitted,
+so a probe that arrived with a flood's sockets would otherwise go before it was read. A flood
+of idle sockets therefore only ever evicts itself: kube-scheduler's kept-alive connection and
+a kubelet's probe, which sends its request as soon as it connects, keep being answered.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import fcntl
 import http
 import ipaddress
+import itertools
 import json
 import logging
 import math
@@ -33,6 +38,8 @@ import queue
 import resource
 import socket
 import ssl
+import struct
+import termios
 import threading
 import time
 from collections import OrderedDict
@@ -110,6 +117,9 @@ WARN_EVERY = 60.0  # seconds between two warnings that connections are being evi
 # Eviction ranks, least useful first; BUSY connections (a request being handled) are in none.
 CLOSING, FRESH, IDLE, TRUSTED = range(4)
 BUSY = -1
+# Connections of a rank, oldest first, checked for unread bytes before its oldest goes anyway:
+# one ioctl each, and a flood's own sockets (quiet, or read already) come first.
+LOOK = 16
 # Phases of a connection.
 HANDSHAKE, HEAD, BODY, HANDLING, ENDING, GONE = range(6)
 
@@ -128,9 +138,14 @@ class _Ranks:
         )
 
     def least(self) -> _Connection | None:
-        for rank in self.ranks:
-            if rank:
-                return next(iter(rank))
+        for number, rank in enumerate(self.ranks):
+            if not rank:
+                continue
+            if number != CLOSING:
+                for connection in itertools.islice(rank, LOOK):
+                    if not connection.waiting():
+                        return connection
+            return next(iter(rank))
         return None
 
 
@@ -215,6 +230,7 @@ class _Connection(asyncio.Protocol):
         "deadline",
         "drain",
         "eof",
+        "fd",
         "handshake",
         "head",
         "own",
@@ -234,6 +250,7 @@ class _Connection(asyncio.Protocol):
     def __init__(self, server: Serving) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
+        self.fd = -1
         self.client = ""
         self.own: _Ranks | None = None
         self.rank = BUSY
@@ -261,6 +278,7 @@ class _Connection(asyncio.Protocol):
         server = self.server
         peer = transport.get_extra_info("peername")
         self.client = _client_key(peer[0] if peer else "")
+        self.fd = transport.get_extra_info("socket").fileno()
         evicted = server.table.evicted
         if not server.table.admit(self):
             self.phase = GONE
@@ -333,6 +351,15 @@ class _Connection(asyncio.Protocol):
         self.writing_paused = False
         if self.phase == HEAD:
             self._wait_for_next()
+
+    def waiting(self) -> bool:
+        """Bytes from the caller wait in the kernel, not read by the loop yet (a request sent
+        at once after connecting, on a connection accepted in the same batch as a flood)."""
+        try:
+            unread: int = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, bytes(4)))[0]
+        except OSError:  # closed underneath: nothing more will be read from it
+            return False
+        return unread > 0
 
     # ---- reading a request -----------------------------------------------------------------
 

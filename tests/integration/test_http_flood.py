@@ -401,6 +401,46 @@ def test_a_connection_whose_request_is_being_handled_is_never_evicted(
         assert connection.getresponse().read() == b"done\n"
 
 
+def test_a_request_waiting_unread_is_passed_over_for_the_quiet_sockets_accepted_with_it() -> None:
+    # The loop accepts every connection waiting in the kernel before it reads any of them: a
+    # probe that sent its request amid a flood's batch must not go for the flood's sockets
+    # (the flake CI once saw in the test above, made certain by holding the loop meanwhile).
+    hold, held = threading.Event(), threading.Event()
+
+    def guard(caller: Caller) -> Response | None:
+        if caller.path == "/hold":  # the guard runs on the loop: nothing is accepted meanwhile
+            held.set()
+            hold.wait(10)
+        return None
+
+    server = HttpServer(
+        "batched",
+        lambda path: Response.text(200, "ok\n"),
+        _done,
+        Limits(max_connections=4),
+        guard=guard,
+    )
+    port = port_of(server.start("127.0.0.1", 0))
+    try:
+        holder = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        holder.request("POST", "/hold", body=b"{}")
+        assert held.wait(10)
+        probe = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        probe.request("GET", "/healthz")
+        flood = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(8)]
+        hold.set()
+        answer = probe.getresponse()
+        assert (answer.status, answer.read()) == (200, b"ok\n")
+        assert holder.getresponse().read() == b"done\n"
+        assert sum(closed(sock) for sock in flood[:6]) == 6, "the flood's oldest went instead"
+        assert all(still_open(sock) for sock in flood[6:])
+        for sock in flood:
+            sock.close()
+    finally:
+        hold.set()
+        server.stop()
+
+
 def test_one_address_over_its_share_evicts_its_own_connections_only() -> None:
     server = HttpServer(
         "shares", lambda path: Response.text(200, "ok\n"), limits=Limits(max_per_client=3)
