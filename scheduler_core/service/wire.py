@@ -7,6 +7,7 @@ Go field names as keys; prioritize answers ``HostPriorityList`` scores in 0..10.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -406,12 +407,7 @@ def normalize(
     """Map policy scores onto the extender range 0..10, for ``names`` (default: the scored
     nodes; a node without a score, or with None, cannot host the pod: 0). Each distinct score
     is mapped once: thousands of nodes share a few (the engine scores per node signature)."""
-    distinct = {s for s in scores.values() if s is not None}
-    low, high = (min(distinct), max(distinct)) if distinct else (0.0, 0.0)
-    value_of: dict[float | None, int] = {
-        s: MAX_SCORE if high == low else round(MAX_SCORE * (s - low) / (high - low))
-        for s in distinct
-    }
+    value_of = _scaled(scores.values())
     get = scores.get
     return [HostPriority(n, value_of.get(get(n), 0)) for n in (scores if names is None else names)]
 
@@ -419,11 +415,31 @@ def normalize(
 def normalize_list(values: list[float | None], names: list[str]) -> list[HostPriority]:
     """``normalize`` of scores given in the order of ``names`` (``Session.score_list``):
     the same answer, its per-node steps C loops."""
-    distinct = {s for s in set(values) if s is not None}
+    value_of = _scaled(values)
+    value_of[None] = 0
+    return list(map(HostPriority, names, map(value_of.__getitem__, values)))
+
+
+def best_list(values: list[float | None], names: list[str]) -> list[str]:
+    """``best(normalize_list(values, names))`` without building that list: the filter that
+    answers only the best nodes asks it of every passing node (thousands a pod)."""
+    top = {score for score, scaled in _scaled(values).items() if scaled == MAX_SCORE}
+    if not top:  # no node scored: every one is 0, all tie
+        return list(names)
+    return list(itertools.compress(names, map(top.__contains__, values)))
+
+
+def best(scored: list[HostPriority]) -> list[str]:
+    """The nodes of the highest score, in their order."""
+    top = max(h.Score for h in scored)
+    return [h.Host for h in scored if h.Score == top]
+
+
+def _scaled(scores: Iterable[float | None]) -> dict[float | None, int]:
+    """Each distinct score (None left out) on 0..10, the lowest 0 and the highest 10."""
+    distinct = {s for s in set(scores) if s is not None}
     low, high = (min(distinct), max(distinct)) if distinct else (0.0, 0.0)
-    value_of: dict[float | None, int] = {
+    return {
         s: MAX_SCORE if high == low else round(MAX_SCORE * (s - low) / (high - low))
         for s in distinct
     }
-    value_of[None] = 0
-    return list(map(HostPriority, names, map(value_of.__getitem__, values)))

@@ -12,7 +12,7 @@ import pytest
 
 from scheduler_core.engine.model import Job
 from scheduler_core.service.verbs.extender import BindRefused
-from scheduler_core.service.wire import normalize, normalize_list, pod_request
+from scheduler_core.service.wire import best, best_list, normalize, normalize_list, pod_request
 from simulation.memory import pod_object
 from tests.integration.test_extender import Harness, pending, schedule
 
@@ -115,6 +115,23 @@ def test_prioritize_in_c_loops_answers_as_per_node(seed: int) -> None:
         {n: v for n, v in zip(names, same, strict=True) if v is not None}, names
     )
     assert normalize_list([None] * 3, names[:3]) == normalize({}, names[:3])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_best_nodes_are_those_prioritize_scores_highest(seed: int) -> None:
+    # Scores that round to the top one (96 of 0..100 is 10 of 0..10) tie with it there.
+    rng = random.Random(seed)
+    names = [f"n{i}" for i in range(200)]
+    values = [rng.choice([None, 0.0, 50.0, 94.0, 96.0, 100.0]) for _ in names]
+    chosen = best_list(values, names)
+    assert chosen == best(normalize_list(values, names))
+    assert {v for n, v in zip(names, values, strict=True) if n in chosen} <= {96.0, 100.0}
+    assert (
+        best_list([None, None], names[:2])
+        == names[:2]
+        == best(normalize_list([None] * 2, names[:2]))
+    )
+    assert best_list([4.0, None, 4.0], names[:3]) == [names[0], names[2]]
 
 
 def test_session_score_list_is_score_in_order() -> None:

@@ -249,7 +249,7 @@ class Extender:
             decided = self._verdicts(request, kind, names, enough)
             passing = decided.passing
             if best and len(passing) > 1:
-                passing = _best(kind.prioritize(request, passing))
+                passing = kind.top(request, passing)
             if request.npu:  # only NPU pods are ever bound here
                 self.passes.record(request.uid, passing, self.state.clock())
         return replace(decided, passing=passing)
@@ -595,12 +595,6 @@ class Extender:
 def _nominated(pod: Obj) -> str:
     """The node an earlier preemption nominated the pod to ("" none)."""
     return str((pod.get("status") or {}).get("nominatedNodeName") or "")
-
-
-def _best(scored: list[HostPriority]) -> list[str]:
-    """The nodes of the highest score, in their order."""
-    top = max(h.Score for h in scored)
-    return [h.Host for h in scored if h.Score == top]
 
 
 def _write(

@@ -27,6 +27,8 @@ from scheduler_core.service.wire import (
     MAX_SCORE,
     HostPriority,
     PodRequest,
+    best,
+    best_list,
     normalize,
     normalize_list,
 )
@@ -82,6 +84,10 @@ class Kind(Protocol):
         """kube-scheduler's ``HostPriorityList``, 0..10."""
         ...
 
+    def top(self, request: PodRequest, names: list[str]) -> list[str]:
+        """The names ``prioritize`` scores highest, in their order."""
+        ...
+
     def choose(self, request: PodRequest, node: str) -> Chosen | str:
         """The pod's devices on ``node``, taken and held; or why there are none."""
         ...
@@ -110,6 +116,9 @@ class NoNpu:
 
     def prioritize(self, request: PodRequest, names: list[str]) -> list[HostPriority]:
         return _zeros(names)
+
+    def top(self, request: PodRequest, names: list[str]) -> list[str]:
+        return list(names)
 
     def choose(self, request: PodRequest, node: str) -> Chosen | str:
         return Chosen(request, node, {}, None, {})
@@ -241,6 +250,9 @@ class Chips(_Assuming):
             self.state.session.score_list(request.job(), request.npu, names), names
         )
 
+    def top(self, request: PodRequest, names: list[str]) -> list[str]:
+        return best_list(self.state.session.score_list(request.job(), request.npu, names), names)
+
     def choose(self, request: PodRequest, node: str) -> Chosen | str:
         decision = self.state.session.place(request.job(), [node])
         if not decision.feasible:
@@ -330,6 +342,9 @@ class GangMember(_Assuming):
         scores = self._reserved_scores(request, names)
         return [HostPriority(n, MAX_SCORE if n in scores else 0) for n in names]
 
+    def top(self, request: PodRequest, names: list[str]) -> list[str]:
+        return best(self.prioritize(request, names))
+
     def choose(self, request: PodRequest, node: str) -> Chosen | str:
         rank = self.state.gangs.take_rank(request, node)
         if isinstance(rank, NotReserved):
@@ -376,6 +391,9 @@ class DynamicVnpu:
 
     def prioritize(self, request: PodRequest, names: list[str]) -> list[HostPriority]:
         return normalize(self.scores(request, names), names)
+
+    def top(self, request: PodRequest, names: list[str]) -> list[str]:
+        return best(self.prioritize(request, names))
 
     def choose(self, request: PodRequest, node: str) -> Chosen | str:
         state = self.state
