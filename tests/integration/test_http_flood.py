@@ -13,14 +13,14 @@ import ssl
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 import pytest
 
-from infra.http import Caller, HttpServer, Limits, ProbeServer, Response, error, tls_context
+from infra.http import Caller, Guard, HttpServer, Limits, ProbeServer, Response, error, tls_context
 from scheduler_core.service.access import Access
 from simulation.cluster import wait_for
 from testbed.certs import Authority, KeyPair
@@ -274,9 +274,7 @@ def test_a_flood_beyond_the_cap_evicts_only_itself() -> None:
         return None if caller.headers.get("authorization") == "yes" else error(401, "no")
 
     limits = Limits(max_connections=256, max_per_client=256)
-    server = HttpServer(
-        "capped", lambda path: Response.text(200, "ok\n"), _done, limits, guard=guard
-    )
+    server = ok_server("capped", _done, limits, guard)
     url = server.start("127.0.0.1", 0)
     try:
         with Flood(port_of(url), 600, ("tcp", "head")) as flood:
@@ -301,6 +299,13 @@ def _done(path: str, body: bytes) -> Response:
     return Response.text(200, "done\n")
 
 
+def ok_server(
+    name: str, post: Callable[[str, bytes], Response], limits: Limits, guard: Guard
+) -> HttpServer:
+    """Every GET answered ``ok``; a POST by ``post`` once ``guard`` lets it in."""
+    return HttpServer(name, lambda path: Response.text(200, "ok\n"), post, limits, guard=guard)
+
+
 # ---- which connection goes when they run out -----------------------------------------------
 
 
@@ -318,13 +323,7 @@ def guarded() -> Iterator[tuple[HttpServer, int, threading.Event]]:
     def guard(caller: Caller) -> Response | None:
         return None if caller.headers.get("authorization") == "yes" else error(401, "no")
 
-    server = HttpServer(
-        "evicting",
-        lambda path: Response.text(200, "ok\n"),
-        post,
-        Limits(max_connections=2),
-        guard=guard,
-    )
+    server = ok_server("evicting", post, Limits(max_connections=2), guard)
     port = port_of(server.start("127.0.0.1", 0))
     yield server, port, release
     release.set()
@@ -413,13 +412,7 @@ def test_a_request_waiting_unread_is_passed_over_for_the_quiet_sockets_accepted_
             hold.wait(10)
         return None
 
-    server = HttpServer(
-        "batched",
-        lambda path: Response.text(200, "ok\n"),
-        _done,
-        Limits(max_connections=4),
-        guard=guard,
-    )
+    server = ok_server("batched", _done, Limits(max_connections=4), guard)
     port = port_of(server.start("127.0.0.1", 0))
     try:
         holder = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
