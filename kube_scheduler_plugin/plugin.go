@@ -19,8 +19,8 @@ limitations under the License.
 // in the cycle, both on one kept-alive connection:
 //
 //   - PreFilter posts the pod to <urlPrefix>/place: the service's filter over the NPU nodes it
-//     knows, sampled as kube-scheduler samples its own (numFeasibleNodesToFind, from where the
-//     last call stopped), answered with the nodes of its best score only (as --filter-answers
+//     knows, sampled as kube-scheduler samples its own (numFeasibleNodesToFind with the
+//     percentageOfNodesToScore the args repeat, from where the last call stopped), answered with the nodes of its best score only (as --filter-answers
 //     best does for the extender). Those become the PreFilterResult, so kube-scheduler's own
 //     filters and scores run on them alone and choose among them, as they choose among our
 //     ties behind the extender.
@@ -89,15 +89,20 @@ type Args struct {
 	HTTPTimeout metav1.Duration `json:"httpTimeout"`
 	// ManagedResources: a pod asking none of them is not the plugin's (Skip).
 	ManagedResources []string `json:"managedResources"`
+	// PercentageOfNodesToScore repeats the profile's (a plugin cannot read it): of the NPU
+	// nodes, how many /place asks before it answers the best (0: kube-scheduler's adaptive
+	// default, 50 - nodes/125 %, at least 5 % and 100 nodes; 100: every node).
+	PercentageOfNodesToScore int32 `json:"percentageOfNodesToScore"`
 }
 
 // AscendNPU is the plugin.
 type AscendNPU struct {
-	handle  fwk.Handle
-	client  *http.Client
-	prefix  string
-	managed []v1.ResourceName
-	nodes   sync.Map // node name → *sync.Mutex (writing)
+	handle     fwk.Handle
+	client     *http.Client
+	prefix     string
+	managed    []v1.ResourceName
+	percentage int32
+	nodes      sync.Map // node name → *sync.Mutex (writing)
 }
 
 var (
@@ -121,6 +126,9 @@ func New(_ context.Context, configuration runtime.Object, handle fwk.Handle) (fw
 	if len(args.ManagedResources) == 0 {
 		return nil, fmt.Errorf("%s args: managedResources is required", Name)
 	}
+	if args.PercentageOfNodesToScore < 0 || args.PercentageOfNodesToScore > 100 {
+		return nil, fmt.Errorf("%s args: percentageOfNodesToScore %d is not within 0..100", Name, args.PercentageOfNodesToScore)
+	}
 	timeout := args.HTTPTimeout.Duration
 	if timeout <= 0 {
 		timeout = 5 * time.Second
@@ -134,10 +142,11 @@ func New(_ context.Context, configuration runtime.Object, handle fwk.Handle) (fw
 		managed = append(managed, v1.ResourceName(name))
 	}
 	return &AscendNPU{
-		handle:  handle,
-		client:  &http.Client{Transport: transport, Timeout: timeout},
-		prefix:  strings.TrimRight(args.URLPrefix, "/"),
-		managed: managed,
+		handle:     handle,
+		client:     &http.Client{Transport: transport, Timeout: timeout},
+		prefix:     strings.TrimRight(args.URLPrefix, "/"),
+		managed:    managed,
+		percentage: args.PercentageOfNodesToScore,
 	}, nil
 }
 
@@ -208,7 +217,11 @@ func (pl *AscendNPU) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	var answer placeAnswer
-	if err := pl.post(ctx, "place", map[string]any{"Pod": pod}, &answer); err != nil {
+	body := map[string]any{"Pod": pod}
+	if pl.percentage != 0 {
+		body["PercentageOfNodesToScore"] = pl.percentage
+	}
+	if err := pl.post(ctx, "place", body, &answer); err != nil {
 		return nil, fwk.AsStatus(err)
 	}
 	if len(answer.NodeNames) == 0 {

@@ -493,6 +493,7 @@ PLUGIN_ARGS = {
     "keyFile": str,
     "httpTimeout": str,
     "managedResources": [str],
+    "percentageOfNodesToScore": int,
 }
 SCHEDULER_CONFIGURATION: dict[str, Any] = {
     "apiVersion": str,
@@ -641,6 +642,34 @@ def test_the_plugin_overlay_runs_kube_scheduler_ascend_with_the_extenders_settin
     ]
     # The tag names the kube-scheduler it is built from: the test bed's (image.kube_scheduler).
     assert container["image"] == f"ascend-npu-k8s-kube-scheduler:{image_tag()}"
+
+
+@pytest.mark.parametrize("plugin", [False, True], ids=["extender", "plugin"])
+def test_the_share_of_nodes_each_pod_considers_is_one_chart_value(plugin: bool) -> None:
+    # In the profile (what kube-scheduler samples, and so what the extender is sent) and, the
+    # plugin being unable to read the profile, in its args too (what /place samples).
+    values = ["kubeScheduler.percentageOfNodesToScore=100"]
+    values += ["kubeScheduler.plugin=true", "kubeScheduler.pluginImage=r/s:t"] if plugin else []
+
+    def configuration(*values: str) -> Any:
+        (config_map,) = [
+            d
+            for d in yaml.safe_load_all(helm_template(*values))
+            if d and d["metadata"]["name"] == "ascend-npu-kube-scheduler-config"
+        ]
+        config = yaml.safe_load(config_map["data"]["kube-scheduler.yaml"])
+        conforms(config, SCHEDULER_CONFIGURATION, "KubeSchedulerConfiguration")
+        return config
+
+    (profile,) = configuration(*values)["profiles"]
+    assert profile["percentageOfNodesToScore"] == 100
+    if plugin:
+        assert profile["pluginConfig"][0]["args"]["percentageOfNodesToScore"] == 100
+    (default,) = configuration(*values[1:])["profiles"]
+    assert "percentageOfNodesToScore" not in default, "0: kube-scheduler's own default"
+    assert "percentageOfNodesToScore" not in str(default.get("pluginConfig"))
+    with pytest.raises(RuntimeError, match="maximum: got 101"):
+        helm_template("kubeScheduler.percentageOfNodesToScore=101")
 
 
 def volcano_plugin() -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from scheduler_core.service.verbs.plugin import PlaceAnswer, PluginVerbs, feasible_nodes_to_find
+from scheduler_core.service.wire import BadRequest
 from simulation.memory import pod_object
 from tests.integration.test_extender import Harness, pending
 from tests.integration.test_extender_access import BEARER, Pki, call, pki, served
@@ -164,6 +165,28 @@ def test_place_samples_as_kube_scheduler_and_every_node_it_answers_may_be_reserv
     assert len(whole) == 100 and sorted(answer) == sorted(whole), "asked in 3 calls"
     uid = pod["metadata"]["uid"]
     assert all(h.extender.passes.passed(uid, node, h.clock()) for node in answer)
+
+
+def test_place_samples_with_the_profiles_percentage_of_nodes_to_score() -> None:
+    # kube-scheduler's numFeasibleNodesToFind with the profile's percentage, which the
+    # plugin's args repeat: 100 asks every node (the best of all of them), 10 asks its floor
+    # of 100 nodes; outside 0..100 the call is refused, naming the value.
+    h = Harness(300)
+    verbs = PluginVerbs(h.extender)
+    assert [feasible_nodes_to_find(300, p) for p in (0, 10, 60, 100)] == [144, 100, 180, 300]
+    assert feasible_nodes_to_find(5000, 0) == 500 and feasible_nodes_to_find(99, 10) == 99
+
+    def asked(percentage: int, name: str) -> list[str]:
+        body = {"Pod": pending(h.api, name, 1), "PercentageOfNodesToScore": percentage}
+        answer = verbs.handle("place", body)
+        assert isinstance(answer, PlaceAnswer)
+        return answer.NodeNames
+
+    assert sorted(asked(100, "all")) == sorted(h.names), "every free node ties"
+    assert len(asked(10, "few")) == 100
+    for wrong in (101, -1):
+        with pytest.raises(BadRequest, match=f"PercentageOfNodesToScore {wrong} "):
+            asked(wrong, f"wrong{wrong + 1}")
 
 
 def test_a_pod_nominated_by_a_preemption_waits_for_its_node_before_preempting_again(

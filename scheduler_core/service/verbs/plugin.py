@@ -2,8 +2,9 @@
 extender and with the same checks as kube-scheduler's extender verbs:
 
 - ``place``: the filter over the NPU nodes this service knows, sampled as kube-scheduler
-  samples its own, answered with the nodes of the best score only (the plugin's
-  PreFilterResult); no node list comes in.
+  samples its own (with the profile's percentageOfNodesToScore, which the plugin's args
+  repeat), answered with the nodes of the best score only (the plugin's PreFilterResult); no
+  node list comes in.
 - ``reserve``: ``bind``'s checks and choice on the node kube-scheduler chose, the chips held,
   nothing written: the annotations are answered for the plugin's Binding to carry.
 - ``unreserve``: the chips ``reserve`` held come back, unless the pod is bound.
@@ -51,6 +52,8 @@ class WaitsAnswer(msgspec.Struct):
 class PluginArgs(msgspec.Struct):
     Pod: Any = None
     Node: str = ""
+    # place: the profile's percentageOfNodesToScore (0: kube-scheduler's adaptive default).
+    PercentageOfNodesToScore: int = 0
 
 
 class PluginVerbs:
@@ -70,7 +73,10 @@ class PluginVerbs:
             raise BadRequest(f"not the plugin's {verb} arguments: {bad}") from None
         pod = check_pod(args.Pod)
         if verb == "place":
-            return self._place(pod)
+            percentage = args.PercentageOfNodesToScore
+            if not 0 <= percentage <= 100:
+                raise BadRequest(f"PercentageOfNodesToScore {percentage} is not within 0..100")
+            return self._place(pod, percentage)
         if verb == "waits":
             return WaitsAnswer(self._extender.waits(pod))
         if not args.Node:
@@ -79,7 +85,7 @@ class PluginVerbs:
             return self._reserve(pod, args.Node)
         return self._unreserve(pod, args.Node)
 
-    def _place(self, pod: dict[str, Any]) -> PlaceAnswer:
+    def _place(self, pod: dict[str, Any], percentage: int) -> PlaceAnswer:
         """The filter over the NPU nodes as kube-scheduler samples its own: from where the
         last call stopped, until ``feasible_nodes_to_find`` pass or all were asked; then the
         best of those. Behind the extender the service only ever saw kube-scheduler's sample;
@@ -92,7 +98,7 @@ class PluginVerbs:
         with self._turn:
             start = self._next % len(names)
         ordered = names[start:] + names[:start]
-        enough = feasible_nodes_to_find(len(names))
+        enough = feasible_nodes_to_find(len(names), percentage)
         decided = extender.decide(pod, ordered, best=True, enough=enough)
         with self._turn:
             self._next = start + decided.asked
@@ -129,13 +135,14 @@ class PluginVerbs:
         return ReserveAnswer()
 
 
-def feasible_nodes_to_find(nodes: int) -> int:
-    """kube-scheduler's numFeasibleNodesToFind with the default percentageOfNodesToScore
-    (kubernetes ``pkg/scheduler/schedule_one.go``): it stops filtering once this many nodes
-    fit, and starts the next pod where it stopped."""
+def feasible_nodes_to_find(nodes: int, percentage: int = 0) -> int:
+    """kube-scheduler's numFeasibleNodesToFind (kubernetes ``pkg/scheduler/schedule_one.go``):
+    it stops filtering once this many nodes fit, and starts the next pod where it stopped.
+    ``percentage``: percentageOfNodesToScore, 0 for its adaptive default (50 − nodes/125 %,
+    at least 5 %)."""
     if nodes < MIN_FEASIBLE:
         return nodes
-    return max(MIN_FEASIBLE, nodes * max(5, 50 - nodes // 125) // 100)
+    return max(MIN_FEASIBLE, nodes * (percentage or max(5, 50 - nodes // 125)) // 100)
 
 
 def _uid(pod: dict[str, Any]) -> str:
