@@ -27,6 +27,9 @@ limitations under the License.
 //   - Reserve posts the pod and the node kube-scheduler chose to <urlPrefix>/reserve: the
 //     service chooses the chips there and holds them, and answers the annotations.
 //
+// A goroutine polls <urlPrefix>/freed: when the service freed a place kube-scheduler sees no
+// event for, the pods PreFilter refused go back to the active queue (below).
+//
 // PostFilter asks <urlPrefix>/waits before kube-scheduler's own preemption (below). Bind posts
 // the Binding with those annotations itself, through kube-scheduler's own client
 // (the API server copies a Binding's annotations onto the pod: pkg/registry/core/pod/storage
@@ -76,6 +79,11 @@ const predicateTime = "predicate-time"
 // answerLimit bounds what is read of an answer: a /place answer names at most every node.
 const answerLimit = 32 << 20
 
+// freedPeriod is how often the plugin asks the service whether a place was freed: a refused
+// pod waits at most this long after, where kube-scheduler alone would wait for its next event
+// or its 5-minute flush of unschedulable pods.
+const freedPeriod = 2 * time.Second
+
 // Args are the plugin's pluginConfig args.
 type Args struct {
 	// URLPrefix is the service's verbs' URL, e.g. https://ascend-npu-scheduler.kube-system.svc:8888.
@@ -103,6 +111,7 @@ type AscendNPU struct {
 	managed    []v1.ResourceName
 	percentage int32
 	nodes      sync.Map // node name → *sync.Mutex (writing)
+	refused    sync.Map // pod UID → *v1.Pod that PreFilter found no node for
 }
 
 var (
@@ -113,7 +122,7 @@ var (
 )
 
 // New builds the plugin from its args (runtime.Unknown for an out-of-tree plugin).
-func New(_ context.Context, configuration runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+func New(ctx context.Context, configuration runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 	var args Args
 	if configuration != nil {
 		if err := frameworkruntime.DecodeInto(configuration, &args); err != nil {
@@ -141,13 +150,15 @@ func New(_ context.Context, configuration runtime.Object, handle fwk.Handle) (fw
 	for _, name := range args.ManagedResources {
 		managed = append(managed, v1.ResourceName(name))
 	}
-	return &AscendNPU{
+	plugin := &AscendNPU{
 		handle:     handle,
 		client:     &http.Client{Transport: transport, Timeout: timeout},
 		prefix:     strings.TrimRight(args.URLPrefix, "/"),
 		managed:    managed,
 		percentage: args.PercentageOfNodesToScore,
-	}, nil
+	}
+	go plugin.watchFreed(ctx, freedPeriod)
+	return plugin, nil
 }
 
 // newTransport: TLS with the client certificate when the prefix is https (as the extender's
@@ -229,10 +240,61 @@ func (pl *AscendNPU) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		if answer.Unresolvable {
 			code = fwk.UnschedulableAndUnresolvable
 		}
+		pl.refused.Store(pod.UID, pod)
 		return nil, fwk.NewStatus(code, answer.Reason)
 	}
+	pl.refused.Delete(pod.UID)
 	state.Write(stateKey, &decision{})
 	return &fwk.PreFilterResult{NodeNames: sets.New(answer.NodeNames...)}, nil
+}
+
+type freedAnswer struct {
+	Freed int64 `json:"Freed"`
+}
+
+// watchFreed asks the service every period how many times it freed a place that
+// kube-scheduler sees no event for (a NodeD report cleared, a node's DeviceInfo fresh again, a
+// reservation expired); when the count moved, the pods PreFilter refused are activated. The
+// plugin names no EnqueueExtensions, so any Pod or Node event requeues them as well; without
+// one they would wait for the flush of unschedulable pods, 5 minutes
+// (pkg/scheduler/backend/queue/scheduling_queue.go, podMaxInUnschedulablePodsDuration).
+func (pl *AscendNPU) watchFreed(ctx context.Context, period time.Duration) {
+	logger := klog.FromContext(ctx).WithValues("plugin", Name)
+	ticker := time.NewTicker(period)
+	defer ticker.Stop()
+	last := int64(-1) // none yet: the first answer is where counting starts
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		var answer freedAnswer
+		if err := pl.post(ctx, "freed", map[string]any{}, &answer); err != nil {
+			logger.V(4).Info("asking what the service freed", "err", err)
+			continue
+		}
+		if last >= 0 && answer.Freed != last {
+			pl.activateRefused(logger)
+		}
+		last = answer.Freed
+	}
+}
+
+// activateRefused moves the refused pods to the active queue (kube-scheduler's Activate takes
+// only those still in its unschedulable pods or backoff queue; a pod deleted since is ignored).
+func (pl *AscendNPU) activateRefused(logger klog.Logger) {
+	pods := map[string]*v1.Pod{}
+	pl.refused.Range(func(uid, value any) bool {
+		pod := value.(*v1.Pod)
+		pods[pod.Namespace+"/"+pod.Name] = pod
+		pl.refused.Delete(uid)
+		return true
+	})
+	if len(pods) > 0 {
+		logger.V(2).Info("places freed: the refused pods are tried again", "pods", len(pods))
+		pl.handle.Activate(logger, pods)
+	}
 }
 
 // PreFilterExtensions: none (the service's answer does not change with the nominated pods

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
+from contract import deviceinfo
 from scheduler_core.service.verbs.plugin import PlaceAnswer, PluginVerbs, feasible_nodes_to_find
 from scheduler_core.service.wire import BadRequest
 from simulation.memory import pod_object
-from tests.integration.test_extender import Harness, pending
+from tests.integration.test_extender import Harness, add_node, pending
 from tests.integration.test_extender_access import BEARER, Pki, call, pki, served
 
 __all__ = ["pki"]  # the module's fixture, used here
@@ -125,7 +126,7 @@ def test_only_kube_schedulers_certificate_calls_the_plugins_verbs(
 ) -> None:
     h, url = service
     pod = pending(h.api, "p", 2)
-    for name in ("place", "reserve", "unreserve", "waits"):
+    for name in PluginVerbs.VERBS:
         body = {"Pod": pod, "Node": "n0"}
         status, answer, _ = call(url, pki, path=name, body=body, headers=BEARER)
         assert status == 403 and f"'/{name}' is not for the token" in answer["Error"], answer
@@ -133,6 +134,38 @@ def test_only_kube_schedulers_certificate_calls_the_plugins_verbs(
         assert status == 403
         assert call(url, pki, path=name, body=body)[0] == 401
     assert CHIPS not in h.api.get_pod("ns", "p")["metadata"]["annotations"]
+
+
+def test_freed_counts_the_places_freed_that_kube_scheduler_sees_no_event_for(
+    service: tuple[Harness, str], pki: Pki
+) -> None:
+    # The plugin polls the count and activates the pods it refused when it moves: a node left
+    # out and offered again (here its DeviceInfo gone and back; a NodeD report cleared on the
+    # real control plane, tests/real/test_noded.py), and chips held for a bind that never came
+    # and given back. A node leaving frees nothing.
+    h, url = service
+
+    def freed() -> int:
+        status, answer, _ = call(url, pki, client=pki.scheduler, path="freed", body={})
+        assert status == 200, answer
+        return int(answer["Freed"])
+
+    start = freed()
+    h.api.delete("ConfigMap", deviceinfo.NAMESPACE, deviceinfo.configmap_name("n1"))
+    h.service.refresh()
+    assert freed() == start
+    add_node(h.api, "n1")
+    h.service.refresh()
+    back = freed()
+    assert back > start
+    pod = pending(h.api, "held", 8)
+    (node, *_) = verb(url, pki, "place", pod)[1]["NodeNames"]
+    assert verb(url, pki, "reserve", pod, node)[1]["Error"] == ""
+    h.service.maintain()
+    assert freed() == back, "held, not yet expired"
+    h.clock.now += 3600
+    h.service.maintain()
+    assert freed() > back
 
 
 def placed(verbs: PluginVerbs, pod: dict[str, Any]) -> list[str]:

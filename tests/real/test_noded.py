@@ -3,7 +3,8 @@
 the service started with ``--noded`` reads ``mindx-dl-nodeinfo-<node>`` as NodeD writes it
 (Ascend/mind-cluster component/noded/pkg/reporter/cmreporter/configmap_reporter.go), a node
 NodeD reports UnHealthy takes no pod (kube-scheduler's event names why), and once the report
-is gone the node serves again."""
+is gone the node serves again: behind the extender at kube-scheduler's next Node event, with
+the plugin at once (it activates the pods it refused when the service frees a place)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 import yaml
 
 from contract import nodeinfo
-from testbed.cluster import Deployed, deployed, npu_pod, wait_pods
+from testbed.cluster import PLUGIN_OVERLAY, Deployed, deployed, npu_pod, wait_pods
 from testbed.control_plane import running, wait_until
 from testbed.manifests import helm_template
 
@@ -26,16 +27,25 @@ DOWN = nodeinfo.NodeInfo(
 )
 
 
+@pytest.fixture(
+    scope="module", params=["kube-scheduler", PLUGIN_OVERLAY], ids=["extender", "plugin"]
+)
+def overlay(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Deployed]:
-    with running("noded") as plane:
+def cluster(overlay: str) -> Iterator[Deployed]:
+    with running(f"noded-{overlay}") as plane:
         admin = plane.rest()
         admin.ensure_namespace(nodeinfo.NAMESPACE)
         # The chart's objects in NodeD's namespace when the switch is on: its Role and binding.
         for document in yaml.safe_load_all(helm_template("scheduler.noded=true")):
             if document and document["metadata"].get("namespace") == nodeinfo.NAMESPACE:
                 admin.apply(document)
-        with deployed(plane, plane.workdir, nodes=1, service_flags=("--noded",)) as running_:
+        with deployed(
+            plane, plane.workdir, nodes=1, overlay=overlay, service_flags=("--noded",)
+        ) as running_:
             yield running_
 
 
@@ -55,7 +65,7 @@ def failed_scheduling(cluster: Deployed, namespace: str, pod: str) -> str:
 
 
 def test_a_node_noded_reports_unhealthy_takes_no_pod_until_the_report_is_gone(
-    cluster: Deployed,
+    cluster: Deployed, overlay: str
 ) -> None:
     admin = cluster.plane.rest()
     configmaps = f"/api/v1/namespaces/{nodeinfo.NAMESPACE}/configmaps"
@@ -87,12 +97,14 @@ def test_a_node_noded_reports_unhealthy_takes_no_pod_until_the_report_is_gone(
 
     admin.delete(f"{configmaps}/{nodeinfo.configmap_name(NODE)}")
     wait_until(lambda: excluded_by_noded(cluster) == 0, DEADLINE, "node-00 back for NodeD")
-    # A ConfigMap is no event kube-scheduler retries a pod on: the pod comes back from its
-    # unschedulable pods at the next Pod or Node event, or at their flush 5 minutes on
-    # (podMaxInUnschedulablePodsDuration; pkg/scheduler/backend/queue/scheduling_queue.go;
-    # docs/scheduler.md "When a refused pod is tried again"). A busy cluster has such events
-    # every few seconds; this quiet one is given one.
-    admin.patch(f"/api/v1/nodes/{NODE}", {"metadata": {"labels": {"noded-test/event": "1"}}})
+    # A ConfigMap is no event kube-scheduler retries a pod on: behind the extender the pod
+    # comes back from its unschedulable pods at the next Pod or Node event, or at their flush
+    # 5 minutes on (podMaxInUnschedulablePodsDuration; pkg/scheduler/backend/queue/
+    # scheduling_queue.go; docs/scheduler.md "When a refused pod is tried again"). A busy
+    # cluster has such events every few seconds; this quiet one is given one. The plugin needs
+    # none: it polls the service's count of places freed and activates the pods it refused.
+    if overlay != PLUGIN_OVERLAY:
+        admin.patch(f"/api/v1/nodes/{NODE}", {"metadata": {"labels": {"noded-test/event": "1"}}})
     (placed,) = wait_pods(cluster.plane, ns, "job=noded", 1, timeout=DEADLINE)
     assert placed["spec"]["nodeName"] == NODE
 

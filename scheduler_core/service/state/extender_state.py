@@ -78,6 +78,11 @@ class ExtenderState:
         self._failed_vnpus: dict[str, PodView] = {}  # pods whose vNPU could not be made
         self.network = TorState(network)  # where the nodes are, the ToRs' states
         self.binds = 0
+        # Counts the times a place was freed that kube-scheduler sees no event for: a node
+        # offered again (a NodeD report cleared, its DeviceInfo fresh again) or offering more
+        # chips, a reservation or an assumed bind given back. The plugin polls it (``freed``)
+        # to move the pods it refused back to the active queue at once, not 5 minutes on.
+        self.freed = 0
         # Whether a decision may still be written: with an election, this replica still
         # leads (a choice made while leading must not land after the lease is lost).
         self.fence: Callable[[], bool] = lambda: True
@@ -134,6 +139,7 @@ class ExtenderState:
 
     def _set_node(self, name: str, view: NodeView | None) -> None:
         before = (name in self.left_out, name in self.network.sub_healthy)
+        offering = self._offering(name)
         self.left_out.pop(name, None)
         offered = None
         self.faults.set_node(name, view)
@@ -156,6 +162,12 @@ class ExtenderState:
                 offered = view
         self.network.set_node(name, offered)
         self.faults.stale |= before != (name in self.left_out, name in self.network.sub_healthy)
+        if self._offering(name) > offering or (before[0] and offered is not None):
+            self.freed += 1
+
+    def _offering(self, name: str) -> int:
+        """The chips a node offers now (0: none, or not a node of chips)."""
+        return len(self.session.usable(name)) if name in self.session.nodes else 0
 
     def pods_failed(self, pods: Mapping[str, PodView | None]) -> None:
         """Pods of ``fault-retry-times`` jobs that failed (None: such a pod is gone)."""
@@ -186,13 +198,16 @@ class ExtenderState:
         back."""
         with self.lock:
             now = self.clock()
-            for bind in self.assumed.expired(now):
+            expired = self.assumed.expired(now)
+            for bind in expired:
                 self.session.release_task(bind.job, bind.task)
             self.vnpu.expire(now)
             reserved = len(self.gangs.reservations)
             partial = self.pods.pending.keys() & self.pods.bound.keys()
             self.gangs.expire(self.session, self.pods.pending, now, partial)
             self.network.stale |= reserved != len(self.gangs.reservations)
+            if expired or reserved > len(self.gangs.reservations):
+                self.freed += 1
 
     def network_view(self) -> locality.Network:
         """The network now (under the lock): the nodes' places, bound pods, reservations."""

@@ -10,6 +10,9 @@ extender and with the same checks as kube-scheduler's extender verbs:
 - ``unreserve``: the chips ``reserve`` held come back, unless the pod is bound.
 - ``waits``: why a pod nominated by an earlier preemption evicts nothing now (``preempt``'s
   rule), asked in PostFilter before kube-scheduler's own preemption.
+- ``freed``: how many times a place was freed that kube-scheduler sees no event for
+  (``ExtenderState.freed``); the plugin polls it and, when it moved, moves the pods it refused
+  back to the active queue (kube-scheduler's ``Activate``).
 
 Its bodies are the plugin's own (a v1.Pod as kube-scheduler's client encodes it, a node's
 name), answered as small JSON objects; the caller is kube-scheduler's client certificate, as
@@ -49,6 +52,10 @@ class WaitsAnswer(msgspec.Struct):
     Reason: str = ""  # why the pod evicts nothing now ("": it may preempt)
 
 
+class FreedAnswer(msgspec.Struct):
+    Freed: int  # only its changes mean anything (another replica counts from elsewhere)
+
+
 class PluginArgs(msgspec.Struct):
     Pod: Any = None
     Node: str = ""
@@ -57,7 +64,7 @@ class PluginArgs(msgspec.Struct):
 
 
 class PluginVerbs:
-    VERBS = ("place", "reserve", "unreserve", "waits")
+    VERBS = ("place", "reserve", "unreserve", "waits", "freed")
 
     def __init__(self, extender: Extender) -> None:
         self._extender = extender
@@ -66,11 +73,14 @@ class PluginVerbs:
 
     def handle(
         self, verb: str, body: Mapping[str, Any]
-    ) -> PlaceAnswer | ReserveAnswer | WaitsAnswer:
+    ) -> PlaceAnswer | ReserveAnswer | WaitsAnswer | FreedAnswer:
         try:
             args = msgspec.convert(body, type=PluginArgs)
         except msgspec.ValidationError as bad:
             raise BadRequest(f"not the plugin's {verb} arguments: {bad}") from None
+        if verb == "freed":
+            with self._extender.state.lock:
+                return FreedAnswer(self._extender.state.freed)
         pod = check_pod(args.Pod)
         if verb == "place":
             percentage = args.PercentageOfNodesToScore
