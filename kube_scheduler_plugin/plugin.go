@@ -20,10 +20,11 @@ limitations under the License.
 //
 //   - PreFilter posts the pod to <urlPrefix>/place: the service's filter over the NPU nodes it
 //     knows, sampled as kube-scheduler samples its own (numFeasibleNodesToFind with the
-//     percentageOfNodesToScore the args repeat, from where the last call stopped), answered with the nodes of its best score only (as --filter-answers
-//     best does for the extender). Those become the PreFilterResult, so kube-scheduler's own
-//     filters and scores run on them alone and choose among them, as they choose among our
-//     ties behind the extender.
+//     percentageOfNodesToScore the args repeat, from where the last call stopped), answered
+//     with the nodes of its best score only (as --filter-answers best does for the
+//     extender). Those become the PreFilterResult, so kube-scheduler's own filters and scores
+//     run on them alone and choose among them, as they choose among our ties behind the
+//     extender.
 //   - Reserve posts the pod and the node kube-scheduler chose to <urlPrefix>/reserve: the
 //     service chooses the chips there and holds them, and answers the annotations.
 //
