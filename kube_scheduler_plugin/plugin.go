@@ -112,7 +112,14 @@ type AscendNPU struct {
 	managed    []v1.ResourceName
 	percentage int32
 	nodes      sync.Map // node name → *sync.Mutex (writing)
-	refused    sync.Map // pod UID → *v1.Pod that PreFilter found no node for
+	refused    sync.Map // pod UID → refusal: the pods PreFilter found no node for
+}
+
+// refusal is a pod PreFilter found no node for, and the service's count of places freed as
+// its decision began.
+type refusal struct {
+	pod   *v1.Pod
+	freed int64
 }
 
 var (
@@ -220,6 +227,7 @@ type placeAnswer struct {
 	NodeNames    []string `json:"NodeNames"`
 	Reason       string   `json:"Reason"`
 	Unresolvable bool     `json:"Unresolvable"`
+	Freed        int64    `json:"Freed"`
 }
 
 // PreFilter asks the service for the nodes of its best score. A pod asking no NPU is not
@@ -241,7 +249,7 @@ func (pl *AscendNPU) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		if answer.Unresolvable {
 			code = fwk.UnschedulableAndUnresolvable
 		}
-		pl.refused.Store(pod.UID, pod)
+		pl.refused.Store(pod.UID, refusal{pod, answer.Freed})
 		return nil, fwk.NewStatus(code, answer.Reason)
 	}
 	pl.refused.Delete(pod.UID)
@@ -255,15 +263,16 @@ type freedAnswer struct {
 
 // watchFreed asks the service every period how many times it freed a place that
 // kube-scheduler sees no event for (a NodeD report cleared, a node's DeviceInfo fresh again, a
-// reservation expired); when the count moved, the pods PreFilter refused are activated. The
-// plugin names no EnqueueExtensions, so any Pod or Node event requeues them as well; without
-// one they would wait for the flush of unschedulable pods, 5 minutes
-// (pkg/scheduler/backend/queue/scheduling_queue.go, podMaxInUnschedulablePodsDuration).
+// reservation expired) and activates the pods PreFilter refused at another count: freed since
+// (or counted by another replica). A pod refused while a place was being freed carries the
+// count from before, so it is caught by the next poll. The plugin names no EnqueueExtensions,
+// so any Pod or Node event requeues them as well; without one they would wait for the flush
+// of unschedulable pods, 5 minutes (pkg/scheduler/backend/queue/scheduling_queue.go,
+// podMaxInUnschedulablePodsDuration).
 func (pl *AscendNPU) watchFreed(ctx context.Context, period time.Duration) {
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
-	last := int64(-1) // none yet: the first answer is where counting starts
 	for {
 		select {
 		case <-ctx.Done():
@@ -275,21 +284,20 @@ func (pl *AscendNPU) watchFreed(ctx context.Context, period time.Duration) {
 			logger.V(4).Info("asking what the service freed", "err", err)
 			continue
 		}
-		if last >= 0 && answer.Freed != last {
-			pl.activateRefused(logger)
-		}
-		last = answer.Freed
+		pl.activateRefused(logger, answer.Freed)
 	}
 }
 
-// activateRefused moves the refused pods to the active queue (kube-scheduler's Activate takes
-// only those still in its unschedulable pods or backoff queue; a pod deleted since is ignored).
-func (pl *AscendNPU) activateRefused(logger klog.Logger) {
+// activateRefused moves the pods refused at another count than freed to the active queue
+// (kube-scheduler's Activate takes only those still in its unschedulable pods or backoff
+// queue; a pod deleted since is ignored).
+func (pl *AscendNPU) activateRefused(logger klog.Logger, freed int64) {
 	pods := map[string]*v1.Pod{}
 	pl.refused.Range(func(uid, value any) bool {
-		pod := value.(*v1.Pod)
-		pods[pod.Namespace+"/"+pod.Name] = pod
-		pl.refused.Delete(uid)
+		if refused := value.(refusal); refused.freed != freed {
+			pods[refused.pod.Namespace+"/"+refused.pod.Name] = refused.pod
+			pl.refused.Delete(uid)
+		}
 		return true
 	})
 	if len(pods) > 0 {

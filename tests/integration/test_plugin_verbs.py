@@ -151,9 +151,15 @@ def test_freed_counts_the_places_freed_that_kube_scheduler_sees_no_event_for(
         return int(answer["Freed"])
 
     start = freed()
-    h.api.delete("ConfigMap", deviceinfo.NAMESPACE, deviceinfo.configmap_name("n1"))
+    for node in ("n0", "n1"):
+        h.api.delete("ConfigMap", deviceinfo.NAMESPACE, deviceinfo.configmap_name(node))
     h.service.refresh()
     assert freed() == start
+    # A refusal carries the count as it was decided: the plugin tries the pod again once the
+    # count differs.
+    refused = verb(url, pki, "place", pending(h.api, "refused", 8))[1]
+    assert (refused["NodeNames"], refused["Freed"]) == ([], start), refused
+    add_node(h.api, "n0")
     add_node(h.api, "n1")
     h.service.refresh()
     back = freed()

@@ -11,8 +11,9 @@ extender and with the same checks as kube-scheduler's extender verbs:
 - ``waits``: why a pod nominated by an earlier preemption evicts nothing now (``preempt``'s
   rule), asked in PostFilter before kube-scheduler's own preemption.
 - ``freed``: how many times a place was freed that kube-scheduler sees no event for
-  (``ExtenderState.freed``); the plugin polls it and, when it moved, moves the pods it refused
-  back to the active queue (kube-scheduler's ``Activate``).
+  (``ExtenderState.freed``). ``place`` answers the count as its decision began; the plugin
+  polls it and moves each pod it refused at another count back to the active queue
+  (kube-scheduler's ``Activate``).
 
 Its bodies are the plugin's own (a v1.Pod as kube-scheduler's client encodes it, a node's
 name), answered as small JSON objects; the caller is kube-scheduler's client certificate, as
@@ -41,6 +42,9 @@ class PlaceAnswer(msgspec.Struct):
     NodeNames: list[str]
     Reason: str = ""  # why no node passes, kube-scheduler's way: "3 x why, 2 x why"
     Unresolvable: bool = False  # every node refused for good: no preemption helps
+    # ``freed`` as the decision began: the plugin tries a refused pod again once the count
+    # it polls differs, so a place freed while the pod was being refused is not missed.
+    Freed: int = 0
 
 
 class ReserveAnswer(msgspec.Struct):
@@ -103,8 +107,9 @@ class PluginVerbs:
         extender = self._extender
         with extender.state.lock:
             names = extender.state.fits.names()
+            freed = extender.state.freed
         if not names:
-            return PlaceAnswer([], "no Ascend NPU node is known", Unresolvable=True)
+            return PlaceAnswer([], "no Ascend NPU node is known", Unresolvable=True, Freed=freed)
         with self._turn:
             start = self._next % len(names)
         ordered = names[start:] + names[:start]
@@ -115,7 +120,7 @@ class PluginVerbs:
         if decided.passing:
             return PlaceAnswer(decided.passing)
         reasons = {**decided.never, **decided.failed}
-        return PlaceAnswer([], _summary(reasons), Unresolvable=not decided.failed)
+        return PlaceAnswer([], _summary(reasons), Unresolvable=not decided.failed, Freed=freed)
 
     def _reserve(self, pod: dict[str, Any], node: str) -> ReserveAnswer:
         meta = pod["metadata"]
