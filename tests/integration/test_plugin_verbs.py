@@ -8,13 +8,23 @@ certificate. The real kube-scheduler built with the plugin runs in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from contract import deviceinfo
-from scheduler_core.service.verbs.plugin import PlaceAnswer, PluginVerbs, feasible_nodes_to_find
+from scheduler_core.service.verbs.plugin import (
+    FreedAnswer,
+    PlaceAnswer,
+    PluginArgs,
+    PluginVerbs,
+    ReserveAnswer,
+    WaitsAnswer,
+    feasible_nodes_to_find,
+)
 from scheduler_core.service.wire import BadRequest
 from simulation.memory import pod_object
 from tests.integration.test_extender import Harness, add_node, pending
@@ -23,6 +33,7 @@ from tests.integration.test_extender_access import BEARER, Pki, call, pki, serve
 __all__ = ["pki"]  # the module's fixture, used here
 
 CHIPS = "huawei.com/Ascend910"
+PLUGIN_GO = Path(__file__).parents[2] / "kube_scheduler_plugin" / "plugin.go"
 
 
 @pytest.fixture
@@ -248,3 +259,26 @@ def test_a_pod_nominated_by_a_preemption_waits_for_its_node_before_preempting_ag
     assert verb(url, pki, "waits", nominated)[1] == {"Reason": ""}
     elsewhere = {**pod, "status": {**pod["status"], "nominatedNodeName": "not-an-npu-node"}}
     assert verb(url, pki, "waits", elsewhere)[1] == {"Reason": ""}, "it can never go there"
+
+
+def test_the_go_plugin_sends_and_reads_only_the_fields_these_verbs_have() -> None:
+    # The wire between kube_scheduler_plugin/plugin.go and these verbs, read from the Go
+    # source: a field the one side renames would be dropped by the other without a word
+    # (msgspec and encoding/json both ignore unknown fields).
+    source = PLUGIN_GO.read_text()
+    answers = {
+        "placeAnswer": PlaceAnswer,
+        "reserveAnswer": ReserveAnswer,
+        "waitsAnswer": WaitsAnswer,
+        "freedAnswer": FreedAnswer,
+    }
+    for go, ours in answers.items():
+        struct = re.search(rf"type {go} struct \{{(.*?)\n\}}", source, re.S)
+        assert struct is not None, go
+        read = set(re.findall(r'json:"(\w+)"', struct.group(1)))
+        assert read and read <= set(ours.__struct_fields__), (go, read)
+    sent = set(re.findall(r'"(\w+)": ', " ".join(re.findall(r"map\[string\]any\{[^}]*\}", source))))
+    sent |= set(re.findall(r'body\["(\w+)"\]', source))
+    assert sent == set(PluginArgs.__struct_fields__), sent
+    verbs = set(re.findall(r'pl\.post\(ctx, "(\w+)"', source))
+    assert verbs == set(PluginVerbs.VERBS)
