@@ -149,10 +149,14 @@ def test_a_closed_list_and_watch_stream_is_noticed_and_the_agent_registers_when_
     assert wait_for(
         lambda: not node.agent.wait_registered(0) or node.agent.registrations > before,
         timeout=30,
-    )
+    ), "the agent did not notice the kubelet's streams closing"
     node.kubelet.start()
-    assert node.agent.wait_registered(30)
-    assert node.kubelet.wait_for(lambda: node.kubelet.allocatable(RESOURCE) == 8)
+    assert node.agent.wait_registered(30), "the agent did not register with the new kubelet"
+    assert node.kubelet.wait_for(lambda: node.kubelet.allocatable(RESOURCE) == 8), (
+        f"the new kubelet has {node.kubelet.allocatable(RESOURCE)} chips allocatable, "
+        f"{node.kubelet.registrations} registrations; the agent registered "
+        f"{node.agent.registrations - before} more times"
+    )
 
 
 def test_an_agent_restart_while_the_kubelet_stays_registers_again(node: Node) -> None:
