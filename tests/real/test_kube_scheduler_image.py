@@ -75,15 +75,7 @@ def test_arm64s_scheduler_runs_under_qemu_user(images: dict[str, layout.Manifest
     if qemu is None:
         pytest.skip("qemu-user-static is not installed (apt-get install -y qemu-user-static)")
     with unpacked(images["arm64"], "ksarm64") as root:
-        done = subprocess.run(
-            [qemu, str(root / kube_scheduler.BINARY), "--version"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"Kubernetes {kube_scheduler.kubernetes().version}"
+        says_its_version([qemu, str(root / kube_scheduler.BINARY), "--version"])
 
 
 def test_the_charts_command_runs_from_the_image_as_its_user(
@@ -106,12 +98,11 @@ def test_the_charts_command_runs_from_the_image_as_its_user(
     (path,) = [e for e in image.config["config"]["Env"] if e.startswith("PATH=")]
     settings = {"PATH": path.removeprefix("PATH="), **mounts_variable([])}
     entering = entered(rootfs, f"{user}:{user}", command)
-    done = subprocess.run(
-        ["env", "-i", *(f"{k}={v}" for k, v in settings.items()), *entering],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    says_its_version(["env", "-i", *(f"{k}={v}" for k, v in settings.items()), *entering])
+
+
+def says_its_version(command: list[str]) -> None:
+    """``command`` (kube-scheduler-ascend asked ``--version``) names the Kubernetes it is."""
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"Kubernetes {kube_scheduler.kubernetes().version}"
