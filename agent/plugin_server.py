@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from concurrent import futures
 from pathlib import Path
 
@@ -61,10 +61,14 @@ class DevicePluginService(dp_grpc.DevicePluginServicer):
 
     def ListAndWatch(  # noqa: N802
         self, request: dp.Empty, context: grpc.ServicerContext
-    ) -> Iterator[dp.ListAndWatchResponse]:
-        version, node = self._state.wait_change(-1, timeout=0)
-        yield dp.ListAndWatchResponse(devices=self._devices.listed(node))
+    ) -> Generator[dp.ListAndWatchResponse, None, None]:
+        # The first list is inside the try: grpc drops the generator at the yield whose send
+        # found the caller gone (grpcio's grpc/_server.py,
+        # _send_message_callback_to_blocking_iterator_adapter), so a kubelet gone right after
+        # its first list is noticed only if that yield too is covered.
         try:
+            version, node = self._state.wait_change(-1, timeout=0)
+            yield dp.ListAndWatchResponse(devices=self._devices.listed(node))
             while context.is_active() and not self._stopping.is_set():
                 new_version, node = self._state.wait_change(version, timeout=0.5)
                 if new_version != version and not self._stopping.is_set():

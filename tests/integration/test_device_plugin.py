@@ -6,11 +6,15 @@ import stat
 import threading
 from concurrent import futures
 from pathlib import Path
+from typing import cast
 
 import grpc
 import pytest
 
+from agent.allocation.kubelet_requests import KubeletChoice
 from agent.device_plugin import DevicePlugin
+from agent.plugin_server import DevicePluginService
+from agent.resources import plan
 from chip_drivers.fake import FakeDriver
 from chip_topology.products import MODULE_910X8
 from deviceplugin_api.v1beta1 import api_pb2 as dp
@@ -157,6 +161,24 @@ def test_a_closed_list_and_watch_stream_is_noticed_and_the_agent_registers_when_
         f"{node.kubelet.registrations} registrations; the agent registered "
         f"{node.agent.registrations - before} more times"
     )
+
+
+class _ActiveContext:
+    def is_active(self) -> bool:
+        return True
+
+
+def test_a_stream_dropped_right_after_its_first_list_is_noticed(node: Node) -> None:
+    # What grpc does when the kubelet left while the first list was on its way: it stops
+    # iterating and drops the generator there. Under load the real race lost this (CI).
+    assert node.agent.state is not None
+    closed = threading.Event()
+    devices = plan(node.agent.state.node, chips=KubeletChoice(), ascend_runtime=True)[0]
+    service = DevicePluginService(node.agent.state, devices, closed.set)
+    stream = service.ListAndWatch(dp.Empty(), cast(grpc.ServicerContext, _ActiveContext()))
+    assert len(next(stream).devices) == 8
+    stream.close()
+    assert closed.is_set(), "a stream closed at its first list went unnoticed"
 
 
 def test_an_agent_restart_while_the_kubelet_stays_registers_again(node: Node) -> None:
