@@ -133,8 +133,12 @@ def test_a_namespace_whose_hold_ended_unused_backs_off_then_holds_again() -> Non
     waits(h, first[0])
     probe = one_pod(h, "b", "probe", 8)
     assert len(held(h, probe)) == 2
+    freed = h.extender.state.freed
     h.clock.now += 101  # the hold limit passes: the hold ended unused
-    h.service.refresh()
+    h.service.maintain()
+    # Nothing kube-scheduler sees changed: the plugin's poll of ``freed`` tries the pods it
+    # refused again.
+    assert h.extender.state.freed > freed, "the ended hold is counted as freed"
     assert held(h, probe) == {}
     # Re-created under a new name, it holds nothing until the backoff (100 s) ends.
     for pod in first:

@@ -80,9 +80,11 @@ class ExtenderState:
         self.binds = 0
         # Counts the times a place was freed that kube-scheduler sees no event for: a node
         # offered again (a NodeD report cleared, its DeviceInfo fresh again) or offering more
-        # chips, a reservation or an assumed bind given back. The plugin polls it (``freed``)
-        # to move the pods it refused back to the active queue at once, not 5 minutes on.
+        # chips, a reservation, an assumed bind or a hold (a waiting gang's, a fault job's)
+        # given back. The plugin polls it (``freed``) to move the pods it refused back to the
+        # active queue at once, not 5 minutes on.
         self.freed = 0
+        self._fault_held: frozenset[str] = frozenset()  # fault jobs' held nodes, last pass
         # Whether a decision may still be written: with an election, this replica still
         # leads (a choice made while leading must not land after the lease is lost).
         self.fence: Callable[[], bool] = lambda: True
@@ -194,19 +196,25 @@ class ExtenderState:
             self.session.warm()
 
     def expire(self) -> None:
-        """Time passed: binds assumed too long and expired reservations give their chips
-        back."""
+        """Time passed: binds assumed too long, expired reservations and ended holds give
+        their chips back."""
         with self.lock:
             now = self.clock()
             expired = self.assumed.expired(now)
             for bind in expired:
                 self.session.release_task(bind.job, bind.task)
             self.vnpu.expire(now)
-            reserved = len(self.gangs.reservations)
+            reserved, holding = len(self.gangs.reservations), self.gangs.holding
             partial = self.pods.pending.keys() & self.pods.bound.keys()
             self.gangs.expire(self.session, self.pods.pending, now, partial)
             self.network.stale |= reserved != len(self.gangs.reservations)
-            if expired or reserved > len(self.gangs.reservations):
+            # A fault job's hold is read at each call (``FaultRestarts.holds``) and lapses
+            # with no change of state: this pass compares it with the last one's.
+            fault_held = frozenset(self.faults.restarts.holds(now))
+            lapsed = self._fault_held - fault_held
+            self._fault_held = fault_held
+            given_back = reserved > len(self.gangs.reservations) or holding > self.gangs.holding
+            if expired or given_back or lapsed:
                 self.freed += 1
 
     def network_view(self) -> locality.Network:

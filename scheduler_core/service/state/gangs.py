@@ -234,6 +234,11 @@ class Gangs:
         quiet = self._hold_limit * 2**BACKOFF_DOUBLINGS
         self._backoff = {ns: b for ns, b in self._backoff.items() if now <= b.until + quiet}
 
+    @property
+    def holding(self) -> int:
+        """Waiting gangs that hold chips now."""
+        return len(self._holding)
+
     def _back_off(self, namespace: str, now: float) -> None:
         """One of the namespace's holds ended unused."""
         log.warning("namespace %s: a gang's hold ended unused; it backs off", namespace)
