@@ -218,8 +218,14 @@ def module_root(component: Component) -> Path:
     return Path(json.loads(listed.stdout)["Dir"])
 
 
+def plugin_sources() -> list[Path]:
+    """The plugin's Go sources the binary is built from (its tests are not: a changed test
+    rebuilds nothing; tests/integration/test_plugin_go.py runs them)."""
+    return sorted(p for p in PLUGIN_SOURCE.glob("*.go") if not p.name.endswith("_test.go"))
+
+
 def _plugin_stamp(kubernetes: Component, arch: str) -> str:
-    sources = sorted(PLUGIN_SOURCE.glob("*.go"))
+    sources = plugin_sources()
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in sources)).hexdigest()
     return _stamp(kubernetes).rstrip("\n") + f" static linux/{arch} {digest}\n"
 
@@ -258,7 +264,7 @@ def build_plugin_scheduler(kubernetes: Component, arch: str | None = None) -> Pa
     name = f"module ascend-npu-k8s/{PLUGIN_SCHEDULER}"
     (module / "go.mod").write_text(re.sub(r"^module \S+", name, gomod, count=1, flags=re.M))
     shutil.copy(kubernetes.home / "go.sum", module / "go.sum")
-    for source in PLUGIN_SOURCE.glob("*.go"):
+    for source in plugin_sources():
         shutil.copy(source, module / source.name)
     ldflags = f"-ldflags={_ldflags(kubernetes)}"
     # Static, as the upstream kube-scheduler is built: its image (image.kube_scheduler) holds
