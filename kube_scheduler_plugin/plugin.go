@@ -81,9 +81,24 @@ const predicateTime = "predicate-time"
 const answerLimit = 32 << 20
 
 // freedPeriod is how often the plugin asks the service whether a place was freed: a refused
-// pod waits at most this long after, where kube-scheduler alone would wait for its next event
-// or its 5-minute flush of unschedulable pods.
+// pod waits at most this long after (and its backoff, below), where kube-scheduler alone would
+// wait for its next event or its 5-minute flush of unschedulable pods.
 const freedPeriod = 2 * time.Second
+
+// The backoff of a pod refused again and again, as kube-scheduler's own (1 s doubling to 10 s:
+// pkg/scheduler/backend/queue/scheduling_queue.go DefaultPodInitialBackoffDuration and
+// DefaultPodMaxBackoffDuration). Activate skips that backoff (it moves a pod from the backoff
+// queue too), and in a busy cluster the count moves at almost every poll: without one, every
+// refused pod would be tried every 2 s, each a /place over every NPU node.
+const (
+	initialBackoff = time.Second
+	maxBackoff     = 10 * time.Second
+)
+
+// forgetAfter: a refusal this old is dropped (its pod gone, or bound by another path). Its pod,
+// if still waiting, is tried by kube-scheduler's flush of unschedulable pods by then, and a new
+// refusal is recorded anew.
+const forgetAfter = 5 * time.Minute
 
 // Args are the plugin's pluginConfig args.
 type Args struct {
@@ -113,13 +128,26 @@ type AscendNPU struct {
 	percentage int32
 	nodes      sync.Map // node name → *sync.Mutex (writing)
 	refused    sync.Map // pod UID → refusal: the pods PreFilter found no node for
+	now        func() time.Time
 }
 
-// refusal is a pod PreFilter found no node for, and the service's count of places freed as
-// its decision began.
+// refusal is a pod PreFilter found no node for: the service's count of places freed as its
+// decision began, when, how many times in a row, and whether it was activated since.
 type refusal struct {
-	pod   *v1.Pod
-	freed int64
+	pod       *v1.Pod
+	freed     int64
+	at        time.Time
+	attempts  int
+	activated bool
+}
+
+// due is when the refused pod may be activated: its backoff after the refusal.
+func (r refusal) due() time.Time {
+	backoff := maxBackoff
+	if r.attempts <= 4 { // 1, 2, 4, 8 s, then 10
+		backoff = initialBackoff << (r.attempts - 1)
+	}
+	return r.at.Add(backoff)
 }
 
 var (
@@ -164,6 +192,7 @@ func New(ctx context.Context, configuration runtime.Object, handle fwk.Handle) (
 		prefix:     strings.TrimRight(args.URLPrefix, "/"),
 		managed:    managed,
 		percentage: args.PercentageOfNodesToScore,
+		now:        time.Now,
 	}
 	go plugin.watchFreed(ctx, freedPeriod)
 	return plugin, nil
@@ -249,7 +278,11 @@ func (pl *AscendNPU) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		if answer.Unresolvable {
 			code = fwk.UnschedulableAndUnresolvable
 		}
-		pl.refused.Store(pod.UID, refusal{pod, answer.Freed})
+		attempts := 1
+		if earlier, ok := pl.refused.Load(pod.UID); ok {
+			attempts = earlier.(refusal).attempts + 1
+		}
+		pl.refused.Store(pod.UID, refusal{pod: pod, freed: answer.Freed, at: pl.now(), attempts: attempts})
 		return nil, fwk.NewStatus(code, answer.Reason)
 	}
 	pl.refused.Delete(pod.UID)
@@ -264,8 +297,8 @@ type freedAnswer struct {
 // watchFreed asks the service every period how many times it freed a place that
 // kube-scheduler sees no event for (a NodeD report cleared, a node's DeviceInfo fresh again, a
 // reservation expired) and activates the pods PreFilter refused at another count: freed since
-// (or counted by another replica). A pod refused while a place was being freed carries the
-// count from before, so it is caught by the next poll. The plugin names no EnqueueExtensions,
+// (or counted by another replica), each once its backoff has passed. A pod refused while a
+// place was being freed carries the count from before, so it is caught by a later poll. The plugin names no EnqueueExtensions,
 // so any Pod or Node event requeues them as well; without one they would wait for the flush
 // of unschedulable pods, 5 minutes (pkg/scheduler/backend/queue/scheduling_queue.go,
 // podMaxInUnschedulablePodsDuration).
@@ -288,15 +321,25 @@ func (pl *AscendNPU) watchFreed(ctx context.Context, period time.Duration) {
 	}
 }
 
-// activateRefused moves the pods refused at another count than freed to the active queue
-// (kube-scheduler's Activate takes only those still in its unschedulable pods or backoff
-// queue; a pod deleted since is ignored).
+// activateRefused moves the pods refused at another count than freed, once their backoff has
+// passed, to the active queue (kube-scheduler's Activate takes only those still in its
+// unschedulable pods or backoff queue; a pod deleted since is ignored). Each refusal activates
+// its pod once; the next refusal of the pod counts one more attempt.
 func (pl *AscendNPU) activateRefused(logger klog.Logger, freed int64) {
+	now := pl.now()
 	pods := map[string]*v1.Pod{}
 	pl.refused.Range(func(uid, value any) bool {
-		if refused := value.(refusal); refused.freed != freed {
-			pods[refused.pod.Namespace+"/"+refused.pod.Name] = refused.pod
-			pl.refused.Delete(uid)
+		// Compare-and-swap: a refusal PreFilter records meanwhile stands, for the next poll.
+		refused := value.(refusal)
+		switch {
+		case now.Sub(refused.at) > forgetAfter:
+			pl.refused.CompareAndDelete(uid, value)
+		case !refused.activated && refused.freed != freed && !now.Before(refused.due()):
+			activated := refused
+			activated.activated = true
+			if pl.refused.CompareAndSwap(uid, value, activated) {
+				pods[refused.pod.Namespace+"/"+refused.pod.Name] = refused.pod
+			}
 		}
 		return true
 	})

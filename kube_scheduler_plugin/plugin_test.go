@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,10 +193,18 @@ func TestPreFilterNarrowsTheNodesToTheServicesAnswer(t *testing.T) {
 	}
 }
 
-func TestARefusedPodIsActivatedOnceTheFreedCountMoves(t *testing.T) {
+// clocked is the plugin on a clock the test moves.
+func clocked(pl *AscendNPU) *time.Time {
+	clock := time.Unix(1_000_000, 0)
+	pl.now = func() time.Time { return clock }
+	return &clock
+}
+
+func TestARefusedPodIsActivatedOnceTheFreedCountMovesAndItsBackoffPassed(t *testing.T) {
 	s, server := newService(t)
 	h := &handle{}
 	pl := plugin(t, server.URL, 0, h)
+	clock := clocked(pl)
 	for i, unresolvable := range []bool{true, false} {
 		s.answer("place", 200, placeAnswer{Reason: "no room", Unresolvable: unresolvable, Freed: 3})
 		_, status := pl.PreFilter(context.Background(), framework.NewCycleState(), pod("p"+strconv.Itoa(i), 8), nil)
@@ -205,6 +214,11 @@ func TestARefusedPodIsActivatedOnceTheFreedCountMoves(t *testing.T) {
 		}
 	}
 	logger := klog.Background()
+	pl.activateRefused(logger, 4)
+	if len(h.activated) != 0 {
+		t.Fatalf("activated %v within their backoff", h.keys())
+	}
+	*clock = clock.Add(initialBackoff)
 	pl.activateRefused(logger, 3)
 	if len(h.activated) != 0 {
 		t.Fatalf("activated %v at the count they were refused at", h.keys())
@@ -215,16 +229,57 @@ func TestARefusedPodIsActivatedOnceTheFreedCountMoves(t *testing.T) {
 	}
 	pl.activateRefused(logger, 5)
 	if len(h.activated) != 1 {
-		t.Fatal("a pod was activated twice for one refusal")
+		t.Fatalf("activated %v: a pod twice for one refusal", h.keys())
 	}
 	// A pod placed after its refusal is no longer waiting: nothing to activate.
 	s.answer("place", 200, placeAnswer{Freed: 5})
 	pl.PreFilter(context.Background(), framework.NewCycleState(), pod("later", 8), nil)
 	s.answer("place", 200, placeAnswer{NodeNames: []string{"n0"}})
 	pl.PreFilter(context.Background(), framework.NewCycleState(), pod("later", 8), nil)
+	*clock = clock.Add(initialBackoff)
 	pl.activateRefused(logger, 6)
 	if len(h.activated) != 1 {
 		t.Fatalf("activated %v, a pod placed since its refusal among them", h.keys())
+	}
+}
+
+func TestAPodRefusedAgainAndAgainIsActivatedNoMoreOftenThanKubeSchedulersBackoff(t *testing.T) {
+	// A busy cluster: the count moves at every poll. Each refusal waits kube-scheduler's
+	// backoff for its attempt before the pod is activated again.
+	s, server := newService(t)
+	s.answer("place", 200, placeAnswer{Reason: "no room"})
+	h := &handle{}
+	pl := plugin(t, server.URL, 0, h)
+	clock := clocked(pl)
+	var waited []time.Duration
+	count := int64(0)
+	for attempt := 1; attempt <= 6; attempt++ {
+		pl.PreFilter(context.Background(), framework.NewCycleState(), pod("p", 8), nil)
+		refused := *clock
+		for polls := 0; len(h.activated) < attempt && polls < 1000; polls++ {
+			*clock = clock.Add(100 * time.Millisecond)
+			count++
+			pl.activateRefused(klog.Background(), count)
+		}
+		waited = append(waited, clock.Sub(refused))
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
+	if !slices.Equal(waited, want) {
+		t.Fatalf("activated after %v, want %v", waited, want)
+	}
+	// A pod whose refusal is older than kube-scheduler's flush is forgotten; its next refusal
+	// starts again at the first backoff.
+	pl.PreFilter(context.Background(), framework.NewCycleState(), pod("p", 8), nil)
+	*clock = clock.Add(forgetAfter + time.Second)
+	pl.activateRefused(klog.Background(), count) // the count has not moved: only the forgetting
+	if _, kept := pl.refused.Load(types.UID("uid-p")); kept || len(h.activated) != 6 {
+		t.Fatalf("a refusal older than %v was kept or activated (%d activations)", forgetAfter, len(h.activated))
+	}
+	pl.PreFilter(context.Background(), framework.NewCycleState(), pod("p", 8), nil)
+	*clock = clock.Add(initialBackoff)
+	pl.activateRefused(klog.Background(), count+1)
+	if len(h.activated) != 7 {
+		t.Fatal("a refusal after the forgetting did not start at the first backoff")
 	}
 }
 
