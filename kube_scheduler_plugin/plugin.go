@@ -298,10 +298,10 @@ type freedAnswer struct {
 // kube-scheduler sees no event for (a NodeD report cleared, a node's DeviceInfo fresh again, a
 // reservation expired) and activates the pods PreFilter refused at another count: freed since
 // (or counted by another replica), each once its backoff has passed. A pod refused while a
-// place was being freed carries the count from before, so it is caught by a later poll. The plugin names no EnqueueExtensions,
-// so any Pod or Node event requeues them as well; without one they would wait for the flush
-// of unschedulable pods, 5 minutes (pkg/scheduler/backend/queue/scheduling_queue.go,
-// podMaxInUnschedulablePodsDuration).
+// place was being freed carries the count from before, so it is caught by a later poll. The
+// plugin names no EnqueueExtensions, so any Pod or Node event requeues them as well; without
+// one they would wait for the flush of unschedulable pods, 5 minutes
+// (pkg/scheduler/backend/queue/scheduling_queue.go, podMaxInUnschedulablePodsDuration).
 func (pl *AscendNPU) watchFreed(ctx context.Context, period time.Duration) {
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	ticker := time.NewTicker(period)
