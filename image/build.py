@@ -69,6 +69,9 @@ ENV = (
     ("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
     ("LANG", "C.UTF-8"),
     ("PYTHONUNBUFFERED", "1"),
+    # A crash in C (a signal that kills the process) leaves every thread's Python traceback in
+    # the log: once, on a loaded machine, the scheduler died by SIGABRT on SIGTERM, silently.
+    ("PYTHONFAULTHANDLER", "1"),
     ("GRPC_VERBOSITY", "ERROR"),
 )
 PORTS = (8888,)

@@ -147,7 +147,7 @@ def test_each_platform_runs_python_m_as_user_10001_with_the_oci_labels(
     assert run["Entrypoint"] == ["python", "-m"]
     assert run["Cmd"] == ["scheduler_core", "serve"]
     assert run["ExposedPorts"] == {"8888/tcp": {}}
-    assert {"PYTHONUNBUFFERED=1", "GRPC_VERBOSITY=ERROR"} <= set(run["Env"])
+    assert {"PYTHONUNBUFFERED=1", "PYTHONFAULTHANDLER=1", "GRPC_VERBOSITY=ERROR"} <= set(run["Env"])
     assert run["Labels"] == {
         "org.opencontainers.image.title": "ascend-npu-k8s",
         "org.opencontainers.image.description": (
