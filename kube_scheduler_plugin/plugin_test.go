@@ -52,11 +52,16 @@ const chips = "huawei.com/Ascend910"
 type service struct {
 	mu      sync.Mutex
 	bodies  map[string][]map[string]any
-	answers map[string]func() (int, any)
+	answers map[string]reply
+}
+
+type reply struct {
+	status int
+	value  any
 }
 
 func newService(t *testing.T) (*service, *httptest.Server) {
-	s := &service{bodies: map[string][]map[string]any{}, answers: map[string]func() (int, any){}}
+	s := &service{bodies: map[string][]map[string]any{}, answers: map[string]reply{}}
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		verb := strings.TrimPrefix(r.URL.Path, "/")
 		var body map[string]any
@@ -72,10 +77,9 @@ func newService(t *testing.T) (*service, *httptest.Server) {
 			w.WriteHeader(http.StatusNotFound)
 			return
 		}
-		status, value := answer()
 		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_ = json.NewEncoder(w).Encode(value)
+		w.WriteHeader(answer.status)
+		_ = json.NewEncoder(w).Encode(answer.value)
 	}))
 	t.Cleanup(server.Close)
 	return s, server
@@ -84,7 +88,7 @@ func newService(t *testing.T) (*service, *httptest.Server) {
 func (s *service) answer(verb string, status int, value any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.answers[verb] = func() (int, any) { return status, value }
+	s.answers[verb] = reply{status, value}
 }
 
 func (s *service) sent(verb string) []map[string]any {
